@@ -1,0 +1,148 @@
+"""The ``eagle-spark`` command line (also ``python -m eagle_spark``).
+
+The contract every stage keeps:
+
+* commands ``ingest``, ``export``, ``synth``, ``aggregate``, ``embed``, ``assign``, ``train``,
+  ``predict``, ``evaluate``, ``pipeline`` (each added by the issue that builds it; ``eagle-spark
+  --help`` lists the ones this version has);
+* every command takes ``--conf FILE`` (YAML shaped like :class:`eagle_spark.params.Settings`),
+  repeated ``--set section.key=value`` and ``--print-defaults`` (prints the merged settings as
+  YAML and exits 0);
+* on success it prints ONE JSON line on stdout (``command``, ``output``, counts, ``seconds``), writes
+  ``_manifest.json`` into its output folder, and exits 0; bad usage or bad input exits 2 with a
+  message on stderr saying what is wrong and where (file, line, row); an internal failure exits 1;
+* progress is logged per stage on stderr through :mod:`logging` (``--log-level``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from typing import Any, Callable, Sequence
+
+from eagle_spark import __version__
+from eagle_spark.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_OK, EagleError
+from eagle_spark.params import Settings
+
+log = logging.getLogger("eagle_spark")
+
+Runner = Callable[[Any, argparse.Namespace, Settings], dict[str, Any]]
+_COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Runner]] = {}
+
+
+def command(name: str, help_text: str, add_arguments: Callable[[argparse.ArgumentParser], None]):
+    """Register a sub-command: `add_arguments` declares its flags, the decorated function runs it.
+
+    The runner gets (spark, args, settings) and returns the summary dict printed as JSON.
+    """
+
+    def register(run: Runner) -> Runner:
+        _COMMANDS[name] = (help_text, add_arguments, run)
+        return run
+
+    return register
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--conf", metavar="FILE", help="YAML settings file (see --print-defaults)")
+    parser.add_argument(
+        "--set", metavar="KEY=VALUE", action="append", default=[], dest="overrides",
+        help="override one setting, e.g. --set spark.master=local[2] (repeatable)",
+    )
+    parser.add_argument("--print-defaults", action="store_true",
+                        help="print the settings in force as YAML and exit")
+    parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+                        help="eagle_spark's log level on stderr (default INFO)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argparse parser with every registered command."""
+    _load_commands()
+    parser = argparse.ArgumentParser(
+        prog="eagle-spark",
+        description="Extreme multi-label classification from aggregated labels (EAGLE) on Spark.",
+    )
+    parser.add_argument("--version", action="version", version=f"eagle_spark {__version__}")
+    _common(parser)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (help_text, add_arguments, _) in _COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        _common(p)
+        add_arguments(p)
+    return parser
+
+
+def _load_commands() -> None:
+    # Importing the command modules registers them (kept lazy so `--help` stays fast).
+    from eagle_spark import commands  # noqa: F401
+
+
+def _configure_logging(level: str) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+        force=True,
+    )
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; returns the exit code (0 ok, 1 internal failure, 2 bad usage or input).
+
+    Args:
+        argv: arguments without the program name (default ``sys.argv[1:]``).
+    """
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse: --help/--version exit 0, bad usage exits 2
+        return int(exc.code or 0)
+    _configure_logging(args.log_level)
+    try:
+        settings = Settings.load(args.conf, args.overrides)
+    except EagleError as err:
+        print(f"eagle-spark: error: {err}", file=sys.stderr)
+        return err.exit_code
+    if args.print_defaults:
+        print(settings.to_yaml(), end="")
+        return EXIT_OK
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return EXIT_BAD_INPUT
+    return _run(args.command, args, settings)
+
+
+def _run(name: str, args: argparse.Namespace, settings: Settings) -> int:
+    from pyspark.sql import SparkSession
+
+    from eagle_spark.session import build_spark
+
+    _, _, run = _COMMANDS[name]
+    started = time.monotonic()
+    owned = SparkSession.getActiveSession() is None
+    spark = None
+    try:
+        spark = build_spark(settings.spark)
+        log.info("%s: started", name)
+        summary = run(spark, args, settings)
+    except EagleError as err:
+        print(f"eagle-spark {name}: error: {err}", file=sys.stderr)
+        return err.exit_code
+    except Exception:  # internal failure: full traceback for the bug report
+        log.exception("%s: internal failure", name)
+        return EXIT_INTERNAL
+    finally:
+        if owned and spark is not None:
+            spark.stop()
+    seconds = round(time.monotonic() - started, 3)
+    log.info("%s: done in %.1f s", name, seconds)
+    print(json.dumps({"command": name, **summary, "seconds": seconds}, sort_keys=False), flush=True)
+    return EXIT_OK
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,69 @@
+"""The sub-commands of ``eagle-spark``: argument declarations and thin runners over the library.
+
+Each runner applies its explicit flags on top of the settings (flags win over ``--conf``/``--set``),
+makes one library call and returns the summary printed as JSON by :func:`eagle_spark.cli.main`.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from eagle_spark.cli import command
+from eagle_spark.data import embedded_path
+from eagle_spark.params import Settings
+
+
+def _flags(args: argparse.Namespace, names: dict[str, str]) -> dict[str, Any]:
+    """Explicit flag values (not None) keyed by settings field name."""
+    return {field: getattr(args, dest) for dest, field in names.items()
+            if getattr(args, dest, None) is not None}
+
+
+def _ingest_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--input", default=None,
+                   help="XC or libsvm text file, plain or .gz (default: the embedded delicious train file)")
+    p.add_argument("--output", required=True, help="dataset folder to write")
+    p.add_argument("--format", choices=["xc", "libsvm"], default=None,
+                   help="xc: header 'n_samples n_features n_labels' (default); libsvm: no header")
+    p.add_argument("--one-based", action="store_const", const=True, default=None,
+                   help="feature ids in the file start at 1 (labels stay 0-based)")
+    p.add_argument("--on-bad-line", choices=["fail", "skip"], default=None,
+                   help="fail (default): exit 2 naming file and line; skip: keep bad lines in _rejected/")
+    p.add_argument("--n-features", type=int, default=None, help="libsvm: feature count (default max id + 1)")
+    p.add_argument("--n-labels", type=int, default=None, help="libsvm: label count (default max id + 1)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing output")
+
+
+@command("ingest", "Read an XC / libsvm text file into a dataset (X, Y Parquet tables).", _ingest_args)
+def run_ingest(spark: Any, args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
+    from eagle_spark.io.ingest import ingest
+
+    settings = settings.replace("ingest", **_flags(args, {
+        "format": "format", "one_based": "one_based", "on_bad_line": "on_bad_line",
+        "n_features": "n_features", "n_labels": "n_labels"}))
+    source = args.input or embedded_path("delicious", "train")
+    manifest = ingest(spark, source, args.output, settings.ingest, overwrite=args.overwrite)
+    return {
+        "output": args.output,
+        "input": source,
+        "n_samples": manifest["n_samples"],
+        "n_features": manifest["n_features"],
+        "n_labels": manifest["n_labels"],
+        "rejected_lines": manifest["rejected"]["lines"],
+        **{k: manifest["stats"][k] for k in (
+            "nnz", "labels_per_sample", "nnz_per_sample", "samples_without_labels")},
+    }
+
+
+def _export_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--input", required=True, help="dataset folder (with X, optionally Y)")
+    p.add_argument("--output", required=True, help="XC text file to write (.gz for gzip)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing file")
+
+
+@command("export", "Write a dataset's X and Y as an XC text file (round trip of ingest).", _export_args)
+def run_export(spark: Any, args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
+    from eagle_spark.io.export import export_xc
+
+    return export_xc(spark, args.input, args.output, overwrite=args.overwrite)

@@ -1,0 +1,259 @@
+"""Settings: frozen dataclasses, loaded from YAML, overridden by ``--set section.key=value``.
+
+One way to configure (STYLE.md section 3): every knob lives in a section dataclass below, with its
+unit and default in the docstring. A run is fully described by one YAML file, printed by
+``eagle-spark --print-defaults``. Precedence, lowest first: code defaults, ``--conf FILE``,
+``--set key=value`` overrides, then the explicit flags of a command (``--iterations 5`` is the same
+as ``--set embed.iterations=5``).
+
+Every ``from_dict`` rejects unknown keys and wrong types with :class:`SettingsError` naming the key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional, Sequence
+
+import yaml
+
+from eagle_spark.errors import SettingsError
+
+
+class BaseParams:
+    """Mixin for frozen settings dataclasses: typed ``from_dict``/``to_dict`` and validation."""
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None, where: str = "") -> "BaseParams":
+        """Build from a mapping, rejecting unknown keys and values of the wrong type.
+
+        Args:
+            data: key -> value (nested mappings for nested sections); None means all defaults.
+            where: dotted prefix used in error messages (e.g. ``"spark."``).
+        Returns:
+            An instance of ``cls``.
+        Raises:
+            SettingsError: an unknown key, a value of the wrong type, or a failed check.
+        """
+        data = dict(data or {})
+        hints = typing.get_type_hints(cls)
+        names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise SettingsError(
+                f"unknown setting '{where}{unknown[0]}'; known keys of "
+                f"{where.rstrip('.') or 'the top level'}: {', '.join(sorted(names))}"
+            )
+        values = {}
+        for name, value in data.items():
+            values[name] = _coerce(hints[name], value, f"{where}{name}")
+        try:
+            return cls(**values)  # type: ignore[call-arg]
+        except (TypeError, ValueError) as err:
+            if isinstance(err, SettingsError):
+                raise
+            raise SettingsError(f"{where.rstrip('.') or 'settings'}: {err}") from err
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain nested dict of every field (YAML/JSON serialisable)."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+            value = getattr(self, f.name)
+            out[f.name] = value.to_dict() if isinstance(value, BaseParams) else _plain(value)
+        return out
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _coerce(hint: Any, value: Any, key: str) -> Any:
+    """Check `value` against the annotation `hint`; ints are accepted where floats are expected."""
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin is typing.Union:
+        if value is None and type(None) in args:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        return _coerce(inner[0], value, key)
+    if isinstance(hint, type) and issubclass(hint, BaseParams):
+        if not isinstance(value, Mapping):
+            raise SettingsError(f"setting {key!r} must be a mapping, got {value!r}")
+        return hint.from_dict(value, where=f"{key}.")
+    if origin in (dict, Mapping) or hint is dict:
+        if not isinstance(value, Mapping):
+            raise SettingsError(f"setting {key!r} must be a mapping, got {value!r}")
+        return {str(k): str(v) for k, v in value.items()}
+    if origin is tuple:
+        if not isinstance(value, (list, tuple)):
+            raise SettingsError(f"setting {key!r} must be a list, got {value!r}")
+        return tuple(_coerce(args[0], v, key) for v in value)
+    if hint is bool:
+        if not isinstance(value, bool):
+            raise SettingsError(f"setting {key!r} must be true or false, got {value!r}")
+        return value
+    if hint is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise SettingsError(f"setting {key!r} must be an integer, got {value!r}")
+        return value
+    if hint is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise SettingsError(f"setting {key!r} must be a number, got {value!r}")
+        return float(value)
+    if hint is str:
+        if not isinstance(value, str):
+            raise SettingsError(f"setting {key!r} must be a string, got {value!r}")
+        return value
+    raise SettingsError(f"setting {key!r}: unsupported type {hint!r}")  # pragma: no cover
+
+
+def _check(condition: bool, message: str) -> None:
+    if not condition:
+        raise SettingsError(message)
+
+
+@dataclass(frozen=True)
+class SparkParams(BaseParams):
+    """How the SparkSession is built (:func:`eagle_spark.session.build_spark`).
+
+    Attributes:
+        master: Spark master URL: ``local[*]``, ``local[N]`` or ``spark://host:port``. Ignored under
+            spark-submit, which sets its own. Default ``local[*]``.
+        app_name: application name shown by Spark. Default ``eagle-spark``.
+        driver_memory: JVM heap of the driver (local mode: of everything), e.g. ``4g``. Default ``4g``.
+        executor_memory: JVM heap per executor (cluster mode). Default ``2g``.
+        python_worker_memory: cap per Python worker (``spark.executor.pyspark.memory``), or None for
+            no cap. Default None.
+        shuffle_partitions: ``spark.sql.shuffle.partitions``. Default 8.
+        arrow_batch_rows: rows per Arrow batch handed to Python (``maxRecordsPerBatch``). Default 10000.
+        loopback: bind the driver to 127.0.0.1 (local mode and the tests). Default true.
+        log_level: Spark's log level (``WARN``, ``INFO``, ...). Default ``WARN``.
+        extra: any other ``spark.*`` settings, verbatim. Default empty.
+    """
+
+    master: str = "local[*]"
+    app_name: str = "eagle-spark"
+    driver_memory: str = "4g"
+    executor_memory: str = "2g"
+    python_worker_memory: Optional[str] = None
+    shuffle_partitions: int = 8
+    arrow_batch_rows: int = 10000
+    loopback: bool = True
+    log_level: str = "WARN"
+    extra: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _check(self.shuffle_partitions >= 1, "spark.shuffle_partitions must be >= 1")
+        _check(self.arrow_batch_rows >= 1, "spark.arrow_batch_rows must be >= 1")
+        _check(bool(self.master), "spark.master must not be empty")
+        for key in self.extra:
+            _check(str(key).startswith("spark."), f"spark.extra key {key!r} must start with 'spark.'")
+
+
+@dataclass(frozen=True)
+class IngestParams(BaseParams):
+    """Reading XC / libsvm text files (:func:`eagle_spark.io.ingest.ingest`).
+
+    Attributes:
+        format: ``xc`` (header line ``n_samples n_features n_labels``) or ``libsvm`` (no header).
+            Default ``xc``.
+        one_based: feature ids in the file start at 1 (labels stay 0-based). Default false.
+        on_bad_line: ``fail`` (exit 2 naming file, line, problem; nothing written) or ``skip``
+            (bad lines go to ``_rejected/`` and are counted in the manifest). Default ``fail``.
+        n_features: libsvm only: the feature count (ids must be below it); None infers max id + 1.
+        n_labels: libsvm only: the label count; None infers max label id + 1.
+    """
+
+    format: str = "xc"
+    one_based: bool = False
+    on_bad_line: str = "fail"
+    n_features: Optional[int] = None
+    n_labels: Optional[int] = None
+
+    def __post_init__(self) -> None:
+        _check(self.format in ("xc", "libsvm"), f"ingest.format must be xc or libsvm, got {self.format!r}")
+        _check(self.on_bad_line in ("fail", "skip"),
+               f"ingest.on_bad_line must be fail or skip, got {self.on_bad_line!r}")
+        for name in ("n_features", "n_labels"):
+            value = getattr(self, name)
+            _check(value is None or value >= 0, f"ingest.{name} must be >= 0")
+
+
+@dataclass(frozen=True)
+class Settings(BaseParams):
+    """All settings of a run, one section per stage; ``conf/*.yaml`` files mirror this shape.
+
+    Attributes:
+        spark: :class:`SparkParams`.
+        ingest: :class:`IngestParams`.
+    """
+
+    spark: SparkParams = field(default_factory=SparkParams)
+    ingest: IngestParams = field(default_factory=IngestParams)
+
+    @classmethod
+    def load(cls, conf: str | None = None, overrides: Sequence[str] = ()) -> "Settings":
+        """Read a YAML settings file and apply ``key=value`` overrides.
+
+        Args:
+            conf: path of a YAML file shaped like :class:`Settings` (None: defaults only).
+            overrides: ``section.key=value`` strings; values are parsed as YAML scalars
+                (``3`` int, ``0.1`` float, ``true`` bool, anything else a string).
+        Returns:
+            Validated settings.
+        Raises:
+            SettingsError: the file is missing or not YAML, a key is unknown, a value has the wrong
+                type, or an override is not ``key=value``.
+        """
+        data: dict[str, Any] = {}
+        if conf is not None:
+            try:
+                with open(conf, encoding="utf-8") as fh:
+                    loaded = yaml.safe_load(fh)
+            except OSError as err:
+                raise SettingsError(f"settings file {conf}: {err.strerror}") from err
+            except yaml.YAMLError as err:
+                raise SettingsError(f"settings file {conf} is not valid YAML: {err}") from err
+            if loaded is not None and not isinstance(loaded, dict):
+                raise SettingsError(f"settings file {conf} must hold a mapping of sections")
+            data = loaded or {}
+        for item in overrides:
+            key, sep, raw = item.partition("=")
+            if not sep or not key.strip():
+                raise SettingsError(f"override {item!r} must look like section.key=value")
+            try:
+                value = yaml.safe_load(raw) if raw.strip() else ""
+            except yaml.YAMLError:
+                value = raw
+            node = data
+            parts = key.strip().split(".")
+            if len(parts) > 2 and parts[1] == "extra":  # spark.extra.spark.x.y=v: key is spark.x.y
+                parts = [parts[0], "extra", ".".join(parts[2:])]
+            for part in parts[:-1]:
+                node = node.setdefault(part, {})
+                if not isinstance(node, dict):
+                    raise SettingsError(f"override {item!r}: {part!r} is not a section")
+            node[parts[-1]] = value
+        return typing.cast(Settings, cls.from_dict(data))
+
+    def replace(self, section: str, **changes: Any) -> "Settings":
+        """A copy with some fields of one section changed (validated like a ``--set``).
+
+        Raises:
+            SettingsError: unknown section or key, or a value of the wrong type.
+        """
+        if section not in {f.name for f in dataclasses.fields(self)}:
+            raise SettingsError(f"unknown settings section {section!r}")
+        current = getattr(self, section).to_dict()
+        current.update(changes)
+        new_section = type(getattr(self, section)).from_dict(current, where=f"{section}.")
+        return dataclasses.replace(self, **{section: new_section})
+
+    def to_yaml(self) -> str:
+        """YAML text of every setting with its current value."""
+        return yaml.safe_dump(self.to_dict(), sort_keys=False)

@@ -1,0 +1,107 @@
+"""Table schemas of the dataset layout: the only place column and folder names are spelled.
+
+Every stage reads and writes a *dataset* folder::
+
+    <dataset>/_manifest.json   format_version, n_samples, n_features, n_labels, n_groups, source, ...
+    <dataset>/X/    sample_id long, feat_idx array<int> (sorted, unique), feat_val array<float>
+    <dataset>/Y/    sample_id long, label_ids array<int>        (true sample labels, when known)
+    <dataset>/Y1/   sample_id long, group_id long               (aggregated data)
+    <dataset>/Y2/   group_id long, label_id int, count int      (aggregated data; count = multiplicity)
+
+Symbols follow Shen, Yu, Sanghavi, Dhillon, "Extreme Multi-label Classification from Aggregated
+Labels", ICML 2020, section 3: X (n_samples x n_features), Y1 (n_samples x n_groups),
+Y2 (n_groups x n_labels), Y (n_samples x n_labels).
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+from pyspark.sql import types as T
+
+FORMAT_VERSION = 1
+"""Version of the dataset layout written into every ``_manifest.json``."""
+
+MANIFEST = "_manifest.json"
+REJECTED = "_rejected"
+
+# Column names.
+SAMPLE_ID = "sample_id"
+GROUP_ID = "group_id"
+LABEL_ID = "label_id"
+LABEL_IDS = "label_ids"
+FEAT_IDX = "feat_idx"
+FEAT_VAL = "feat_val"
+COUNT = "count"
+LINE = "line"
+TEXT = "text"
+REASON = "reason"
+
+# Table (sub-folder) names.
+X = "X"
+Y = "Y"
+Y1 = "Y1"
+Y2 = "Y2"
+
+X_SCHEMA = T.StructType(
+    [
+        T.StructField(SAMPLE_ID, T.LongType(), False),
+        T.StructField(FEAT_IDX, T.ArrayType(T.IntegerType(), False), False),
+        T.StructField(FEAT_VAL, T.ArrayType(T.FloatType(), False), False),
+    ]
+)
+Y_SCHEMA = T.StructType(
+    [
+        T.StructField(SAMPLE_ID, T.LongType(), False),
+        T.StructField(LABEL_IDS, T.ArrayType(T.IntegerType(), False), False),
+    ]
+)
+Y1_SCHEMA = T.StructType(
+    [
+        T.StructField(SAMPLE_ID, T.LongType(), False),
+        T.StructField(GROUP_ID, T.LongType(), False),
+    ]
+)
+Y2_SCHEMA = T.StructType(
+    [
+        T.StructField(GROUP_ID, T.LongType(), False),
+        T.StructField(LABEL_ID, T.IntegerType(), False),
+        T.StructField(COUNT, T.IntegerType(), False),
+    ]
+)
+REJECTED_SCHEMA = T.StructType(
+    [
+        T.StructField(LINE, T.LongType(), False),
+        T.StructField(TEXT, T.StringType(), True),
+        T.StructField(REASON, T.StringType(), False),
+    ]
+)
+
+TABLE_SCHEMAS: dict[str, T.StructType] = {X: X_SCHEMA, Y: Y_SCHEMA, Y1: Y1_SCHEMA, Y2: Y2_SCHEMA}
+"""Schema of every table of the dataset layout, by folder name."""
+
+# Arrow twins of the Spark types, for mapInArrow functions (types must match Spark's exactly).
+ARROW_INT_LIST = pa.list_(pa.field("element", pa.int32(), nullable=False))
+ARROW_FLOAT_LIST = pa.list_(pa.field("element", pa.float32(), nullable=False))
+
+
+def spark_type_equal(actual: T.DataType, expected: T.DataType) -> bool:
+    """True when two Spark types are equal ignoring nullability.
+
+    Args:
+        actual: the type read from a table.
+        expected: the type the layout prescribes.
+    Returns:
+        Whether the two have the same names and data types at every level.
+    """
+    if isinstance(expected, T.StructType):
+        if not isinstance(actual, T.StructType) or len(actual.fields) != len(expected.fields):
+            return False
+        return all(
+            a.name == e.name and spark_type_equal(a.dataType, e.dataType)
+            for a, e in zip(actual.fields, expected.fields)
+        )
+    if isinstance(expected, T.ArrayType):
+        return isinstance(actual, T.ArrayType) and spark_type_equal(
+            actual.elementType, expected.elementType
+        )
+    return type(actual) is type(expected)

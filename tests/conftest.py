@@ -1,0 +1,65 @@
+"""Shared fixtures: one local Spark session for the whole run, paths to the shared real data."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+
+import pytest
+
+from eagle_spark.params import SparkParams
+from eagle_spark.session import build_spark
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+SHARED_DATA = ROOT.parent / "shared" / "data"
+
+# Settings for a fast test session (PLATFORM.md): small partition counts, no UI, in-memory catalog.
+TEST_SPARK = SparkParams(
+    master="local[2]",
+    app_name="eagle-spark-tests",
+    driver_memory="3g",
+    shuffle_partitions=2,
+    arrow_batch_rows=1000,
+    extra={
+        "spark.default.parallelism": "2",
+        "spark.ui.enabled": "false",
+        "spark.sql.adaptive.enabled": "false",
+        "spark.sql.catalogImplementation": "in-memory",
+        "spark.driver.extraJavaOptions": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
+    },
+)
+
+
+@pytest.fixture(scope="session")
+def spark():
+    session = build_spark(TEST_SPARK)
+    yield session
+    session.stop()
+
+
+def shared_file(*parts: str) -> pathlib.Path:
+    """A file under ../shared/data, or skip the test with the reason when it is absent."""
+    path = SHARED_DATA.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"real data {path} is absent (../shared/data is not beside the checkout)")
+    return path
+
+
+@pytest.fixture
+def write_text(tmp_path):
+    """Write a small text file (optionally gzip) under tmp_path and return its path as str."""
+    import gzip
+
+    def _write(name: str, text: str) -> str:
+        path = tmp_path / name
+        if name.endswith(".gz"):
+            with gzip.open(path, "wt") as fh:
+                fh.write(text)
+        else:
+            path.write_text(text)
+        return str(path)
+
+    return _write
+
+
+os.environ.setdefault("PYSPARK_PYTHON", os.sys.executable)
