@@ -67,3 +67,61 @@ def run_export(spark: Any, args: argparse.Namespace, settings: Settings) -> dict
     from eagle_spark.io.export import export_xc
 
     return export_xc(spark, args.input, args.output, overwrite=args.overwrite)
+
+
+def _aggregate_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--input", required=True, help="dataset with X and Y (from ingest or synth)")
+    p.add_argument("--output", required=True, help="aggregated dataset folder to write")
+    p.add_argument("--grouping", choices=["random", "cluster"], default=None,
+                   help="random groups of --group-size, or hierarchical 2-means to --depth")
+    p.add_argument("--group-size", type=int, default=None, help="g for random grouping (default 4)")
+    p.add_argument("--depth", type=int, default=None, help="D for cluster grouping (default 8)")
+    p.add_argument("--noise", type=float, default=None,
+                   help="sigma of Gaussian noise on the clustered features (default 0)")
+    p.add_argument("--seed", type=int, default=None, help="seed (default 0)")
+    p.add_argument("--merge", choices=["list", "set"], default=None,
+                   help="Y2 count: list = multiplicity (default), set = 1")
+    p.add_argument("--y1", default=None, help="user-supplied Y1 table (Parquet or CSV)")
+    p.add_argument("--y2", default=None, help="user-supplied Y2 table (Parquet or CSV)")
+    p.add_argument("--on-bad-row", choices=["fail", "skip"], default=None,
+                   help="user tables: fail (default) or drop bad rows and count them")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing output")
+
+
+@command("aggregate", "Group samples (random / cluster) or take user Y1/Y2; write X, Y, Y1, Y2.",
+         _aggregate_args)
+def run_aggregate(spark: Any, args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
+    from eagle_spark.aggregation.aggregate import aggregate
+
+    settings = settings.replace("aggregate", **_flags(args, {
+        "grouping": "grouping", "group_size": "group_size", "depth": "depth", "noise": "noise",
+        "seed": "seed", "merge": "merge", "on_bad_row": "on_bad_row"}))
+    manifest = aggregate(spark, args.input, args.output, settings.aggregate, overwrite=args.overwrite,
+                         y1_path=args.y1, y2_path=args.y2)
+    return {"output": args.output, **{k: manifest[k] for k in (
+        "n_samples", "n_groups", "group_size_mean", "group_size_max", "n_positive_pairs")},
+        "rejected_rows": sum(manifest["rejected"].values())}
+
+
+def _synth_args(p: argparse.ArgumentParser) -> None:
+    from eagle_spark.synth import PRESETS
+
+    p.add_argument("--output", required=True, help="folder for the train/ and test/ datasets")
+    p.add_argument("--preset", choices=sorted(PRESETS), default=None, help="shape (default wiki325k)")
+    p.add_argument("--scale", type=float, default=None, help="count multiplier in (0, 1] (default 1)")
+    p.add_argument("--seed", type=int, default=None, help="seed (default 0)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing output")
+
+
+@command("synth", "Generate a synthetic clean XMC train/test pair of a benchmark's shape.", _synth_args)
+def run_synth(spark: Any, args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
+    from eagle_spark.synth import synth
+
+    settings = settings.replace("synth", **_flags(args, {"preset": "preset", "scale": "scale",
+                                                         "seed": "seed"}))
+    p = settings.synth
+    pair = synth(spark, args.output, p.preset, p.scale, p.seed, p.rows_per_task, overwrite=args.overwrite)
+    return {"output": args.output, "preset": p.preset, "scale": p.scale,
+            **{f"{split}_{k}": v for split, stats in pair["splits"].items()
+               for k, v in stats.items() if k in ("n_samples", "nnz_per_sample", "labels_per_sample")},
+            "n_features": pair["shape"]["n_features"], "n_labels": pair["shape"]["n_labels"]}

@@ -185,16 +185,80 @@ class IngestParams(BaseParams):
 
 
 @dataclass(frozen=True)
+class AggregateParams(BaseParams):
+    """Building aggregated-label data (:func:`eagle_spark.aggregation.aggregate.aggregate`).
+
+    Attributes:
+        grouping: ``random`` (shuffle, cut into groups of ``group_size``) or ``cluster``
+            (hierarchical balanced 2-means to ``depth``). Default ``random``.
+        group_size: g, samples per random group (the last group holds the remainder). Default 4.
+        depth: D, levels of the cluster hierarchy (up to 2^D groups). Default 8.
+        noise: sigma of the Gaussian noise added to the clustered features only. Default 0.0.
+        seed: seed of the shuffle / initial centroids / noise. Default 0.
+        merge: ``list`` (Y2 count = multiplicity) or ``set`` (count = 1). Default ``list``.
+        kmeans_iterations: 2-means rounds per tree node. Default 20.
+        on_bad_row: user-supplied Y1/Y2: ``fail`` (exit 2 naming table and id) or ``skip`` (drop
+            and count in the manifest). Default ``fail``.
+    """
+
+    grouping: str = "random"
+    group_size: int = 4
+    depth: int = 8
+    noise: float = 0.0
+    seed: int = 0
+    merge: str = "list"
+    kmeans_iterations: int = 20
+    on_bad_row: str = "fail"
+
+    def __post_init__(self) -> None:
+        _check(self.grouping in ("random", "cluster"),
+               f"aggregate.grouping must be random or cluster, got {self.grouping!r}")
+        _check(self.group_size >= 1, "aggregate.group_size must be >= 1")
+        _check(0 <= self.depth <= 24, "aggregate.depth must be in [0, 24]")
+        _check(self.noise >= 0, "aggregate.noise must be >= 0")
+        _check(self.merge in ("list", "set"), f"aggregate.merge must be list or set, got {self.merge!r}")
+        _check(self.kmeans_iterations >= 1, "aggregate.kmeans_iterations must be >= 1")
+        _check(self.on_bad_row in ("fail", "skip"),
+               f"aggregate.on_bad_row must be fail or skip, got {self.on_bad_row!r}")
+
+
+@dataclass(frozen=True)
+class SynthParams(BaseParams):
+    """Synthetic data (:func:`eagle_spark.synth.synth`).
+
+    Attributes:
+        preset: shape to reproduce: ``wiki325k``, ``eurlex4k``, ``wiki10-31k``, ``amazoncat13k``.
+            Default ``wiki325k``.
+        scale: in (0, 1]; sample, feature and label counts are multiplied by it. Default 1.0.
+        seed: base seed; the same seed gives byte-identical tables. Default 0.
+        rows_per_task: samples generated per Spark task. Default 250000.
+    """
+
+    preset: str = "wiki325k"
+    scale: float = 1.0
+    seed: int = 0
+    rows_per_task: int = 250000
+
+    def __post_init__(self) -> None:
+        _check(0 < self.scale <= 1, f"synth.scale must be in (0, 1], got {self.scale}")
+        _check(self.rows_per_task >= 1, "synth.rows_per_task must be >= 1")
+
+
+@dataclass(frozen=True)
 class Settings(BaseParams):
     """All settings of a run, one section per stage; ``conf/*.yaml`` files mirror this shape.
 
     Attributes:
         spark: :class:`SparkParams`.
         ingest: :class:`IngestParams`.
+        aggregate: :class:`AggregateParams`.
+        synth: :class:`SynthParams`.
     """
 
     spark: SparkParams = field(default_factory=SparkParams)
     ingest: IngestParams = field(default_factory=IngestParams)
+    aggregate: AggregateParams = field(default_factory=AggregateParams)
+    synth: SynthParams = field(default_factory=SynthParams)
 
     @classmethod
     def load(cls, conf: str | None = None, overrides: Sequence[str] = ()) -> "Settings":

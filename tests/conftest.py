@@ -63,3 +63,40 @@ def write_text(tmp_path):
 
 
 os.environ.setdefault("PYSPARK_PYTHON", os.sys.executable)
+
+
+@pytest.fixture(scope="session")
+def delicious(spark, tmp_path_factory):
+    """The embedded Delicious train file, ingested once per test run (dataset path)."""
+    from eagle_spark.data import embedded_path
+    from eagle_spark.io.ingest import ingest
+    from eagle_spark.params import IngestParams
+
+    out = str(tmp_path_factory.mktemp("embedded") / "delicious")
+    ingest(spark, embedded_path("delicious", "train"), out, IngestParams())
+    return out
+
+
+def dataset_matrices(spark, dataset):
+    """(sample_ids, X csr, Y csr, manifest) of a dataset, rows in sample_id order (tests only)."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    from eagle_spark.io.tables import read_manifest, read_table
+
+    manifest = read_manifest(spark, dataset)
+    xr = sorted(read_table(spark, dataset, "X").collect(), key=lambda r: r.sample_id)
+    yr = {r.sample_id: r.label_ids for r in read_table(spark, dataset, "Y").collect()}
+    ids = np.array([r.sample_id for r in xr])
+    X = sp.csr_matrix(
+        (np.concatenate([r.feat_val for r in xr]).astype(np.float32),
+         np.concatenate([r.feat_idx for r in xr]).astype(np.int64),
+         np.concatenate([[0], np.cumsum([len(r.feat_idx) for r in xr])])),
+        shape=(len(xr), manifest["n_features"]))
+    labels = [yr[i] for i in ids]
+    Y = sp.csr_matrix(
+        (np.ones(sum(map(len, labels)), dtype=np.float32),
+         np.concatenate([np.array(l, dtype=np.int64) for l in labels]),
+         np.concatenate([[0], np.cumsum([len(l) for l in labels])])),
+        shape=(len(xr), manifest["n_labels"]))
+    return ids, X, Y, manifest

@@ -66,6 +66,18 @@ class FileSystem:
         if not fs.rename(jsrc, jdst):
             raise OSError(f"could not rename {src} to {dst}")
 
+    def copy(self, src: str, dst: str) -> None:
+        """Copy file or folder `src` to `dst` byte for byte (``dst`` must not exist).
+
+        Raises:
+            OSError: the copy failed.
+        """
+        fs, jsrc = self._resolve(src)
+        dst_fs, jdst = self._resolve(dst)
+        util = self._jvm.org.apache.hadoop.fs.FileUtil
+        if not util.copy(fs, jsrc, dst_fs, jdst, False, self._conf):
+            raise OSError(f"could not copy {src} to {dst}")
+
     def mkdirs(self, path: str) -> None:
         """Create `path` and its parents."""
         fs, jpath = self._resolve(path)

@@ -34,7 +34,7 @@ from eagle_spark import schemas as S
 from eagle_spark.errors import BadInputError
 from eagle_spark.io import xc
 from eagle_spark.io.fs import FileSystem, atomic_output
-from eagle_spark.io.parts import PartWriter
+from eagle_spark.io.parts import PartWriter, PartWriters
 from eagle_spark.io.tables import new_manifest, write_manifest
 from eagle_spark.params import IngestParams
 
@@ -80,11 +80,11 @@ def _ingest_task(out: str, limits: xc.Limits, has_header: bool, first_line_of: d
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         seen: dict[int, int] = {}  # rows seen so far per split (a task may hold several splits)
-        writers: dict[str, PartWriter] = {}
+        writers = PartWriters(out, {S.X: X_ARROW, S.Y: Y_ARROW, S.REJECTED: REJECTED_ARROW})
         acc = dict(lines=0, good=0, bad=0, nnz=0, positives=0, no_label=0, no_feature=0,
                    max_feat=-1, max_label=-1)
         first_bad: tuple[int, str] | None = None
-        try:
+        with writers:
             for batch in batches:
                 if batch.num_rows == 0:
                     continue
@@ -96,10 +96,7 @@ def _ingest_task(out: str, limits: xc.Limits, has_header: bool, first_line_of: d
                     start = seen.get(int(b), 0)
                     line_no[where] = first_line_of[int(b)] + start + np.arange(len(where))
                     seen[int(b)] = start + len(where)
-                if not writers:
-                    name = f"part-{int(blocks[0]):015d}.parquet"
-                    writers = {t: PartWriter(posixpath.join(out, t), name, sch) for t, sch in
-                               ((S.X, X_ARROW), (S.Y, Y_ARROW), (S.REJECTED, REJECTED_ARROW))}
+                writers.name(f"part-{int(blocks[0]):015d}.parquet")
                 is_header = (line_no == 1) if has_header else np.zeros(len(line_no), bool)
                 if is_header.any():
                     lines = pc.if_else(pa.array(is_header), pa.scalar(None, pa.string()), lines)
@@ -114,7 +111,7 @@ def _ingest_task(out: str, limits: xc.Limits, has_header: bool, first_line_of: d
                     rejected = pa.RecordBatch.from_arrays(
                         [pa.array(line_no).take(bad_idx), pc.cast(lines, pa.string()).take(bad_idx),
                          reason.take(bad_idx)], schema=REJECTED_ARROW)
-                    writers[S.REJECTED].write(rejected)
+                    writers.write(S.REJECTED, rejected)
                     acc["bad"] += len(bad_idx)
                     if first_bad is None:
                         first_bad = (int(rejected.column(0)[0].as_py()), rejected.column(2)[0].as_py())
@@ -122,9 +119,9 @@ def _ingest_task(out: str, limits: xc.Limits, has_header: bool, first_line_of: d
                 feat_idx = parsed.column(0).filter(keep)
                 label_ids = parsed.column(2).filter(keep)
                 ids = sample_id.filter(keep)
-                writers[S.X].write(pa.RecordBatch.from_arrays(
+                writers.write(S.X, pa.RecordBatch.from_arrays(
                     [ids, feat_idx, parsed.column(1).filter(keep)], schema=X_ARROW))
-                writers[S.Y].write(pa.RecordBatch.from_arrays([ids, label_ids], schema=Y_ARROW))
+                writers.write(S.Y, pa.RecordBatch.from_arrays([ids, label_ids], schema=Y_ARROW))
                 n_feat = np.asarray(pc.list_value_length(feat_idx), dtype=np.int64)
                 n_lab = np.asarray(pc.list_value_length(label_ids), dtype=np.int64)
                 acc["good"] += len(ids)
@@ -136,12 +133,6 @@ def _ingest_task(out: str, limits: xc.Limits, has_header: bool, first_line_of: d
                     acc["max_feat"] = max(acc["max_feat"], int(pc.max(pc.list_flatten(feat_idx)).as_py()))
                 if n_lab.sum():
                     acc["max_label"] = max(acc["max_label"], int(pc.max(pc.list_flatten(label_ids)).as_py()))
-            for writer in writers.values():
-                writer.close()
-        except BaseException:
-            for writer in writers.values():
-                writer.abort()
-            raise
         summary = {k: [v] for k, v in acc.items()}
         summary["first_bad_line"] = [first_bad[0] if first_bad else None]
         summary["first_bad_reason"] = [first_bad[1] if first_bad else None]

@@ -79,3 +79,45 @@ class PartWriter:
             self._writer.close()
             self._writer = None
             self._fs.delete_file(self._tmp)
+
+
+class PartWriters:
+    """One part file per table of a dataset, opened on first use, for one Spark task.
+
+    Use as a context manager: on a clean exit every file is closed and moved into place; on an
+    exception every in-progress file is deleted and the exception propagates.
+
+    Args:
+        root: dataset folder (the tables are sub-folders).
+        schemas: table name -> Arrow schema.
+    """
+
+    def __init__(self, root: str, schemas: dict[str, pa.Schema]) -> None:
+        self._root = root
+        self._schemas = schemas
+        self._name: Optional[str] = None
+        self._writers: dict[str, PartWriter] = {}
+
+    def name(self, name: str) -> None:
+        """Set the part file name (deterministic for the task) before the first write."""
+        if self._name is None:
+            self._name = name
+
+    def write(self, table: str, batch: pa.RecordBatch | pa.Table) -> None:
+        """Append `batch` to `table`'s part file."""
+        if self._name is None:
+            raise RuntimeError("PartWriters.name() must be called before write()")
+        if table not in self._writers:
+            self._writers[table] = PartWriter(posixpath.join(self._root, table), self._name,
+                                              self._schemas[table])
+        self._writers[table].write(batch)
+
+    def __enter__(self) -> "PartWriters":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        for writer in self._writers.values():
+            if exc_type is None:
+                writer.close()
+            else:
+                writer.abort()

@@ -1,0 +1,67 @@
+"""Sparse-row helpers shared by the executors' code: Arrow list columns <-> scipy CSR, row norms.
+
+A batch of X rows arrives in a task as two Arrow list columns (``feat_idx`` int32, ``feat_val``
+float32) whose offsets are exactly a CSR ``indptr``; :func:`csr_from_arrow` wraps them without
+copying the values.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import scipy.sparse as sp
+
+
+def _list_parts(column: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    offsets = np.asarray(column.offsets, dtype=np.int64)
+    values = column.values
+    start, stop = int(offsets[0]), int(offsets[-1])
+    return offsets - start, np.asarray(values.slice(start, stop - start))
+
+
+def csr_from_arrow(feat_idx: pa.Array | pa.ChunkedArray, feat_val: pa.Array | pa.ChunkedArray,
+                   n_features: int) -> sp.csr_matrix:
+    """Build a CSR matrix from the X layout's list columns.
+
+    Args:
+        feat_idx: list<int32> column, one row per sample, sorted unique ids < n_features.
+        feat_val: list<float32> column with the same offsets.
+        n_features: number of columns.
+    Returns:
+        scipy CSR of shape (len(feat_idx), n_features), float32.
+    Raises:
+        ValueError: the two columns have different list lengths, or an id is >= n_features.
+    """
+    indptr, indices = _list_parts(feat_idx)
+    indptr_v, data = _list_parts(feat_val)
+    if len(indptr) != len(indptr_v) or not np.array_equal(indptr, indptr_v):
+        raise ValueError("feat_idx and feat_val have different list lengths")
+    if len(indices) and int(indices.max()) >= n_features:
+        raise ValueError(f"feature id {int(indices.max())} is not below n_features={n_features}")
+    return sp.csr_matrix((data.astype(np.float32, copy=False), indices, indptr),
+                         shape=(len(indptr) - 1, n_features))
+
+
+def csr_to_arrow(matrix: sp.csr_matrix) -> tuple[pa.ListArray, pa.ListArray]:
+    """The inverse of :func:`csr_from_arrow`: (feat_idx list<int32>, feat_val list<float32>)."""
+    from eagle_spark.schemas import ARROW_FLOAT_LIST, ARROW_INT_LIST
+
+    matrix = matrix.tocsr()
+    matrix.sort_indices()
+    offsets = pa.array(matrix.indptr.astype(np.int32))
+    idx = pa.ListArray.from_arrays(offsets, pa.array(matrix.indices.astype(np.int32)),
+                                   type=ARROW_INT_LIST)
+    val = pa.ListArray.from_arrays(offsets, pa.array(matrix.data.astype(np.float32)),
+                                   type=ARROW_FLOAT_LIST)
+    return idx, val
+
+
+def l2_normalize_rows(matrix: sp.csr_matrix) -> sp.csr_matrix:
+    """Rows scaled to unit L2 norm (all-zero rows stay zero), float32 CSR copy."""
+    matrix = sp.csr_matrix(matrix, dtype=np.float32, copy=True)
+    norms = np.sqrt(np.asarray(matrix.multiply(matrix).sum(axis=1)).ravel())
+    scale = np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)
+    matrix.data *= np.repeat(scale, np.diff(matrix.indptr)).astype(np.float32)
+    return matrix

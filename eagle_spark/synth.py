@@ -1,0 +1,355 @@
+"""Synthetic clean XMC train/test pairs with planted structure, at the shapes of real benchmarks.
+
+Model (all randomness is a counter-based hash of (seed, split, sample_id, draw), so any sample can
+be generated alone: output does not depend on partitioning, and reruns and task retries give
+byte-identical files):
+
+* **label frequencies** follow a power law, p_k proportional to (k + 1 + k0)^(-alpha) (label 0 is
+  the most frequent);
+* **labels per sample**: L = 1 + Poisson(labels_per_sample - 1), drawn as distinct labels from p;
+* **label prototypes**: label k owns ``prototype_size`` feature ids (hashed from k) with weights in
+  [0.5, 1.5); a sample keeps each prototype feature of each of its labels with probability
+  ``prototype_keep``, valued weight x U[0.5, 1.5);
+* **noise words**: the rest of ``nnz_per_sample`` are feature ids drawn from a power law over the
+  vocabulary (common words), valued 0.25 x U[0.5, 1.5) (low "idf");
+* rows are L2-normalised (tf-idf-like positive values), duplicate ids summed.
+
+Labels are thus identifiable from the prototype features of a sample (classifiers reach non-trivial
+precision), and within a group the members' features tell which member owns which label (assignment
+accuracy can be measured).
+
+Generation runs on the executors: ``spark.range`` ids, one ``mapInArrow`` task per id range that
+generates its rows in vectorised numpy and writes X/Y part files with pyarrow
+(:class:`eagle_spark.io.parts.PartWriter`); the driver collects one summary row per task.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+import posixpath
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import numpy as np
+import pyarrow as pa
+import scipy.stats
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import from_arrow_schema
+
+from eagle_spark import schemas as S
+from eagle_spark.errors import BadInputError
+from eagle_spark.io.fs import atomic_output
+from eagle_spark.io.ingest import X_ARROW, Y_ARROW
+from eagle_spark.io.parts import PartWriters
+from eagle_spark.io.tables import new_manifest, read_table, write_manifest
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The statistics a preset reproduces (scale 1).
+
+    Attributes:
+        n_train, n_test: samples per split.
+        n_features, n_labels: vocabulary and label-set sizes.
+        labels_per_sample: mean labels per sample (train).
+        nnz_per_sample: mean nonzero features per sample.
+    """
+
+    n_train: int
+    n_test: int
+    n_features: int
+    n_labels: int
+    labels_per_sample: float
+    nnz_per_sample: float
+
+
+PRESETS: dict[str, Shape] = {
+    # Table 1 of the paper and the Extreme Classification Repository's statistics.
+    "wiki325k": Shape(1_778_351, 587_084, 1_617_899, 325_056, 3.19, 42.0),
+    "eurlex4k": Shape(15_539, 3_809, 5_000, 3_993, 5.31, 236.0),
+    "wiki10-31k": Shape(14_146, 6_616, 101_938, 30_938, 18.64, 673.0),
+    "amazoncat13k": Shape(1_186_239, 306_782, 203_882, 13_330, 5.04, 71.0),
+}
+
+
+@dataclass(frozen=True)
+class Generator:
+    """Counter-based generator of one preset at one scale (see the module docstring).
+
+    Attributes:
+        shape: the scaled shape.
+        seed: base seed.
+        alpha, k0: label power law; feature_alpha: power law of noise words.
+        prototype_size, prototype_keep: planted label structure.
+    """
+
+    shape: Shape
+    seed: int
+    alpha: float = 1.0
+    k0: float = 2.0
+    feature_alpha: float = 1.0
+    prototype_size: int = 10
+    prototype_keep: float = 0.6
+
+    # ---- counter-based randomness ----
+    def _hash(self, *parts: np.ndarray | int) -> np.ndarray:
+        h = np.full(np.broadcast(*[np.asarray(p) for p in parts]).shape,
+                    np.uint64(self.seed * 0x9E3779B97F4A7C15 % 2**64), dtype=np.uint64)
+        for i, p in enumerate(parts):
+            h = _splitmix(h ^ (np.asarray(p, dtype=np.uint64) + np.uint64(0x632BE59BD9B4E019 * (i + 1) % 2**64)))
+        return h
+
+    def _uniform(self, *parts: np.ndarray | int) -> np.ndarray:
+        return (self._hash(*parts) >> np.uint64(11)).astype(np.float64) * (1.0 / 2**53)
+
+    # ---- distributions ----
+    def label_cdf(self) -> np.ndarray:
+        w = (np.arange(self.shape.n_labels, dtype=np.float64) + 1 + self.k0) ** -self.alpha
+        return np.cumsum(w) / w.sum()
+
+    def feature_cdf(self) -> np.ndarray:
+        w = (np.arange(self.shape.n_features, dtype=np.float64) + 1) ** -self.feature_alpha
+        return np.cumsum(w) / w.sum()
+
+    @functools.cached_property
+    def _noise_draws(self) -> int:
+        planted = self.shape.labels_per_sample * self.prototype_size * self.prototype_keep
+        target = min(max(1.0, self.shape.nnz_per_sample - planted), 0.5 * self.shape.n_features)
+        w = (np.arange(self.shape.n_features, dtype=np.float64) + 1) ** -self.feature_alpha
+        p = w / w.sum()
+        log1mp = np.log1p(-np.minimum(p, 1 - 1e-12))
+
+        def distinct(m: float) -> float:  # expected distinct ids among m draws
+            return float(np.sum(-np.expm1(m * log1mp)))
+
+        lo, hi = target, target
+        while distinct(hi) < target and hi < 1e6:
+            hi *= 2
+        for _ in range(40):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if distinct(mid) < target else (lo, mid)
+        return max(1, int(round(hi)))
+
+    def noise_words(self) -> int:
+        """Noise-word draws per sample, so that their expected distinct count fills what the
+        prototypes leave of nnz_per_sample (duplicates are summed)."""
+        return self._noise_draws
+
+    def labels(self, split: int, ids: np.ndarray, cdf: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Distinct labels of each sample: (offsets int64 (n+1), label ids int64 sorted per row)."""
+        n = len(ids)
+        mean_extra = max(self.shape.labels_per_sample - 1.0, 0.0)
+        top = int(scipy.stats.poisson.ppf(1 - 1e-12, mean_extra)) + 2 if mean_extra > 0 else 1
+        poisson_cdf = scipy.stats.poisson.cdf(np.arange(top), mean_extra) if mean_extra > 0 else np.ones(1)
+        want = 1 + np.searchsorted(poisson_cdf, self._uniform(split, ids, 0), side="right")
+        want = np.minimum(want, self.shape.n_labels)
+        k = int(min(self.shape.n_labels, 3 * int(want.max()) + 8))
+        draws = np.searchsorted(cdf, self._uniform(split, ids[:, None], 1 + np.arange(k)[None, :]),
+                                side="right")
+        draws = np.minimum(draws, self.shape.n_labels - 1)
+        # keep the first `want` distinct labels of each row, in draw order
+        order = np.argsort(draws, axis=1, kind="stable")
+        sorted_draws = np.take_along_axis(draws, order, axis=1)
+        first_sorted = np.ones_like(sorted_draws, dtype=bool)
+        first_sorted[:, 1:] = sorted_draws[:, 1:] != sorted_draws[:, :-1]
+        first = np.empty_like(first_sorted)
+        np.put_along_axis(first, order, first_sorted, axis=1)
+        keep = first & (np.cumsum(first, axis=1) <= want[:, None])
+        counts = keep.sum(axis=1)
+        labels = np.where(keep, draws, np.iinfo(np.int64).max)
+        labels = np.sort(labels, axis=1)
+        flat = labels[np.arange(k)[None, :] < counts[:, None]]
+        offsets = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        return offsets, flat
+
+    def features(self, split: int, ids: np.ndarray, lab_off: np.ndarray, labels: np.ndarray,
+                 fcdf: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Sparse rows: (offsets int64 (n+1), feature ids int32, values float32), L2-normalised."""
+        n = len(ids)
+        n_lab = np.diff(lab_off)
+        p = self.prototype_size
+        owner = np.repeat(np.arange(n), n_lab)                        # sample of each positive
+        lab = labels                                                  # label of each positive
+        j = np.arange(p)[None, :]
+        proto_fid = (self._hash(2, lab[:, None], j) % np.uint64(self.shape.n_features)).astype(np.int64)
+        proto_w = 0.5 + self._uniform(3, lab[:, None], j)
+        pos_index = np.arange(len(lab))[:, None]
+        kept = self._uniform(split, ids[owner][:, None], 1000 + pos_index - lab_off[owner][:, None],
+                             j + 10_000) < self.prototype_keep
+        val = proto_w * (0.5 + self._uniform(split, ids[owner][:, None], 20_000 + j,
+                                             pos_index - lab_off[owner][:, None]))
+        rows_p = np.broadcast_to(owner[:, None], kept.shape)[kept]
+        fid_p, val_p = proto_fid[kept], val[kept]
+        m = self.noise_words()
+        jn = np.arange(m)[None, :]
+        fid_n = np.searchsorted(fcdf, self._uniform(split, ids[:, None], 30_000 + jn), side="right")
+        fid_n = np.minimum(fid_n, self.shape.n_features - 1).ravel()
+        val_n = (0.25 * (0.5 + self._uniform(split, ids[:, None], 40_000 + jn))).ravel()
+        rows_n = np.repeat(np.arange(n), m)
+        rows = np.concatenate([rows_p, rows_n])
+        fids = np.concatenate([fid_p, fid_n])
+        vals = np.concatenate([val_p, val_n])
+        order = np.lexsort((fids, rows))
+        rows, fids, vals = rows[order], fids[order], vals[order]
+        new = np.ones(len(rows), dtype=bool)
+        new[1:] = (rows[1:] != rows[:-1]) | (fids[1:] != fids[:-1])
+        starts = np.flatnonzero(new)
+        vals = np.add.reduceat(vals, starts) if len(starts) else vals
+        rows, fids = rows[starts], fids[starts]
+        norms = np.sqrt(np.bincount(rows, weights=vals * vals, minlength=n))
+        vals = vals / norms[rows]
+        offsets = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(rows, minlength=n), out=offsets[1:])
+        return offsets, fids.astype(np.int32), vals.astype(np.float32)
+
+
+def _splitmix(x: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore"):
+        x = x + np.uint64(0x9E3779B97F4A7C15)
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return x ^ (x >> np.uint64(31))
+
+
+def scaled_shape(preset: str, scale: float) -> Shape:
+    """The preset's shape with counts multiplied by `scale` (ratios per sample unchanged).
+
+    The feature count is floored at 4 x nnz_per_sample so that tiny scales keep the per-sample
+    statistics (e.g. eurlex4k at scale 0.01 has 944 features, not 50).
+
+    Raises:
+        BadInputError: unknown preset or scale not in (0, 1].
+    """
+    if preset not in PRESETS:
+        raise BadInputError(f"unknown preset {preset!r}; presets: {', '.join(sorted(PRESETS))}")
+    if not 0 < scale <= 1:
+        raise BadInputError(f"scale must be in (0, 1], got {scale}")
+    base = PRESETS[preset]
+    return Shape(
+        n_train=max(1, round(base.n_train * scale)),
+        n_test=max(1, round(base.n_test * scale)),
+        # floor: a row of nnz_per_sample distinct ids needs a vocabulary several times larger
+        n_features=max(int(4 * base.nnz_per_sample), round(base.n_features * scale)),
+        n_labels=max(2, round(base.n_labels * scale)),
+        labels_per_sample=base.labels_per_sample,
+        nnz_per_sample=base.nnz_per_sample,
+    )
+
+
+_SUMMARY = pa.schema([
+    pa.field("rows", pa.int64(), nullable=False),
+    pa.field("nnz", pa.int64(), nullable=False),
+    pa.field("positives", pa.int64(), nullable=False),
+])
+
+
+def _generate_task(gen: Generator, split: int, out: str, batch_rows: int):
+    """mapInArrow function: id batches of one task -> X/Y part files + one summary row."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        lcdf, fcdf = gen.label_cdf(), gen.feature_cdf()
+        rows = nnz = positives = 0
+        with PartWriters(out, {S.X: X_ARROW, S.Y: Y_ARROW}) as writers:
+            for batch in batches:
+                all_ids = np.asarray(batch.column(0), dtype=np.int64)
+                if not len(all_ids):
+                    continue
+                writers.name(f"part-{int(all_ids[0]):012d}.parquet")
+                for start in range(0, len(all_ids), batch_rows):
+                    ids = all_ids[start:start + batch_rows]
+                    lab_off, labels = gen.labels(split, ids, lcdf)
+                    f_off, fids, vals = gen.features(split, ids, lab_off, labels, fcdf)
+                    sid = pa.array(ids)
+                    writers.write(S.X, pa.RecordBatch.from_arrays([
+                        sid,
+                        pa.ListArray.from_arrays(pa.array(f_off.astype(np.int32)), pa.array(fids),
+                                                 type=S.ARROW_INT_LIST),
+                        pa.ListArray.from_arrays(pa.array(f_off.astype(np.int32)), pa.array(vals),
+                                                 type=S.ARROW_FLOAT_LIST)], schema=X_ARROW))
+                    writers.write(S.Y, pa.RecordBatch.from_arrays([
+                        sid, pa.ListArray.from_arrays(pa.array(lab_off.astype(np.int32)),
+                                                      pa.array(labels.astype(np.int32)),
+                                                      type=S.ARROW_INT_LIST)], schema=Y_ARROW))
+                    rows += len(ids)
+                    nnz += len(fids)
+                    positives += len(labels)
+        yield pa.RecordBatch.from_pydict({"rows": [rows], "nnz": [nnz], "positives": [positives]},
+                                         schema=_SUMMARY)
+
+    return run
+
+
+def _label_stats(spark: SparkSession, dataset: str, n_labels: int) -> dict[str, Any]:
+    freq = (read_table(spark, dataset, S.Y).select(F.explode(S.LABEL_IDS).alias(S.LABEL_ID))
+            .groupBy(S.LABEL_ID).count())
+    row = freq.agg(F.count(F.lit(1)).alias("used"), F.max("count").alias("max"),
+                   F.expr("percentile_approx(count, 0.5)").alias("median")).first()
+    return {"labels_with_samples": int(row["used"]), "max_samples_per_label": int(row["max"] or 0),
+            "median_samples_per_label_among_used": int(row["median"] or 0),
+            "labels_without_samples": n_labels - int(row["used"])}
+
+
+def synth(spark: SparkSession, output_path: str, preset: str, scale: float = 1.0, seed: int = 0,
+          rows_per_task: int = 250_000, overwrite: bool = False) -> dict[str, Any]:
+    """Generate ``<output>/train`` and ``<output>/test`` datasets (X, Y) of a preset's shape.
+
+    Args:
+        spark: the active session.
+        output_path: folder for the pair (written atomically as a whole).
+        preset: one of :data:`PRESETS`.
+        scale: in (0, 1]; sample, feature and label counts are multiplied by it.
+        seed: base seed (same seed -> byte-identical files).
+        rows_per_task: samples generated per Spark task.
+        overwrite: replace an existing output.
+    Returns:
+        Manifest of the pair: the shape, and per split n_samples, nnz_per_sample,
+        labels_per_sample, samples_per_label and label-frequency statistics.
+    Raises:
+        BadInputError: unknown preset, scale out of range, rows_per_task < 1.
+        OutputExistsError: the output exists and `overwrite` is false.
+    """
+    shape = scaled_shape(preset, scale)
+    if rows_per_task < 1:
+        raise BadInputError(f"rows_per_task must be >= 1, got {rows_per_task}")
+    gen = Generator(shape=shape, seed=seed)
+    batch_rows = int(spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch") or 10000)
+    splits: dict[str, Any] = {}
+    with atomic_output(spark, output_path, overwrite) as tmp:
+        for split, (name, n) in enumerate((("train", shape.n_train), ("test", shape.n_test))):
+            out = posixpath.join(tmp, name)
+            tasks = max(1, math.ceil(n / rows_per_task))
+            ids = spark.range(0, n, numPartitions=tasks).withColumnRenamed("id", S.SAMPLE_ID)
+            rows = ids.mapInArrow(_generate_task(gen, split, out, batch_rows),
+                                  from_arrow_schema(_SUMMARY)).collect()
+            n_rows = sum(r["rows"] for r in rows)
+            nnz = sum(r["nnz"] for r in rows)
+            pos = sum(r["positives"] for r in rows)
+            stats = {
+                "n_samples": n_rows,
+                "nnz_per_sample": nnz / n_rows,
+                "labels_per_sample": pos / n_rows,
+                "samples_per_label": pos / shape.n_labels,
+                **_label_stats(spark, out, shape.n_labels),
+            }
+            manifest = new_manifest(
+                "synth", n_samples=n_rows, n_features=shape.n_features, n_labels=shape.n_labels,
+                source={"generator": "eagle_spark.synth", "preset": preset, "scale": scale,
+                        "split": name},
+                parameters={"seed": seed, "rows_per_task": rows_per_task,
+                            "alpha": gen.alpha, "k0": gen.k0, "feature_alpha": gen.feature_alpha,
+                            "prototype_size": gen.prototype_size,
+                            "prototype_keep": gen.prototype_keep},
+                tables=[S.X, S.Y], stats=stats)
+            write_manifest(spark, out, manifest)
+            splits[name] = stats
+            log.info("synth %s %s: %d samples", preset, name, n_rows)
+        pair = new_manifest("synth", source={"preset": preset, "scale": scale}, parameters={"seed": seed},
+                            shape=shape.__dict__, splits=splits)
+        write_manifest(spark, tmp, pair)
+    return pair
