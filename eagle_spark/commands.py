@@ -125,3 +125,54 @@ def run_synth(spark: Any, args: argparse.Namespace, settings: Settings) -> dict[
             **{f"{split}_{k}": v for split, stats in pair["splits"].items()
                for k, v in stats.items() if k in ("n_samples", "nnz_per_sample", "labels_per_sample")},
             "n_features": pair["shape"]["n_features"], "n_labels": pair["shape"]["n_labels"]}
+
+
+def _embed_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--input", required=True, help="aggregated dataset (X, Y1, Y2)")
+    p.add_argument("--output", required=True, help="folder for label_emb/ and the manifest")
+    p.add_argument("--iterations", type=int, default=None, help="T (default 20; 0 = EAGLE-0)")
+    p.add_argument("--lr", type=float, default=None, help="lambda (default 0.1)")
+    p.add_argument("--no-normalize", action="store_const", const=False, default=None,
+                   dest="normalize", help="do not L2-normalise the rows of X")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing output")
+
+
+@command("embed", "Learn label embeddings with GRLR (paper Algorithm 1) as map-reduce over labels.",
+         _embed_args)
+def run_embed(spark: Any, args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
+    from eagle_spark.grlr.embedding import embed
+
+    settings = settings.replace("embed", **_flags(args, {
+        "iterations": "iterations", "lr": "lr", "normalize": "normalize"}))
+    m = embed(spark, args.input, args.output, settings.embed, overwrite=args.overwrite)
+    last = m["iterations"][-1]
+    return {"output": args.output, "n_labels": m["n_labels"], "n_pairs": m["n_pairs"],
+            "iterations": settings.embed.iterations, "last_changed_fraction": last["changed_fraction"],
+            "mean_max_score": last["mean_max_score"], "entries_processed": m["entries_processed"]}
+
+
+def _assign_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--input", required=True, help="aggregated dataset (X, Y1, Y2; Y for quality)")
+    p.add_argument("--embeddings", default=None, help="output folder of embed (method eagle)")
+    p.add_argument("--output", required=True, help="filtered dataset to write (X, Y = Y_filter)")
+    p.add_argument("--method", choices=["eagle", "baseline"], default=None,
+                   help="eagle (default): argmax member per group label; baseline: Y1 Y2")
+    p.add_argument("--multiplicity", action="store_const", const=True, default=None,
+                   help="a label of count c goes to the top-c members")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing output")
+
+
+@command("assign", "Assign each group label to its best member (paper Algorithm 2) -> Y_filter.",
+         _assign_args)
+def run_assign(spark: Any, args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
+    from eagle_spark.assignment.assign import assign
+
+    settings = settings.replace("assign", **_flags(args, {"method": "method",
+                                                          "multiplicity": "multiplicity"}))
+    m = assign(spark, args.input, args.output, settings.assign, embeddings=args.embeddings,
+               overwrite=args.overwrite)
+    out = {"output": args.output, "method": settings.assign.method,
+           "n_assignments": m["n_assignments"], "samples_with_labels": m["samples_with_labels"]}
+    if m["quality"]:
+        out |= {"precision": m["quality"]["precision"], "recall": m["quality"]["recall"]}
+    return out

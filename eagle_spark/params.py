@@ -245,6 +245,61 @@ class SynthParams(BaseParams):
 
 
 @dataclass(frozen=True)
+class EmbedParams(BaseParams):
+    """GRLR label embeddings (:func:`eagle_spark.grlr.embedding.embed`; paper Algorithm 1).
+
+    Attributes:
+        iterations: T, GRLR iterations (0 gives EAGLE-0's e0). Default 20.
+        lr: lambda, the step of e = Proj(e + lambda g). Default 0.1.
+        normalize: L2-normalise the rows of X first (cosine similarity). Default true.
+        tasks: label bins, one Spark task each (balanced by work). Default 16.
+        batch_rows: candidate rows per vectorised batch inside a task (memory bound). Default 200000.
+        split_rows: labels with more candidate rows than this are split into chunks of groups,
+            combined on the driver each iteration; 0 means max(2 x total / tasks, 500000).
+            Default 0.
+    """
+
+    iterations: int = 20
+    lr: float = 0.1
+    normalize: bool = True
+    tasks: int = 16
+    batch_rows: int = 200000
+    split_rows: int = 0
+
+    def __post_init__(self) -> None:
+        _check(self.iterations >= 0, "embed.iterations must be >= 0")
+        _check(self.lr > 0, "embed.lr must be > 0")
+        _check(self.tasks >= 1, "embed.tasks must be >= 1")
+        _check(self.batch_rows >= 1, "embed.batch_rows must be >= 1")
+        _check(self.split_rows >= 0, "embed.split_rows must be >= 0")
+
+
+@dataclass(frozen=True)
+class AssignParams(BaseParams):
+    """Label assignment (:func:`eagle_spark.assignment.assign.assign`; paper Algorithm 2).
+
+    Attributes:
+        method: ``eagle`` (each group label to its member with the highest <e_k, x_i>, ties to the
+            smallest sample_id) or ``baseline`` (every member gets all its group's labels, Y1 Y2).
+            Default ``eagle``.
+        multiplicity: a label of list-merge count c goes to the top-c distinct members. Default false.
+        tasks: label bins, one Spark task each. Default 16.
+        batch_rows: candidate rows per vectorised batch inside a task. Default 200000.
+    """
+
+    method: str = "eagle"
+    multiplicity: bool = False
+    tasks: int = 16
+    batch_rows: int = 200000
+
+    def __post_init__(self) -> None:
+        _check(self.method in ("eagle", "baseline"),
+               f"assign.method must be eagle or baseline, got {self.method!r}")
+        _check(self.tasks >= 1, "assign.tasks must be >= 1")
+        _check(self.batch_rows >= 1, "assign.batch_rows must be >= 1")
+
+
+@dataclass(frozen=True)
 class Settings(BaseParams):
     """All settings of a run, one section per stage; ``conf/*.yaml`` files mirror this shape.
 
@@ -253,12 +308,16 @@ class Settings(BaseParams):
         ingest: :class:`IngestParams`.
         aggregate: :class:`AggregateParams`.
         synth: :class:`SynthParams`.
+        embed: :class:`EmbedParams`.
+        assign: :class:`AssignParams`.
     """
 
     spark: SparkParams = field(default_factory=SparkParams)
     ingest: IngestParams = field(default_factory=IngestParams)
     aggregate: AggregateParams = field(default_factory=AggregateParams)
     synth: SynthParams = field(default_factory=SynthParams)
+    embed: EmbedParams = field(default_factory=EmbedParams)
+    assign: AssignParams = field(default_factory=AssignParams)
 
     @classmethod
     def load(cls, conf: str | None = None, overrides: Sequence[str] = ()) -> "Settings":

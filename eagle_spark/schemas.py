@@ -76,12 +76,45 @@ REJECTED_SCHEMA = T.StructType(
     ]
 )
 
-TABLE_SCHEMAS: dict[str, T.StructType] = {X: X_SCHEMA, Y: Y_SCHEMA, Y1: Y1_SCHEMA, Y2: Y2_SCHEMA}
+LABEL_EMB = "label_emb"
+ASSIGNMENTS = "assignments"
+EMB_IDX = "emb_idx"
+EMB_VAL = "emb_val"
+N_GROUPS = "n_groups"
+SCORE = "score"
+
+LABEL_EMB_SCHEMA = T.StructType(
+    [
+        T.StructField(LABEL_ID, T.IntegerType(), False),
+        T.StructField(EMB_IDX, T.ArrayType(T.IntegerType(), False), False),
+        T.StructField(EMB_VAL, T.ArrayType(T.FloatType(), False), False),
+        T.StructField(N_GROUPS, T.IntegerType(), False),
+    ]
+)
+ASSIGNMENTS_SCHEMA = T.StructType(
+    [
+        T.StructField(GROUP_ID, T.LongType(), False),
+        T.StructField(LABEL_ID, T.IntegerType(), False),
+        T.StructField(SAMPLE_ID, T.LongType(), False),
+        T.StructField(SCORE, T.FloatType(), False),
+    ]
+)
+
+TABLE_SCHEMAS: dict[str, T.StructType] = {
+    X: X_SCHEMA, Y: Y_SCHEMA, Y1: Y1_SCHEMA, Y2: Y2_SCHEMA,
+    LABEL_EMB: LABEL_EMB_SCHEMA, ASSIGNMENTS: ASSIGNMENTS_SCHEMA,
+}
 """Schema of every table of the dataset layout, by folder name."""
 
 # Arrow twins of the Spark types, for mapInArrow functions (types must match Spark's exactly).
 ARROW_INT_LIST = pa.list_(pa.field("element", pa.int32(), nullable=False))
 ARROW_FLOAT_LIST = pa.list_(pa.field("element", pa.float32(), nullable=False))
+LABEL_EMB_ARROW = pa.schema([
+    pa.field(LABEL_ID, pa.int32(), nullable=False),
+    pa.field(EMB_IDX, ARROW_INT_LIST, nullable=False),
+    pa.field(EMB_VAL, ARROW_FLOAT_LIST, nullable=False),
+    pa.field(N_GROUPS, pa.int32(), nullable=False),
+])
 
 
 def spark_type_equal(actual: T.DataType, expected: T.DataType) -> bool:

@@ -58,10 +58,10 @@ def csr_to_arrow(matrix: sp.csr_matrix) -> tuple[pa.ListArray, pa.ListArray]:
     return idx, val
 
 
-def l2_normalize_rows(matrix: sp.csr_matrix) -> sp.csr_matrix:
-    """Rows scaled to unit L2 norm (all-zero rows stay zero), float32 CSR copy."""
-    matrix = sp.csr_matrix(matrix, dtype=np.float32, copy=True)
+def l2_normalize_rows(matrix: sp.csr_matrix, dtype=np.float32) -> sp.csr_matrix:
+    """Rows scaled to unit L2 norm (all-zero rows stay zero): a CSR copy of `dtype`, computed in it."""
+    matrix = sp.csr_matrix(matrix, dtype=dtype, copy=True)
     norms = np.sqrt(np.asarray(matrix.multiply(matrix).sum(axis=1)).ravel())
     scale = np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)
-    matrix.data *= np.repeat(scale, np.diff(matrix.indptr)).astype(np.float32)
+    matrix.data *= np.repeat(scale, np.diff(matrix.indptr)).astype(dtype)
     return matrix

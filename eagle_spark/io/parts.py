@@ -19,7 +19,8 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 
-def _filesystem(path: str) -> tuple[pafs.FileSystem, str]:
+def filesystem_for(path: str) -> tuple[pafs.FileSystem, str]:
+    """(pyarrow file system, path inside it) for a local path, ``file://`` URI or other URI."""
     if "://" in path:
         if path.startswith("file://"):
             return pafs.LocalFileSystem(), path[len("file://"):]
@@ -39,7 +40,7 @@ class PartWriter:
     """
 
     def __init__(self, folder: str, name: str, schema: pa.Schema) -> None:
-        self._fs, self._folder = _filesystem(folder)
+        self._fs, self._folder = filesystem_for(folder)
         self._final = posixpath.join(self._folder, name)
         self._tmp = posixpath.join(self._folder, f".{name}.inprogress-{uuid.uuid4().hex[:12]}")
         self._schema = schema

@@ -1,0 +1,1 @@
+"""EAGLE label assignment (paper Algorithm 2) and the Baseline."""

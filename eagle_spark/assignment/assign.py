@@ -1,0 +1,218 @@
+"""The ``assign`` stage: EAGLE label assignment (Algorithm 2) and the Baseline, on Spark.
+
+* ``eagle``: for each group j and each label k of j, the member argmax_i <e_k, x_i> gets k; ties
+  (scores within 1e-9 relative of the maximum, ``kernel.TIE_RTOL``) go to the smallest sample_id. With ``multiplicity`` a label of list-merge count c goes to the top-c
+  distinct members (score descending, then sample_id). Rows of X are normalised as in ``embed``.
+* ``baseline``: every member gets all of its group's labels (the paper's Baseline, Y1 Y2); its
+  assignments carry score 1.
+
+Output: a dataset whose ``Y`` is Y_filter (sample_id, sorted label_ids; samples of X that received
+no label have an empty list), whose ``X`` is a byte copy of the input's, plus ``assignments/``
+(group_id, label_id, sample_id, score). When the input has the true Y, the manifest reports
+assignment precision (share of assigned (sample, label) pairs that are true) and recall (share of
+the true pairs of the grouped samples that are recovered).
+
+Execution: one task per part file of ``label_emb`` (part files are label-disjoint): Spark reads only
+(label_id, file name) to route the (group, label, count) pairs, and the task reads its file's
+embeddings with pyarrow; candidates' features come from the executor cache
+(:mod:`eagle_spark.grlr.context`).
+"""
+
+from __future__ import annotations
+
+import logging
+import urllib.parse
+from typing import Any, Optional
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import from_arrow_schema
+
+from eagle_spark import schemas as S
+from eagle_spark.errors import BadInputError
+from eagle_spark.grlr.context import load_context
+from eagle_spark.grlr.embedding import _batches_of
+from eagle_spark.grlr.kernel import PairBatch, score_with_embeddings, select_top
+from eagle_spark.io.fs import FileSystem, atomic_output
+from eagle_spark.io.parts import filesystem_for
+from eagle_spark.io.tables import (has_table, new_manifest, read_manifest, read_table, table_path,
+                                   write_manifest, write_table)
+from eagle_spark.params import AssignParams
+
+log = logging.getLogger(__name__)
+
+_FILE = "_file"
+_OUT = pa.schema([
+    pa.field(S.GROUP_ID, pa.int64(), nullable=False),
+    pa.field(S.LABEL_ID, pa.int32(), nullable=False),
+    pa.field(S.SAMPLE_ID, pa.int64(), nullable=False),
+    pa.field(S.SCORE, pa.float32(), nullable=False),
+])
+
+
+def _assign_task(dataset: str, n_features: int, normalize: bool, params: AssignParams):
+    """applyInArrow function: the pairs whose labels' embeddings sit in one part file -> assignments."""
+
+    def run(key: tuple, pairs: pa.Table) -> pa.Table:
+        if pairs.num_rows == 0:
+            return _OUT.empty_table()
+        ctx = load_context(dataset, n_features, normalize)
+        pairs = pairs.sort_by([(S.LABEL_ID, "ascending"), (S.GROUP_ID, "ascending")])
+        labels = np.asarray(pairs.column(S.LABEL_ID), dtype=np.int64)
+        groups = np.asarray(pairs.column(S.GROUP_ID), dtype=np.int64)
+        counts = np.asarray(pairs.column(S.COUNT), dtype=np.int64)
+        fs, path = filesystem_for(urllib.parse.unquote(key[0].as_py()))
+        embs = pq.read_table(path, filesystem=fs, columns=[S.LABEL_ID, S.EMB_IDX, S.EMB_VAL])
+        embs = embs.sort_by(S.LABEL_ID)
+        emb_labels = np.asarray(embs.column(S.LABEL_ID), dtype=np.int64)
+        emb_idx_col = embs.column(S.EMB_IDX).combine_chunks()
+        emb_off = np.asarray(emb_idx_col.offsets, dtype=np.int64)
+        emb_idx_all = np.asarray(emb_idx_col.values, dtype=np.int64)
+        emb_val_all = np.asarray(embs.column(S.EMB_VAL).combine_chunks().values, dtype=np.float64)
+        sizes = ctx.group_sizes(groups)
+        out = []
+        for lo, hi in _batches_of(labels, groups, sizes, params.batch_rows):
+            batch_labels, local = np.unique(labels[lo:hi], return_inverse=True)
+            ptr, rows = ctx.rows_of_groups(groups[lo:hi])
+            at = np.searchsorted(emb_labels, batch_labels)
+            lengths = emb_off[at + 1] - emb_off[at]
+            emb_ptr = np.r_[0, np.cumsum(lengths)]
+            take = np.repeat(emb_off[at] - emb_ptr[:-1], lengths) + np.arange(emb_ptr[-1])
+            scores = score_with_embeddings(ctx.X, PairBatch(local, ptr, rows, len(batch_labels)),
+                                           emb_ptr, emb_idx_all[take], emb_val_all[take])
+            want = counts[lo:hi] if params.multiplicity else np.ones(hi - lo, dtype=np.int64)
+            chosen = select_top(scores, ptr, want)
+            pair_of = np.repeat(np.arange(hi - lo), np.diff(ptr))[chosen]
+            out.append(pa.RecordBatch.from_arrays([
+                pa.array(groups[lo:hi][pair_of]), pa.array(labels[lo:hi][pair_of].astype(np.int32)),
+                pa.array(ctx.sample_ids[rows[chosen]]), pa.array(scores[chosen].astype(np.float32))],
+                schema=_OUT))
+        return pa.Table.from_batches(out, schema=_OUT)
+
+    return run
+
+
+def eagle_assignments(spark: SparkSession, dataset: str, embeddings: str, params: AssignParams,
+                      n_features: int, normalize: bool) -> DataFrame:
+    """DataFrame[group_id, label_id, sample_id, score] of Algorithm 2 (see the module docstring).
+
+    The embeddings never go through Spark's row format: a label's embedding lives in one part file
+    of ``label_emb`` (part files are label-disjoint), only (label_id, file) is read by Spark, and the
+    task for a file reads that file's embeddings with pyarrow.
+
+    Raises:
+        BadInputError: the embeddings folder lacks ``label_emb``, or a label of Y2 has no embedding
+            or sits in several part files.
+    """
+    if not has_table(spark, embeddings, S.LABEL_EMB):
+        raise BadInputError(f"{embeddings} has no {S.LABEL_EMB} table (run embed first)")
+    Y2 = read_table(spark, dataset, S.Y2)
+    where = (read_table(spark, embeddings, S.LABEL_EMB)
+             .select(S.LABEL_ID, F.input_file_name().alias(_FILE)))
+    duplicated = where.groupBy(S.LABEL_ID).count().where("count > 1").agg(F.min(S.LABEL_ID)).first()[0]
+    if duplicated is not None:
+        raise BadInputError(f"{embeddings}: label {duplicated} has several embeddings")
+    pairs = Y2.join(where, S.LABEL_ID, "left")
+    missing = pairs.where(F.col(_FILE).isNull()).agg(F.min(S.LABEL_ID)).first()[0]
+    if missing is not None:
+        raise BadInputError(f"label {missing} of Y2 has no embedding in {embeddings}")
+    return pairs.groupBy(_FILE).applyInArrow(
+        _assign_task(dataset, n_features, normalize, params), from_arrow_schema(_OUT))
+
+
+def baseline_assignments(spark: SparkSession, dataset: str) -> DataFrame:
+    """Every member gets all its group's labels (Y1 Y2), score 1."""
+    Y1, Y2 = read_table(spark, dataset, S.Y1), read_table(spark, dataset, S.Y2)
+    return Y1.join(Y2, S.GROUP_ID).select(
+        S.GROUP_ID, S.LABEL_ID, S.SAMPLE_ID, F.lit(1.0).cast("float").alias(S.SCORE))
+
+
+def y_filter(X: DataFrame, assignments: DataFrame) -> DataFrame:
+    """Y_filter: DataFrame[sample_id, label_ids sorted unique]; samples without labels get []."""
+    labels = assignments.groupBy(S.SAMPLE_ID).agg(
+        F.array_sort(F.collect_set(S.LABEL_ID)).alias(S.LABEL_IDS))
+    return X.select(S.SAMPLE_ID).join(labels, S.SAMPLE_ID, "left").select(
+        S.SAMPLE_ID, F.coalesce(S.LABEL_IDS, F.array().cast("array<int>")).alias(S.LABEL_IDS))
+
+
+def assignment_quality(Y_true: DataFrame, Y1: DataFrame, assigned: DataFrame) -> dict[str, float]:
+    """Precision and recall of the assigned (sample, label) pairs against the true Y.
+
+    Args:
+        Y_true: DataFrame[sample_id, label_ids] (true labels).
+        Y1: DataFrame[sample_id, group_id] (the grouped samples are the universe for recall).
+        assigned: DataFrame[sample_id, label_id] (distinct pairs).
+    Returns:
+        {"precision", "recall", "assigned_pairs", "true_pairs", "correct_pairs"}.
+    """
+    grouped = Y1.select(S.SAMPLE_ID).distinct()
+    truth = (Y_true.join(grouped, S.SAMPLE_ID)
+             .select(S.SAMPLE_ID, F.explode(S.LABEL_IDS).alias(S.LABEL_ID)))
+    hits = assigned.join(truth, [S.SAMPLE_ID, S.LABEL_ID]).count()
+    n_assigned, n_true = assigned.count(), truth.count()
+    return {"precision": hits / n_assigned if n_assigned else 0.0,
+            "recall": hits / n_true if n_true else 0.0,
+            "assigned_pairs": n_assigned, "true_pairs": n_true, "correct_pairs": hits}
+
+
+def assign(spark: SparkSession, dataset: str, output_path: str, params: AssignParams,
+           embeddings: Optional[str] = None, overwrite: bool = False) -> dict[str, Any]:
+    """Assign group labels to samples and write the filtered dataset (X, Y = Y_filter).
+
+    Args:
+        spark: the active session.
+        dataset: aggregated dataset (X, Y1, Y2; Y optional, for the quality report).
+        output_path: dataset folder to write (atomic).
+        params: the ``assign`` settings section.
+        embeddings: output folder of ``embed`` (required for ``eagle``).
+        overwrite: replace an existing output.
+    Returns:
+        The manifest: n_samples, n_labels, n_assignments, samples_with_labels, and, when the input
+        has the true Y, ``quality`` (precision, recall).
+    Raises:
+        BadInputError: a missing table or embeddings folder, or a label without embedding.
+        OutputExistsError: the output exists and `overwrite` is false.
+    """
+    manifest_in = read_manifest(spark, dataset)
+    for table in (S.X, S.Y1, S.Y2):
+        if not has_table(spark, dataset, table):
+            raise BadInputError(f"dataset {dataset} has no {table} table (aggregate it first)")
+    n_features = int(manifest_in["n_features"])
+    source: dict[str, Any] = {"dataset": dataset}
+    if params.method == "eagle":
+        if embeddings is None:
+            raise BadInputError("--method eagle needs --embeddings (the output of embed)")
+        emb_manifest = read_manifest(spark, embeddings)
+        normalize = bool(emb_manifest["parameters"]["normalize"])
+        source |= {"embeddings": embeddings, "iterations": emb_manifest["parameters"]["iterations"]}
+        assignments = eagle_assignments(spark, dataset, embeddings, params, n_features, normalize)
+    else:
+        assignments = baseline_assignments(spark, dataset)
+    X = read_table(spark, dataset, S.X)
+    with atomic_output(spark, output_path, overwrite) as tmp:
+        write_table(assignments.repartition(int(spark.conf.get("spark.sql.shuffle.partitions")),
+                                            S.GROUP_ID, S.LABEL_ID)
+                    .sortWithinPartitions(S.GROUP_ID, S.LABEL_ID, S.SAMPLE_ID), tmp, S.ASSIGNMENTS)
+        written = read_table(spark, tmp, S.ASSIGNMENTS)
+        write_table(y_filter(X, written).sortWithinPartitions(S.SAMPLE_ID), tmp, S.Y)
+        FileSystem(spark).copy(table_path(dataset, S.X), table_path(tmp, S.X))
+        pairs = written.select(S.SAMPLE_ID, S.LABEL_ID).distinct()
+        n_assignments = written.count()
+        stats = pairs.agg(F.countDistinct(S.SAMPLE_ID).alias("samples")).first()
+        quality = None
+        if has_table(spark, dataset, S.Y):
+            quality = assignment_quality(read_table(spark, dataset, S.Y),
+                                         read_table(spark, dataset, S.Y1), pairs)
+        manifest = new_manifest(
+            "assign", n_samples=int(manifest_in["n_samples"]), n_features=n_features,
+            n_labels=int(manifest_in["n_labels"]), n_assignments=n_assignments,
+            samples_with_labels=int(stats["samples"]), quality=quality,
+            source=source, parameters=params.to_dict(), tables=[S.X, S.Y, S.ASSIGNMENTS])
+        write_manifest(spark, tmp, manifest)
+    if quality:
+        log.info("assign %s: precision %.4f recall %.4f", params.method, quality["precision"],
+                 quality["recall"])
+    return manifest

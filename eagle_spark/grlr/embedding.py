@@ -1,0 +1,314 @@
+"""The ``embed`` stage: GRLR (Algorithm 1) label embeddings as map-reduce over labels, on Spark.
+
+Exact semantics (tested against a numpy twin written from the paper):
+
+* rows of X are L2-normalised first (cosine similarity; ``normalize=False`` turns it off);
+* e0 = Proj(sum over j in M_k, i in N_j of x_i): a sample counts once per group it is in;
+* at iteration t every sample attaining its group's maximum of <e^(t-1), x_i> is selected (a_ij = 1
+  for all ties; a score within 1e-9 relative of the maximum attains it, ``kernel.TIE_RTOL``, since
+  float64 rounding makes equal scores differ in their last bits), g = Proj(sum of the selected
+  x_i), e^t = Proj(e^(t-1) + lambda g);
+* Proj(v) = v / ||v||, and Proj(0) = 0. A label whose e0 is 0 (the paper's toy example: x and -x in
+  every group) keeps e = 0: every score is 0, all members tie, g = Proj(sum) = 0. Its embedding is
+  stored empty (no nonzero weight), deterministically; assignment then gives each of its group
+  labels to the group's smallest sample_id;
+* T = 0 returns e0 (EAGLE-0).
+
+Execution (``docs/design.md``): Y2 is exploded into (label, group) pairs; each label's work is the
+number of candidate rows sum_j |N_j|. Labels are dealt round-robin, heaviest first, into
+``tasks`` bins; one ``groupBy(bin).applyInArrow`` task runs all T iterations for its bin's labels,
+in vectorised batches (:class:`eagle_spark.grlr.kernel.LabelBlock`), reading X and Y1 from an
+executor-side cache (:mod:`eagle_spark.grlr.context`) instead of shuffling feature vectors.
+Labels heavier than ``split_rows`` are split into chunks of groups processed by parallel tasks;
+the driver combines the chunks' partial sums each iteration (T + 2 small jobs for all of them).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import posixpath
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import from_arrow_schema
+
+from eagle_spark import schemas as S
+from eagle_spark.aggregation.groups import dense_rank
+from eagle_spark.errors import BadInputError
+from eagle_spark.grlr.context import load_context
+from eagle_spark.grlr.kernel import LabelBlock, PairBatch, _segment_first_max
+from eagle_spark.io.fs import atomic_output, require_exists
+from eagle_spark.io.parts import PartWriter, PartWriters
+from eagle_spark.io.tables import has_table, new_manifest, read_manifest, read_table, write_manifest
+from eagle_spark.params import EmbedParams
+
+log = logging.getLogger(__name__)
+
+_BIN = "_bin"
+_ROWS = "_rows"
+
+
+def label_work(Y1: DataFrame, Y2: DataFrame) -> DataFrame:
+    """Per label: n_groups and _rows = sum of its groups' sizes (candidate rows).
+
+    Raises:
+        BadInputError: a group of Y2 has no member in Y1 (names the smallest such group).
+    """
+    sizes = Y1.groupBy(S.GROUP_ID).agg(F.count(F.lit(1)).alias("_size"))
+    pairs = Y2.select(S.GROUP_ID, S.LABEL_ID).join(sizes, S.GROUP_ID, "left")
+    orphan = pairs.where(F.col("_size").isNull()).agg(F.min(S.GROUP_ID)).first()[0]
+    if orphan is not None:
+        raise BadInputError(f"Y2 has group_id {orphan} without members in Y1")
+    return pairs.groupBy(S.LABEL_ID).agg(
+        F.count(F.lit(1)).alias(S.N_GROUPS), F.sum("_size").alias(_ROWS))
+
+
+def assign_bins(work: DataFrame, tasks: int) -> DataFrame:
+    """label_id -> bin: labels sorted by work (heaviest first) dealt round-robin into `tasks` bins."""
+    ranked = dense_rank(work.withColumn("_neg", -F.col(_ROWS)), ["_neg", S.LABEL_ID], "_rank")
+    return ranked.select(S.LABEL_ID, (F.col("_rank") % tasks).cast("int").alias(_BIN), S.N_GROUPS, _ROWS)
+
+
+_SUMMARY = pa.schema([
+    pa.field("labels", pa.int64(), nullable=False),
+    pa.field("pairs", pa.int64(), nullable=False),
+    pa.field("rows", pa.int64(), nullable=False),
+    pa.field("entries", pa.int64(), nullable=False),
+    pa.field("sum_max", pa.list_(pa.field("element", pa.float64(), nullable=False)), nullable=False),
+    pa.field("changed", pa.list_(pa.field("element", pa.int64(), nullable=False)), nullable=False),
+])
+
+
+def _batches_of(labels: np.ndarray, groups: np.ndarray, sizes: np.ndarray, batch_rows: int):
+    """Split label-sorted pairs into batches of whole labels with about `batch_rows` rows."""
+    starts = np.flatnonzero(np.r_[True, labels[1:] != labels[:-1]])
+    ends = np.r_[starts[1:], len(labels)]
+    label_rows = np.add.reduceat(sizes, starts) if len(starts) else np.zeros(0)
+    lo, acc = 0, 0
+    for i in range(len(starts)):
+        acc += int(label_rows[i])
+        if acc >= batch_rows or i == len(starts) - 1:
+            yield starts[lo], ends[i]
+            lo, acc = i + 1, 0
+
+
+def _embed_task(dataset: str, out: str, n_features: int, params: EmbedParams):
+    """applyInArrow function: one bin's (label, group) pairs -> label_emb part file + summary."""
+
+    def run(key: tuple, table: pa.Table) -> pa.Table:
+        ctx = load_context(dataset, n_features, params.normalize)
+        table = table.sort_by([(S.LABEL_ID, "ascending"), (S.GROUP_ID, "ascending")])
+        labels = np.asarray(table.column(S.LABEL_ID), dtype=np.int64)
+        groups = np.asarray(table.column(S.GROUP_ID), dtype=np.int64)
+        sizes = ctx.group_sizes(groups)
+        T = params.iterations
+        sum_max = np.zeros(T + 1)
+        changed = np.zeros(T + 1, dtype=np.int64)
+        entries = 0
+        with PartWriters(out, {S.LABEL_EMB: S.LABEL_EMB_ARROW}) as writers:
+            writers.name(f"part-{int(key[0].as_py()):05d}.parquet")
+            for lo, hi in _batches_of(labels, groups, sizes, params.batch_rows):
+                batch_labels, local = np.unique(labels[lo:hi], return_inverse=True)
+                ptr, rows = ctx.rows_of_groups(groups[lo:hi])
+                block = LabelBlock(ctx.X, PairBatch(local, ptr, rows, len(batch_labels)))
+                e, stats = block.grlr(T, params.lr)
+                sum_max += stats["sum_max"]
+                changed += stats["changed"]
+                entries += block.A.nnz * (2 * T + 1)
+                n_groups = np.bincount(local, minlength=len(batch_labels))
+                writers.write(S.LABEL_EMB, _emb_batch(batch_labels, block.embeddings(e), n_groups))
+        return pa.Table.from_pydict({
+            "labels": [len(np.unique(labels))], "pairs": [len(labels)], "rows": [int(sizes.sum())],
+            "entries": [entries], "sum_max": [sum_max.tolist()], "changed": [changed.tolist()],
+        }, schema=_SUMMARY)
+
+    return run
+
+
+def _emb_batch(label_ids: np.ndarray, embs: list[tuple[np.ndarray, np.ndarray]],
+               n_groups: np.ndarray) -> pa.RecordBatch:
+    lengths = np.array([len(i) for i, _ in embs], dtype=np.int64)
+    offsets = pa.array(np.r_[0, np.cumsum(lengths)].astype(np.int32))
+    idx = np.concatenate([i for i, _ in embs]) if embs else np.zeros(0, np.int32)
+    val = np.concatenate([v for _, v in embs]) if embs else np.zeros(0, np.float32)
+    return pa.RecordBatch.from_arrays([
+        pa.array(label_ids.astype(np.int32)),
+        pa.ListArray.from_arrays(offsets, pa.array(idx.astype(np.int32)), type=S.ARROW_INT_LIST),
+        pa.ListArray.from_arrays(offsets, pa.array(val.astype(np.float32)), type=S.ARROW_FLOAT_LIST),
+        pa.array(n_groups.astype(np.int32)),
+    ], schema=S.LABEL_EMB_ARROW)
+
+
+# ---------------------------------------------------------------- heavy labels: split and combine
+_CHUNK = "_chunk"
+_PARTIAL = pa.schema([
+    pa.field(S.LABEL_ID, pa.int64(), nullable=False),
+    pa.field(_CHUNK, pa.int64(), nullable=False),
+    pa.field("g_idx", pa.list_(pa.field("element", pa.int64(), nullable=False)), nullable=False),
+    pa.field("g_val", pa.list_(pa.field("element", pa.float64(), nullable=False)), nullable=False),
+    pa.field("first", pa.list_(pa.field("element", pa.int64(), nullable=False)), nullable=False),
+    pa.field("sum_max", pa.float64(), nullable=False),
+    pa.field("rows", pa.int64(), nullable=False),
+    pa.field("nnz", pa.int64(), nullable=False),
+])
+
+
+def _chunk_task(dataset: str, n_features: int, normalize: bool, e_by_label, mode: str):
+    """applyInArrow function for one chunk of a heavy label.
+
+    mode ``sum``: partial sum of all candidates (for e0). mode ``step``: scores under the broadcast
+    e, the partial sum of the selected candidates, the first maxima and the sum of maxima.
+    """
+
+    def run(key: tuple, table: pa.Table) -> pa.Table:
+        label, chunk = int(key[0].as_py()), int(key[1].as_py())
+        ctx = load_context(dataset, n_features, normalize)
+        groups = np.sort(np.asarray(table.column(S.GROUP_ID), dtype=np.int64))
+        ptr, rows = ctx.rows_of_groups(groups)
+        A = ctx.X[rows]
+        if mode == "sum":
+            weights = np.ones(A.shape[0])
+            first, sum_max = np.zeros(0, np.int64), 0.0
+        else:
+            idx, val = e_by_label.value[label]
+            e = np.zeros(n_features)
+            e[idx] = val
+            seg_max, is_max, first_pos = _segment_first_max(A @ e, ptr)
+            weights = is_max.astype(np.float64)
+            first, sum_max = ctx.sample_ids[rows[first_pos]], float(seg_max.sum())
+        g = np.asarray(A.T @ weights).ravel()
+        nz = np.flatnonzero(g)
+        return pa.Table.from_pydict({
+            S.LABEL_ID: [label], _CHUNK: [chunk], "g_idx": [nz.tolist()], "g_val": [g[nz].tolist()],
+            "first": [first.tolist()], "sum_max": [sum_max], "rows": [int(A.shape[0])],
+            "nnz": [int(A.nnz)]}, schema=_PARTIAL)
+
+    return run
+
+
+def _proj(v: np.ndarray) -> np.ndarray:
+    norm = float(np.linalg.norm(v))
+    return v / norm if norm > 0 else np.zeros_like(v)
+
+
+def _embed_heavy(spark: SparkSession, dataset: str, out: str, pairs: DataFrame, heavy: list,
+                 n_features: int, params: EmbedParams, split_rows: int) -> dict[str, Any]:
+    """GRLR for heavy labels: chunks of groups in parallel tasks, combined on the driver."""
+    n_chunks = {int(r[S.LABEL_ID]): max(2, math.ceil(int(r[_ROWS]) / split_rows)) for r in heavy}
+    chunk_of = F.element_at(F.create_map(*[x for k, c in n_chunks.items() for x in (F.lit(k), F.lit(c))]),
+                            F.col(S.LABEL_ID))
+    chunked = (pairs.where(F.col(S.LABEL_ID).isin(list(n_chunks)))
+               .withColumn(_CHUNK, F.pmod(F.xxhash64(S.GROUP_ID), chunk_of)).cache())
+    T = params.iterations
+    stats = {"sum_max": np.zeros(T + 1), "changed": np.zeros(T + 1, dtype=np.int64), "entries": 0}
+    n_groups = {int(r[S.LABEL_ID]): int(r[S.N_GROUPS]) for r in heavy}
+
+    def run(mode: str, e: dict[int, np.ndarray] | None) -> dict[int, list]:
+        sparse = {k: (np.flatnonzero(v), v[np.flatnonzero(v)]) for k, v in (e or {}).items()}
+        bc = spark.sparkContext.broadcast(sparse)
+        try:
+            rows = chunked.groupBy(S.LABEL_ID, _CHUNK).applyInArrow(
+                _chunk_task(dataset, n_features, params.normalize, bc, mode),
+                from_arrow_schema(_PARTIAL)).collect()
+        finally:
+            bc.unpersist()
+        by_label: dict[int, list] = {}
+        for r in sorted(rows, key=lambda r: (r[S.LABEL_ID], r[_CHUNK])):
+            by_label.setdefault(int(r[S.LABEL_ID]), []).append(r)
+            stats["entries"] += int(r["nnz"])
+        return by_label
+
+    def combine(parts: list) -> np.ndarray:
+        g = np.zeros(n_features)
+        for r in parts:
+            g[np.asarray(r["g_idx"], dtype=np.int64)] += np.asarray(r["g_val"])
+        return g
+
+    e = {k: _proj(combine(parts)) for k, parts in run("sum", None).items()}
+    state = run("step", e)
+    first = {k: np.concatenate([np.asarray(r["first"]) for r in parts]) for k, parts in state.items()}
+    stats["sum_max"][0] += sum(r["sum_max"] for parts in state.values() for r in parts)
+    for t in range(1, T + 1):
+        e = {k: _proj(e[k] + params.lr * _proj(combine(state[k]))) for k in e}
+        state = run("step", e)
+        new_first = {k: np.concatenate([np.asarray(r["first"]) for r in parts]) for k, parts in state.items()}
+        stats["sum_max"][t] += sum(r["sum_max"] for parts in state.values() for r in parts)
+        stats["changed"][t] += sum(int((new_first[k] != first[k]).sum()) for k in first)
+        first = new_first
+    chunked.unpersist()
+    writer = PartWriter(posixpath.join(out, S.LABEL_EMB), "part-heavy.parquet", S.LABEL_EMB_ARROW)
+    labels = np.array(sorted(e), dtype=np.int64)
+    embs = [(np.flatnonzero(e[k]).astype(np.int32), e[k][np.flatnonzero(e[k])].astype(np.float32))
+            for k in labels]
+    writer.write(_emb_batch(labels, embs, np.array([n_groups[k] for k in labels])))
+    writer.close()
+    stats["labels"] = len(labels)
+    return stats
+
+
+def embed(spark: SparkSession, dataset: str, output_path: str, params: EmbedParams,
+          overwrite: bool = False) -> dict[str, Any]:
+    """Learn one label embedding per label of Y2 with GRLR and write ``<output>/label_emb``.
+
+    Args:
+        spark: the active session.
+        dataset: aggregated dataset (X, Y1, Y2) on storage every executor reaches.
+        output_path: folder to write (atomic): ``label_emb/`` (label_id int, emb_idx array<int>,
+            emb_val array<float> with unit L2 norm or empty, n_groups int) and ``_manifest.json``.
+        params: the ``embed`` settings section.
+        overwrite: replace an existing output.
+    Returns:
+        The manifest: n_labels (embedded), n_pairs, per-iteration statistics (``iterations``: t,
+        changed_fraction, mean_max_score), entries processed, parameters.
+    Raises:
+        BadInputError: the dataset lacks X, Y1 or Y2, or a group of Y2 has no member.
+        OutputExistsError: the output exists and `overwrite` is false.
+    """
+    manifest_in = read_manifest(spark, dataset)
+    for table in (S.X, S.Y1, S.Y2):
+        if not has_table(spark, dataset, table):
+            raise BadInputError(f"dataset {dataset} has no {table} table (aggregate it first)")
+    require_exists(spark, dataset, "dataset")
+    n_features = int(manifest_in["n_features"])
+    Y1, Y2 = read_table(spark, dataset, S.Y1), read_table(spark, dataset, S.Y2)
+    work = label_work(Y1, Y2).cache()
+    total = work.agg(F.sum(_ROWS), F.count(F.lit(1))).first()
+    total_rows, n_labels = int(total[0] or 0), int(total[1])
+    split_rows = params.split_rows or max(2 * total_rows // params.tasks, 500_000)
+    heavy = work.where(F.col(_ROWS) > split_rows).collect()  # <= 2 * total / split_rows labels
+    T = params.iterations
+    with atomic_output(spark, output_path, overwrite) as tmp:
+        bins = assign_bins(work.where(F.col(_ROWS) <= split_rows), params.tasks)
+        pairs = Y2.select(S.GROUP_ID, S.LABEL_ID)
+        light = pairs.join(bins.select(S.LABEL_ID, _BIN), S.LABEL_ID)
+        rows = light.groupBy(_BIN).applyInArrow(
+            _embed_task(dataset, tmp, n_features, params), from_arrow_schema(_SUMMARY)).collect()
+        sum_max = np.sum([r["sum_max"] for r in rows], axis=0) if rows else np.zeros(T + 1)
+        changed = np.sum([r["changed"] for r in rows], axis=0) if rows else np.zeros(T + 1)
+        entries = sum(r["entries"] for r in rows)
+        if heavy:
+            log.info("embed: %d heavy labels split into chunks (split_rows=%d)", len(heavy), split_rows)
+            hs = _embed_heavy(spark, dataset, tmp, pairs, heavy, n_features, params, split_rows)
+            sum_max, changed, entries = sum_max + hs["sum_max"], changed + hs["changed"], entries + hs["entries"]
+        n_pairs = int(work.agg(F.sum(S.N_GROUPS)).first()[0] or 0)
+        work.unpersist()
+        iterations = [{"t": t,
+                       "changed_fraction": float(changed[t]) / n_pairs if n_pairs else 0.0,
+                       "mean_max_score": float(sum_max[t]) / n_pairs if n_pairs else 0.0}
+                      for t in range(T + 1)]
+        manifest = new_manifest(
+            "embed", n_labels=n_labels, n_features=n_features, n_pairs=n_pairs,
+            n_candidate_rows=total_rows, n_heavy_labels=len(heavy), entries_processed=int(entries),
+            source={"dataset": dataset}, parameters=params.to_dict() | {"split_rows": split_rows},
+            iterations=iterations, tables=[S.LABEL_EMB])
+        write_manifest(spark, tmp, manifest)
+    log.info("embed: %d labels, %d pairs; last changed fraction %.4f", n_labels, n_pairs,
+             iterations[-1]["changed_fraction"])
+    return manifest
+
+
+__all__ = ["embed", "label_work", "assign_bins"]
