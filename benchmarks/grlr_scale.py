@@ -90,15 +90,15 @@ def main() -> None:
             aggregate(spark, str(data / "train"), str(agg), AggregateParams(group_size=10, seed=0),
                       overwrite=True)
         steps = [
-            ("embed T=20", lambda: embed(spark, str(agg), str(work / f"emb20_{scale}"),
+            ("embed T=20", lambda agg=agg, scale=scale: embed(spark, str(agg), str(work / f"emb20_{scale}"),
                                          EmbedParams(iterations=20), overwrite=True)),
-            ("assign eagle", lambda: assign(spark, str(agg), str(work / f"asg20_{scale}"), AssignParams(),
+            ("assign eagle", lambda agg=agg, scale=scale: assign(spark, str(agg), str(work / f"asg20_{scale}"), AssignParams(),
                                             str(work / f"emb20_{scale}"), overwrite=True)),
-            ("embed T=0", lambda: embed(spark, str(agg), str(work / f"emb0_{scale}"),
+            ("embed T=0", lambda agg=agg, scale=scale: embed(spark, str(agg), str(work / f"emb0_{scale}"),
                                         EmbedParams(iterations=0), overwrite=True)),
-            ("assign eagle-0", lambda: assign(spark, str(agg), str(work / f"asg0_{scale}"), AssignParams(),
+            ("assign eagle-0", lambda agg=agg, scale=scale: assign(spark, str(agg), str(work / f"asg0_{scale}"), AssignParams(),
                                               str(work / f"emb0_{scale}"), overwrite=True)),
-            ("assign baseline", lambda: assign(spark, str(agg), str(work / f"asgb_{scale}"),
+            ("assign baseline", lambda agg=agg, scale=scale: assign(spark, str(agg), str(work / f"asgb_{scale}"),
                                                AssignParams(method="baseline"), overwrite=True)),
         ]
         total = 0.0

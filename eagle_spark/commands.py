@@ -176,3 +176,96 @@ def run_assign(spark: Any, args: argparse.Namespace, settings: Settings) -> dict
     if m["quality"]:
         out |= {"precision": m["quality"]["precision"], "recall": m["quality"]["recall"]}
     return out
+
+
+def _train_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--input", required=True, help="dataset with X and Y (e.g. the output of assign)")
+    p.add_argument("--output", required=True, help="model folder to write")
+    p.add_argument("--model", choices=["ova"], default=None, help="ova: one-vs-all (default)")
+    p.add_argument("--loss", choices=["squared_hinge", "logistic"], default=None)
+    p.add_argument("--overwrite", action="store_true", help="replace an existing model")
+
+
+@command("train", "Train an XMC classifier on a dataset's X and Y (distributed over labels).", _train_args)
+def run_train(spark: Any, args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
+    from eagle_spark.classifiers.ova import train_ova
+
+    settings = settings.replace("train", **_flags(args, {"model": "model", "loss": "loss"}))
+    meta = train_ova(spark, args.input, args.output, settings.train, overwrite=args.overwrite)
+    return {"output": args.output, "model": settings.train.model, "n_labels": meta["n_labels"],
+            "n_weights": meta["n_weights"],
+            "n_labels_without_positives": meta["n_labels_without_positives"]}
+
+
+def _predict_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", required=True, help="model folder (from train)")
+    p.add_argument("--input", required=True, help="dataset with X")
+    p.add_argument("--output", required=True, help="folder for predictions/ and the manifest")
+    p.add_argument("--top-k", type=int, default=None, help="predictions per sample (default 5)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing output")
+
+
+@command("predict", "Batch top-k prediction as a Spark job.", _predict_args)
+def run_predict(spark: Any, args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
+    from eagle_spark import schemas as S
+    from eagle_spark.classifiers.ova import predict_ova
+    from eagle_spark.io.fs import atomic_output
+    from eagle_spark.io.tables import new_manifest, read_manifest, read_table, write_manifest
+
+    settings = settings.replace("predict", **_flags(args, {"top_k": "top_k"}))
+    manifest = read_manifest(spark, args.input)
+    X = read_table(spark, args.input, S.X)
+    preds = predict_ova(spark, args.model, X, int(manifest["n_features"]), settings.predict.top_k,
+                        settings.predict.batch_rows)
+    with atomic_output(spark, args.output, args.overwrite) as tmp:
+        preds.write.parquet(f"{tmp}/predictions")
+        n = spark.read.parquet(f"{tmp}/predictions").count()
+        write_manifest(spark, tmp, new_manifest("predict", n_samples=n, top_k=settings.predict.top_k,
+                                                source={"model": args.model, "dataset": args.input},
+                                                tables=["predictions"]))
+    return {"output": args.output, "n_samples": n, "top_k": settings.predict.top_k}
+
+
+def _evaluate_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--predictions", required=True, help="output folder of predict")
+    p.add_argument("--input", required=True, help="dataset with the true Y")
+    p.add_argument("--k", type=int, default=None, help="evaluate at 1..k (default 5)")
+    p.add_argument("--propensity-a", type=float, default=None, help="A (default 0.55)")
+    p.add_argument("--propensity-b", type=float, default=None, help="B (default 1.5)")
+    p.add_argument("--propensity-from", default=None,
+                   help="dataset whose Y gives the label frequencies (default: --input)")
+    p.add_argument("--output", default=None, help="optional folder for metrics.json and metrics.md")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing output")
+
+
+@command("evaluate", "P@k, nDCG@k, PSP@k of predictions against a dataset's Y, on Spark.",
+         _evaluate_args)
+def run_evaluate(spark: Any, args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
+    import json
+    import logging
+
+    from eagle_spark import schemas as S
+    from eagle_spark.evaluation.metrics import evaluate_frames, inv_propensity, label_counts, table
+    from eagle_spark.io.fs import FileSystem, atomic_output, require_exists
+    from eagle_spark.io.tables import new_manifest, read_manifest, read_table, write_manifest
+
+    settings = settings.replace("predict", **_flags(args, {
+        "k": "k", "propensity_a": "propensity_a", "propensity_b": "propensity_b"}))
+    p = settings.predict
+    manifest = read_manifest(spark, args.input)
+    require_exists(spark, f"{args.predictions}/predictions", "predictions table")
+    reference = args.propensity_from or args.input
+    counts, n_ref = label_counts(read_table(spark, reference, S.Y), int(manifest["n_labels"]))
+    inv_ps = inv_propensity(counts, max(n_ref, 1), p.propensity_a, p.propensity_b)
+    result = evaluate_frames(read_table(spark, args.input, S.Y),
+                             spark.read.parquet(f"{args.predictions}/predictions"), p.k, inv_ps)
+    logging.getLogger("eagle_spark").info("metrics (x100):\n%s", table(result))
+    if args.output:
+        with atomic_output(spark, args.output, args.overwrite) as tmp:
+            fs = FileSystem(spark)
+            fs.write_bytes(f"{tmp}/metrics.json", (json.dumps(result, indent=2) + "\n").encode())
+            fs.write_bytes(f"{tmp}/metrics.md", (table(result) + "\n").encode())
+            write_manifest(spark, tmp, new_manifest("evaluate", **result, source={
+                "predictions": args.predictions, "dataset": args.input, "propensity_from": reference},
+                parameters=p.to_dict()))
+    return {"output": args.output, **result}

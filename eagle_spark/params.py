@@ -300,6 +300,64 @@ class AssignParams(BaseParams):
 
 
 @dataclass(frozen=True)
+class TrainParams(BaseParams):
+    """XMC classifier training (:mod:`eagle_spark.classifiers`).
+
+    Attributes:
+        model: ``ova`` (one-vs-all). Default ``ova``.
+        loss: ``squared_hinge`` (Parabel/PECOS default) or ``logistic``. Default ``squared_hinge``.
+        C: liblinear cost (inverse L2 regularisation). Default 1.0.
+        threshold: weights with |w| below it are pruned. Default 0.1.
+        normalize: L2-normalise the rows of X. Default true.
+        tasks: label blocks, one Spark task each. Default 16.
+        negative_fraction: share of the negatives each label trains on (1 = all). Default 1.0.
+        seed: seed of the negative sampling. Default 0.
+    """
+
+    model: str = "ova"
+    loss: str = "squared_hinge"
+    C: float = 1.0
+    threshold: float = 0.1
+    normalize: bool = True
+    tasks: int = 16
+    negative_fraction: float = 1.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        _check(self.model in ("ova",), f"train.model must be ova, got {self.model!r}")
+        _check(self.loss in ("squared_hinge", "logistic"),
+               f"train.loss must be squared_hinge or logistic, got {self.loss!r}")
+        _check(self.C > 0, "train.C must be > 0")
+        _check(self.threshold >= 0, "train.threshold must be >= 0")
+        _check(self.tasks >= 1, "train.tasks must be >= 1")
+        _check(0 < self.negative_fraction <= 1, "train.negative_fraction must be in (0, 1]")
+
+
+@dataclass(frozen=True)
+class PredictParams(BaseParams):
+    """Batch prediction and evaluation.
+
+    Attributes:
+        top_k: predictions kept per sample. Default 5.
+        batch_rows: rows scored together inside a task. Default 1000.
+        k: evaluate at 1..k. Default 5.
+        propensity_a: A of the inverse propensity (Jain et al. 2016). Default 0.55.
+        propensity_b: B of the inverse propensity. Default 1.5.
+    """
+
+    top_k: int = 5
+    batch_rows: int = 1000
+    k: int = 5
+    propensity_a: float = 0.55
+    propensity_b: float = 1.5
+
+    def __post_init__(self) -> None:
+        _check(self.top_k >= 1, "predict.top_k must be >= 1")
+        _check(self.batch_rows >= 1, "predict.batch_rows must be >= 1")
+        _check(self.k >= 1, "predict.k must be >= 1")
+
+
+@dataclass(frozen=True)
 class Settings(BaseParams):
     """All settings of a run, one section per stage; ``conf/*.yaml`` files mirror this shape.
 
@@ -310,6 +368,8 @@ class Settings(BaseParams):
         synth: :class:`SynthParams`.
         embed: :class:`EmbedParams`.
         assign: :class:`AssignParams`.
+        train: :class:`TrainParams`.
+        predict: :class:`PredictParams` (also evaluation).
     """
 
     spark: SparkParams = field(default_factory=SparkParams)
@@ -318,6 +378,8 @@ class Settings(BaseParams):
     synth: SynthParams = field(default_factory=SynthParams)
     embed: EmbedParams = field(default_factory=EmbedParams)
     assign: AssignParams = field(default_factory=AssignParams)
+    train: TrainParams = field(default_factory=TrainParams)
+    predict: PredictParams = field(default_factory=PredictParams)
 
     @classmethod
     def load(cls, conf: str | None = None, overrides: Sequence[str] = ()) -> "Settings":

@@ -35,6 +35,15 @@ class FileSystem:
         jpath = self._jvm.org.apache.hadoop.fs.Path(path)
         return jpath.getFileSystem(self._conf), jpath
 
+    def _resolve_raw(self, path: str) -> tuple[Any, Any]:
+        """Like _resolve, but the local file system without its hidden .crc checksum files, so
+        that small files (manifests, metadata) stay editable by hand and by other tools."""
+        fs, jpath = self._resolve(path)
+        checksummed = self._jvm.java.lang.Class.forName("org.apache.hadoop.fs.ChecksumFileSystem")
+        if checksummed.isInstance(fs):  # LocalFileSystem and subclasses (Hive's proxy)
+            fs = fs.getRawFileSystem()
+        return fs, jpath
+
     def exists(self, path: str) -> bool:
         """Whether `path` (file or folder) exists."""
         fs, jpath = self._resolve(path)
@@ -89,8 +98,8 @@ class FileSystem:
         return sorted(str(status.getPath().getName()) for status in fs.listStatus(jpath))
 
     def write_bytes(self, path: str, data: bytes) -> None:
-        """Create or replace the file `path` with `data`."""
-        fs, jpath = self._resolve(path)
+        """Create or replace the file `path` with `data` (no checksum file on local disks)."""
+        fs, jpath = self._resolve_raw(path)
         stream = fs.create(jpath, True)
         try:
             stream.write(bytearray(data))
@@ -103,7 +112,7 @@ class FileSystem:
         Raises:
             FileNotFoundError: `path` does not exist.
         """
-        fs, jpath = self._resolve(path)
+        fs, jpath = self._resolve_raw(path)
         if not fs.exists(jpath):
             raise FileNotFoundError(path)
         length = int(fs.getFileStatus(jpath).getLen())

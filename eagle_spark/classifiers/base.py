@@ -1,0 +1,99 @@
+"""Model folders: ``metadata.json`` (class, package version, params, n_features, n_labels,
+created_at) plus Parquet data under ``data/`` (Spark ML's metadata/ + data/ layout), and the
+executor-side cache of training data (X and Y as CSR / CSC) shared by the trainers.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import posixpath
+import threading
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import scipy.sparse as sp
+from pyspark.sql import SparkSession
+
+from eagle_spark import __version__
+from eagle_spark import schemas as S
+from eagle_spark.errors import BadInputError
+from eagle_spark.io.fs import FileSystem
+from eagle_spark.io.parts import filesystem_for
+from eagle_spark.sparse import csr_from_arrow, l2_normalize_rows
+
+MODEL_FORMAT_VERSION = 1
+METADATA = "metadata.json"
+WEIGHTS = "data/weights"
+
+WEIGHTS_ARROW = pa.schema([
+    pa.field(S.LABEL_ID, pa.int32(), nullable=False),
+    pa.field("w_idx", S.ARROW_INT_LIST, nullable=False),
+    pa.field("w_val", S.ARROW_FLOAT_LIST, nullable=False),
+    pa.field("bias", pa.float32(), nullable=False),
+])
+
+
+def write_metadata(spark: SparkSession, folder: str, cls: str, params: dict, n_features: int,
+                   n_labels: int, **extra: Any) -> dict:
+    """Write ``<folder>/metadata.json``; returns it."""
+    meta = {"class": cls, "format_version": MODEL_FORMAT_VERSION, "eagle_spark_version": __version__,
+            "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "params": params, "n_features": n_features, "n_labels": n_labels, **extra}
+    FileSystem(spark).write_bytes(posixpath.join(folder, METADATA),
+                                  (json.dumps(meta, indent=2, sort_keys=True) + "\n").encode())
+    return meta
+
+
+def read_metadata(spark: SparkSession, folder: str, cls: str) -> dict:
+    """Read and check a model's metadata.
+
+    Raises:
+        BadInputError: the folder or metadata is missing, not JSON, of another class, or of another
+            model format version.
+    """
+    fs = FileSystem(spark)
+    path = posixpath.join(folder, METADATA)
+    if not fs.exists(folder):
+        raise BadInputError(f"model {folder} does not exist")
+    try:
+        meta = json.loads(fs.read_bytes(path).decode())
+    except FileNotFoundError:
+        raise BadInputError(f"{path} is missing: {folder} is not an eagle_spark model") from None
+    except ValueError as err:
+        raise BadInputError(f"{path} is not valid JSON: {err}") from err
+    if meta.get("format_version") != MODEL_FORMAT_VERSION:
+        raise BadInputError(f"model {folder} has format_version {meta.get('format_version')!r}; "
+                            f"this eagle_spark reads {MODEL_FORMAT_VERSION}")
+    if meta.get("class") != cls:
+        raise BadInputError(f"model {folder} is a {meta.get('class')!r}, expected {cls!r}")
+    return meta
+
+
+_lock = threading.Lock()
+_cache: dict[tuple, tuple] = {}
+
+
+def load_xy(dataset: str, n_features: int, n_labels: int, normalize: bool) -> tuple[np.ndarray, sp.csr_matrix, sp.csc_matrix]:
+    """(sample_ids, X CSR float32 (normalised when asked), Y CSC bool) of a dataset, cached per worker."""
+    key = (dataset, n_features, n_labels, normalize)
+    with _lock:
+        if key not in _cache:
+            fs, root = filesystem_for(dataset)
+            xt = pq.read_table(f"{root}/{S.X}", filesystem=fs).sort_by(S.SAMPLE_ID)
+            yt = pq.read_table(f"{root}/{S.Y}", filesystem=fs).sort_by(S.SAMPLE_ID)
+            ids = np.asarray(xt.column(S.SAMPLE_ID), dtype=np.int64)
+            if not np.array_equal(ids, np.asarray(yt.column(S.SAMPLE_ID), dtype=np.int64)):
+                raise ValueError(f"{dataset}: X and Y do not have the same sample_ids")
+            X = csr_from_arrow(xt.column(S.FEAT_IDX), xt.column(S.FEAT_VAL), n_features)
+            X = l2_normalize_rows(X) if normalize else X
+            lab = yt.column(S.LABEL_IDS).combine_chunks()
+            indptr = np.asarray(lab.offsets, dtype=np.int64)
+            indices = np.asarray(lab.values, dtype=np.int64)
+            Y = sp.csr_matrix((np.ones(len(indices), dtype=bool), indices, indptr - indptr[0]),
+                              shape=(len(ids), n_labels)).tocsc()
+            _cache.clear()
+            _cache[key] = (ids, X, Y)
+        return _cache[key]

@@ -1,0 +1,1 @@
+"""XMC evaluation metrics (P@k, nDCG@k, PSP@k)."""

@@ -1,0 +1,143 @@
+"""One-vs-all on Spark == single-node twin; model folder round trip; determinism; bad inputs."""
+
+import gzip
+import hashlib
+import json
+import pathlib
+import shutil
+
+import numpy as np
+import pytest
+
+from eagle_spark.classifiers.linear import train_binary
+from eagle_spark.classifiers.ova import predict_ova, top_k, train_ova
+from eagle_spark.cli import main
+from eagle_spark.data import embedded_path
+from eagle_spark.errors import BadInputError
+from eagle_spark.io.ingest import ingest
+from eagle_spark.io.tables import read_table
+from eagle_spark.params import IngestParams, TrainParams
+from eagle_spark.sparse import l2_normalize_rows
+from tests.conftest import dataset_matrices
+
+
+@pytest.fixture(scope="module")
+def tiny(spark, tmp_path_factory):
+    """The first 1500 delicious training samples and 300 test samples."""
+    root = tmp_path_factory.mktemp("ova")
+    out = {}
+    for split, n in (("train", 1500), ("test", 300)):
+        with gzip.open(embedded_path("delicious", split), "rt") as fh:
+            next(fh)
+            lines = [next(fh) for _ in range(n)]
+        (root / f"{split}.txt").write_text(f"{n} 500 983\n" + "".join(lines))
+        out[split] = str(root / split)
+        ingest(spark, str(root / f"{split}.txt"), out[split], IngestParams())
+    return out
+
+
+@pytest.fixture(scope="module")
+def model(spark, tiny, tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("model") / "ova")
+    meta = train_ova(spark, tiny["train"], path, TrainParams(tasks=4))
+    return path, meta
+
+
+def weights(spark, path):
+    return {r.label_id: (list(r.w_idx), list(r.w_val), r.bias)
+            for r in spark.read.parquet(f"{path}/data/weights").collect()}
+
+
+def test_spark_equals_twin(spark, tiny, model):
+    path, meta = model
+    _, X, Y, manifest = dataset_matrices(spark, tiny["train"])
+    Xn = l2_normalize_rows(X)
+    got = weights(spark, path)
+    assert sorted(got) == list(range(983))
+    for label in (0, 1, 5, 77, 500, 982):
+        idx, val, bias = train_binary(Xn, Y[:, label].toarray().ravel() > 0)
+        assert got[label][0] == idx.tolist()
+        np.testing.assert_allclose(got[label][1], val, rtol=1e-6)
+        assert got[label][2] == pytest.approx(bias, rel=1e-6)
+    assert meta["n_labels_without_positives"] == int((np.asarray(Y.sum(axis=0)).ravel() == 0).sum())
+    # predictions: X W + b, top-5, best first, ties by label id
+    _, Xt, _, _ = dataset_matrices(spark, tiny["test"])
+    W = np.zeros((500, 983))
+    b = np.zeros(983)
+    for label, (idx, val, bias) in got.items():
+        W[idx, label] = val
+        b[label] = bias
+    scores = l2_normalize_rows(Xt).toarray() @ W + b
+    want_labels, want_scores = top_k(scores.astype(np.float32), 5)
+    X_test = read_table(spark, tiny["test"], "X")
+    preds = sorted(predict_ova(spark, path, X_test, 500, 5).collect(), key=lambda r: r.sample_id)
+    assert [r.label_ids for r in preds] == want_labels.tolist()
+    np.testing.assert_allclose([r.scores for r in preds], want_scores, rtol=1e-5, atol=1e-6)
+
+
+def test_top_k_order():
+    labels, scores = top_k(np.array([[0.1, 0.5, 0.5, -1.0]]), 3)
+    assert labels.tolist() == [[1, 2, 0]] and scores.tolist() == [[0.5, 0.5, 0.1]]
+
+
+def _digests(folder):
+    return sorted(hashlib.sha256(p.read_bytes()).hexdigest()
+                  for p in pathlib.Path(folder).rglob("*.parquet"))
+
+
+def test_save_load_predict_and_determinism(spark, tiny, model, tmp_path, capsys):
+    path, _ = model
+    moved = tmp_path / "elsewhere"
+    shutil.copytree(path, moved)
+    for p in (path, str(moved)):
+        assert main(["predict", "--model", p, "--input", tiny["test"], "--output",
+                     str(tmp_path / f"pred_{pathlib.Path(p).name}")]) == 0
+    capsys.readouterr()
+    a = sorted(map(tuple, spark.read.parquet(str(tmp_path / "pred_ova" / "predictions")).collect()))
+    b = sorted(map(tuple, spark.read.parquet(str(tmp_path / "pred_elsewhere" / "predictions")).collect()))
+    assert a == b and len(a) == 300
+    sampled = TrainParams(tasks=3, negative_fraction=0.5, seed=3)
+    train_ova(spark, tiny["train"], str(tmp_path / "s1"), sampled)
+    train_ova(spark, tiny["train"], str(tmp_path / "s2"), sampled)
+    assert _digests(tmp_path / "s1") == _digests(tmp_path / "s2")
+    assert main(["evaluate", "--predictions", str(tmp_path / "pred_ova"), "--input", tiny["test"],
+                 "--propensity-from", tiny["train"], "--output", str(tmp_path / "metrics")]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert len(summary["P"]) == 5 and 0.3 < summary["P"][0] <= 1.0
+    assert (tmp_path / "metrics" / "metrics.md").read_text().startswith("| metric |")
+
+
+def test_bad_inputs(spark, tiny, model, tmp_path, capsys, write_text):
+    path, _ = model
+    assert main(["predict", "--model", str(tmp_path / "nope"), "--input", tiny["test"],
+                 "--output", str(tmp_path / "p")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    old = tmp_path / "old"
+    shutil.copytree(path, old)
+    meta = json.loads((old / "metadata.json").read_text())
+    (old / "metadata.json").write_text(json.dumps(meta | {"format_version": 99}))
+    assert main(["predict", "--model", str(old), "--input", tiny["test"], "--output", str(tmp_path / "p")]) == 2
+    assert "format_version 99" in capsys.readouterr().err
+    (old / "metadata.json").write_text(json.dumps(meta | {"class": "TreeModel"}))
+    assert main(["predict", "--model", str(old), "--input", tiny["test"], "--output", str(tmp_path / "p")]) == 2
+    assert "is a 'TreeModel', expected 'OVAModel'" in capsys.readouterr().err
+    wide = write_text("wide.txt", "1 900 983\n1 800:1\n")
+    ingest(spark, wide, str(tmp_path / "wide"), IngestParams())
+    assert main(["predict", "--model", path, "--input", str(tmp_path / "wide"), "--output",
+                 str(tmp_path / "p")]) == 2
+    assert "900 features, beyond the model's n_features=500" in capsys.readouterr().err
+    empty = write_text("empty.txt", "0 500 983\n")
+    ingest(spark, empty, str(tmp_path / "empty"), IngestParams())
+    with pytest.raises(BadInputError, match="has no samples to train on"):
+        train_ova(spark, str(tmp_path / "empty"), str(tmp_path / "m"), TrainParams())
+    assert not (tmp_path / "m").exists()
+
+
+def test_constant_classifier_for_labels_without_positives():
+    import scipy.sparse as sp
+
+    X = sp.csr_matrix(np.eye(3))
+    assert train_binary(X, np.zeros(3, bool))[2] == -1.0
+    assert train_binary(X, np.ones(3, bool))[2] == 1.0
+    with pytest.raises(ValueError, match="loss must be"):
+        train_binary(X, np.array([True, False, True]), loss="hinge")
