@@ -181,16 +181,25 @@ def run_assign(spark: Any, args: argparse.Namespace, settings: Settings) -> dict
 def _train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input", required=True, help="dataset with X and Y (e.g. the output of assign)")
     p.add_argument("--output", required=True, help="model folder to write")
-    p.add_argument("--model", choices=["ova"], default=None, help="ova: one-vs-all (default)")
+    p.add_argument("--model", choices=["ova", "tree"], default=None,
+                   help="ova: one-vs-all (default); tree: Parabel-like label tree")
     p.add_argument("--loss", choices=["squared_hinge", "logistic"], default=None)
+    p.add_argument("--label-repr", default=None,
+                   help="tree: cluster these label embeddings (embed's output) instead of PIFA")
     p.add_argument("--overwrite", action="store_true", help="replace an existing model")
 
 
 @command("train", "Train an XMC classifier on a dataset's X and Y (distributed over labels).", _train_args)
 def run_train(spark: Any, args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     from eagle_spark.classifiers.ova import train_ova
+    from eagle_spark.classifiers.tree import train_tree
 
     settings = settings.replace("train", **_flags(args, {"model": "model", "loss": "loss"}))
+    if settings.train.model == "tree":
+        meta = train_tree(spark, args.input, args.output, settings.train, label_repr=args.label_repr,
+                          overwrite=args.overwrite)
+        return {"output": args.output, "model": "tree", "n_labels": meta["n_labels"],
+                "n_clusters": meta["n_clusters"], "depth": meta["depth"]}
     meta = train_ova(spark, args.input, args.output, settings.train, overwrite=args.overwrite)
     return {"output": args.output, "model": settings.train.model, "n_labels": meta["n_labels"],
             "n_weights": meta["n_weights"],
@@ -202,21 +211,38 @@ def _predict_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input", required=True, help="dataset with X")
     p.add_argument("--output", required=True, help="folder for predictions/ and the manifest")
     p.add_argument("--top-k", type=int, default=None, help="predictions per sample (default 5)")
+    p.add_argument("--beam-size", type=int, default=None, help="tree: beam width (default 10)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output")
 
 
 @command("predict", "Batch top-k prediction as a Spark job.", _predict_args)
 def run_predict(spark: Any, args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
+    import json
+
     from eagle_spark import schemas as S
     from eagle_spark.classifiers.ova import predict_ova
     from eagle_spark.io.fs import atomic_output
     from eagle_spark.io.tables import new_manifest, read_manifest, read_table, write_manifest
 
-    settings = settings.replace("predict", **_flags(args, {"top_k": "top_k"}))
+    from eagle_spark.classifiers.tree import predict_tree
+    from eagle_spark.errors import BadInputError
+    from eagle_spark.io.fs import FileSystem
+
+    settings = settings.replace("predict", **_flags(args, {"top_k": "top_k", "beam_size": "beam_size"}))
     manifest = read_manifest(spark, args.input)
     X = read_table(spark, args.input, S.X)
-    preds = predict_ova(spark, args.model, X, int(manifest["n_features"]), settings.predict.top_k,
-                        settings.predict.batch_rows)
+    p = settings.predict
+    fs = FileSystem(spark)
+    if not fs.exists(f"{args.model}/metadata.json"):
+        raise BadInputError(f"model {args.model} does not exist or has no metadata.json")
+    try:
+        cls = json.loads(fs.read_bytes(f"{args.model}/metadata.json").decode()).get("class")
+    except ValueError as err:
+        raise BadInputError(f"{args.model}/metadata.json is not valid JSON: {err}") from err
+    if cls == "TreeModel":
+        preds = predict_tree(spark, args.model, X, int(manifest["n_features"]), p.top_k, p.beam_size)
+    else:
+        preds = predict_ova(spark, args.model, X, int(manifest["n_features"]), p.top_k, p.batch_rows)
     with atomic_output(spark, args.output, args.overwrite) as tmp:
         preds.write.parquet(f"{tmp}/predictions")
         n = spark.read.parquet(f"{tmp}/predictions").count()

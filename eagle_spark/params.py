@@ -304,14 +304,15 @@ class TrainParams(BaseParams):
     """XMC classifier training (:mod:`eagle_spark.classifiers`).
 
     Attributes:
-        model: ``ova`` (one-vs-all). Default ``ova``.
+        model: ``ova`` (one-vs-all) or ``tree`` (Parabel-like label tree). Default ``ova``.
         loss: ``squared_hinge`` (Parabel/PECOS default) or ``logistic``. Default ``squared_hinge``.
         C: liblinear cost (inverse L2 regularisation). Default 1.0.
         threshold: weights with |w| below it are pruned. Default 0.1.
         normalize: L2-normalise the rows of X. Default true.
         tasks: label blocks, one Spark task each. Default 16.
         negative_fraction: share of the negatives each label trains on (1 = all). Default 1.0.
-        seed: seed of the negative sampling. Default 0.
+        seed: seed of the negative sampling, the solver and the tree's 2-means. Default 0.
+        max_leaf: tree: maximum labels per leaf. Default 100.
     """
 
     model: str = "ova"
@@ -322,9 +323,11 @@ class TrainParams(BaseParams):
     tasks: int = 16
     negative_fraction: float = 1.0
     seed: int = 0
+    max_leaf: int = 100
 
     def __post_init__(self) -> None:
-        _check(self.model in ("ova",), f"train.model must be ova, got {self.model!r}")
+        _check(self.model in ("ova", "tree"), f"train.model must be ova or tree, got {self.model!r}")
+        _check(self.max_leaf >= 2, "train.max_leaf must be >= 2")
         _check(self.loss in ("squared_hinge", "logistic"),
                f"train.loss must be squared_hinge or logistic, got {self.loss!r}")
         _check(self.C > 0, "train.C must be > 0")
@@ -339,6 +342,7 @@ class PredictParams(BaseParams):
 
     Attributes:
         top_k: predictions kept per sample. Default 5.
+        beam_size: tree: nodes kept per level by the beam search. Default 10.
         batch_rows: rows scored together inside a task. Default 1000.
         k: evaluate at 1..k. Default 5.
         propensity_a: A of the inverse propensity (Jain et al. 2016). Default 0.55.
@@ -346,6 +350,7 @@ class PredictParams(BaseParams):
     """
 
     top_k: int = 5
+    beam_size: int = 10
     batch_rows: int = 1000
     k: int = 5
     propensity_a: float = 0.55
@@ -353,6 +358,7 @@ class PredictParams(BaseParams):
 
     def __post_init__(self) -> None:
         _check(self.top_k >= 1, "predict.top_k must be >= 1")
+        _check(self.beam_size >= 1, "predict.beam_size must be >= 1")
         _check(self.batch_rows >= 1, "predict.batch_rows must be >= 1")
         _check(self.k >= 1, "predict.k must be >= 1")
 

@@ -1,0 +1,378 @@
+"""Parabel-like label tree on Spark: indexer (balanced 2-means over label representations),
+matcher/ranker classifiers trained in parallel tasks, and beam-search prediction.
+
+Tree: node 0 is the root; internal nodes are split by balanced spherical 2-means
+(:func:`eagle_spark.kmeans.balanced_2means`) of their labels' representations until a node holds at
+most ``max_leaf`` labels (a leaf). Label representations are PIFA (the L2-normalised sum of the
+normalised feature rows of each label's positive samples, Y^T X) or given ones (e.g. the GRLR label
+embeddings, ``label_repr``). Scored elements are the non-root nodes (matcher: "go into this child")
+and the labels of each leaf (ranker); each has one binary linear classifier
+(:func:`eagle_spark.classifiers.linear.train_binary`) trained on the samples that are positive under
+its parent (have a label in the parent's subtree): PECOS's matcher-aware negatives M = Y C.
+
+Distribution: the tree (O(n_nodes) rows) is built on the driver from the label representations;
+training units (one per internal node: its children; one per leaf: its labels) are independent,
+dealt into ``tasks`` bins by their number of positive samples, and each task trains its units from
+the executor-side X/Y cache, labels in batches inside the task. Never one Spark job per label.
+
+Prediction: beam search per batch of rows; a child's probability is exp(-max(0, 1 - s)^2) for the
+squared hinge (Parabel) or the sigmoid for the logistic loss, a path's the product along the path;
+the ``beam_size`` best nodes are kept per level; label scores are the leaf path probability times the
+label's probability; the top-k labels are returned.
+
+References:
+    Prabhu, Kag, Harsola, Agrawal, Varma, Parabel, WWW 2018; Yu et al., PECOS (XR-Linear).
+"""
+
+from __future__ import annotations
+
+import logging
+import posixpath
+from typing import Any, Iterator, Optional
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import scipy.sparse as sp
+from pyspark.sql import DataFrame, SparkSession
+
+from eagle_spark import schemas as S
+from eagle_spark.classifiers.base import (WEIGHTS, WEIGHTS_ARROW, load_xy, read_metadata,
+                                          write_metadata)
+from eagle_spark.classifiers.linear import train_binary
+from eagle_spark.classifiers.ova import PRED_SCHEMA, _PRED, _weights_batch
+from eagle_spark.errors import BadInputError
+from eagle_spark.io.fs import atomic_output
+from eagle_spark.io.parts import PartWriter, PartWriters, filesystem_for
+from eagle_spark.io.tables import read_manifest, read_table
+from eagle_spark.kmeans import balanced_2means
+from eagle_spark.sparse import csr_from_arrow, l2_normalize_rows
+
+log = logging.getLogger(__name__)
+
+TREE = "data/tree"
+"""Tree table; in a tree model's ``data/weights`` the ``label_id`` column holds the scored element id
+(cluster node id, or n_clusters + label for a label)."""
+TREE_ARROW = pa.schema([
+    pa.field("node_id", pa.int32(), nullable=False),   # scored element id (nodes, then labels)
+    pa.field("parent_id", pa.int32(), nullable=False),  # -1 for the root
+    pa.field("level", pa.int32(), nullable=False),
+    pa.field(S.LABEL_ID, pa.int32(), nullable=False),   # -1 for cluster nodes
+])
+
+
+class Tree:
+    """The label tree as arrays. Element ids: clusters 0..n_clusters-1 (0 = root), then label l has
+    element id n_clusters + l.
+
+    Attributes:
+        parent: (n_elements,) parent element (-1 for the root).
+        level: (n_elements,) depth (root 0).
+        n_clusters: cluster nodes (root included).
+        n_labels: labels.
+    """
+
+    def __init__(self, parent: np.ndarray, level: np.ndarray, n_clusters: int, n_labels: int) -> None:
+        self.parent, self.level = parent.astype(np.int64), level.astype(np.int64)
+        self.n_clusters, self.n_labels = n_clusters, n_labels
+        order = np.argsort(self.parent, kind="stable")
+        counts = np.bincount(self.parent[self.parent >= 0], minlength=len(parent))
+        self.child_ptr = np.r_[0, np.cumsum(counts)]
+        self.children = order[self.parent[order] >= 0]
+
+    def children_of(self, node: int) -> np.ndarray:
+        return self.children[self.child_ptr[node]:self.child_ptr[node + 1]]
+
+    def is_leaf_cluster(self, node: int) -> bool:
+        kids = self.children_of(node)
+        return len(kids) > 0 and bool((kids >= self.n_clusters).all())
+
+    def labels_under(self) -> list[np.ndarray]:
+        """Per cluster node: the labels of its subtree."""
+        out: list[list[int]] = [[] for _ in range(self.n_clusters)]
+        for label in range(self.n_labels):
+            node = int(self.parent[self.n_clusters + label])
+            while node >= 0:
+                out[node].append(label)
+                node = int(self.parent[node])
+        return [np.array(sorted(x), dtype=np.int64) for x in out]
+
+
+def build_tree(reps: sp.csr_matrix, max_leaf: int, seed: int, max_iter: int = 20) -> Tree:
+    """Balanced hierarchical 2-means of label representations into a tree of <= max_leaf per leaf.
+
+    Args:
+        reps: (n_labels, d) label representations (rows normalised here).
+        max_leaf: maximum labels per leaf (>= 2).
+        seed: seed of the 2-means initialisations (node-specific seeds derive from it).
+    Returns:
+        The Tree.
+    Raises:
+        ValueError: max_leaf < 2.
+    """
+    if max_leaf < 2:
+        raise ValueError(f"max_leaf must be >= 2, got {max_leaf}")
+    reps = l2_normalize_rows(reps, np.float64)
+    n_labels = reps.shape[0]
+    parents, levels = [-1], [0]
+    label_parent = np.zeros(n_labels, dtype=np.int64)
+    stack = [(0, np.arange(n_labels))]
+    while stack:
+        node, labels = stack.pop()
+        if len(labels) <= max_leaf:
+            label_parent[labels] = node
+            continue
+        right = balanced_2means(reps[labels], seed=[seed, node], max_iter=max_iter)
+        for half in (labels[~right], labels[right]):
+            child = len(parents)
+            parents.append(node)
+            levels.append(levels[node] + 1)
+            stack.append((child, half))
+    n_clusters = len(parents)
+    parent = np.r_[np.array(parents), label_parent]
+    level = np.r_[np.array(levels), np.array(levels)[label_parent] + 1]
+    return Tree(parent, level, n_clusters, n_labels)
+
+
+def pifa(X: sp.csr_matrix, Y: sp.csc_matrix) -> sp.csr_matrix:
+    """PIFA label representations: rows of Y^T X_normalised (then normalised by build_tree)."""
+    return sp.csr_matrix(Y.T.astype(np.float64) @ l2_normalize_rows(X, np.float64))
+
+
+def _train_units_task(dataset: str, out: str, n_features: int, n_labels: int, params: Any,
+                      tree_parent: np.ndarray, n_clusters: int, units_by_bin: dict):
+    """mapInArrow: bin ids -> weights part files (one classifier per scored element)."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        ids, X, Y = load_xy(dataset, n_features, n_labels, params.normalize)
+        tree = Tree(tree_parent, np.zeros(len(tree_parent)), n_clusters, n_labels)
+        under = tree.labels_under()
+        Ycsr = Y.tocsr()
+        trained = 0
+        with PartWriters(out, {"weights": WEIGHTS_ARROW}) as writers:
+            for batch in batches:
+                for b in np.asarray(batch.column(0), dtype=np.int64):
+                    writers.name(f"part-{int(b):05d}.parquet")
+                    for node in units_by_bin.get(int(b), []):
+                        rows = _unit(tree, under, X, Y, Ycsr, node, params)
+                        trained += len(rows)
+                        if rows:
+                            writers.write("weights", _weights_batch(rows))
+        yield pa.RecordBatch.from_pydict({"labels": [trained], "no_positive": [0], "weights": [0]},
+                                         schema=pa.schema([pa.field("labels", pa.int64(), False),
+                                                           pa.field("no_positive", pa.int64(), False),
+                                                           pa.field("weights", pa.int64(), False)]))
+
+    return run
+
+
+def _samples_with(Y: sp.csc_matrix, labels: np.ndarray) -> np.ndarray:
+    """Bool mask of samples having any of `labels`."""
+    sub = Y[:, labels]
+    return np.asarray(sub.sum(axis=1)).ravel() > 0
+
+
+def _unit(tree: Tree, under: list, X: sp.csr_matrix, Y: sp.csc_matrix, Ycsr: sp.csr_matrix,
+          node: int, params: Any) -> list:
+    """Train the classifiers of `node`'s children on the samples positive under `node`."""
+    active = _samples_with(Y, under[node]) if node != 0 else np.ones(X.shape[0], dtype=bool)
+    Xa = X[active]
+    rows = []
+    for child in tree.children_of(node):
+        child = int(child)
+        if child >= tree.n_clusters:
+            y = Y[:, child - tree.n_clusters].toarray().ravel()[active] > 0
+        else:
+            y = _samples_with(Y, under[child])[active]
+        w_idx, w_val, bias = train_binary(Xa, y, params.loss, params.C, params.threshold, seed=params.seed)
+        rows.append((child, w_idx, w_val, bias))
+    return rows
+
+
+def train_tree(spark: SparkSession, dataset: str, model_path: str, params: Any,
+               label_repr: Optional[str] = None, overwrite: bool = False) -> dict:
+    """Train the label tree and save the model folder (metadata.json, data/tree, data/weights).
+
+    Args:
+        dataset: dataset with X and Y, on storage every executor reaches.
+        model_path: model folder (atomic).
+        params: the ``train`` section (loss, C, threshold, normalize, tasks, max_leaf, seed).
+        label_repr: folder with ``label_emb`` (e.g. the output of embed) to cluster instead of PIFA.
+    Returns:
+        The model metadata (n_clusters, depth, ...).
+    Raises:
+        BadInputError: no samples, or label_repr lacks label_emb.
+    """
+    manifest = read_manifest(spark, dataset)
+    n_features, n_labels = int(manifest["n_features"]), int(manifest["n_labels"])
+    if read_table(spark, dataset, S.X).limit(1).count() == 0:
+        raise BadInputError(f"dataset {dataset} has no samples to train on")
+    # The indexer runs on the driver: it needs the label representations (n_labels x d, bounded
+    # by nnz(Y^T X)), not X itself when label_repr is given.
+    if label_repr is not None:
+        reps = _read_label_repr(spark, label_repr, n_labels, n_features)
+    else:
+        _, X, Y = load_xy(dataset, n_features, n_labels, params.normalize)
+        reps = pifa(X, Y)
+    tree = build_tree(reps, params.max_leaf, params.seed)
+    internal = [n for n in range(tree.n_clusters) if len(tree.children_of(n))]
+    Yc = read_table(spark, dataset, S.Y)
+    label_freq = np.zeros(n_labels)
+    for r in Yc.selectExpr("explode(label_ids) as l").groupBy("l").count().collect():
+        label_freq[r["l"]] = r["count"]
+    under = tree.labels_under()
+    work = np.array([label_freq[under[n]].sum() for n in internal])
+    bins = max(1, min(params.tasks, len(internal)))
+    units_by_bin: dict[int, list] = {}
+    for rank, i in enumerate(np.argsort(-work, kind="stable")):
+        units_by_bin.setdefault(rank % bins, []).append(internal[i])
+    with atomic_output(spark, model_path, overwrite) as tmp:
+        task = _train_units_task(dataset, posixpath.join(tmp, "data"), n_features, n_labels, params,
+                                 tree.parent, tree.n_clusters, units_by_bin)
+        spark.range(0, bins, numPartitions=bins).mapInArrow(
+            task, "labels long, no_positive long, weights long").collect()
+        writer = PartWriter(posixpath.join(tmp, TREE), "part-00000.parquet", TREE_ARROW)
+        n_el = len(tree.parent)
+        writer.write(pa.RecordBatch.from_arrays([
+            pa.array(np.arange(n_el, dtype=np.int32)), pa.array(tree.parent.astype(np.int32)),
+            pa.array(tree.level.astype(np.int32)),
+            pa.array(np.where(np.arange(n_el) >= tree.n_clusters, np.arange(n_el) - tree.n_clusters,
+                              -1).astype(np.int32))], schema=TREE_ARROW))
+        writer.close()
+        meta = write_metadata(spark, tmp, "TreeModel", params.to_dict(), n_features, n_labels,
+                              n_clusters=tree.n_clusters, depth=int(tree.level.max()),
+                              label_repr=label_repr or "pifa", source={"dataset": dataset})
+    log.info("tree: %d labels, %d clusters, depth %d", n_labels, tree.n_clusters, meta["depth"])
+    return meta
+
+
+def _read_label_repr(spark: SparkSession, folder: str, n_labels: int, n_features: int) -> sp.csr_matrix:
+    path = posixpath.join(folder, S.LABEL_EMB)
+    from eagle_spark.io.fs import FileSystem
+
+    if not FileSystem(spark).exists(path):
+        raise BadInputError(f"label representations {folder} have no {S.LABEL_EMB} table")
+    fs, root = filesystem_for(path)
+    t = pq.read_table(root, filesystem=fs, columns=[S.LABEL_ID, S.EMB_IDX, S.EMB_VAL])
+    labels = np.asarray(t.column(S.LABEL_ID), dtype=np.int64)
+    idx, val = t.column(S.EMB_IDX).combine_chunks(), t.column(S.EMB_VAL).combine_chunks()
+    lengths = np.diff(np.asarray(idx.offsets))
+    return sp.csr_matrix((np.asarray(val.values, dtype=np.float64),
+                          (np.repeat(labels, lengths), np.asarray(idx.values))),
+                         shape=(n_labels, n_features))
+
+
+_model_cache: dict[str, tuple] = {}
+
+
+def _load_model(model_path: str, meta: dict) -> tuple[Tree, sp.csr_matrix, np.ndarray]:
+    if model_path not in _model_cache:
+        fs, root = filesystem_for(model_path)
+        t = pq.read_table(f"{root}/{TREE}", filesystem=fs).sort_by("node_id")
+        parent = np.asarray(t.column("parent_id"), dtype=np.int64)
+        level = np.asarray(t.column("level"), dtype=np.int64)
+        tree = Tree(parent, level, int(meta["n_clusters"]), int(meta["n_labels"]))
+        w = pq.read_table(f"{root}/{WEIGHTS}", filesystem=fs)
+        nodes = np.asarray(w.column(S.LABEL_ID), dtype=np.int64)
+        idx, val = w.column("w_idx").combine_chunks(), w.column("w_val").combine_chunks()
+        lengths = np.diff(np.asarray(idx.offsets))
+        WT = sp.csr_matrix((np.asarray(val.values, dtype=np.float64),
+                            (np.repeat(nodes, lengths), np.asarray(idx.values))),
+                           shape=(len(parent), int(meta["n_features"])))
+        bias = np.zeros(len(parent))
+        bias[nodes] = np.asarray(w.column("bias"), dtype=np.float64)
+        _model_cache.clear()
+        _model_cache[model_path] = (tree, WT, bias)
+    return _model_cache[model_path]
+
+
+def _prob(scores: np.ndarray, loss: str) -> np.ndarray:
+    if loss == "logistic":
+        return 1.0 / (1.0 + np.exp(-scores))
+    return np.exp(-np.square(np.maximum(0.0, 1.0 - scores)))
+
+
+def beam_search(tree: Tree, WT: sp.csr_matrix, bias: np.ndarray, X: sp.csr_matrix, beam: int,
+                k: int, loss: str) -> tuple[np.ndarray, np.ndarray]:
+    """Top-k labels of every row of X by beam search (see the module docstring).
+
+    Returns:
+        (labels (n, k) int64, scores (n, k) float64), best first; rows with fewer than k reachable
+        labels are padded with label -1 and score 0.
+    """
+    n = X.shape[0]
+    beam_nodes = [np.array([0]) for _ in range(n)]
+    beam_probs = [np.array([1.0]) for _ in range(n)]
+    out_labels = np.full((n, k), -1, dtype=np.int64)
+    out_scores = np.zeros((n, k))
+    final: list[tuple[np.ndarray, np.ndarray]] = [(np.zeros(0, np.int64), np.zeros(0)) for _ in range(n)]
+    while any(len(b) for b in beam_nodes):
+        rows, kids, base = [], [], []
+        for i in range(n):
+            for node, p in zip(beam_nodes[i], beam_probs[i]):
+                ch = tree.children_of(int(node))
+                rows.append(np.full(len(ch), i))
+                kids.append(ch)
+                base.append(np.full(len(ch), p))
+        if not rows:
+            break
+        rows_a, kids_a, base_a = np.concatenate(rows), np.concatenate(kids), np.concatenate(base)
+        s = np.asarray(X[rows_a].multiply(WT[kids_a]).sum(axis=1)).ravel() + bias[kids_a]
+        prob = base_a * _prob(s, loss)
+        new_nodes, new_probs = [], []
+        for i in range(n):
+            mask = rows_a == i
+            nodes_i, probs_i = kids_a[mask], prob[mask]
+            is_label = nodes_i >= tree.n_clusters
+            if is_label.any():
+                final[i] = (np.r_[final[i][0], nodes_i[is_label] - tree.n_clusters],
+                            np.r_[final[i][1], probs_i[is_label]])
+            nodes_i, probs_i = nodes_i[~is_label], probs_i[~is_label]
+            order = np.lexsort((nodes_i, -probs_i))[:beam]
+            new_nodes.append(nodes_i[order])
+            new_probs.append(probs_i[order])
+        beam_nodes, beam_probs = new_nodes, new_probs
+    for i in range(n):
+        labels, scores = final[i]
+        order = np.lexsort((labels, -scores))[:k]
+        out_labels[i, :len(order)] = labels[order]
+        out_scores[i, :len(order)] = scores[order]
+    return out_labels, out_scores
+
+
+def predict_tree(spark: SparkSession, model_path: str, X: DataFrame, n_features: int, k: int,
+                 beam: int, batch_rows: int = 256) -> DataFrame:
+    """Top-k predictions of a tree model by beam search, as a Spark job (mapInArrow).
+
+    Raises:
+        BadInputError: the model folder is missing or not a tree, or the data has more features.
+    """
+    meta = read_metadata(spark, model_path, "TreeModel")
+    if n_features > meta["n_features"]:
+        raise BadInputError(f"the data has {n_features} features, beyond the model's n_features="
+                            f"{meta['n_features']}")
+    normalize, loss = meta["params"]["normalize"], meta["params"]["loss"]
+    m_features = meta["n_features"]
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        tree, WT, bias = _load_model(model_path, meta)
+        for batch in batches:
+            for lo in range(0, batch.num_rows, batch_rows):
+                part = batch.slice(lo, batch_rows)
+                Xb = csr_from_arrow(part.column(1), part.column(2), m_features)
+                Xb = l2_normalize_rows(Xb, np.float64) if normalize else sp.csr_matrix(Xb, dtype=np.float64)
+                labels, scores = beam_search(tree, WT, bias, Xb, beam, k, loss)
+                lengths = (labels >= 0).sum(axis=1)
+                offsets = pa.array(np.r_[0, np.cumsum(lengths)].astype(np.int32))
+                keep = labels >= 0
+                yield pa.RecordBatch.from_arrays([
+                    part.column(0),
+                    pa.ListArray.from_arrays(offsets, pa.array(labels[keep].astype(np.int32)),
+                                             type=S.ARROW_INT_LIST),
+                    pa.ListArray.from_arrays(offsets, pa.array(scores[keep].astype(np.float32)),
+                                             type=S.ARROW_FLOAT_LIST)], schema=_PRED)
+
+    return X.select(S.SAMPLE_ID, S.FEAT_IDX, S.FEAT_VAL).mapInArrow(run, PRED_SCHEMA)
+
+
+__all__ = ["Tree", "build_tree", "pifa", "train_tree", "predict_tree", "beam_search"]

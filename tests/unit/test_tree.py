@@ -1,0 +1,117 @@
+"""Label tree: Spark training == single-node twin; beam search == exhaustive search with a wide beam;
+save -> load -> predict; determinism; bad inputs."""
+
+import hashlib
+import pathlib
+
+import numpy as np
+import pytest
+
+from eagle_spark.classifiers.base import load_xy
+from eagle_spark.classifiers.tree import (Tree, _load_model, _prob, _unit, beam_search, build_tree,
+                                          pifa, predict_tree, train_tree)
+from eagle_spark.cli import main
+from eagle_spark.io.tables import read_table
+from eagle_spark.params import TrainParams
+from eagle_spark.sparse import l2_normalize_rows
+from tests.unit.test_ova import tiny  # noqa: F401  (module fixture: 1500 delicious samples)
+
+PARAMS = TrainParams(model="tree", max_leaf=40, tasks=3)
+
+
+@pytest.fixture(scope="module")
+def tree_model(spark, tiny, tmp_path_factory):  # noqa: F811
+    path = str(tmp_path_factory.mktemp("tree") / "m")
+    meta = train_tree(spark, tiny["train"], path, PARAMS)
+    return path, meta
+
+
+def test_tree_structure():
+    import scipy.sparse as sp
+
+    reps = sp.csr_matrix(np.random.default_rng(0).random((50, 8)))
+    tree = build_tree(reps, max_leaf=6, seed=0)
+    leaves = [n for n in range(tree.n_clusters) if tree.is_leaf_cluster(n)]
+    sizes = [len(tree.children_of(n)) for n in leaves]
+    assert max(sizes) <= 6 and sum(sizes) == 50
+    assert sorted(np.concatenate(tree.labels_under()[0:1])) == list(range(50))
+    with pytest.raises(ValueError, match="max_leaf must be >= 2"):
+        build_tree(reps, 1, 0)
+
+
+def test_spark_training_equals_twin(spark, tiny, tree_model):  # noqa: F811
+    path, meta = tree_model
+    ids, X, Y = load_xy(tiny["train"], 500, 983, True)
+    tree = build_tree(pifa(X, Y), PARAMS.max_leaf, PARAMS.seed)
+    assert tree.n_clusters == meta["n_clusters"]
+    got_tree, WT, bias = _load_model(path, meta)
+    np.testing.assert_array_equal(got_tree.parent, tree.parent)
+    under = tree.labels_under()
+    Ycsr = Y.tocsr()
+    for node in (0, 1, tree.n_clusters - 1):
+        if not len(tree.children_of(node)):
+            continue
+        for child, idx, val, b in _unit(tree, under, X, Y, Ycsr, node, PARAMS):
+            row = WT.getrow(child)
+            assert row.indices.tolist() == idx.tolist()
+            np.testing.assert_allclose(row.data, val, rtol=1e-6)
+            assert bias[child] == pytest.approx(b, rel=1e-6)
+
+
+def exhaustive(tree, WT, bias, x, loss):
+    """Twin: every label's path probability by walking up from the label."""
+    scores = np.asarray((WT @ x.T).todense()).ravel() + bias
+    prob = _prob(scores, loss)
+    out = np.ones(tree.n_labels)
+    for label in range(tree.n_labels):
+        node = tree.n_clusters + label
+        while tree.parent[node] >= 0:
+            out[label] *= prob[node]
+            node = int(tree.parent[node])
+    return out
+
+
+def test_wide_beam_equals_exhaustive(spark, tiny, tree_model):  # noqa: F811
+    path, meta = tree_model
+    tree, WT, bias = _load_model(path, meta)
+    _, Xt, _ = load_xy(tiny["test"], 500, 983, True)
+    for i in range(5):
+        x = Xt[i]
+        labels, scores = beam_search(tree, WT, bias, x.astype(np.float64), beam=10**6, k=5,
+                                     loss="squared_hinge")
+        full = exhaustive(tree, WT, bias, x, "squared_hinge")
+        order = np.lexsort((np.arange(len(full)), -full))[:5]
+        assert labels[0].tolist() == order.tolist()
+        np.testing.assert_allclose(scores[0], full[order], rtol=1e-9)
+
+
+def _digests(folder):
+    return sorted(hashlib.sha256(p.read_bytes()).hexdigest()
+                  for p in pathlib.Path(folder).rglob("*.parquet"))
+
+
+def test_cli_round_trip_and_determinism(spark, tiny, tree_model, tmp_path, capsys):  # noqa: F811
+    path, _ = tree_model
+    again = tmp_path / "again"
+    assert main(["train", "--model", "tree", "--input", tiny["train"], "--output", str(again),
+                 "--set", "train.max_leaf=40", "--set", "train.tasks=2"]) == 0
+    rows = lambda m: sorted((r.label_id, tuple(r.w_idx), tuple(r.w_val), r.bias)  # noqa: E731
+                            for r in spark.read.parquet(f"{m}/data/weights").collect())
+    assert rows(path) == rows(str(again))  # same seed, other task count: the same classifiers
+    assert _digests(f"{path}/data/tree") == _digests(f"{again}/data/tree")
+    assert main(["predict", "--model", str(again), "--input", tiny["test"], "--output",
+                 str(tmp_path / "pred"), "--beam-size", "5"]) == 0
+    capsys.readouterr()
+    preds = {r.sample_id: r.label_ids for r in spark.read.parquet(str(tmp_path / "pred" / "predictions")).collect()}
+    X = read_table(spark, tiny["test"], "X")
+    direct = {r.sample_id: r.label_ids for r in predict_tree(spark, path, X, 500, 5, 5).collect()}
+    assert preds == direct and len(preds) == 300 and all(len(v) == 5 for v in preds.values())
+
+
+def test_bad_model(spark, tiny, tmp_path, capsys):  # noqa: F811
+    assert main(["predict", "--model", str(tmp_path / "none"), "--input", tiny["test"],
+                 "--output", str(tmp_path / "p")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert main(["train", "--model", "tree", "--input", tiny["train"], "--output", str(tmp_path / "t"),
+                 "--label-repr", str(tmp_path / "none")]) == 2
+    assert "have no label_emb table" in capsys.readouterr().err
