@@ -239,6 +239,8 @@ def run_predict(spark: Any, args: argparse.Namespace, settings: Settings) -> dic
         cls = json.loads(fs.read_bytes(f"{args.model}/metadata.json").decode()).get("class")
     except ValueError as err:
         raise BadInputError(f"{args.model}/metadata.json is not valid JSON: {err}") from err
+    if cls not in ("TreeModel", "OVAModel"):
+        raise BadInputError(f"model {args.model} is a {cls!r}; predict takes an OVAModel or a TreeModel")
     if cls == "TreeModel":
         preds = predict_tree(spark, args.model, X, int(manifest["n_features"]), p.top_k, p.beam_size)
     else:

@@ -118,9 +118,12 @@ def test_bad_inputs(spark, tiny, model, tmp_path, capsys, write_text):
     (old / "metadata.json").write_text(json.dumps(meta | {"format_version": 99}))
     assert main(["predict", "--model", str(old), "--input", tiny["test"], "--output", str(tmp_path / "p")]) == 2
     assert "format_version 99" in capsys.readouterr().err
-    (old / "metadata.json").write_text(json.dumps(meta | {"class": "TreeModel"}))
+    (old / "metadata.json").write_text(json.dumps(meta | {"class": "RandomForest"}))
     assert main(["predict", "--model", str(old), "--input", tiny["test"], "--output", str(tmp_path / "p")]) == 2
-    assert "is a 'TreeModel', expected 'OVAModel'" in capsys.readouterr().err
+    assert "is a 'RandomForest'; predict takes an OVAModel or a TreeModel" in capsys.readouterr().err
+    (old / "metadata.json").write_text("{not json")
+    assert main(["predict", "--model", str(old), "--input", tiny["test"], "--output", str(tmp_path / "p")]) == 2
+    assert "is not valid JSON" in capsys.readouterr().err
     wide = write_text("wide.txt", "1 900 983\n1 800:1\n")
     ingest(spark, wide, str(tmp_path / "wide"), IngestParams())
     assert main(["predict", "--model", path, "--input", str(tmp_path / "wide"), "--output",

@@ -8,12 +8,11 @@ import numpy as np
 import pytest
 
 from eagle_spark.classifiers.base import load_xy
-from eagle_spark.classifiers.tree import (Tree, _load_model, _prob, _unit, beam_search, build_tree,
+from eagle_spark.classifiers.tree import (_load_model, _prob, _unit, beam_search, build_tree,
                                           pifa, predict_tree, train_tree)
 from eagle_spark.cli import main
 from eagle_spark.io.tables import read_table
 from eagle_spark.params import TrainParams
-from eagle_spark.sparse import l2_normalize_rows
 from tests.unit.test_ova import tiny  # noqa: F401  (module fixture: 1500 delicious samples)
 
 PARAMS = TrainParams(model="tree", max_leaf=40, tasks=3)
