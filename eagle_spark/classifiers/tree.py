@@ -292,51 +292,58 @@ def _prob(scores: np.ndarray, loss: str) -> np.ndarray:
     return np.exp(-np.square(np.maximum(0.0, 1.0 - scores)))
 
 
+def _rank_within(rows: np.ndarray, keys_desc: np.ndarray, tie: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Order by (row, key descending, tie ascending); returns (order, rank of each within its row)."""
+    order = np.lexsort((tie, -keys_desc, rows))
+    r = rows[order]
+    starts = np.r_[0, np.flatnonzero(r[1:] != r[:-1]) + 1]
+    rank = np.arange(len(r)) - np.repeat(starts, np.diff(np.r_[starts, len(r)]))
+    return order, rank
+
+
 def beam_search(tree: Tree, WT: sp.csr_matrix, bias: np.ndarray, X: sp.csr_matrix, beam: int,
                 k: int, loss: str) -> tuple[np.ndarray, np.ndarray]:
-    """Top-k labels of every row of X by beam search (see the module docstring).
+    """Top-k labels of every row of X by beam search (see the module docstring), vectorised over
+    the rows: each level scores all (row, child of a beam node) pairs with one sparse product.
 
     Returns:
-        (labels (n, k) int64, scores (n, k) float64), best first; rows with fewer than k reachable
-        labels are padded with label -1 and score 0.
+        (labels (n, k) int64, scores (n, k) float64), best first (ties: smaller label id); rows
+        with fewer than k reachable labels are padded with label -1 and score 0.
     """
     n = X.shape[0]
-    beam_nodes = [np.array([0]) for _ in range(n)]
-    beam_probs = [np.array([1.0]) for _ in range(n)]
+    b_row, b_node, b_prob = np.arange(n), np.zeros(n, dtype=np.int64), np.ones(n)
+    f_row, f_label, f_prob = [], [], []
+    while len(b_row):
+        counts = tree.child_ptr[b_node + 1] - tree.child_ptr[b_node]
+        total = int(counts.sum())
+        if total == 0:
+            break
+        starts = np.repeat(tree.child_ptr[b_node] - np.r_[0, np.cumsum(counts)[:-1]], counts)
+        kids = tree.children[starts + np.arange(total)]
+        rows = np.repeat(b_row, counts)
+        union, pos = np.unique(kids, return_inverse=True)
+        if n * len(union) <= 50_000_000:  # one product for the level, then pick the pairs
+            block = (X @ WT[union].T).toarray()
+            s = block[rows, pos] + bias[kids]
+        else:  # very wide levels: one sparse dot product per pair
+            s = np.asarray(X[rows].multiply(WT[kids]).sum(axis=1)).ravel() + bias[kids]
+        prob = np.repeat(b_prob, counts) * _prob(s, loss)
+        is_label = kids >= tree.n_clusters
+        f_row.append(rows[is_label])
+        f_label.append(kids[is_label] - tree.n_clusters)
+        f_prob.append(prob[is_label])
+        rows, kids, prob = rows[~is_label], kids[~is_label], prob[~is_label]
+        order, rank = _rank_within(rows, prob, kids)
+        keep = order[rank < beam]
+        b_row, b_node, b_prob = rows[keep], kids[keep], prob[keep]
     out_labels = np.full((n, k), -1, dtype=np.int64)
     out_scores = np.zeros((n, k))
-    final: list[tuple[np.ndarray, np.ndarray]] = [(np.zeros(0, np.int64), np.zeros(0)) for _ in range(n)]
-    while any(len(b) for b in beam_nodes):
-        rows, kids, base = [], [], []
-        for i in range(n):
-            for node, p in zip(beam_nodes[i], beam_probs[i]):
-                ch = tree.children_of(int(node))
-                rows.append(np.full(len(ch), i))
-                kids.append(ch)
-                base.append(np.full(len(ch), p))
-        if not rows:
-            break
-        rows_a, kids_a, base_a = np.concatenate(rows), np.concatenate(kids), np.concatenate(base)
-        s = np.asarray(X[rows_a].multiply(WT[kids_a]).sum(axis=1)).ravel() + bias[kids_a]
-        prob = base_a * _prob(s, loss)
-        new_nodes, new_probs = [], []
-        for i in range(n):
-            mask = rows_a == i
-            nodes_i, probs_i = kids_a[mask], prob[mask]
-            is_label = nodes_i >= tree.n_clusters
-            if is_label.any():
-                final[i] = (np.r_[final[i][0], nodes_i[is_label] - tree.n_clusters],
-                            np.r_[final[i][1], probs_i[is_label]])
-            nodes_i, probs_i = nodes_i[~is_label], probs_i[~is_label]
-            order = np.lexsort((nodes_i, -probs_i))[:beam]
-            new_nodes.append(nodes_i[order])
-            new_probs.append(probs_i[order])
-        beam_nodes, beam_probs = new_nodes, new_probs
-    for i in range(n):
-        labels, scores = final[i]
-        order = np.lexsort((labels, -scores))[:k]
-        out_labels[i, :len(order)] = labels[order]
-        out_scores[i, :len(order)] = scores[order]
+    if f_row:
+        rows, labels, probs = np.concatenate(f_row), np.concatenate(f_label), np.concatenate(f_prob)
+        order, rank = _rank_within(rows, probs, labels)
+        keep = rank < k
+        out_labels[rows[order][keep], rank[keep]] = labels[order][keep]
+        out_scores[rows[order][keep], rank[keep]] = probs[order][keep]
     return out_labels, out_scores
 
 
