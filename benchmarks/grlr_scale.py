@@ -139,7 +139,7 @@ def main() -> None:
                              "max_abs_embedding_difference": worst}
             print(extra["twin"], flush=True)
     spark.stop()
-    write_report("grlr_scale", rows, extra)
+    write_report("grlr_scale_" + "_".join(str(s) for s in args.scales), rows, extra)
 
 
 if __name__ == "__main__":
