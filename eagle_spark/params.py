@@ -313,6 +313,7 @@ class TrainParams(BaseParams):
         negative_fraction: share of the negatives each label trains on (1 = all). Default 1.0.
         seed: seed of the negative sampling, the solver and the tree's 2-means. Default 0.
         max_leaf: tree: maximum labels per leaf. Default 100.
+        n_trees: tree: trees in the ensemble (Parabel uses 3), scores averaged. Default 3.
     """
 
     model: str = "ova"
@@ -324,8 +325,10 @@ class TrainParams(BaseParams):
     negative_fraction: float = 1.0
     seed: int = 0
     max_leaf: int = 100
+    n_trees: int = 3
 
     def __post_init__(self) -> None:
+        _check(self.n_trees >= 1, "train.n_trees must be >= 1")
         _check(self.model in ("ova", "tree"), f"train.model must be ova or tree, got {self.model!r}")
         _check(self.max_leaf >= 2, "train.max_leaf must be >= 2")
         _check(self.loss in ("squared_hinge", "logistic"),

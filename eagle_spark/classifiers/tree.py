@@ -51,8 +51,8 @@ from eagle_spark.sparse import csr_from_arrow, l2_normalize_rows
 log = logging.getLogger(__name__)
 
 TREE = "data/tree"
-"""Tree table; in a tree model's ``data/weights`` the ``label_id`` column holds the scored element id
-(cluster node id, or n_clusters + label for a label)."""
+"""Tree tables ``data/tree_<t>``, one per tree; in a tree model's ``data/weights_<t>`` the
+``label_id`` column holds the scored element id (cluster node id, or n_clusters + label)."""
 TREE_ARROW = pa.schema([
     pa.field("node_id", pa.int32(), nullable=False),   # scored element id (nodes, then labels)
     pa.field("parent_id", pa.int32(), nullable=False),  # -1 for the root
@@ -140,28 +140,30 @@ def pifa(X: sp.csr_matrix, Y: sp.csc_matrix) -> sp.csr_matrix:
 
 
 def _train_units_task(dataset: str, out: str, n_features: int, n_labels: int, params: Any,
-                      tree_parent: np.ndarray, n_clusters: int, units_by_bin: dict):
-    """mapInArrow: bin ids -> weights part files (one classifier per scored element)."""
+                      trees: list, units_by_bin: dict):
+    """mapInArrow: bin ids -> weights part files of every tree (one classifier per scored element).
+
+    `trees` holds (parent array, n_clusters) per tree; a unit is (tree index, cluster node).
+    """
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         ids, X, Y = load_xy(dataset, n_features, n_labels, params.normalize)
-        tree = Tree(tree_parent, np.zeros(len(tree_parent)), n_clusters, n_labels)
-        under = tree.labels_under()
+        built = [Tree(parent, np.zeros(len(parent)), n_clusters, n_labels) for parent, n_clusters in trees]
+        under = [t.labels_under() for t in built]
         Ycsr = Y.tocsr()
         trained = 0
-        with PartWriters(out, {"weights": WEIGHTS_ARROW}) as writers:
+        schemas = {f"weights_{t}": WEIGHTS_ARROW for t in range(len(trees))}
+        with PartWriters(out, schemas) as writers:
             for batch in batches:
                 for b in np.asarray(batch.column(0), dtype=np.int64):
                     writers.name(f"part-{int(b):05d}.parquet")
-                    for node in units_by_bin.get(int(b), []):
-                        rows = _unit(tree, under, X, Y, Ycsr, node, params)
+                    for t, node in units_by_bin.get(int(b), []):
+                        rows = _unit(built[t], under[t], X, Y, Ycsr, node, params)
                         trained += len(rows)
                         if rows:
-                            writers.write("weights", _weights_batch(rows))
-        yield pa.RecordBatch.from_pydict({"labels": [trained], "no_positive": [0], "weights": [0]},
-                                         schema=pa.schema([pa.field("labels", pa.int64(), False),
-                                                           pa.field("no_positive", pa.int64(), False),
-                                                           pa.field("weights", pa.int64(), False)]))
+                            writers.write(f"weights_{t}", _weights_batch(rows))
+        yield pa.RecordBatch.from_pydict({"trained": [trained]},
+                                         schema=pa.schema([pa.field("trained", pa.int64(), False)]))
 
     return run
 
@@ -214,35 +216,40 @@ def train_tree(spark: SparkSession, dataset: str, model_path: str, params: Any,
     else:
         _, X, Y = load_xy(dataset, n_features, n_labels, params.normalize)
         reps = pifa(X, Y)
-    tree = build_tree(reps, params.max_leaf, params.seed)
-    internal = [n for n in range(tree.n_clusters) if len(tree.children_of(n))]
+    trees = [build_tree(reps, params.max_leaf, params.seed + t) for t in range(params.n_trees)]
     Yc = read_table(spark, dataset, S.Y)
     label_freq = np.zeros(n_labels)
     for r in Yc.selectExpr("explode(label_ids) as l").groupBy("l").count().collect():
         label_freq[r["l"]] = r["count"]
-    under = tree.labels_under()
-    work = np.array([label_freq[under[n]].sum() for n in internal])
-    bins = max(1, min(params.tasks, len(internal)))
+    units, work = [], []
+    for t, tree in enumerate(trees):
+        under = tree.labels_under()
+        for node in range(tree.n_clusters):
+            if len(tree.children_of(node)):
+                units.append((t, node))
+                work.append(label_freq[under[node]].sum())
+    bins = max(1, min(params.tasks, len(units)))
     units_by_bin: dict[int, list] = {}
-    for rank, i in enumerate(np.argsort(-work, kind="stable")):
-        units_by_bin.setdefault(rank % bins, []).append(internal[i])
+    for rank, i in enumerate(np.argsort(-np.array(work), kind="stable")):
+        units_by_bin.setdefault(rank % bins, []).append(units[i])
     with atomic_output(spark, model_path, overwrite) as tmp:
         task = _train_units_task(dataset, posixpath.join(tmp, "data"), n_features, n_labels, params,
-                                 tree.parent, tree.n_clusters, units_by_bin)
-        spark.range(0, bins, numPartitions=bins).mapInArrow(
-            task, "labels long, no_positive long, weights long").collect()
-        writer = PartWriter(posixpath.join(tmp, TREE), "part-00000.parquet", TREE_ARROW)
-        n_el = len(tree.parent)
-        writer.write(pa.RecordBatch.from_arrays([
-            pa.array(np.arange(n_el, dtype=np.int32)), pa.array(tree.parent.astype(np.int32)),
-            pa.array(tree.level.astype(np.int32)),
-            pa.array(np.where(np.arange(n_el) >= tree.n_clusters, np.arange(n_el) - tree.n_clusters,
-                              -1).astype(np.int32))], schema=TREE_ARROW))
-        writer.close()
+                                 [(tr.parent, tr.n_clusters) for tr in trees], units_by_bin)
+        spark.range(0, bins, numPartitions=bins).mapInArrow(task, "trained long").collect()
+        for t, tree in enumerate(trees):
+            writer = PartWriter(posixpath.join(tmp, f"{TREE}_{t}"), "part-00000.parquet", TREE_ARROW)
+            n_el = len(tree.parent)
+            writer.write(pa.RecordBatch.from_arrays([
+                pa.array(np.arange(n_el, dtype=np.int32)), pa.array(tree.parent.astype(np.int32)),
+                pa.array(tree.level.astype(np.int32)),
+                pa.array(np.where(np.arange(n_el) >= tree.n_clusters, np.arange(n_el) - tree.n_clusters,
+                                  -1).astype(np.int32))], schema=TREE_ARROW))
+            writer.close()
         meta = write_metadata(spark, tmp, "TreeModel", params.to_dict(), n_features, n_labels,
-                              n_clusters=tree.n_clusters, depth=int(tree.level.max()),
+                              n_trees=len(trees), n_clusters=[tr.n_clusters for tr in trees],
+                              depth=int(max(tr.level.max() for tr in trees)),
                               label_repr=label_repr or "pifa", source={"dataset": dataset})
-    log.info("tree: %d labels, %d clusters, depth %d", n_labels, tree.n_clusters, meta["depth"])
+    log.info("tree: %d labels, %d trees, depth %d", n_labels, len(trees), meta["depth"])
     return meta
 
 
@@ -262,28 +269,60 @@ def _read_label_repr(spark: SparkSession, folder: str, n_labels: int, n_features
                          shape=(n_labels, n_features))
 
 
-_model_cache: dict[str, tuple] = {}
+_model_cache: dict[str, list] = {}
 
 
-def _load_model(model_path: str, meta: dict) -> tuple[Tree, sp.csr_matrix, np.ndarray]:
+def _load_model(model_path: str, meta: dict) -> list[tuple[Tree, sp.csr_matrix, np.ndarray]]:
+    """[(tree, W^T (n_elements x d) CSR, bias)] per tree of a model, cached per worker."""
     if model_path not in _model_cache:
         fs, root = filesystem_for(model_path)
-        t = pq.read_table(f"{root}/{TREE}", filesystem=fs).sort_by("node_id")
-        parent = np.asarray(t.column("parent_id"), dtype=np.int64)
-        level = np.asarray(t.column("level"), dtype=np.int64)
-        tree = Tree(parent, level, int(meta["n_clusters"]), int(meta["n_labels"]))
-        w = pq.read_table(f"{root}/{WEIGHTS}", filesystem=fs)
-        nodes = np.asarray(w.column(S.LABEL_ID), dtype=np.int64)
-        idx, val = w.column("w_idx").combine_chunks(), w.column("w_val").combine_chunks()
-        lengths = np.diff(np.asarray(idx.offsets))
-        WT = sp.csr_matrix((np.asarray(val.values, dtype=np.float64),
-                            (np.repeat(nodes, lengths), np.asarray(idx.values))),
-                           shape=(len(parent), int(meta["n_features"])))
-        bias = np.zeros(len(parent))
-        bias[nodes] = np.asarray(w.column("bias"), dtype=np.float64)
+        out = []
+        for t in range(int(meta["n_trees"])):
+            tt = pq.read_table(f"{root}/{TREE}_{t}", filesystem=fs).sort_by("node_id")
+            parent = np.asarray(tt.column("parent_id"), dtype=np.int64)
+            level = np.asarray(tt.column("level"), dtype=np.int64)
+            tree = Tree(parent, level, int(meta["n_clusters"][t]), int(meta["n_labels"]))
+            w = pq.read_table(f"{root}/{WEIGHTS}_{t}", filesystem=fs)
+            nodes = np.asarray(w.column(S.LABEL_ID), dtype=np.int64)
+            idx, val = w.column("w_idx").combine_chunks(), w.column("w_val").combine_chunks()
+            lengths = np.diff(np.asarray(idx.offsets))
+            WT = sp.csr_matrix((np.asarray(val.values, dtype=np.float64),
+                                (np.repeat(nodes, lengths), np.asarray(idx.values))),
+                               shape=(len(parent), int(meta["n_features"])))
+            bias = np.zeros(len(parent))
+            bias[nodes] = np.asarray(w.column("bias"), dtype=np.float64)
+            out.append((tree, WT, bias))
         _model_cache.clear()
-        _model_cache[model_path] = (tree, WT, bias)
+        _model_cache[model_path] = out
     return _model_cache[model_path]
+
+
+def ensemble_search(models: list, X: sp.csr_matrix, beam: int, k: int, loss: str,
+                    per_tree_k: Optional[int] = None) -> tuple[np.ndarray, np.ndarray]:
+    """Top-k labels by the mean over trees of the label probabilities; a label outside a tree's
+    `per_tree_k` best (default 2k) counts 0 in that tree (Parabel's ensemble)."""
+    n = X.shape[0]
+    rows, labels, scores = [], [], []
+    per_tree_k = per_tree_k or (2 * k if len(models) > 1 else k)
+    for tree, WT, bias in models:
+        lab, sc = beam_search(tree, WT, bias, X, beam, per_tree_k, loss)
+        keep = lab >= 0
+        rows.append(np.nonzero(keep)[0])
+        labels.append(lab[keep])
+        scores.append(sc[keep] / len(models))
+    rows_a, labels_a, scores_a = np.concatenate(rows), np.concatenate(labels), np.concatenate(scores)
+    key = rows_a * (int(labels_a.max(initial=0)) + 1) + labels_a
+    uniq, inverse = np.unique(key, return_inverse=True)
+    total = np.bincount(inverse, weights=scores_a)
+    width = int(labels_a.max(initial=0)) + 1
+    u_rows, u_labels = uniq // width, uniq % width
+    out_labels = np.full((n, k), -1, dtype=np.int64)
+    out_scores = np.zeros((n, k))
+    order, rank = _rank_within(u_rows, total, u_labels)
+    keep = rank < k
+    out_labels[u_rows[order][keep], rank[keep]] = u_labels[order][keep]
+    out_scores[u_rows[order][keep], rank[keep]] = total[order][keep]
+    return out_labels, out_scores
 
 
 def _prob(scores: np.ndarray, loss: str) -> np.ndarray:
@@ -362,13 +401,13 @@ def predict_tree(spark: SparkSession, model_path: str, X: DataFrame, n_features:
     m_features = meta["n_features"]
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        tree, WT, bias = _load_model(model_path, meta)
+        models = _load_model(model_path, meta)
         for batch in batches:
             for lo in range(0, batch.num_rows, batch_rows):
                 part = batch.slice(lo, batch_rows)
                 Xb = csr_from_arrow(part.column(1), part.column(2), m_features)
                 Xb = l2_normalize_rows(Xb, np.float64) if normalize else sp.csr_matrix(Xb, dtype=np.float64)
-                labels, scores = beam_search(tree, WT, bias, Xb, beam, k, loss)
+                labels, scores = ensemble_search(models, Xb, beam, k, loss)
                 lengths = (labels >= 0).sum(axis=1)
                 offsets = pa.array(np.r_[0, np.cumsum(lengths)].astype(np.int32))
                 keep = labels >= 0
@@ -382,4 +421,5 @@ def predict_tree(spark: SparkSession, model_path: str, X: DataFrame, n_features:
     return X.select(S.SAMPLE_ID, S.FEAT_IDX, S.FEAT_VAL).mapInArrow(run, PRED_SCHEMA)
 
 
-__all__ = ["Tree", "build_tree", "pifa", "train_tree", "predict_tree", "beam_search"]
+__all__ = ["Tree", "build_tree", "pifa", "train_tree", "predict_tree", "beam_search",
+           "ensemble_search"]

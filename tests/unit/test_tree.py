@@ -9,6 +9,7 @@ import pytest
 
 from eagle_spark.classifiers.base import load_xy
 from eagle_spark.classifiers.tree import (_load_model, _prob, _unit, beam_search, build_tree,
+                                          ensemble_search,
                                           pifa, predict_tree, train_tree)
 from eagle_spark.cli import main
 from eagle_spark.io.tables import read_table
@@ -41,9 +42,9 @@ def test_tree_structure():
 def test_spark_training_equals_twin(spark, tiny, tree_model):  # noqa: F811
     path, meta = tree_model
     ids, X, Y = load_xy(tiny["train"], 500, 983, True)
-    tree = build_tree(pifa(X, Y), PARAMS.max_leaf, PARAMS.seed)
-    assert tree.n_clusters == meta["n_clusters"]
-    got_tree, WT, bias = _load_model(path, meta)
+    tree = build_tree(pifa(X, Y), PARAMS.max_leaf, PARAMS.seed)  # tree 0 uses seed + 0
+    assert meta["n_trees"] == 3 and tree.n_clusters == meta["n_clusters"][0]
+    got_tree, WT, bias = _load_model(path, meta)[0]
     np.testing.assert_array_equal(got_tree.parent, tree.parent)
     under = tree.labels_under()
     Ycsr = Y.tocsr()
@@ -72,7 +73,8 @@ def exhaustive(tree, WT, bias, x, loss):
 
 def test_wide_beam_equals_exhaustive(spark, tiny, tree_model):  # noqa: F811
     path, meta = tree_model
-    tree, WT, bias = _load_model(path, meta)
+    models = _load_model(path, meta)
+    tree, WT, bias = models[0]
     _, Xt, _ = load_xy(tiny["test"], 500, 983, True)
     for i in range(5):
         x = Xt[i]
@@ -82,6 +84,13 @@ def test_wide_beam_equals_exhaustive(spark, tiny, tree_model):  # noqa: F811
         order = np.lexsort((np.arange(len(full)), -full))[:5]
         assert labels[0].tolist() == order.tolist()
         np.testing.assert_allclose(scores[0], full[order], rtol=1e-9)
+        # the ensemble with wide beams averages every tree's exhaustive path probabilities
+        mean = np.mean([exhaustive(t, w, b, x, "squared_hinge") for t, w, b in models], axis=0)
+        labels, scores = ensemble_search(models, x.astype(np.float64), beam=10**6, k=5,
+                                         loss="squared_hinge", per_tree_k=983)
+        top = np.lexsort((np.arange(len(mean)), -mean))[:5]
+        assert labels[0].tolist() == top.tolist()
+        np.testing.assert_allclose(scores[0], mean[top], rtol=1e-9)
 
 
 def _digests(folder):
@@ -94,10 +103,10 @@ def test_cli_round_trip_and_determinism(spark, tiny, tree_model, tmp_path, capsy
     again = tmp_path / "again"
     assert main(["train", "--model", "tree", "--input", tiny["train"], "--output", str(again),
                  "--set", "train.max_leaf=40", "--set", "train.tasks=2"]) == 0
-    rows = lambda m: sorted((r.label_id, tuple(r.w_idx), tuple(r.w_val), r.bias)  # noqa: E731
-                            for r in spark.read.parquet(f"{m}/data/weights").collect())
+    rows = lambda m: sorted((t, r.label_id, tuple(r.w_idx), tuple(r.w_val), r.bias)  # noqa: E731
+                            for t in range(3) for r in spark.read.parquet(f"{m}/data/weights_{t}").collect())
     assert rows(path) == rows(str(again))  # same seed, other task count: the same classifiers
-    assert _digests(f"{path}/data/tree") == _digests(f"{again}/data/tree")
+    assert _digests(f"{path}/data/tree_0") == _digests(f"{again}/data/tree_0")
     assert main(["predict", "--model", str(again), "--input", tiny["test"], "--output",
                  str(tmp_path / "pred"), "--beam-size", "5"]) == 0
     capsys.readouterr()
