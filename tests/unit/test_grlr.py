@@ -73,9 +73,9 @@ def structure(spark, ds):
 @pytest.fixture(scope="module")
 def small(spark, tmp_path_factory):
     """600 samples of delicious, random groups of 4 (seed 0)."""
-    from tests.conftest import shared_file  # noqa: F401  (real data is embedded: no skip needed)
-    from eagle_spark.data import embedded_path
     import gzip
+
+    from eagle_spark.data import embedded_path
 
     root = tmp_path_factory.mktemp("grlr")
     with gzip.open(embedded_path("delicious", "train"), "rt") as fh:
