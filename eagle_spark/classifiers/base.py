@@ -21,8 +21,8 @@ from eagle_spark import __version__
 from eagle_spark import schemas as S
 from eagle_spark.errors import BadInputError
 from eagle_spark.io.fs import FileSystem
-from eagle_spark.io.parts import filesystem_for
-from eagle_spark.sparse import csr_from_arrow, l2_normalize_rows
+from eagle_spark.io.parts import filesystem_for, read_x
+from eagle_spark.sparse import l2_normalize_rows
 
 MODEL_FORMAT_VERSION = 1
 METADATA = "metadata.json"
@@ -82,12 +82,10 @@ def load_xy(dataset: str, n_features: int, n_labels: int, normalize: bool) -> tu
     with _lock:
         if key not in _cache:
             fs, root = filesystem_for(dataset)
-            xt = pq.read_table(f"{root}/{S.X}", filesystem=fs).sort_by(S.SAMPLE_ID)
+            ids, X = read_x(dataset, n_features)
             yt = pq.read_table(f"{root}/{S.Y}", filesystem=fs).sort_by(S.SAMPLE_ID)
-            ids = np.asarray(xt.column(S.SAMPLE_ID), dtype=np.int64)
             if not np.array_equal(ids, np.asarray(yt.column(S.SAMPLE_ID), dtype=np.int64)):
                 raise ValueError(f"{dataset}: X and Y do not have the same sample_ids")
-            X = csr_from_arrow(xt.column(S.FEAT_IDX), xt.column(S.FEAT_VAL), n_features)
             X = l2_normalize_rows(X) if normalize else X
             lab = yt.column(S.LABEL_IDS).combine_chunks()
             indptr = np.asarray(lab.offsets, dtype=np.int64)

@@ -23,7 +23,6 @@ from typing import Any, Iterator
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 import scipy.sparse as sp
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
@@ -34,7 +33,7 @@ from eagle_spark.classifiers.base import (WEIGHTS, WEIGHTS_ARROW, load_xy, read_
 from eagle_spark.classifiers.linear import train_binary
 from eagle_spark.errors import BadInputError
 from eagle_spark.io.fs import atomic_output
-from eagle_spark.io.parts import PartWriters, filesystem_for
+from eagle_spark.io.parts import PartWriters, read_sparse_rows
 from eagle_spark.io.tables import read_manifest, read_table
 from eagle_spark.sparse import csr_from_arrow, l2_normalize_rows
 
@@ -133,18 +132,12 @@ _weights_cache: dict[str, tuple] = {}
 
 def _load_weights(model_path: str, n_features: int, n_labels: int) -> tuple[sp.csc_matrix, np.ndarray]:
     if model_path not in _weights_cache:
-        fs, root = filesystem_for(model_path)
-        t = pq.read_table(f"{root}/{WEIGHTS}", filesystem=fs)
-        labels = np.asarray(t.column(S.LABEL_ID), dtype=np.int64)
-        idx, val = t.column("w_idx").combine_chunks(), t.column("w_val").combine_chunks()
-        lengths = np.diff(np.asarray(idx.offsets))
-        W = sp.csc_matrix((np.asarray(val.values, dtype=np.float32),
-                           (np.asarray(idx.values, dtype=np.int64), np.repeat(labels, lengths))),
-                          shape=(n_features, n_labels))
-        bias = np.zeros(n_labels, dtype=np.float32)
-        bias[labels] = np.asarray(t.column("bias"), dtype=np.float32)
+        WT, bias = read_sparse_rows(posixpath.join(model_path, WEIGHTS), S.LABEL_ID, "w_idx", "w_val",
+                                    (n_labels, n_features), extra="bias")
+        # weights are stored as float32: the round trip through float64 is exact
+        W = WT.T.tocsc().astype(np.float32)
         _weights_cache.clear()
-        _weights_cache[model_path] = (W, bias)
+        _weights_cache[model_path] = (W, bias.astype(np.float32))
     return _weights_cache[model_path]
 
 

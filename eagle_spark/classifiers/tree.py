@@ -43,7 +43,7 @@ from eagle_spark.classifiers.linear import train_binary
 from eagle_spark.classifiers.ova import PRED_SCHEMA, _PRED, _weights_batch
 from eagle_spark.errors import BadInputError
 from eagle_spark.io.fs import atomic_output
-from eagle_spark.io.parts import PartWriter, PartWriters, filesystem_for
+from eagle_spark.io.parts import PartWriter, PartWriters, filesystem_for, read_sparse_rows
 from eagle_spark.io.tables import read_manifest, read_table
 from eagle_spark.kmeans import balanced_2means
 from eagle_spark.sparse import csr_from_arrow, l2_normalize_rows
@@ -259,14 +259,8 @@ def _read_label_repr(spark: SparkSession, folder: str, n_labels: int, n_features
 
     if not FileSystem(spark).exists(path):
         raise BadInputError(f"label representations {folder} have no {S.LABEL_EMB} table")
-    fs, root = filesystem_for(path)
-    t = pq.read_table(root, filesystem=fs, columns=[S.LABEL_ID, S.EMB_IDX, S.EMB_VAL])
-    labels = np.asarray(t.column(S.LABEL_ID), dtype=np.int64)
-    idx, val = t.column(S.EMB_IDX).combine_chunks(), t.column(S.EMB_VAL).combine_chunks()
-    lengths = np.diff(np.asarray(idx.offsets))
-    return sp.csr_matrix((np.asarray(val.values, dtype=np.float64),
-                          (np.repeat(labels, lengths), np.asarray(idx.values))),
-                         shape=(n_labels, n_features))
+    reps, _ = read_sparse_rows(path, S.LABEL_ID, S.EMB_IDX, S.EMB_VAL, (n_labels, n_features))
+    return reps
 
 
 _model_cache: dict[str, list] = {}
@@ -282,15 +276,9 @@ def _load_model(model_path: str, meta: dict) -> list[tuple[Tree, sp.csr_matrix, 
             parent = np.asarray(tt.column("parent_id"), dtype=np.int64)
             level = np.asarray(tt.column("level"), dtype=np.int64)
             tree = Tree(parent, level, int(meta["n_clusters"][t]), int(meta["n_labels"]))
-            w = pq.read_table(f"{root}/{WEIGHTS}_{t}", filesystem=fs)
-            nodes = np.asarray(w.column(S.LABEL_ID), dtype=np.int64)
-            idx, val = w.column("w_idx").combine_chunks(), w.column("w_val").combine_chunks()
-            lengths = np.diff(np.asarray(idx.offsets))
-            WT = sp.csr_matrix((np.asarray(val.values, dtype=np.float64),
-                                (np.repeat(nodes, lengths), np.asarray(idx.values))),
-                               shape=(len(parent), int(meta["n_features"])))
-            bias = np.zeros(len(parent))
-            bias[nodes] = np.asarray(w.column("bias"), dtype=np.float64)
+            WT, bias = read_sparse_rows(posixpath.join(model_path, f"{WEIGHTS}_{t}"), S.LABEL_ID,
+                                        "w_idx", "w_val", (len(parent), int(meta["n_features"])),
+                                        extra="bias")
             out.append((tree, WT, bias))
         _model_cache.clear()
         _model_cache[model_path] = out

@@ -18,8 +18,8 @@ import pyarrow.parquet as pq
 import scipy.sparse as sp
 
 from eagle_spark import schemas as S
-from eagle_spark.io.parts import filesystem_for
-from eagle_spark.sparse import csr_from_arrow, l2_normalize_rows
+from eagle_spark.io.parts import filesystem_for, read_x
+from eagle_spark.sparse import l2_normalize_rows
 
 
 @dataclass
@@ -85,13 +85,9 @@ def load_context(dataset: str, n_features: int, normalize: bool) -> Context:
     with _lock:
         if key in _cache:
             return _cache[key]
-        fs, root = filesystem_for(dataset)
-        xt = pq.read_table(f"{root}/{S.X}", filesystem=fs, columns=[S.SAMPLE_ID, S.FEAT_IDX, S.FEAT_VAL])
-        xt = xt.sort_by(S.SAMPLE_ID)
-        sample_ids = np.asarray(xt.column(S.SAMPLE_ID), dtype=np.int64)
-        X = csr_from_arrow(xt.column(S.FEAT_IDX), xt.column(S.FEAT_VAL), n_features)
+        sample_ids, X = read_x(dataset, n_features)
         X = l2_normalize_rows(X, np.float64) if normalize else sp.csr_matrix(X, dtype=np.float64)
-        del xt
+        fs, root = filesystem_for(dataset)
         y1 = pq.read_table(f"{root}/{S.Y1}", filesystem=fs, columns=[S.SAMPLE_ID, S.GROUP_ID])
         groups = np.asarray(y1.column(S.GROUP_ID), dtype=np.int64)
         members = np.asarray(y1.column(S.SAMPLE_ID), dtype=np.int64)

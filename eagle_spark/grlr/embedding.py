@@ -41,7 +41,7 @@ from eagle_spark.aggregation.groups import dense_rank
 from eagle_spark.errors import BadInputError
 from eagle_spark.grlr.context import load_context
 from eagle_spark.grlr.kernel import LabelBlock, PairBatch, _segment_first_max
-from eagle_spark.io.fs import atomic_output, require_exists
+from eagle_spark.io.fs import atomic_output
 from eagle_spark.io.parts import PartWriter, PartWriters
 from eagle_spark.io.tables import has_table, new_manifest, read_manifest, read_table, write_manifest
 from eagle_spark.params import EmbedParams
@@ -272,7 +272,6 @@ def embed(spark: SparkSession, dataset: str, output_path: str, params: EmbedPara
     for table in (S.X, S.Y1, S.Y2):
         if not has_table(spark, dataset, table):
             raise BadInputError(f"dataset {dataset} has no {table} table (aggregate it first)")
-    require_exists(spark, dataset, "dataset")
     n_features = int(manifest_in["n_features"])
     Y1, Y2 = read_table(spark, dataset, S.Y1), read_table(spark, dataset, S.Y2)
     work = label_work(Y1, Y2).cache()

@@ -1,4 +1,5 @@
-"""Executor-side Parquet part files, written with pyarrow from inside Spark tasks.
+"""Executor-side Parquet: part files written with pyarrow from inside Spark tasks, and the readers
+tasks use to load whole tables (X, label embeddings, classifier weights) into memory.
 
 Spark's own Parquet writer converts every array element through the JVM row format (about 60k rows/s
 for 40-element arrays on two cores, PLATFORM.md); pyarrow writes the Arrow batches a ``mapInArrow``
@@ -14,9 +15,11 @@ import posixpath
 import uuid
 from typing import Optional
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
+import scipy.sparse as sp
 
 
 def filesystem_for(path: str) -> tuple[pafs.FileSystem, str]:
@@ -122,3 +125,55 @@ class PartWriters:
                 writer.close()
             else:
                 writer.abort()
+
+
+def read_x(dataset: str, n_features: int) -> tuple[np.ndarray, sp.csr_matrix]:
+    """Read a dataset's X table with pyarrow (executor side), rows in sample_id order.
+
+    Args:
+        dataset: dataset folder (local path or URI pyarrow.fs understands).
+        n_features: columns of X.
+    Returns:
+        (sample_ids int64 sorted, X CSR float32 of shape (n_samples, n_features)).
+    Raises:
+        ValueError: a feature id is >= n_features.
+    """
+    from eagle_spark import schemas as S
+    from eagle_spark.sparse import csr_from_arrow
+
+    fs, root = filesystem_for(dataset)
+    table = pq.read_table(f"{root}/{S.X}", filesystem=fs,
+                          columns=[S.SAMPLE_ID, S.FEAT_IDX, S.FEAT_VAL]).sort_by(S.SAMPLE_ID)
+    ids = np.asarray(table.column(S.SAMPLE_ID), dtype=np.int64)
+    return ids, csr_from_arrow(table.column(S.FEAT_IDX), table.column(S.FEAT_VAL), n_features)
+
+
+def read_sparse_rows(folder: str, key: str, idx: str, val: str, shape: tuple[int, int],
+                     extra: Optional[str] = None) -> tuple[sp.csr_matrix, Optional[np.ndarray]]:
+    """Read a table of sparse rows (key, idx list, val list[, extra scalar]) into a CSR matrix.
+
+    Used for label embeddings (label_id, emb_idx, emb_val) and classifier weights
+    (label_id, w_idx, w_val, bias).
+
+    Args:
+        folder: Parquet folder or file.
+        key, idx, val: column names of the row id and its index / value lists.
+        shape: (n_rows, n_cols) of the result; row ids and indices must fit.
+        extra: optional scalar column returned as a dense (n_rows,) float64 vector (0 where absent).
+    Returns:
+        (CSR float64, extra vector or None).
+    """
+    fs, path = filesystem_for(folder)
+    columns = [key, idx, val] + ([extra] if extra else [])
+    table = pq.read_table(path, filesystem=fs, columns=columns)
+    rows = np.asarray(table.column(key), dtype=np.int64)
+    idx_col, val_col = table.column(idx).combine_chunks(), table.column(val).combine_chunks()
+    lengths = np.diff(np.asarray(idx_col.offsets))
+    matrix = sp.csr_matrix((np.asarray(val_col.values, dtype=np.float64),
+                            (np.repeat(rows, lengths), np.asarray(idx_col.values, dtype=np.int64))),
+                           shape=shape)
+    vector = None
+    if extra:
+        vector = np.zeros(shape[0])
+        vector[rows] = np.asarray(table.column(extra), dtype=np.float64)
+    return matrix, vector
