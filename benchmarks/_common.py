@@ -6,52 +6,14 @@ import json
 import os
 import pathlib
 import platform
-import threading
 import time
 from typing import Any, Sequence
 
 import psutil
 
+from eagle_spark.monitor import PeakRSS  # noqa: F401  (re-exported for the scripts)
+
 REPORTS = pathlib.Path(__file__).resolve().parent / "reports"
-
-
-class PeakRSS:
-    """Samples the summed RSS of this process and all its descendants (JVM, Python workers).
-
-    Use as a context manager; ``peak_bytes`` holds the largest sum seen (sampled every
-    `interval` seconds, so very short spikes can be missed).
-    """
-
-    def __init__(self, interval: float = 0.2) -> None:
-        self.interval = interval
-        self.peak_bytes = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _sample(self) -> int:
-        root = psutil.Process(os.getpid())
-        total = 0
-        for proc in [root, *root.children(recursive=True)]:
-            try:
-                total += proc.memory_info().rss
-            except psutil.Error:
-                pass
-        return total
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.peak_bytes = max(self.peak_bytes, self._sample())
-            self._stop.wait(self.interval)
-
-    def __enter__(self) -> "PeakRSS":
-        self.peak_bytes = self._sample()
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.peak_bytes = max(self.peak_bytes, self._sample())
 
 
 def folder_bytes(path: str | os.PathLike) -> int:

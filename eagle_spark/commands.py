@@ -7,6 +7,8 @@ makes one library call and returns the summary printed as JSON by :func:`eagle_s
 from __future__ import annotations
 
 import argparse
+import logging
+import sys
 from typing import Any
 
 from eagle_spark.cli import command
@@ -217,41 +219,11 @@ def _predict_args(p: argparse.ArgumentParser) -> None:
 
 @command("predict", "Batch top-k prediction as a Spark job.", _predict_args)
 def run_predict(spark: Any, args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
-    import json
-
-    from eagle_spark import schemas as S
-    from eagle_spark.classifiers.ova import predict_ova
-    from eagle_spark.io.fs import atomic_output
-    from eagle_spark.io.tables import new_manifest, read_manifest, read_table, write_manifest
-
-    from eagle_spark.classifiers.tree import predict_tree
-    from eagle_spark.errors import BadInputError
-    from eagle_spark.io.fs import FileSystem
+    from eagle_spark.classifiers.predict import predict
 
     settings = settings.replace("predict", **_flags(args, {"top_k": "top_k", "beam_size": "beam_size"}))
-    manifest = read_manifest(spark, args.input)
-    X = read_table(spark, args.input, S.X)
-    p = settings.predict
-    fs = FileSystem(spark)
-    if not fs.exists(f"{args.model}/metadata.json"):
-        raise BadInputError(f"model {args.model} does not exist or has no metadata.json")
-    try:
-        cls = json.loads(fs.read_bytes(f"{args.model}/metadata.json").decode()).get("class")
-    except ValueError as err:
-        raise BadInputError(f"{args.model}/metadata.json is not valid JSON: {err}") from err
-    if cls not in ("TreeModel", "OVAModel"):
-        raise BadInputError(f"model {args.model} is a {cls!r}; predict takes an OVAModel or a TreeModel")
-    if cls == "TreeModel":
-        preds = predict_tree(spark, args.model, X, int(manifest["n_features"]), p.top_k, p.beam_size)
-    else:
-        preds = predict_ova(spark, args.model, X, int(manifest["n_features"]), p.top_k, p.batch_rows)
-    with atomic_output(spark, args.output, args.overwrite) as tmp:
-        preds.write.parquet(f"{tmp}/predictions")
-        n = spark.read.parquet(f"{tmp}/predictions").count()
-        write_manifest(spark, tmp, new_manifest("predict", n_samples=n, top_k=settings.predict.top_k,
-                                                source={"model": args.model, "dataset": args.input},
-                                                tables=["predictions"]))
-    return {"output": args.output, "n_samples": n, "top_k": settings.predict.top_k}
+    m = predict(spark, args.model, args.input, args.output, settings.predict, overwrite=args.overwrite)
+    return {"output": args.output, "n_samples": m["n_samples"], "top_k": m["top_k"]}
 
 
 def _evaluate_args(p: argparse.ArgumentParser) -> None:
@@ -269,31 +241,49 @@ def _evaluate_args(p: argparse.ArgumentParser) -> None:
 @command("evaluate", "P@k, nDCG@k, PSP@k of predictions against a dataset's Y, on Spark.",
          _evaluate_args)
 def run_evaluate(spark: Any, args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
-    import json
-    import logging
-
-    from eagle_spark import schemas as S
-    from eagle_spark.evaluation.metrics import evaluate_frames, inv_propensity, label_counts, table
-    from eagle_spark.io.fs import FileSystem, atomic_output, require_exists
-    from eagle_spark.io.tables import new_manifest, read_manifest, read_table, write_manifest
+    from eagle_spark.evaluation.evaluate import evaluate
 
     settings = settings.replace("predict", **_flags(args, {
         "k": "k", "propensity_a": "propensity_a", "propensity_b": "propensity_b"}))
-    p = settings.predict
-    manifest = read_manifest(spark, args.input)
-    require_exists(spark, f"{args.predictions}/predictions", "predictions table")
-    reference = args.propensity_from or args.input
-    counts, n_ref = label_counts(read_table(spark, reference, S.Y), int(manifest["n_labels"]))
-    inv_ps = inv_propensity(counts, max(n_ref, 1), p.propensity_a, p.propensity_b)
-    result = evaluate_frames(read_table(spark, args.input, S.Y),
-                             spark.read.parquet(f"{args.predictions}/predictions"), p.k, inv_ps)
-    logging.getLogger("eagle_spark").info("metrics (x100):\n%s", table(result))
-    if args.output:
-        with atomic_output(spark, args.output, args.overwrite) as tmp:
-            fs = FileSystem(spark)
-            fs.write_bytes(f"{tmp}/metrics.json", (json.dumps(result, indent=2) + "\n").encode())
-            fs.write_bytes(f"{tmp}/metrics.md", (table(result) + "\n").encode())
-            write_manifest(spark, tmp, new_manifest("evaluate", **result, source={
-                "predictions": args.predictions, "dataset": args.input, "propensity_from": reference},
-                parameters=p.to_dict()))
+    result = evaluate(spark, args.predictions, args.input, settings.predict, output_path=args.output,
+                      propensity_from=args.propensity_from, overwrite=args.overwrite)
     return {"output": args.output, **result}
+
+
+def _pipeline_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--output", default=None, help="run folder (default runs/pipeline)")
+    p.add_argument("--train", default=None, help="training set text file (default: embedded delicious)")
+    p.add_argument("--test", default=None, help="test set text file (default: embedded delicious)")
+    p.add_argument("--dataset", default=None,
+                   help="existing dataset instead of --train (aggregated already with --no-aggregate)")
+    p.add_argument("--test-dataset", default=None, help="existing dataset with X and Y to evaluate on")
+    p.add_argument("--no-aggregate", action="store_const", const=False, default=None, dest="aggregate",
+                   help="use the groups (Y1, Y2) of --dataset as they are")
+    p.add_argument("--compare", action="store_const", const=list(("baseline", "eagle0", "eagle")),
+                   default=None, dest="methods",
+                   help="run Baseline, EAGLE-0 and EAGLE on the same groups (the paper's Table 2)")
+    p.add_argument("--until", choices=["assign", "train", "predict", "evaluate"], default=None,
+                   help="last stage to run (default evaluate)")
+    p.add_argument("--format", choices=["parquet", "delta"], default=None,
+                   help="delta: also write assignments and predictions as Delta tables")
+    p.add_argument("--force", action="store_true", help="rerun every stage, even unchanged ones")
+
+
+@command("pipeline", "The main job: ingest, aggregate, embed, assign, train, predict, evaluate "
+         "(resumable); --compare prints the paper's Table 2 for Baseline / EAGLE-0 / EAGLE.",
+         _pipeline_args)
+def run_pipeline_command(spark: Any, args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
+    from eagle_spark.pipeline import comparison_markdown, run_pipeline
+
+    settings = settings.replace("pipeline", **_flags(args, {
+        "output": "output", "train": "train", "test": "test", "dataset": "dataset",
+        "test_dataset": "test_dataset", "aggregate": "aggregate", "methods": "methods",
+        "until": "until", "format": "format"}))
+    result = run_pipeline(spark, settings, force=args.force)
+    if result["comparison"]["until"] == "evaluate" and not logging.getLogger(
+            "eagle_spark").isEnabledFor(logging.INFO):  # the pipeline logged it already
+        print(comparison_markdown(result["comparison"]), file=sys.stderr, flush=True)
+    return {"output": result["output"], "grouping": result["grouping"], "methods": result["methods"],
+            "comparison": result["comparison"]["methods"],
+            "stages_run": sum(r["status"] == "ran" for r in result["stages"]),
+            "stages_skipped": sum(r["status"] == "skipped" for r in result["stages"])}

@@ -367,6 +367,54 @@ class PredictParams(BaseParams):
 
 
 @dataclass(frozen=True)
+class PipelineParams(BaseParams):
+    """The main job, ``eagle-spark pipeline`` (:mod:`eagle_spark.pipeline`).
+
+    Attributes:
+        output: run folder (every stage's output, comparison, report, logs). Default ``runs/pipeline``.
+        train: XC / libsvm text file of the training set; None with no `dataset` means the
+            embedded delicious train file. Default None.
+        test: text file of the test set; None with no `test_dataset` means the embedded delicious
+            test file (when `train` and `dataset` are None too). Default None.
+        dataset: an existing dataset to start from instead of ingesting `train`: with X and Y when
+            `aggregate` is true, with X, Y1, Y2 (Y optional) when false. Default None.
+        test_dataset: an existing dataset with X and Y to predict and evaluate on. Default None.
+        aggregate: build Y1 / Y2 from the training Y with the ``aggregate`` settings; false uses the
+            groups of `dataset` as they are. Default true.
+        methods: which of ``baseline``, ``eagle0``, ``eagle`` to run (``--compare``: all three).
+            Default ``eagle``.
+        until: last stage: ``assign``, ``train``, ``predict`` or ``evaluate``. Default ``evaluate``.
+        format: ``parquet``, or ``delta`` to also publish assignments and predictions as Delta
+            tables under ``<output>/delta/``. Default ``parquet``.
+    """
+
+    output: str = "runs/pipeline"
+    train: Optional[str] = None
+    test: Optional[str] = None
+    dataset: Optional[str] = None
+    test_dataset: Optional[str] = None
+    aggregate: bool = True
+    methods: tuple[str, ...] = ("eagle",)
+    until: str = "evaluate"
+    format: str = "parquet"
+
+    def __post_init__(self) -> None:
+        _check(len(self.methods) >= 1, "pipeline.methods must name at least one method")
+        for m in self.methods:
+            _check(m in ("baseline", "eagle0", "eagle"),
+                   f"pipeline.methods: {m!r} is not one of baseline, eagle0, eagle")
+        _check(len(set(self.methods)) == len(self.methods), "pipeline.methods has a repeat")
+        _check(self.until in ("assign", "train", "predict", "evaluate"),
+               f"pipeline.until must be assign, train, predict or evaluate, got {self.until!r}")
+        _check(self.format in ("parquet", "delta"),
+               f"pipeline.format must be parquet or delta, got {self.format!r}")
+        _check(not (self.train is not None and self.dataset is not None),
+               "give pipeline.train (a text file) or pipeline.dataset (a dataset folder), not both")
+        _check(not (self.test is not None and self.test_dataset is not None),
+               "give pipeline.test or pipeline.test_dataset, not both")
+
+
+@dataclass(frozen=True)
 class Settings(BaseParams):
     """All settings of a run, one section per stage; ``conf/*.yaml`` files mirror this shape.
 
@@ -379,6 +427,7 @@ class Settings(BaseParams):
         assign: :class:`AssignParams`.
         train: :class:`TrainParams`.
         predict: :class:`PredictParams` (also evaluation).
+        pipeline: :class:`PipelineParams`.
     """
 
     spark: SparkParams = field(default_factory=SparkParams)
@@ -389,6 +438,7 @@ class Settings(BaseParams):
     assign: AssignParams = field(default_factory=AssignParams)
     train: TrainParams = field(default_factory=TrainParams)
     predict: PredictParams = field(default_factory=PredictParams)
+    pipeline: PipelineParams = field(default_factory=PipelineParams)
 
     @classmethod
     def load(cls, conf: str | None = None, overrides: Sequence[str] = ()) -> "Settings":

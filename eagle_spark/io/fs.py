@@ -59,6 +59,12 @@ class FileSystem:
         fs, jpath = self._resolve(path)
         return int(fs.getFileStatus(jpath).getLen())
 
+    def status(self, path: str) -> tuple[int, int]:
+        """(length in bytes, modification time in ms since the epoch) of `path`."""
+        fs, jpath = self._resolve(path)
+        st = fs.getFileStatus(jpath)
+        return int(st.getLen()), int(st.getModificationTime())
+
     def delete(self, path: str) -> None:
         """Delete `path` recursively; a missing path is not an error."""
         fs, jpath = self._resolve(path)

@@ -1,0 +1,107 @@
+"""Validate an existing aggregated dataset (X, Y1, Y2; Y optional) before a pipeline uses it.
+
+The ``pipeline`` command accepts a dataset folder someone else wrote. Before any stage runs, every
+table is checked against the layout and against its manifest, so that a bad input stops the run
+with exit 2 and a message naming the table and the offending id, before anything is written:
+
+* the folder, its ``_manifest.json`` and the X / Y1 / Y2 tables exist and have the layout's schema;
+* the manifest agrees with the tables: X has ``n_samples`` rows with unique sample_id in
+  [0, n_samples), every feature id is in [0, n_features), every label id of Y is in [0, n_labels);
+* every sample of Y1 has features (a row of X with at least one feature);
+* Y1 / Y2 pass the checks of :func:`eagle_spark.aggregation.supplied.validate_supplied` with
+  ``on_bad_row=fail``: ids present and non-negative, no duplicates, labels in [0, n_labels), no group
+  of Y2 without members in Y1, no group of Y1 without labels in Y2 (an empty group).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from eagle_spark import schemas as S
+from eagle_spark.aggregation.supplied import validate_supplied
+from eagle_spark.errors import BadInputError
+from eagle_spark.io.tables import has_table, read_manifest, read_table, table_path
+
+
+def check_dataset(spark: SparkSession, dataset: str, need: tuple[str, ...] = (S.X,)) -> dict[str, Any]:
+    """Check a dataset's manifest against its X (and Y when present).
+
+    Args:
+        spark: the active session.
+        dataset: dataset folder.
+        need: tables that must exist.
+    Returns:
+        The manifest.
+    Raises:
+        BadInputError: a missing folder, manifest or table, a wrong schema, or a manifest that
+            disagrees with the tables (the message names the table and the first offending id).
+    """
+    manifest = read_manifest(spark, dataset)
+    where = f"{dataset}/{S.MANIFEST}"
+    try:
+        n_samples, n_features, n_labels = (int(manifest[k]) for k in ("n_samples", "n_features", "n_labels"))
+    except (KeyError, TypeError, ValueError) as err:
+        raise BadInputError(f"{where} lacks a valid n_samples / n_features / n_labels: {err}") from None
+    for name in need:
+        if not has_table(spark, dataset, name):
+            raise BadInputError(f"dataset {dataset} has no {name} table")
+    X = read_table(spark, dataset, S.X)
+    xs = X.agg(F.count(F.lit(1)).alias("rows"), F.countDistinct(S.SAMPLE_ID).alias("ids"),
+               F.min(S.SAMPLE_ID).alias("lo"), F.max(S.SAMPLE_ID).alias("hi"),
+               F.max(F.array_max(S.FEAT_IDX)).alias("f_hi"), F.min(F.array_min(S.FEAT_IDX)).alias("f_lo")).first()
+    x_path = table_path(dataset, S.X)
+    if xs["rows"] != n_samples:
+        raise BadInputError(f"{where} says n_samples={n_samples} but table {x_path} has {xs['rows']} rows")
+    if xs["ids"] != xs["rows"]:
+        raise BadInputError(f"table {x_path}: sample_id is not unique ({xs['rows'] - xs['ids']} repeats)")
+    if n_samples and (xs["lo"] < 0 or xs["hi"] >= n_samples):
+        bad = xs["lo"] if xs["lo"] < 0 else xs["hi"]
+        raise BadInputError(f"table {x_path}: sample_id {bad} is out of range [0, {n_samples}) "
+                            f"given by {where}")
+    if xs["f_hi"] is not None and (xs["f_hi"] >= n_features or xs["f_lo"] < 0):
+        bad_id = xs["f_hi"] if xs["f_hi"] >= n_features else xs["f_lo"]
+        row = X.where(F.array_contains(S.FEAT_IDX, int(bad_id))).select(S.SAMPLE_ID).orderBy(S.SAMPLE_ID).first()
+        raise BadInputError(f"table {x_path}: sample_id {row[S.SAMPLE_ID]} has feature id {bad_id} out of "
+                            f"range [0, {n_features}) given by {where}")
+    if has_table(spark, dataset, S.Y):
+        y_path = table_path(dataset, S.Y)
+        bad_y = (read_table(spark, dataset, S.Y)
+                 .select(S.SAMPLE_ID, F.explode(S.LABEL_IDS).alias("l"))
+                 .where((F.col("l") < 0) | (F.col("l") >= n_labels))
+                 .orderBy(S.SAMPLE_ID, "l").first())
+        if bad_y is not None:
+            raise BadInputError(f"table {y_path}: sample_id {bad_y[S.SAMPLE_ID]} has label id {bad_y['l']} "
+                                f"out of range [0, {n_labels}) given by {where}")
+    return manifest
+
+
+def check_aggregated(spark: SparkSession, dataset: str) -> dict[str, Any]:
+    """Check an aggregated dataset: :func:`check_dataset` plus Y1 / Y2 (module docstring).
+
+    Args:
+        spark: the active session.
+        dataset: folder with X, Y1, Y2 (Y optional).
+    Returns:
+        The manifest.
+    Raises:
+        BadInputError: the first failing check, naming the table and the offending id.
+    """
+    manifest = check_dataset(spark, dataset, need=(S.X, S.Y1, S.Y2))
+    X = read_table(spark, dataset, S.X)
+    Y1 = read_table(spark, dataset, S.Y1)
+    y1_path, y2_path = table_path(dataset, S.Y1), table_path(dataset, S.Y2)
+    empty = (Y1.join(X.where(F.size(S.FEAT_IDX) > 0).select(S.SAMPLE_ID, F.lit(True).alias("_has")),
+                     S.SAMPLE_ID, "left")
+             .where(F.col("_has").isNull()).orderBy(S.SAMPLE_ID).first())
+    if empty is not None:
+        raise BadInputError(f"table {y1_path}: sample_id {empty[S.SAMPLE_ID]} (group_id {empty[S.GROUP_ID]}) "
+                            f"has no features in {table_path(dataset, S.X)}")
+    validate_supplied(X, Y1, read_table(spark, dataset, S.Y2), int(manifest["n_labels"]), "fail",
+                      y1_path, y2_path)
+    return manifest
+
+
+__all__ = ["check_aggregated", "check_dataset"]

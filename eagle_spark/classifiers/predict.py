@@ -1,0 +1,86 @@
+"""The ``predict`` stage: batch top-k prediction of a saved model over a dataset, as a Spark job."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from eagle_spark import schemas as S
+from eagle_spark.errors import BadInputError
+from eagle_spark.io.fs import FileSystem, atomic_output
+from eagle_spark.io.tables import new_manifest, read_manifest, read_table, write_manifest
+from eagle_spark.params import PredictParams
+
+log = logging.getLogger(__name__)
+
+PREDICTIONS = "predictions"
+"""Table of a predict output: sample_id long, label_ids array<int>, scores array<float> (best first)."""
+
+MODEL_CLASSES = ("OVAModel", "TreeModel")
+
+
+def model_class(spark: SparkSession, model_path: str) -> str:
+    """The ``class`` recorded in ``<model_path>/metadata.json``.
+
+    Raises:
+        BadInputError: the folder or its metadata is missing, is not JSON, or names a class that
+            predict does not take.
+    """
+    fs = FileSystem(spark)
+    meta = f"{model_path}/metadata.json"
+    if not fs.exists(meta):
+        raise BadInputError(f"model {model_path} does not exist or has no metadata.json")
+    try:
+        cls = json.loads(fs.read_bytes(meta).decode()).get("class")
+    except (ValueError, AttributeError) as err:
+        raise BadInputError(f"{meta} is not valid JSON: {err}") from err
+    if cls not in MODEL_CLASSES:
+        raise BadInputError(f"model {model_path} is a {cls!r}; predict takes an OVAModel or a TreeModel")
+    return cls
+
+
+def predict(spark: SparkSession, model_path: str, dataset: str, output_path: str, params: PredictParams,
+            overwrite: bool = False) -> dict[str, Any]:
+    """Score every sample of a dataset's X and write its top-k labels (paper section 6 protocol).
+
+    Args:
+        spark: the active session.
+        model_path: model folder written by ``train`` (one-vs-all or label tree).
+        dataset: dataset with X (n_samples x n_features, the model's feature space).
+        output_path: folder to write: ``predictions/`` (sample_id, label_ids array<int>, scores
+            array<float>, best first, top_k entries) and ``_manifest.json``; committed atomically.
+        params: the ``predict`` settings (top_k, beam_size, batch_rows).
+        overwrite: replace an existing output.
+    Returns:
+        The manifest written (n_samples, top_k, source).
+    Raises:
+        BadInputError: the dataset or model is missing or of another version/class, or X has
+            feature ids beyond the model's n_features.
+        OutputExistsError: the output exists and `overwrite` is false.
+    """
+    from eagle_spark.classifiers.ova import predict_ova
+    from eagle_spark.classifiers.tree import predict_tree
+
+    manifest = read_manifest(spark, dataset)
+    X = read_table(spark, dataset, S.X)
+    cls = model_class(spark, model_path)
+    n_features = int(manifest["n_features"])
+    if cls == "TreeModel":
+        preds = predict_tree(spark, model_path, X, n_features, params.top_k, params.beam_size)
+    else:
+        preds = predict_ova(spark, model_path, X, n_features, params.top_k, params.batch_rows)
+    with atomic_output(spark, output_path, overwrite) as tmp:
+        preds.write.parquet(f"{tmp}/{PREDICTIONS}")
+        n = spark.read.parquet(f"{tmp}/{PREDICTIONS}").count()
+        out = new_manifest("predict", n_samples=n, top_k=params.top_k,
+                           source={"model": model_path, "dataset": dataset},
+                           parameters=params.to_dict(), tables=[PREDICTIONS])
+        write_manifest(spark, tmp, out)
+    log.info("predicted top-%d for %d samples -> %s", params.top_k, n, output_path)
+    return out
+
+
+__all__ = ["PREDICTIONS", "model_class", "predict"]

@@ -1,0 +1,64 @@
+"""Peak memory of this process tree, sampled in a background thread (run report, benchmarks).
+
+In local mode the tree is everything a run uses: the driver's Python, the JVM it starts and the
+Python workers the JVM forks. Under a cluster manager only the driver's share is visible here.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+import psutil
+
+
+class PeakRSS:
+    """Samples the summed resident set size (bytes) of this process and all its descendants.
+
+    Use as a context manager; ``peak_bytes`` holds the largest sum seen. Samples are taken every
+    `interval` seconds, so spikes shorter than that can be missed.
+
+    Args:
+        interval: seconds between samples. Must be > 0.
+    Raises:
+        ValueError: `interval` <= 0.
+    """
+
+    def __init__(self, interval: float = 0.2) -> None:
+        if interval <= 0:
+            raise ValueError(f"interval must be > 0, got {interval}")
+        self.interval = interval
+        self.peak_bytes = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="peak-rss")
+
+    @staticmethod
+    def sample() -> int:
+        """Current summed RSS in bytes of this process and its descendants."""
+        root = psutil.Process(os.getpid())
+        total = 0
+        for proc in [root, *root.children(recursive=True)]:
+            try:
+                total += proc.memory_info().rss
+            except psutil.Error:  # the process ended between listing and reading
+                pass
+        return total
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak_bytes = max(self.peak_bytes, self.sample())
+            self._stop.wait(self.interval)
+
+    def __enter__(self) -> "PeakRSS":
+        self.peak_bytes = self.sample()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak_bytes = max(self.peak_bytes, self.sample())
+
+
+__all__ = ["PeakRSS"]

@@ -1,0 +1,426 @@
+"""The main job: ingest -> aggregate -> embed -> assign -> train -> predict -> evaluate, resumable.
+
+One run folder holds every stage's output (each committed atomically by its stage)::
+
+    <run>/data/train, data/test          ingested XC files (or the given datasets are used in place)
+    <run>/data/aggregated                X, Y, Y1, Y2 (random groups of g, or clusters)
+    <run>/embeddings/<method>            label embeddings (GRLR T iterations; eagle0: T = 0)
+    <run>/assigned/<method>              assignments + X, Y = Y_filter
+    <run>/models/<method>                classifier trained on Y_filter
+    <run>/predictions/<method>           top-k of the test set
+    <run>/metrics/<method>               P@k, nDCG@k, PSP@k
+    <run>/delta/<table>_<method>         Delta tables (``format: delta``): assignments, predictions
+    <run>/comparison.{json,md}           the paper's Table 2 layout (methods side by side)
+    <run>/report.{json,md}               per-stage status, wall time, rows, peak memory
+    <run>/logs/pipeline.log              the run's log lines with per-stage timings (local run folder)
+    <run>/_stages/<stage>.json           what each finished stage was computed from
+
+Methods (paper section 6): ``baseline`` gives every group label to every member (Y1 Y2),
+``eagle0`` assigns with the initial label embeddings (Algorithm 2 with T = 0), ``eagle`` with the
+embeddings after T GRLR iterations (Algorithms 1 + 2).
+
+Resuming: a stage is skipped when its record in ``_stages/`` has the same fingerprint (stage name,
+its settings, and the fingerprints of its inputs: size and modification time of a text file, the
+bytes of a dataset's manifest) and its output still has the manifest the record saw. Changing a
+setting, an input, or an output by hand reruns that stage and everything downstream of it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+import posixpath
+import time
+from typing import Any, Callable, Optional
+
+from pyspark.sql import SparkSession
+
+from eagle_spark import schemas as S
+from eagle_spark.errors import BadInputError
+from eagle_spark.io.fs import FileSystem
+from eagle_spark.monitor import PeakRSS
+from eagle_spark.params import Settings
+
+log = logging.getLogger(__name__)
+
+METHODS = ("baseline", "eagle0", "eagle")
+"""Every method, in the order of the paper's Table 2."""
+
+METHOD_NAMES = {"baseline": "Baseline", "eagle0": "EAGLE-0", "eagle": "EAGLE"}
+
+
+@dataclasses.dataclass
+class Stage:
+    """One step of the run.
+
+    Attributes:
+        name: unique within the run (``embed_eagle``, ``train_baseline``, ...).
+        output: the folder the stage writes.
+        inputs: text files or folders it reads (their fingerprints chain the stages).
+        params: the settings it depends on (JSON-serialisable).
+        run: does the work; gets ``overwrite`` and returns a summary dict.
+        rows: key of the summary reported as the stage's row count.
+    """
+
+    name: str
+    output: str
+    inputs: list[str]
+    params: dict[str, Any]
+    run: Callable[[bool], dict[str, Any]]
+    rows: str
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+class Pipeline:
+    """Runs stages in order with skip-if-unchanged, timing, memory and the run report.
+
+    Args:
+        spark: the active session.
+        settings: all settings (the ``pipeline`` section says what to run).
+        force: rerun every stage even when its record matches.
+    """
+
+    def __init__(self, spark: SparkSession, settings: Settings, force: bool = False) -> None:
+        self.spark = spark
+        self.settings = settings
+        self.force = force
+        self.fs = FileSystem(spark)
+        self.run_dir = settings.pipeline.output.rstrip("/")
+        self.rows: list[dict[str, Any]] = []
+
+    # -- fingerprints -------------------------------------------------------------------------
+    def _token(self, path: str) -> Optional[str]:
+        """What identifies the current content of `path`: its manifest / metadata bytes, its Delta
+        version, or size + modification time of a file; None when it does not exist."""
+        for name in (S.MANIFEST, "metadata.json"):
+            candidate = posixpath.join(path, name)
+            if self.fs.exists(candidate):
+                return _sha(self.fs.read_bytes(candidate))
+        if not self.fs.exists(path):
+            return None
+        if self.fs.is_dir(path):
+            log_dir = posixpath.join(path, "_delta_log")
+            if self.fs.exists(log_dir):
+                return "delta:" + max(self.fs.list(log_dir))
+            raise BadInputError(f"{path} is a folder without {S.MANIFEST}: not an eagle_spark dataset")
+        size, mtime = self.fs.status(path)
+        return f"file:{size}:{mtime}"
+
+    def _fingerprint(self, stage: Stage) -> str:
+        tokens = []
+        for path in stage.inputs:
+            token = self._token(path)
+            if token is None:
+                raise BadInputError(f"stage {stage.name}: input {path} does not exist")
+            tokens.append(token)
+        return _sha(json.dumps({"stage": stage.name, "params": stage.params, "inputs": tokens},
+                               sort_keys=True).encode())
+
+    def _record_path(self, stage: Stage) -> str:
+        return posixpath.join(self.run_dir, "_stages", f"{stage.name}.json")
+
+    def _record(self, stage: Stage) -> Optional[dict[str, Any]]:
+        path = self._record_path(stage)
+        if not self.fs.exists(path):
+            return None
+        try:
+            return json.loads(self.fs.read_bytes(path).decode())
+        except ValueError:
+            return None  # a damaged record only costs a rerun
+
+    # -- running ------------------------------------------------------------------------------
+    def run_stage(self, stage: Stage) -> dict[str, Any]:
+        """Run `stage` unless its record matches; returns its summary (recorded or fresh).
+
+        Raises:
+            BadInputError: an input is missing or bad (nothing of the stage is written then).
+        """
+        fingerprint = self._fingerprint(stage)
+        record = self._record(stage)
+        if (not self.force and record is not None and record.get("fingerprint") == fingerprint
+                and record.get("output_token") == self._token(stage.output)):
+            log.info("stage %s: unchanged, skipped (%s)", stage.name, stage.output)
+            self.rows.append({"stage": stage.name, "status": "skipped", "seconds": 0.0,
+                              "rows": record.get("rows"), "peak_rss_mb": None, "output": stage.output})
+            return record["summary"]
+        log.info("stage %s: start -> %s", stage.name, stage.output)
+        started = time.monotonic()
+        with PeakRSS(interval=0.5) as memory:
+            summary = stage.run(True)
+        seconds = round(time.monotonic() - started, 3)
+        rows = summary.get(stage.rows)
+        peak_mb = round(memory.peak_bytes / 2**20, 1)
+        log.info("stage %s: done in %.1f s, %s %s, peak RSS %.0f MB", stage.name, seconds, rows,
+                 stage.rows, peak_mb)
+        record = {"stage": stage.name, "fingerprint": fingerprint, "output": stage.output,
+                  "output_token": self._token(stage.output), "summary": summary, "rows": rows,
+                  "seconds": seconds, "peak_rss_mb": peak_mb,
+                  "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        self.fs.write_bytes(self._record_path(stage), (json.dumps(record, indent=2, default=str) + "\n").encode())
+        self.rows.append({"stage": stage.name, "status": "ran", "seconds": seconds, "rows": rows,
+                          "peak_rss_mb": peak_mb, "output": stage.output})
+        return summary
+
+    def path(self, *parts: str) -> str:
+        """A path inside the run folder."""
+        return posixpath.join(self.run_dir, *parts)
+
+
+def _section(settings: Settings, name: str, **changes: Any) -> Any:
+    return dataclasses.replace(getattr(settings, name), **changes)
+
+
+def run_pipeline(spark: SparkSession, settings: Settings, force: bool = False) -> dict[str, Any]:
+    """Run the main job (module docstring) and write the comparison and the run report.
+
+    Args:
+        spark: the active session (local mode, standalone cluster, or spark-submit's).
+        settings: all settings; ``settings.pipeline`` names the inputs, methods, run folder, format.
+        force: rerun every stage.
+    Returns:
+        {"output", "methods", "comparison" (per method: P@k, assignment precision/recall), "stages"
+        (per-stage rows of the report), "seconds"}.
+    Raises:
+        BadInputError: missing inputs, tables with the wrong schema, a manifest disagreeing with its
+            tables, labels out of range, empty groups, samples without features, groups without
+            members (all checked before the first stage writes anything).
+    """
+    from eagle_spark.aggregation.aggregate import aggregate
+    from eagle_spark.aggregation.check import check_aggregated, check_dataset
+    from eagle_spark.classifiers.predict import PREDICTIONS
+    from eagle_spark.data import embedded_path
+    from eagle_spark.io.delta import publish_delta
+    from eagle_spark.io.ingest import ingest
+
+    p = settings.pipeline
+    pipe = Pipeline(spark, settings, force)
+    started = time.monotonic()
+    # -- inputs: validate everything given before anything is written ----------------------------
+    default_data = p.train is None and p.dataset is None
+    if p.test is None and p.test_dataset is None and not default_data and p.until in ("predict", "evaluate"):
+        raise BadInputError("pipeline.test or pipeline.test_dataset is needed to predict and evaluate "
+                            "(or set pipeline.until=train)")
+    if p.dataset is not None:
+        if p.aggregate:
+            check_dataset(spark, p.dataset, need=(S.X, S.Y))
+        else:
+            check_aggregated(spark, p.dataset)
+    if p.test_dataset is not None:
+        check_dataset(spark, p.test_dataset, need=(S.X, S.Y))
+    for path in (p.train, p.test):
+        if path is not None and not pipe.fs.exists(path):
+            raise BadInputError(f"input file {path} does not exist")
+
+    handler = _file_log(pipe.run_dir)
+    try:
+        # -- ingest ------------------------------------------------------------------------------
+        train_data = p.dataset
+        if train_data is None:
+            source = p.train or embedded_path("delicious", "train")
+            train_data = pipe.path("data", "train")
+            pipe.run_stage(Stage("ingest_train", train_data, [source], settings.ingest.to_dict(),
+                                 lambda ow, s=source, o=train_data: ingest(spark, s, o, settings.ingest, ow),
+                                 "n_samples"))
+        test_data = p.test_dataset
+        if test_data is None and p.until in ("predict", "evaluate"):
+            source = p.test or embedded_path("delicious", "test")
+            test_data = pipe.path("data", "test")
+            pipe.run_stage(Stage("ingest_test", test_data, [source], settings.ingest.to_dict(),
+                                 lambda ow, s=source, o=test_data: ingest(spark, s, o, settings.ingest, ow),
+                                 "n_samples"))
+
+        # -- aggregate ---------------------------------------------------------------------------
+        agg = train_data
+        if p.aggregate:
+            agg = pipe.path("data", "aggregated")
+            pipe.run_stage(Stage("aggregate", agg, [train_data], settings.aggregate.to_dict(),
+                                 lambda ow: aggregate(spark, train_data, agg, settings.aggregate, ow),
+                                 "n_groups"))
+        grouping = _grouping_name(spark, agg)
+
+        # -- per method: embed, assign, train, predict, evaluate ----------------------------------
+        results: dict[str, dict[str, Any]] = {}
+        for method in p.methods:
+            results[method] = _run_method(pipe, method, agg, test_data, train_data)
+
+        # -- Delta tables ------------------------------------------------------------------------
+        delta: dict[str, Any] = {}
+        if p.format == "delta":
+            for method in p.methods:
+                tables = [("assignments", pipe.path("assigned", method), S.ASSIGNMENTS)]
+                if p.until in ("predict", "evaluate"):
+                    tables.append(("predictions", pipe.path("predictions", method), PREDICTIONS))
+                for name, folder, table in tables:
+                    target = pipe.path("delta", f"{name}_{method}")
+                    delta[f"{name}_{method}"] = pipe.run_stage(Stage(
+                        f"delta_{name}_{method}", target, [folder], {"format": "delta"},
+                        lambda ow, f=f"{folder}/{table}", t=target: publish_delta(spark, f, t), "rows"))
+
+        comparison = _comparison(results, grouping, p.until)
+        if p.until == "evaluate":
+            _write_text(pipe, "comparison.json", json.dumps(comparison, indent=2) + "\n")
+            _write_text(pipe, "comparison.md", comparison_markdown(comparison) + "\n")
+            log.info("comparison (%s) -> %s:\n%s", grouping, pipe.path("comparison.md"),
+                     comparison_markdown(comparison))
+        seconds = round(time.monotonic() - started, 3)
+        report = {"output": pipe.run_dir, "methods": list(p.methods), "grouping": grouping,
+                  "seconds": seconds, "stages": pipe.rows, "delta": delta,
+                  "settings": settings.to_dict()}
+        _write_text(pipe, "report.json", json.dumps(report, indent=2, default=str) + "\n")
+        _write_text(pipe, "report.md", report_markdown(report) + "\n")
+        return {"output": pipe.run_dir, "methods": list(p.methods), "grouping": grouping,
+                "comparison": comparison, "stages": pipe.rows, "seconds": seconds}
+    finally:
+        if handler is not None:
+            logging.getLogger("eagle_spark").removeHandler(handler)
+            handler.close()
+
+
+def _run_method(pipe: Pipeline, method: str, agg: str, test_data: Optional[str],
+                train_data: str) -> dict[str, Any]:
+    """embed (eagle / eagle0), assign, train, predict, evaluate for one method; returns its results."""
+    from eagle_spark.assignment.assign import assign
+    from eagle_spark.classifiers.ova import train_ova
+    from eagle_spark.classifiers.predict import predict
+    from eagle_spark.classifiers.tree import train_tree
+    from eagle_spark.evaluation.evaluate import evaluate
+    from eagle_spark.grlr.embedding import embed
+
+    spark, settings, p = pipe.spark, pipe.settings, pipe.settings.pipeline
+    out: dict[str, Any] = {}
+    assigned = pipe.path("assigned", method)
+    assign_params = _section(settings, "assign", method="baseline" if method == "baseline" else "eagle")
+    if method == "baseline":
+        assign_inputs, emb = [agg], None
+    else:
+        emb = pipe.path("embeddings", method)
+        embed_params = settings.embed if method == "eagle" else _section(settings, "embed", iterations=0)
+        pipe.run_stage(Stage(f"embed_{method}", emb, [agg], embed_params.to_dict(),
+                             lambda ow: embed(spark, agg, emb, embed_params, ow), "n_labels"))
+        assign_inputs = [agg, emb]
+    # baseline ignores every assign setting but the method: keep its fingerprint independent of them
+    depends = {"method": "baseline"} if method == "baseline" else assign_params.to_dict()
+    summary = pipe.run_stage(Stage(
+        f"assign_{method}", assigned, assign_inputs, depends,
+        lambda ow: assign(spark, agg, assigned, assign_params, embeddings=emb, overwrite=ow),
+        "n_assignments"))
+    out["assignment"] = summary.get("quality")
+    if p.until == "assign":
+        return out
+    model = pipe.path("models", method)
+    train_params = settings.train
+
+    def train(ow: bool) -> dict[str, Any]:
+        if train_params.model == "tree":
+            return train_tree(spark, assigned, model, train_params, overwrite=ow)
+        return train_ova(spark, assigned, model, train_params, overwrite=ow)
+
+    pipe.run_stage(Stage(f"train_{method}", model, [assigned], train_params.to_dict(), train, "n_labels"))
+    if p.until == "train" or test_data is None:
+        return out
+    preds = pipe.path("predictions", method)
+    pipe.run_stage(Stage(f"predict_{method}", preds, [model, test_data], settings.predict.to_dict(),
+                         lambda ow: predict(spark, model, test_data, preds, settings.predict, ow),
+                         "n_samples"))
+    if p.until == "predict":
+        return out
+    metrics = pipe.path("metrics", method)
+    from eagle_spark.io.tables import has_table
+
+    reference = train_data if has_table(spark, train_data, S.Y) else test_data
+    out["metrics"] = pipe.run_stage(Stage(
+        f"evaluate_{method}", metrics, [preds, test_data, reference], settings.predict.to_dict(),
+        lambda ow: evaluate(spark, preds, test_data, settings.predict, output_path=metrics,
+                            propensity_from=reference, overwrite=ow), "n_samples"))
+    return out
+
+
+def _grouping_name(spark: SparkSession, agg: str) -> str:
+    """``R-g`` for random groups of g, ``C`` for clusters, ``supplied`` otherwise (Table 2 rows)."""
+    from eagle_spark.io.tables import read_manifest
+
+    params = read_manifest(spark, agg).get("parameters") or {}
+    if params.get("grouping") == "random":
+        return f"R-{params.get('group_size')}"
+    if params.get("grouping") == "cluster":
+        return "C"
+    return str(params.get("grouping", "supplied"))
+
+
+def _comparison(results: dict[str, dict[str, Any]], grouping: str, until: str) -> dict[str, Any]:
+    methods = {}
+    for method, res in results.items():
+        metrics = res.get("metrics") or {}
+        quality = res.get("assignment") or {}
+        methods[method] = {
+            "name": METHOD_NAMES[method],
+            "P": [round(100 * v, 2) for v in metrics.get("P", [])],
+            "nDCG": [round(100 * v, 2) for v in metrics.get("nDCG", [])],
+            "PSP": [round(100 * v, 2) for v in metrics.get("PSP", [])],
+            "assignment_precision": quality.get("precision"),
+            "assignment_recall": quality.get("recall"),
+        }
+    return {"grouping": grouping, "until": until, "methods": methods}
+
+
+def comparison_markdown(comparison: dict[str, Any]) -> str:
+    """The paper's Table 2 layout: rows grouping x P@1/3/5, columns Baseline / EAGLE-0 / EAGLE,
+    plus assignment precision and recall (x100) when the true Y was known."""
+    methods = [m for m in METHODS if m in comparison["methods"]]
+    cols = [comparison["methods"][m] for m in methods]
+    lines = ["| grouping | metric | " + " | ".join(c["name"] for c in cols) + " |",
+             "|---|---|" + "---|" * len(cols)]
+    first = comparison["grouping"]
+    for at in (1, 3, 5):
+        if all(len(c["P"]) >= at for c in cols) and cols:
+            lines.append(f"| {first} | P@{at} | " + " | ".join(f"{c['P'][at - 1]:.2f}" for c in cols) + " |")
+            first = ""
+    for key, label in (("assignment_precision", "assignment precision"),
+                       ("assignment_recall", "assignment recall")):
+        if cols and all(c[key] is not None for c in cols):
+            lines.append(f"| {first} | {label} | " + " | ".join(f"{100 * c[key]:.2f}" for c in cols) + " |")
+            first = ""
+    return "\n".join(lines)
+
+
+def report_markdown(report: dict[str, Any]) -> str:
+    """The run report as a Markdown table (one row per stage)."""
+    lines = [f"# eagle_spark pipeline run: {report['output']}", "",
+             f"grouping {report['grouping']}, methods {', '.join(report['methods'])}, "
+             f"total {report['seconds']:.1f} s", "",
+             "| stage | status | seconds | rows | peak RSS MB | output |", "|---|---|---|---|---|---|"]
+    for r in report["stages"]:
+        mem = "" if r["peak_rss_mb"] is None else f"{r['peak_rss_mb']:.0f}"
+        lines.append(f"| {r['stage']} | {r['status']} | {r['seconds']:.1f} | {r['rows']} | {mem} | {r['output']} |")
+    lines += ["", "Peak RSS is the driver's process tree (in local mode: driver, JVM and Python workers); "
+              "executors of a cluster are not included."]
+    return "\n".join(lines)
+
+
+def _write_text(pipe: Pipeline, name: str, text: str) -> None:
+    pipe.fs.write_bytes(pipe.path(name), text.encode())
+
+
+def _file_log(run_dir: str) -> Optional[logging.Handler]:
+    """Append eagle_spark's log lines to ``<run>/logs/pipeline.log`` when the run folder is local."""
+    if "://" in run_dir and not run_dir.startswith("file://"):
+        return None
+    local = run_dir[len("file://"):] if run_dir.startswith("file://") else run_dir
+    os.makedirs(os.path.join(local, "logs"), exist_ok=True)
+    handler = logging.FileHandler(os.path.join(local, "logs", "pipeline.log"))
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setLevel(logging.INFO)
+    logger = logging.getLogger("eagle_spark")
+    logger.addHandler(handler)
+    if logger.getEffectiveLevel() > logging.INFO:
+        logger.setLevel(logging.INFO)
+    return handler
+
+
+__all__ = ["METHODS", "Pipeline", "Stage", "comparison_markdown", "report_markdown", "run_pipeline"]

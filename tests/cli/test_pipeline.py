@@ -1,0 +1,138 @@
+"""The main job end to end on the embedded delicious data: comparison, resume, Delta, report."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import numpy as np
+import pytest
+
+from eagle_spark.params import Settings
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def _settings(run: pathlib.Path, *overrides: str) -> Settings:
+    return Settings.load(str(ROOT / "conf" / "local.yaml"), [f"pipeline.output={run}", *overrides])
+
+
+@pytest.fixture(scope="module")
+def compare_run(spark, tmp_path_factory):
+    """One --compare run of the default conf (delicious, R-4), as the README's main command."""
+    from eagle_spark.pipeline import run_pipeline
+
+    run = tmp_path_factory.mktemp("pipeline") / "run"
+    result = run_pipeline(spark, _settings(run, "pipeline.methods=[baseline,eagle0,eagle]"))
+    return run, result
+
+
+def test_compare_writes_table2_layout_consistent_with_stage_outputs(spark, compare_run):
+    from eagle_spark.evaluation.metrics import inv_propensity, metrics_from_lists
+
+    run, result = compare_run
+    comparison = json.loads((run / "comparison.json").read_text())
+    assert comparison == result["comparison"]
+    assert comparison["grouping"] == "R-4"
+    md = (run / "comparison.md").read_text().splitlines()
+    assert md[0] == "| grouping | metric | Baseline | EAGLE-0 | EAGLE |"
+    assert [line.split("|")[2].strip() for line in md[2:]] == [
+        "P@1", "P@3", "P@5", "assignment precision", "assignment recall"]
+    assert md[2].startswith("| R-4 | P@1 |")
+
+    # every number of the table is the one its stage wrote ...
+    for method, row in comparison["methods"].items():
+        metrics = json.loads((run / "metrics" / method / "metrics.json").read_text())
+        assert row["P"] == [round(100 * v, 2) for v in metrics["P"]]
+        quality = json.loads((run / "assigned" / method / "_manifest.json").read_text())["quality"]
+        assert row["assignment_precision"] == quality["precision"]
+        # ... and P@k agrees with a single-node recomputation from the predictions (napkinXC's formula)
+        preds = {r.sample_id: list(r.label_ids)
+                 for r in spark.read.parquet(str(run / "predictions" / method / "predictions")).collect()}
+        true = {r.sample_id: list(r.label_ids) for r in spark.read.parquet(str(run / "data" / "test" / "Y")).collect()}
+        ids = sorted(true)
+        twin = metrics_from_lists([true[i] for i in ids], [preds.get(i, []) for i in ids], 5,
+                                  inv_propensity(np.ones(983), 1))
+        np.testing.assert_allclose(twin["P"], metrics["P"], atol=1e-9)
+    m = comparison["methods"]
+    # assignment precision: EAGLE > EAGLE-0 > Baseline (paper section 6); Baseline keeps every pair
+    assert m["eagle"]["assignment_precision"] > m["eagle0"]["assignment_precision"] > m["baseline"][
+        "assignment_precision"]
+    assert m["baseline"]["assignment_recall"] == 1.0
+
+
+def test_report_and_logs_cover_every_stage(compare_run):
+    run, _ = compare_run
+    report = json.loads((run / "report.json").read_text())
+    names = [r["stage"] for r in report["stages"]]
+    assert names[:3] == ["ingest_train", "ingest_test", "aggregate"]
+    for method in ("baseline", "eagle0", "eagle"):
+        for step in ("assign", "train", "predict", "evaluate"):
+            assert f"{step}_{method}" in names
+    assert "embed_eagle" in names and "embed_eagle0" in names and "embed_baseline" not in names
+    rows = {r["stage"]: r for r in report["stages"]}
+    assert all(r["status"] == "ran" and r["seconds"] > 0 and r["peak_rss_mb"] > 100 for r in report["stages"])
+    assert rows["ingest_train"]["rows"] == 12920 and rows["ingest_test"]["rows"] == 3185
+    assert rows["aggregate"]["rows"] == 3230  # ceil(12920 / 4) groups
+    assert rows["embed_eagle"]["rows"] == 983
+    md = (run / "report.md").read_text()
+    assert "| embed_eagle | ran |" in md
+    log_text = (run / "logs" / "pipeline.log").read_text()
+    assert "stage embed_eagle: done in" in log_text and "stage evaluate_eagle: done in" in log_text
+
+
+def test_rerun_skips_unchanged_stages_and_reruns_what_a_setting_touches(spark, compare_run):
+    from eagle_spark.pipeline import run_pipeline
+
+    run, first = compare_run
+    again = run_pipeline(spark, _settings(run, "pipeline.methods=[baseline,eagle0,eagle]"))
+    assert {r["status"] for r in again["stages"]} == {"skipped"}
+    assert again["comparison"] == first["comparison"]
+
+    # one GRLR setting changes: EAGLE's chain reruns, Baseline / EAGLE-0 and the data do not
+    changed = run_pipeline(spark, _settings(run, "pipeline.methods=[baseline,eagle0,eagle]",
+                                            "embed.iterations=3"))
+    ran = {r["stage"] for r in changed["stages"] if r["status"] == "ran"}
+    assert ran == {"embed_eagle", "assign_eagle", "train_eagle", "predict_eagle", "evaluate_eagle"}
+    manifest = json.loads((run / "embeddings" / "eagle" / "_manifest.json").read_text())
+    assert manifest["parameters"]["iterations"] == 3
+
+
+def test_format_delta_publishes_versions_read_by_deltalake_polars_duckdb(spark, compare_run):
+    import duckdb
+    import polars as pl
+    from deltalake import DeltaTable
+
+    from eagle_spark.io.delta import read_delta
+    from eagle_spark.pipeline import run_pipeline
+
+    run, _ = compare_run
+    result = run_pipeline(spark, _settings(run, "pipeline.format=delta", "embed.iterations=3"))
+    ran = {r["stage"] for r in result["stages"] if r["status"] == "ran"}
+    assert ran == {"delta_assignments_eagle", "delta_predictions_eagle"}  # nothing else recomputed
+    table = str(run / "delta" / "assignments_eagle")
+    expected = sorted(map(tuple, spark.read.parquet(str(run / "assigned" / "eagle" / "assignments"))
+                          .select("group_id", "label_id", "sample_id").collect()))
+    dt = DeltaTable(table)
+    assert dt.version() == 0
+    got = dt.to_pyarrow_table().to_pydict()
+    assert sorted(zip(got["group_id"], got["label_id"], got["sample_id"])) == expected
+    polars_rows = pl.read_delta(table).select("group_id", "label_id", "sample_id").rows()
+    assert sorted(polars_rows) == expected
+    con = duckdb.connect()
+    con.register("assignments", dt.to_pyarrow_dataset())
+    assert con.execute("select count(*), count(distinct group_id) from assignments").fetchone() == (
+        len(expected), len({r[0] for r in expected}))
+    spark_rows = read_delta(spark, table).select("group_id", "label_id", "sample_id").collect()
+    assert sorted(map(tuple, spark_rows)) == expected
+
+    # a forced rerun commits version 1 with identical rows; version 0 stays readable (time travel)
+    from eagle_spark.io.delta import publish_delta
+
+    publish_delta(spark, str(run / "assigned" / "eagle" / "assignments"), table)
+    assert DeltaTable(table).version() == 1
+    v1 = DeltaTable(table).to_pyarrow_table().to_pydict()
+    v0 = DeltaTable(table, version=0).to_pyarrow_table().to_pydict()
+    assert sorted(zip(v1["group_id"], v1["label_id"], v1["sample_id"])) == expected
+    assert sorted(zip(v0["group_id"], v0["label_id"], v0["sample_id"])) == expected
+    assert len(DeltaTable(table).history()) == 2
