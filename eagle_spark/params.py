@@ -306,7 +306,7 @@ class TrainParams(BaseParams):
     Attributes:
         model: ``ova`` (one-vs-all) or ``tree`` (Parabel-like label tree). Default ``ova``.
         loss: ``squared_hinge`` (Parabel/PECOS default) or ``logistic``. Default ``squared_hinge``.
-        C: liblinear cost (inverse L2 regularisation). Default 1.0.
+        C: liblinear cost (inverse L2 regularisation) on L2-normalised rows. Default 0.5.
         threshold: weights with |w| below it are pruned. Default 0.1.
         normalize: L2-normalise the rows of X. Default true.
         tasks: label blocks, one Spark task each. Default 16.
@@ -318,7 +318,7 @@ class TrainParams(BaseParams):
 
     model: str = "ova"
     loss: str = "squared_hinge"
-    C: float = 1.0
+    C: float = 0.5
     threshold: float = 0.1
     normalize: bool = True
     tasks: int = 16

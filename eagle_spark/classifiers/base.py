@@ -21,7 +21,7 @@ from eagle_spark import __version__
 from eagle_spark import schemas as S
 from eagle_spark.errors import BadInputError
 from eagle_spark.io.fs import FileSystem
-from eagle_spark.io.parts import filesystem_for, read_x
+from eagle_spark.io.parts import filesystem_for, folder_version, read_x
 from eagle_spark.sparse import l2_normalize_rows
 
 MODEL_FORMAT_VERSION = 1
@@ -78,7 +78,7 @@ _cache: dict[tuple, tuple] = {}
 
 def load_xy(dataset: str, n_features: int, n_labels: int, normalize: bool) -> tuple[np.ndarray, sp.csr_matrix, sp.csc_matrix]:
     """(sample_ids, X CSR float32 (normalised when asked), Y CSC bool) of a dataset, cached per worker."""
-    key = (dataset, n_features, n_labels, normalize)
+    key = (dataset, folder_version(dataset), n_features, n_labels, normalize)  # rewritten -> reread
     with _lock:
         if key not in _cache:
             fs, root = filesystem_for(dataset)

@@ -33,7 +33,7 @@ from eagle_spark.classifiers.base import (WEIGHTS, WEIGHTS_ARROW, load_xy, read_
 from eagle_spark.classifiers.linear import train_binary
 from eagle_spark.errors import BadInputError
 from eagle_spark.io.fs import atomic_output
-from eagle_spark.io.parts import PartWriters, read_sparse_rows
+from eagle_spark.io.parts import PartWriters, folder_version, read_sparse_rows
 from eagle_spark.io.tables import read_manifest, read_table
 from eagle_spark.sparse import csr_from_arrow, l2_normalize_rows
 
@@ -127,18 +127,19 @@ _PRED = pa.schema([pa.field(S.SAMPLE_ID, pa.int64(), nullable=False),
                    pa.field("scores", S.ARROW_FLOAT_LIST, nullable=False)])
 PRED_SCHEMA = from_arrow_schema(_PRED)
 
-_weights_cache: dict[str, tuple] = {}
+_weights_cache: dict[tuple, tuple] = {}
 
 
 def _load_weights(model_path: str, n_features: int, n_labels: int) -> tuple[sp.csc_matrix, np.ndarray]:
-    if model_path not in _weights_cache:
+    key = (model_path, folder_version(model_path))  # a model retrained at the same path is reread
+    if key not in _weights_cache:
         WT, bias = read_sparse_rows(posixpath.join(model_path, WEIGHTS), S.LABEL_ID, "w_idx", "w_val",
                                     (n_labels, n_features), extra="bias")
         # weights are stored as float32: the round trip through float64 is exact
         W = WT.T.tocsc().astype(np.float32)
         _weights_cache.clear()
-        _weights_cache[model_path] = (W, bias.astype(np.float32))
-    return _weights_cache[model_path]
+        _weights_cache[key] = (W, bias.astype(np.float32))
+    return _weights_cache[key]
 
 
 def top_k(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

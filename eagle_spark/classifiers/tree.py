@@ -43,7 +43,7 @@ from eagle_spark.classifiers.linear import train_binary
 from eagle_spark.classifiers.ova import PRED_SCHEMA, _PRED, _weights_batch
 from eagle_spark.errors import BadInputError
 from eagle_spark.io.fs import atomic_output
-from eagle_spark.io.parts import PartWriter, PartWriters, filesystem_for, read_sparse_rows
+from eagle_spark.io.parts import PartWriter, PartWriters, filesystem_for, folder_version, read_sparse_rows
 from eagle_spark.io.tables import read_manifest, read_table
 from eagle_spark.kmeans import balanced_2means
 from eagle_spark.sparse import csr_from_arrow, l2_normalize_rows
@@ -207,20 +207,22 @@ def train_tree(spark: SparkSession, dataset: str, model_path: str, params: Any,
     """
     manifest = read_manifest(spark, dataset)
     n_features, n_labels = int(manifest["n_features"]), int(manifest["n_labels"])
-    if read_table(spark, dataset, S.X).limit(1).count() == 0:
-        raise BadInputError(f"dataset {dataset} has no samples to train on")
     # The indexer runs on the driver: it needs the label representations (n_labels x d, bounded
     # by nnz(Y^T X)), not X itself when label_repr is given.
     if label_repr is not None:
+        if read_table(spark, dataset, S.X).limit(1).count() == 0:
+            raise BadInputError(f"dataset {dataset} has no samples to train on")
         reps = _read_label_repr(spark, label_repr, n_labels, n_features)
+        label_freq = np.zeros(n_labels)
+        for r in read_table(spark, dataset, S.Y).selectExpr("explode(label_ids) as l").groupBy("l").count().collect():
+            label_freq[r["l"]] = r["count"]
     else:
-        _, X, Y = load_xy(dataset, n_features, n_labels, params.normalize)
+        ids, X, Y = load_xy(dataset, n_features, n_labels, params.normalize)
+        if len(ids) == 0:
+            raise BadInputError(f"dataset {dataset} has no samples to train on")
         reps = pifa(X, Y)
+        label_freq = np.asarray(Y.sum(axis=0), dtype=np.float64).ravel()  # positives per label
     trees = [build_tree(reps, params.max_leaf, params.seed + t) for t in range(params.n_trees)]
-    Yc = read_table(spark, dataset, S.Y)
-    label_freq = np.zeros(n_labels)
-    for r in Yc.selectExpr("explode(label_ids) as l").groupBy("l").count().collect():
-        label_freq[r["l"]] = r["count"]
     units, work = [], []
     for t, tree in enumerate(trees):
         under = tree.labels_under()
@@ -263,12 +265,13 @@ def _read_label_repr(spark: SparkSession, folder: str, n_labels: int, n_features
     return reps
 
 
-_model_cache: dict[str, list] = {}
+_model_cache: dict[tuple, list] = {}
 
 
 def _load_model(model_path: str, meta: dict) -> list[tuple[Tree, sp.csr_matrix, np.ndarray]]:
     """[(tree, W^T (n_elements x d) CSR, bias)] per tree of a model, cached per worker."""
-    if model_path not in _model_cache:
+    key = (model_path, folder_version(model_path))  # a model retrained at the same path is reread
+    if key not in _model_cache:
         fs, root = filesystem_for(model_path)
         out = []
         for t in range(int(meta["n_trees"])):
@@ -281,8 +284,8 @@ def _load_model(model_path: str, meta: dict) -> list[tuple[Tree, sp.csr_matrix, 
                                         extra="bias")
             out.append((tree, WT, bias))
         _model_cache.clear()
-        _model_cache[model_path] = out
-    return _model_cache[model_path]
+        _model_cache[key] = out
+    return _model_cache[key]
 
 
 def ensemble_search(models: list, X: sp.csr_matrix, beam: int, k: int, loss: str,

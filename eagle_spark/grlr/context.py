@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import scipy.sparse as sp
 
 from eagle_spark import schemas as S
-from eagle_spark.io.parts import filesystem_for, read_x
+from eagle_spark.io.parts import filesystem_for, folder_version, read_x
 from eagle_spark.sparse import l2_normalize_rows
 
 
@@ -81,7 +81,7 @@ def load_context(dataset: str, n_features: int, normalize: bool) -> Context:
     Raises:
         ValueError: a sample of Y1 is not in X.
     """
-    key = (dataset, n_features, normalize)
+    key = (dataset, folder_version(dataset), n_features, normalize)  # a rewritten dataset is reread
     with _lock:
         if key in _cache:
             return _cache[key]

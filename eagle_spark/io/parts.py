@@ -31,6 +31,21 @@ def filesystem_for(path: str) -> tuple[pafs.FileSystem, str]:
     return pafs.LocalFileSystem(), path
 
 
+def folder_version(folder: str) -> tuple:
+    """What identifies the current content of a dataset or model folder, for executor-side caches.
+
+    A folder is replaced as a whole (atomic commit), and its ``_manifest.json`` / ``metadata.json``
+    is written last, so the (name, size, mtime in ns) of that file changes whenever the folder is
+    rewritten at the same path. Returns ``()`` when neither file exists.
+    """
+    fs, root = filesystem_for(folder)
+    for name in ("_manifest.json", "metadata.json"):
+        info = fs.get_file_info(posixpath.join(root, name))
+        if info.type == pafs.FileType.File:
+            return (name, info.size, info.mtime_ns)
+    return ()
+
+
 class PartWriter:
     """Write one Parquet part file of a table folder from a stream of Arrow batches.
 

@@ -123,3 +123,24 @@ def test_bad_model(spark, tiny, tmp_path, capsys):  # noqa: F811
     assert main(["train", "--model", "tree", "--input", tiny["train"], "--output", str(tmp_path / "t"),
                  "--label-repr", str(tmp_path / "none")]) == 2
     assert "have no label_emb table" in capsys.readouterr().err
+
+
+def test_retrained_model_at_the_same_path_is_not_served_from_a_stale_cache(spark, tiny, tmp_path):  # noqa: F811
+    """Python workers cache models and datasets; a folder rewritten at the same path must be reread."""
+    from eagle_spark.params import PredictParams
+    from eagle_spark.classifiers.predict import predict
+
+    def rows(folder):
+        return sorted(map(tuple, spark.read.parquet(f"{folder}/predictions").select(
+            "sample_id", "label_ids").collect()))
+
+    model, fresh = str(tmp_path / "m"), str(tmp_path / "fresh")
+    train_tree(spark, tiny["train"], model, PARAMS)
+    predict(spark, model, tiny["test"], str(tmp_path / "p1"), PredictParams())
+    other = TrainParams(model="tree", max_leaf=40, tasks=3, n_trees=1, C=0.05)
+    train_tree(spark, tiny["train"], model, other, overwrite=True)   # same path, another model
+    train_tree(spark, tiny["train"], fresh, other)
+    predict(spark, model, tiny["test"], str(tmp_path / "p2"), PredictParams())
+    predict(spark, fresh, tiny["test"], str(tmp_path / "p3"), PredictParams())
+    assert rows(tmp_path / "p2") == rows(tmp_path / "p3")
+    assert rows(tmp_path / "p2") != rows(tmp_path / "p1")

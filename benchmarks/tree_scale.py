@@ -1,0 +1,94 @@
+"""Benchmark: the label tree on synthetic Wiki-325K (clean Y): train, predict, evaluate.
+
+    python benchmarks/tree_scale.py [--scales 0.1 1.0] [--workdir /tmp/eagle-bench-synth]
+        [--test-rows 60000] [--n-trees 3]
+
+For each scale: synth (reused when present in the workdir, e.g. left by synth_aggregate.py
+--keep), train the tree ensemble on train/, predict top-5 with beam 10 for the first
+`--test-rows` test samples (all when 0), evaluate P@1/3/5 and PSP@5 (Wikipedia propensities
+A = 0.5, B = 0.4, label frequencies of the train set). Reports seconds, peak RSS of all processes,
+model MB. Target (issue 5, 2 cores, local mode): scale 1.0 trains within 60 minutes and 20 GB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import pathlib
+import sys
+import time
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from _common import PeakRSS, folder_bytes, write_report  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--scales", type=float, nargs="+", default=[0.1])
+    ap.add_argument("--workdir", default="/tmp/eagle-bench-synth")
+    ap.add_argument("--test-rows", type=int, default=60000)
+    ap.add_argument("--n-trees", type=int, default=3)
+    args = ap.parse_args()
+
+    from pyspark.sql import functions as F
+
+    from eagle_spark.classifiers.predict import predict
+    from eagle_spark.classifiers.tree import train_tree
+    from eagle_spark.evaluation.evaluate import evaluate
+    from eagle_spark.io.tables import new_manifest, read_manifest, write_manifest
+    from eagle_spark.params import PredictParams, Settings, TrainParams
+    from eagle_spark.session import build_spark
+    from eagle_spark.synth import synth
+
+    work = pathlib.Path(args.workdir)
+    work.mkdir(parents=True, exist_ok=True)
+    spark = build_spark(Settings.load(overrides=["spark.driver_memory=8g"]).spark)
+    rows = []
+    for scale in args.scales:
+        data = work / f"wiki325k_{scale}"
+        if not (data / "_manifest.json").exists():
+            synth(spark, str(data), "wiki325k", scale=scale, seed=0, overwrite=True)
+        train, test = str(data / "train"), str(data / "test")
+        if args.test_rows:  # a prefix of the test set, as its own dataset
+            sub = work / f"wiki325k_{scale}_test{args.test_rows}"
+            if not (sub / "_manifest.json").exists():
+                for name in ("X", "Y"):
+                    (spark.read.parquet(f"{test}/{name}").where(F.col("sample_id") < args.test_rows)
+                     .write.mode("overwrite").parquet(str(sub / name)))
+                m = read_manifest(spark, test)
+                write_manifest(spark, str(sub), new_manifest(
+                    "subset", n_samples=min(args.test_rows, int(m["n_samples"])),
+                    n_features=m["n_features"], n_labels=m["n_labels"], source={"dataset": test}))
+            test = str(sub)
+        model, preds = work / f"tree_{scale}", work / f"tree_pred_{scale}"
+        params = TrainParams(model="tree", n_trees=args.n_trees)
+        pp = dataclasses.replace(PredictParams(), propensity_a=0.5, propensity_b=0.4)
+        row = {"scale": scale, "n_trees": args.n_trees}
+        with PeakRSS() as rss:
+            t0 = time.monotonic()
+            meta = train_tree(spark, train, str(model), params, overwrite=True)
+            row["train_s"] = round(time.monotonic() - t0, 1)
+        row["train_peak_rss_GB"] = round(rss.peak_bytes / 2**30, 2)
+        row["model_MB"] = round(folder_bytes(model) / 1e6, 1)
+        row["n_labels"], row["depth"] = meta["n_labels"], meta["depth"]
+        print(row, flush=True)
+        with PeakRSS() as rss:
+            t0 = time.monotonic()
+            out = predict(spark, str(model), test, str(preds), pp, overwrite=True)
+            row["predict_s"] = round(time.monotonic() - t0, 1)
+            row["test_samples"] = out["n_samples"]
+            result = evaluate(spark, str(preds), test, pp, propensity_from=train)
+        row["predict_peak_rss_GB"] = round(rss.peak_bytes / 2**30, 2)
+        for at in (1, 3, 5):
+            row[f"P@{at}"] = round(100 * result["P"][at - 1], 2)
+        row["PSP@5"] = round(100 * result["PSP"][4], 2)
+        row["train_target_s"] = 3600 if scale == 1.0 else None
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    spark.stop()
+    write_report("tree_scale_" + "_".join(str(s) for s in args.scales), rows)
+
+
+if __name__ == "__main__":
+    main()
