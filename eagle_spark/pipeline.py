@@ -291,6 +291,7 @@ def _run_method(pipe: Pipeline, method: str, agg: str, test_data: Optional[str],
     from eagle_spark.classifiers.tree import train_tree
     from eagle_spark.evaluation.evaluate import evaluate
     from eagle_spark.grlr.embedding import embed
+    from eagle_spark.io.tables import has_table
 
     spark, settings, p = pipe.spark, pipe.settings, pipe.settings.pipeline
     out: dict[str, Any] = {}
@@ -331,8 +332,6 @@ def _run_method(pipe: Pipeline, method: str, agg: str, test_data: Optional[str],
     if p.until == "predict":
         return out
     metrics = pipe.path("metrics", method)
-    from eagle_spark.io.tables import has_table
-
     reference = train_data if has_table(spark, train_data, S.Y) else test_data
     out["metrics"] = pipe.run_stage(Stage(
         f"evaluate_{method}", metrics, [preds, test_data, reference], settings.predict.to_dict(),

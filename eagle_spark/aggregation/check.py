@@ -23,7 +23,7 @@ from pyspark.sql import functions as F
 from eagle_spark import schemas as S
 from eagle_spark.aggregation.supplied import validate_supplied
 from eagle_spark.errors import BadInputError
-from eagle_spark.io.tables import has_table, read_manifest, read_table, table_path
+from eagle_spark.io.tables import has_table, read_table, require_tables, table_path
 
 
 def check_dataset(spark: SparkSession, dataset: str, need: tuple[str, ...] = (S.X,)) -> dict[str, Any]:
@@ -39,15 +39,12 @@ def check_dataset(spark: SparkSession, dataset: str, need: tuple[str, ...] = (S.
         BadInputError: a missing folder, manifest or table, a wrong schema, or a manifest that
             disagrees with the tables (the message names the table and the first offending id).
     """
-    manifest = read_manifest(spark, dataset)
+    manifest = require_tables(spark, dataset, need)
     where = f"{dataset}/{S.MANIFEST}"
     try:
         n_samples, n_features, n_labels = (int(manifest[k]) for k in ("n_samples", "n_features", "n_labels"))
     except (KeyError, TypeError, ValueError) as err:
         raise BadInputError(f"{where} lacks a valid n_samples / n_features / n_labels: {err}") from None
-    for name in need:
-        if not has_table(spark, dataset, name):
-            raise BadInputError(f"dataset {dataset} has no {name} table")
     X = read_table(spark, dataset, S.X)
     xs = X.agg(F.count(F.lit(1)).alias("rows"), F.countDistinct(S.SAMPLE_ID).alias("ids"),
                F.min(S.SAMPLE_ID).alias("lo"), F.max(S.SAMPLE_ID).alias("hi"),

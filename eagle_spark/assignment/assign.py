@@ -38,7 +38,7 @@ from eagle_spark.grlr.embedding import _batches_of
 from eagle_spark.grlr.kernel import PairBatch, score_with_embeddings, select_top
 from eagle_spark.io.fs import FileSystem, atomic_output
 from eagle_spark.io.parts import filesystem_for
-from eagle_spark.io.tables import (has_table, new_manifest, read_manifest, read_table, table_path,
+from eagle_spark.io.tables import (has_table, new_manifest, read_manifest, read_table, require_tables, table_path,
                                    write_manifest, write_table)
 from eagle_spark.params import AssignParams
 
@@ -176,10 +176,7 @@ def assign(spark: SparkSession, dataset: str, output_path: str, params: AssignPa
         BadInputError: a missing table or embeddings folder, or a label without embedding.
         OutputExistsError: the output exists and `overwrite` is false.
     """
-    manifest_in = read_manifest(spark, dataset)
-    for table in (S.X, S.Y1, S.Y2):
-        if not has_table(spark, dataset, table):
-            raise BadInputError(f"dataset {dataset} has no {table} table (aggregate it first)")
+    manifest_in = require_tables(spark, dataset, (S.X, S.Y1, S.Y2), " (aggregate it first)")
     n_features = int(manifest_in["n_features"])
     source: dict[str, Any] = {"dataset": dataset}
     if params.method == "eagle":

@@ -42,6 +42,7 @@ from eagle_spark.classifiers.base import (WEIGHTS, WEIGHTS_ARROW, load_xy, read_
 from eagle_spark.classifiers.linear import train_binary
 from eagle_spark.classifiers.ova import PRED_SCHEMA, _PRED, _weights_batch
 from eagle_spark.errors import BadInputError
+from eagle_spark.evaluation.metrics import label_counts
 from eagle_spark.io.fs import atomic_output
 from eagle_spark.io.parts import PartWriter, PartWriters, filesystem_for, folder_version, read_sparse_rows
 from eagle_spark.io.tables import read_manifest, read_table
@@ -213,9 +214,7 @@ def train_tree(spark: SparkSession, dataset: str, model_path: str, params: Any,
         if read_table(spark, dataset, S.X).limit(1).count() == 0:
             raise BadInputError(f"dataset {dataset} has no samples to train on")
         reps = _read_label_repr(spark, label_repr, n_labels, n_features)
-        label_freq = np.zeros(n_labels)
-        for r in read_table(spark, dataset, S.Y).selectExpr("explode(label_ids) as l").groupBy("l").count().collect():
-            label_freq[r["l"]] = r["count"]
+        label_freq, _ = label_counts(read_table(spark, dataset, S.Y), n_labels)
     else:
         ids, X, Y = load_xy(dataset, n_features, n_labels, params.normalize)
         if len(ids) == 0:

@@ -43,7 +43,7 @@ from eagle_spark.grlr.context import load_context
 from eagle_spark.grlr.kernel import LabelBlock, PairBatch, _segment_first_max
 from eagle_spark.io.fs import atomic_output
 from eagle_spark.io.parts import PartWriter, PartWriters
-from eagle_spark.io.tables import has_table, new_manifest, read_manifest, read_table, write_manifest
+from eagle_spark.io.tables import new_manifest, read_table, require_tables, write_manifest
 from eagle_spark.params import EmbedParams
 
 log = logging.getLogger(__name__)
@@ -268,10 +268,7 @@ def embed(spark: SparkSession, dataset: str, output_path: str, params: EmbedPara
         BadInputError: the dataset lacks X, Y1 or Y2, or a group of Y2 has no member.
         OutputExistsError: the output exists and `overwrite` is false.
     """
-    manifest_in = read_manifest(spark, dataset)
-    for table in (S.X, S.Y1, S.Y2):
-        if not has_table(spark, dataset, table):
-            raise BadInputError(f"dataset {dataset} has no {table} table (aggregate it first)")
+    manifest_in = require_tables(spark, dataset, (S.X, S.Y1, S.Y2), " (aggregate it first)")
     n_features = int(manifest_in["n_features"])
     Y1, Y2 = read_table(spark, dataset, S.Y1), read_table(spark, dataset, S.Y2)
     work = label_work(Y1, Y2).cache()

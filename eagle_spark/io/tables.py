@@ -140,6 +140,23 @@ def has_table(spark: SparkSession, dataset: str, name: str) -> bool:
     return FileSystem(spark).exists(table_path(dataset, name))
 
 
+def require_tables(spark: SparkSession, dataset: str, names: tuple[str, ...], hint: str = "") -> dict[str, Any]:
+    """Read `dataset`'s manifest and check that it has the tables `names`.
+
+    Args:
+        hint: appended to the error message (e.g. ``" (aggregate it first)"``).
+    Returns:
+        The manifest.
+    Raises:
+        BadInputError: the folder or manifest is missing or bad, or a table is missing.
+    """
+    manifest = read_manifest(spark, dataset)
+    for name in names:
+        if not has_table(spark, dataset, name):
+            raise BadInputError(f"dataset {dataset} has no {name} table{hint}")
+    return manifest
+
+
 def read_table(spark: SparkSession, dataset: str, name: str) -> DataFrame:
     """Read table `name` of `dataset`, checked against the layout's schema.
 
