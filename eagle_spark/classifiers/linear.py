@@ -36,6 +36,7 @@ def train_binary(X: sp.csr_matrix, y: np.ndarray, loss: str = "squared_hinge", C
     Raises:
         ValueError: unknown loss.
     """
+    from sklearn import config_context
     from sklearn.linear_model import LogisticRegression
     from sklearn.svm import LinearSVC
 
@@ -50,7 +51,7 @@ def train_binary(X: sp.csr_matrix, y: np.ndarray, loss: str = "squared_hinge", C
     else:
         model = LogisticRegression(C=C, solver="liblinear", tol=tol, max_iter=max_iter,
                                    random_state=seed)
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), config_context(assume_finite=True):  # X checked at ingest
         warnings.simplefilter("ignore")  # liblinear's ConvergenceWarning at max_iter: expected
         model.fit(X, y)
     w = model.coef_.ravel()

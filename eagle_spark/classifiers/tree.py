@@ -10,10 +10,15 @@ and the labels of each leaf (ranker); each has one binary linear classifier
 (:func:`eagle_spark.classifiers.linear.train_binary`) trained on the samples that are positive under
 its parent (have a label in the parent's subtree): PECOS's matcher-aware negatives M = Y C.
 
-Distribution: the tree (O(n_nodes) rows) is built on the driver from the label representations;
-training units (one per internal node: its children; one per leaf: its labels) are independent,
-dealt into ``tasks`` bins by their number of positive samples, and each task trains its units from
-the executor-side X/Y cache, labels in batches inside the task. Never one Spark job per label.
+Distribution: the indexer (:func:`index_trees`) splits the top ``driver_levels`` levels of each
+tree on the driver; every node at that depth roots a sub-tree that a Spark task splits to its
+leaves. The tree's shape (node ids, sizes) follows from n_labels and max_leaf alone
+(:func:`tree_shape`) and node v's 2-means seed is [seed, v], so the result equals the single-node
+:func:`build_tree` wherever the split happens. Training units (one per internal node: its children;
+one per leaf: its labels) are independent, dealt into ``tasks`` bins by their number of positive
+samples, and each task trains its units from the executor-side X/Y cache, labels in batches inside
+the task. Never one Spark job per label. A unit's samples and features are restricted to the ones
+it uses (:func:`compact_columns`), so its cost does not grow with n_samples or n_features.
 
 Prediction: beam search per batch of rows; a child's probability is exp(-max(0, 1 - s)^2) for the
 squared hinge (Parabel) or the sigmoid for the logistic loss, a path's the product along the path;
@@ -28,13 +33,15 @@ from __future__ import annotations
 
 import logging
 import posixpath
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator, NamedTuple, Optional
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import scipy.sparse as sp
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.pandas.types import from_arrow_schema
 
 from eagle_spark import schemas as S
 from eagle_spark.classifiers.base import (WEIGHTS, WEIGHTS_ARROW, load_xy, read_metadata,
@@ -89,50 +96,130 @@ class Tree:
         return len(kids) > 0 and bool((kids >= self.n_clusters).all())
 
     def labels_under(self) -> list[np.ndarray]:
-        """Per cluster node: the labels of its subtree."""
-        out: list[list[int]] = [[] for _ in range(self.n_clusters)]
-        for label in range(self.n_labels):
-            node = int(self.parent[self.n_clusters + label])
-            while node >= 0:
-                out[node].append(label)
-                node = int(self.parent[node])
-        return [np.array(sorted(x), dtype=np.int64) for x in out]
+        """Per cluster node: the labels of its subtree, ascending (int64 arrays)."""
+        label = np.arange(self.n_labels)
+        node = self.parent[self.n_clusters:]
+        nodes, labels = [], []
+        while len(label):  # walk every label up to the root, one level per round
+            nodes.append(node)
+            labels.append(label)
+            up = self.parent[node]
+            label, node = label[up >= 0], up[up >= 0]
+        nodes_a, labels_a = np.concatenate(nodes), np.concatenate(labels)
+        order = np.lexsort((labels_a, nodes_a))
+        bounds = np.searchsorted(nodes_a[order], np.arange(self.n_clusters + 1))
+        labels_a = labels_a[order]
+        return [labels_a[bounds[i]:bounds[i + 1]] for i in range(self.n_clusters)]
 
 
-def build_tree(reps: sp.csr_matrix, max_leaf: int, seed: int, max_iter: int = 20) -> Tree:
-    """Balanced hierarchical 2-means of label representations into a tree of <= max_leaf per leaf.
+class TreeShape(NamedTuple):
+    """The cluster nodes of a label tree before any clustering: balanced 2-means splits a node of m
+    labels into children of ceil(m/2) and floor(m/2) labels whatever the representations, so ids,
+    parents and sizes follow from n_labels and max_leaf alone. Node ids are the depth-first order
+    of :func:`build_tree` (node 0 the root); a node's 2-means seed is ``[seed, node]``, so any part
+    of the tree can be split anywhere (driver or Spark task) and give the same tree.
 
-    Args:
-        reps: (n_labels, d) label representations (rows normalised here).
-        max_leaf: maximum labels per leaf (>= 2).
-        seed: seed of the 2-means initialisations (node-specific seeds derive from it).
-    Returns:
-        The Tree.
+    Attributes:
+        parent: (n_clusters,) parent node (-1 for the root).
+        level: (n_clusters,) depth (root 0).
+        size: (n_clusters,) labels in the node's subtree.
+        kids: (n_clusters, 2) left (ceil half) and right child, -1 for leaves (size <= max_leaf).
+    """
+
+    parent: np.ndarray
+    level: np.ndarray
+    size: np.ndarray
+    kids: np.ndarray
+
+
+def tree_shape(n_labels: int, max_leaf: int) -> TreeShape:
+    """The :class:`TreeShape` of a tree of `n_labels` labels with at most `max_leaf` per leaf.
+
     Raises:
         ValueError: max_leaf < 2.
     """
     if max_leaf < 2:
         raise ValueError(f"max_leaf must be >= 2, got {max_leaf}")
-    reps = l2_normalize_rows(reps, np.float64)
-    n_labels = reps.shape[0]
-    parents, levels = [-1], [0]
-    label_parent = np.zeros(n_labels, dtype=np.int64)
-    stack = [(0, np.arange(n_labels))]
-    while stack:
-        node, labels = stack.pop()
-        if len(labels) <= max_leaf:
-            label_parent[labels] = node
+    parent, level, size, kids = [-1], [0], [n_labels], [[-1, -1]]
+    stack = [0]
+    while stack:  # the same visiting order as the clustering, so the same ids
+        node = stack.pop()
+        if size[node] <= max_leaf:
             continue
-        right = balanced_2means(reps[labels], seed=[seed, node], max_iter=max_iter)
-        for half in (labels[~right], labels[right]):
-            child = len(parents)
-            parents.append(node)
-            levels.append(levels[node] + 1)
-            stack.append((child, half))
-    n_clusters = len(parents)
-    parent = np.r_[np.array(parents), label_parent]
-    level = np.r_[np.array(levels), np.array(levels)[label_parent] + 1]
-    return Tree(parent, level, n_clusters, n_labels)
+        for c, half in enumerate(((size[node] + 1) // 2, size[node] // 2)):
+            kids[node][c] = len(parent)
+            stack.append(len(parent))
+            parent.append(node)
+            level.append(level[node] + 1)
+            size.append(half)
+            kids.append([-1, -1])
+    return TreeShape(np.array(parent, dtype=np.int64), np.array(level, dtype=np.int64),
+                     np.array(size, dtype=np.int64), np.array(kids, dtype=np.int64).reshape(-1, 2))
+
+
+def split_nodes(reps: sp.csr_matrix, labels: np.ndarray, node: int, shape: TreeShape, seed: int,
+                max_iter: int = 20, stop_level: Optional[int] = None) -> list[tuple[int, np.ndarray]]:
+    """Split `node` (holding `labels`) by balanced spherical 2-means down to its leaves, or down to
+    the nodes at `stop_level` (the driver's frontier).
+
+    Args:
+        reps: (n_labels, d) L2-normalised label representations (all labels; rows of `labels` used).
+        labels: the node's labels, ascending (int64).
+        node: the node's id in `shape`.
+        seed: the tree's seed; node v is split with seed ``[seed, v]``.
+        stop_level: do not split nodes at this depth or deeper (None: split to the leaves).
+    Returns:
+        [(node, labels)] of the reached leaves and frontier nodes.
+    Source: Parabel (Prabhu et al. 2018) section 3.2, hierarchical balanced 2-means.
+    """
+    out, stack = [], [(node, labels)]
+    while stack:
+        v, lab = stack.pop()
+        left, right = shape.kids[v]
+        if left < 0 or (stop_level is not None and shape.level[v] >= stop_level):
+            out.append((int(v), lab))
+            continue
+        to_right = balanced_2means(compact_columns(reps[lab])[1], seed=[seed, int(v)], max_iter=max_iter)
+        stack.append((int(left), lab[~to_right]))
+        stack.append((int(right), lab[to_right]))
+    return out
+
+
+def tree_from_leaves(shape: TreeShape, leaves: list[tuple[int, np.ndarray]], n_labels: int) -> Tree:
+    """The Tree whose leaf `node` holds `labels` for each (node, labels) of `leaves`.
+
+    Raises:
+        ValueError: a label is in no leaf or in a node that is not a leaf.
+    """
+    label_parent = np.full(n_labels, -1, dtype=np.int64)
+    for node, labels in leaves:
+        if shape.kids[node][0] >= 0:
+            raise ValueError(f"node {node} is not a leaf of the tree shape")
+        label_parent[labels] = node
+    if (label_parent < 0).any():
+        raise ValueError(f"label {int(np.flatnonzero(label_parent < 0)[0])} is in no leaf")
+    parent = np.r_[shape.parent, label_parent]
+    level = np.r_[shape.level, shape.level[label_parent] + 1]
+    return Tree(parent, level, len(shape.parent), n_labels)
+
+
+def build_tree(reps: sp.csr_matrix, max_leaf: int, seed: int, max_iter: int = 20) -> Tree:
+    """Balanced hierarchical 2-means of label representations into a tree of <= max_leaf per leaf,
+    on one node (the twin of :func:`index_trees`).
+
+    Args:
+        reps: (n_labels, d) label representations (rows normalised here).
+        max_leaf: maximum labels per leaf (>= 2).
+        seed: seed of the 2-means initialisations (node v uses ``[seed, v]``).
+    Returns:
+        The Tree.
+    Raises:
+        ValueError: max_leaf < 2.
+    """
+    shape = tree_shape(reps.shape[0], max_leaf)
+    reps = l2_normalize_rows(reps, np.float64)
+    leaves = split_nodes(reps, np.arange(reps.shape[0]), 0, shape, seed, max_iter)
+    return tree_from_leaves(shape, leaves, reps.shape[0])
 
 
 def pifa(X: sp.csr_matrix, Y: sp.csc_matrix) -> sp.csr_matrix:
@@ -148,10 +235,10 @@ def _train_units_task(dataset: str, out: str, n_features: int, n_labels: int, pa
     """
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        _reps_cache.clear()  # the indexer's label representations are not needed any more
         ids, X, Y = load_xy(dataset, n_features, n_labels, params.normalize)
         built = [Tree(parent, np.zeros(len(parent)), n_clusters, n_labels) for parent, n_clusters in trees]
         under = [t.labels_under() for t in built]
-        Ycsr = Y.tocsr()
         trained = 0
         schemas = {f"weights_{t}": WEIGHTS_ARROW for t in range(len(trees))}
         with PartWriters(out, schemas) as writers:
@@ -159,7 +246,7 @@ def _train_units_task(dataset: str, out: str, n_features: int, n_labels: int, pa
                 for b in np.asarray(batch.column(0), dtype=np.int64):
                     writers.name(f"part-{int(b):05d}.parquet")
                     for t, node in units_by_bin.get(int(b), []):
-                        rows = _unit(built[t], under[t], X, Y, Ycsr, node, params)
+                        rows = _unit(built[t], under[t], X, Y, node, params)
                         trained += len(rows)
                         if rows:
                             writers.write(f"weights_{t}", _weights_batch(rows))
@@ -169,27 +256,151 @@ def _train_units_task(dataset: str, out: str, n_features: int, n_labels: int, pa
     return run
 
 
-def _samples_with(Y: sp.csc_matrix, labels: np.ndarray) -> np.ndarray:
-    """Bool mask of samples having any of `labels`."""
-    sub = Y[:, labels]
-    return np.asarray(sub.sum(axis=1)).ravel() > 0
+def compact_columns(M: sp.csr_matrix, dtype: Optional[type] = None) -> tuple[np.ndarray, sp.csr_matrix]:
+    """(cols, M restricted to its used columns renumbered 0..len(cols)-1): what a node's 2-means
+    or a unit's classifiers need, so their dense vectors have O(used) entries, not O(n_features)."""
+    used_idx = M.indices[M.indptr[0]:M.indptr[-1]]
+    if len(used_idx) * 8 < M.shape[1]:  # few entries: sorting them is cheaper than a dense pass
+        cols, local = np.unique(used_idx, return_inverse=True)
+    else:
+        used = np.zeros(M.shape[1], dtype=bool)
+        used[used_idx] = True
+        cols = np.flatnonzero(used)
+        local = (np.cumsum(used, dtype=np.int64) - 1)[used_idx]
+    data = M.data[M.indptr[0]:M.indptr[-1]]
+    return cols, sp.csr_matrix((data.astype(dtype or data.dtype, copy=False),
+                                local.reshape(-1).astype(np.int32), M.indptr - M.indptr[0]),
+                               shape=(M.shape[0], len(cols)))
 
 
-def _unit(tree: Tree, under: list, X: sp.csr_matrix, Y: sp.csc_matrix, Ycsr: sp.csr_matrix,
-          node: int, params: Any) -> list:
-    """Train the classifiers of `node`'s children on the samples positive under `node`."""
-    active = _samples_with(Y, under[node]) if node != 0 else np.ones(X.shape[0], dtype=bool)
-    Xa = X[active]
+def rows_with(Y: sp.csc_matrix, labels: np.ndarray) -> np.ndarray:
+    """Ascending ids of the samples (rows of Y) having any of `labels`; O(their nnz), not O(n)."""
+    starts, ends = Y.indptr[labels], Y.indptr[np.asarray(labels) + 1]
+    lengths = ends - starts
+    total = int(lengths.sum())
+    pos = np.repeat(starts - np.r_[0, np.cumsum(lengths)[:-1]], lengths) + np.arange(total)
+    return np.unique(Y.indices[pos])
+
+
+def _unit(tree: Tree, under: list, X: sp.csr_matrix, Y: sp.csc_matrix, node: int,
+          params: Any) -> list:
+    """Train the classifiers of `node`'s children on the samples positive under `node`.
+
+    The active samples' features are renumbered to the columns they use before training (the
+    weights of unused features are 0 anyway), so a classifier costs O(its data), not O(n_features):
+    at Wiki-325K scale most of the time would otherwise go to dense vectors of 1.6M features.
+    """
+    root = node == 0
+    active = np.arange(X.shape[0]) if root else rows_with(Y, under[node])
+    Xa = X if root else X[active]
+    cols, Xa = compact_columns(Xa, np.float64)  # liblinear works in float64: convert once per unit
     rows = []
     for child in tree.children_of(node):
         child = int(child)
-        if child >= tree.n_clusters:
-            y = Y[:, child - tree.n_clusters].toarray().ravel()[active] > 0
-        else:
-            y = _samples_with(Y, under[child])[active]
+        labels = [child - tree.n_clusters] if child >= tree.n_clusters else under[child]
+        y = np.zeros(len(active), dtype=bool)
+        y[np.searchsorted(active, rows_with(Y, np.asarray(labels, dtype=np.int64)))] = True
         w_idx, w_val, bias = train_binary(Xa, y, params.loss, params.C, params.threshold, seed=params.seed)
-        rows.append((child, w_idx, w_val, bias))
+        rows.append((child, cols[w_idx].astype(np.int32), w_val, bias))
     return rows
+
+
+_reps_cache: dict[tuple, sp.csr_matrix] = {}
+
+
+def label_reps(dataset: str, n_features: int, n_labels: int, normalize: bool,
+               label_repr: Optional[str] = None) -> sp.csr_matrix:
+    """The L2-normalised label representations the indexer clusters, cached per process:
+    PIFA of the dataset (:func:`pifa`), or the ``label_emb`` rows of `label_repr`.
+
+    Returns:
+        (n_labels, d) float64 CSR, d = n_features for PIFA.
+    Raises:
+        BadInputError: `label_repr` has no label_emb table.
+    """
+    source = label_repr if label_repr is not None else dataset
+    key = (source, folder_version(source), n_features, n_labels, normalize)
+    if key not in _reps_cache:
+        if label_repr is not None:
+            path = posixpath.join(label_repr, S.LABEL_EMB)
+            fs, root = filesystem_for(path)
+            if fs.get_file_info(root).type == pafs.FileType.NotFound:
+                raise BadInputError(f"label representations {label_repr} have no {S.LABEL_EMB} table")
+            reps, _ = read_sparse_rows(path, S.LABEL_ID, S.EMB_IDX, S.EMB_VAL, (n_labels, n_features))
+        else:
+            _, X, Y = load_xy(dataset, n_features, n_labels, normalize)
+            reps = pifa(X, Y)
+        _reps_cache.clear()
+        _reps_cache[key] = l2_normalize_rows(reps, np.float64)
+    return _reps_cache[key]
+
+
+def deal(work: np.ndarray, bins: int) -> list[list[int]]:
+    """Indices of `work` dealt into `bins` lists, heaviest first, round robin (balanced bins)."""
+    out: list[list[int]] = [[] for _ in range(bins)]
+    for rank, i in enumerate(np.argsort(-np.asarray(work, dtype=np.float64), kind="stable")):
+        out[rank % bins].append(int(i))
+    return out
+
+
+_LEAVES = pa.schema([pa.field("tree", pa.int32(), False), pa.field("node", pa.int32(), False),
+                     pa.field(S.LABEL_IDS, pa.list_(pa.field("element", pa.int32(), False)), False)])
+
+
+def index_trees(spark: SparkSession, dataset: str, n_features: int, n_labels: int, params: Any,
+                label_repr: Optional[str] = None) -> list[Tree]:
+    """The distributed indexer: the label trees of an ensemble, equal to :func:`build_tree` with
+    seeds ``params.seed + t``.
+
+    The driver splits the top ``params.driver_levels`` levels of every tree; each node at that depth
+    roots a sub-tree that a Spark task splits down to its leaves (sub-trees dealt into
+    ``params.tasks`` tasks by their representations' nnz). Tasks read the representations from the
+    dataset (PIFA) or `label_repr` themselves (cached per worker), so only label ids travel, and the
+    tasks' X/Y cache is warm for training.
+
+    Returns:
+        One Tree per tree of the ensemble.
+    Raises:
+        BadInputError: `label_repr` has no label_emb table.
+    Source: Parabel section 3.2 (balanced 2-means indexer); distribution: this project.
+    """
+    shape = tree_shape(n_labels, params.max_leaf)
+    reps = label_reps(dataset, n_features, n_labels, params.normalize, label_repr)
+    row_nnz = np.diff(reps.indptr).astype(np.float64) + 1.0
+    leaves: list[list] = [[] for _ in range(params.n_trees)]
+    units = []  # (tree, node, labels) of the sub-trees left to the tasks
+    for t in range(params.n_trees):
+        for node, labels in split_nodes(reps, np.arange(n_labels), 0, shape, params.seed + t,
+                                        stop_level=params.driver_levels):
+            if shape.kids[node][0] < 0:
+                leaves[t].append((node, labels))
+            else:
+                units.append((t, node, labels.astype(np.int32)))
+    del reps
+    _reps_cache.clear()  # the driver needs no copy of the representations while training
+    if units:
+        bins = max(1, min(params.tasks, len(units)))
+        dealt = deal(np.array([row_nnz[u[2]].sum() for u in units]), bins)
+        units_by_bin = {b: [units[i] for i in idx] for b, idx in enumerate(dealt)}
+        seed, normalize = params.seed, params.normalize
+
+        def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            reps = label_reps(dataset, n_features, n_labels, normalize, label_repr)
+            for batch in batches:
+                for b in np.asarray(batch.column(0), dtype=np.int64):
+                    for t, node, labels in units_by_bin.get(int(b), []):
+                        found = split_nodes(reps, labels.astype(np.int64), node, shape, seed + t)
+                        yield pa.RecordBatch.from_arrays([
+                            pa.array(np.full(len(found), t, dtype=np.int32)),
+                            pa.array(np.array([v for v, _ in found], dtype=np.int32)),
+                            pa.array([lab.astype(np.int32) for _, lab in found],
+                                     type=_LEAVES.field(S.LABEL_IDS).type)], schema=_LEAVES)
+
+        got = spark.range(0, bins, numPartitions=bins).mapInArrow(
+            run, from_arrow_schema(_LEAVES)).collect()
+        for row in got:
+            leaves[row["tree"]].append((row["node"], np.array(row[S.LABEL_IDS], dtype=np.int64)))
+    return [tree_from_leaves(shape, leaves[t], n_labels) for t in range(params.n_trees)]
 
 
 def train_tree(spark: SparkSession, dataset: str, model_path: str, params: Any,
@@ -199,7 +410,8 @@ def train_tree(spark: SparkSession, dataset: str, model_path: str, params: Any,
     Args:
         dataset: dataset with X and Y, on storage every executor reaches.
         model_path: model folder (atomic).
-        params: the ``train`` section (loss, C, threshold, normalize, tasks, max_leaf, seed).
+        params: the ``train`` section (loss, C, threshold, normalize, tasks, max_leaf, n_trees,
+            driver_levels, seed).
         label_repr: folder with ``label_emb`` (e.g. the output of embed) to cluster instead of PIFA.
     Returns:
         The model metadata (n_clusters, depth, ...).
@@ -208,20 +420,16 @@ def train_tree(spark: SparkSession, dataset: str, model_path: str, params: Any,
     """
     manifest = read_manifest(spark, dataset)
     n_features, n_labels = int(manifest["n_features"]), int(manifest["n_labels"])
-    # The indexer runs on the driver: it needs the label representations (n_labels x d, bounded
-    # by nnz(Y^T X)), not X itself when label_repr is given.
-    if label_repr is not None:
-        if read_table(spark, dataset, S.X).limit(1).count() == 0:
-            raise BadInputError(f"dataset {dataset} has no samples to train on")
-        reps = _read_label_repr(spark, label_repr, n_labels, n_features)
-        label_freq, _ = label_counts(read_table(spark, dataset, S.Y), n_labels)
-    else:
-        ids, X, Y = load_xy(dataset, n_features, n_labels, params.normalize)
+    if label_repr is None:  # PIFA needs X and Y on the driver anyway
+        ids, _, Y = load_xy(dataset, n_features, n_labels, params.normalize)
         if len(ids) == 0:
             raise BadInputError(f"dataset {dataset} has no samples to train on")
-        reps = pifa(X, Y)
         label_freq = np.asarray(Y.sum(axis=0), dtype=np.float64).ravel()  # positives per label
-    trees = [build_tree(reps, params.max_leaf, params.seed + t) for t in range(params.n_trees)]
+    else:  # given representations: X stays off the driver
+        if read_table(spark, dataset, S.X).limit(1).count() == 0:
+            raise BadInputError(f"dataset {dataset} has no samples to train on")
+        label_freq, _ = label_counts(read_table(spark, dataset, S.Y), n_labels)
+    trees = index_trees(spark, dataset, n_features, n_labels, params, label_repr)
     units, work = [], []
     for t, tree in enumerate(trees):
         under = tree.labels_under()
@@ -230,9 +438,7 @@ def train_tree(spark: SparkSession, dataset: str, model_path: str, params: Any,
                 units.append((t, node))
                 work.append(label_freq[under[node]].sum())
     bins = max(1, min(params.tasks, len(units)))
-    units_by_bin: dict[int, list] = {}
-    for rank, i in enumerate(np.argsort(-np.array(work), kind="stable")):
-        units_by_bin.setdefault(rank % bins, []).append(units[i])
+    units_by_bin = {b: [units[i] for i in idx] for b, idx in enumerate(deal(np.array(work), bins))}
     with atomic_output(spark, model_path, overwrite) as tmp:
         task = _train_units_task(dataset, posixpath.join(tmp, "data"), n_features, n_labels, params,
                                  [(tr.parent, tr.n_clusters) for tr in trees], units_by_bin)
@@ -252,16 +458,6 @@ def train_tree(spark: SparkSession, dataset: str, model_path: str, params: Any,
                               label_repr=label_repr or "pifa", source={"dataset": dataset})
     log.info("tree: %d labels, %d trees, depth %d", n_labels, len(trees), meta["depth"])
     return meta
-
-
-def _read_label_repr(spark: SparkSession, folder: str, n_labels: int, n_features: int) -> sp.csr_matrix:
-    path = posixpath.join(folder, S.LABEL_EMB)
-    from eagle_spark.io.fs import FileSystem
-
-    if not FileSystem(spark).exists(path):
-        raise BadInputError(f"label representations {folder} have no {S.LABEL_EMB} table")
-    reps, _ = read_sparse_rows(path, S.LABEL_ID, S.EMB_IDX, S.EMB_VAL, (n_labels, n_features))
-    return reps
 
 
 _model_cache: dict[tuple, list] = {}
@@ -411,5 +607,5 @@ def predict_tree(spark: SparkSession, model_path: str, X: DataFrame, n_features:
     return X.select(S.SAMPLE_ID, S.FEAT_IDX, S.FEAT_VAL).mapInArrow(run, PRED_SCHEMA)
 
 
-__all__ = ["Tree", "build_tree", "pifa", "train_tree", "predict_tree", "beam_search",
+__all__ = ["Tree", "TreeShape", "tree_shape", "split_nodes", "tree_from_leaves", "label_reps", "index_trees", "compact_columns", "rows_with", "build_tree", "pifa", "train_tree", "predict_tree", "beam_search",
            "ensemble_search"]

@@ -9,8 +9,8 @@ import pytest
 
 from eagle_spark.classifiers.base import load_xy
 from eagle_spark.classifiers.tree import (_load_model, _prob, _unit, beam_search, build_tree,
-                                          ensemble_search,
-                                          pifa, predict_tree, train_tree)
+                                          compact_columns, ensemble_search, index_trees, pifa,
+                                          predict_tree, rows_with, train_tree, tree_shape)
 from eagle_spark.cli import main
 from eagle_spark.io.tables import read_table
 from eagle_spark.params import TrainParams
@@ -39,6 +39,73 @@ def test_tree_structure():
         build_tree(reps, 1, 0)
 
 
+def test_tree_shape_hand_worked():
+    # 10 labels, <= 3 per leaf: 10 -> 5 + 5 (nodes 1, 2); depth first from the last pushed:
+    # node 2 -> 3 + 2 (nodes 3, 4), then node 1 -> 3 + 2 (nodes 5, 6)
+    shape = tree_shape(10, 3)
+    assert shape.parent.tolist() == [-1, 0, 0, 2, 2, 1, 1]
+    assert shape.size.tolist() == [10, 5, 5, 3, 2, 3, 2]
+    assert shape.level.tolist() == [0, 1, 1, 2, 2, 2, 2]
+    assert shape.kids.tolist() == [[1, 2], [5, 6], [3, 4], [-1, -1], [-1, -1], [-1, -1], [-1, -1]]
+    assert tree_shape(3, 3).parent.tolist() == [-1]
+    with pytest.raises(ValueError, match="max_leaf must be >= 2"):
+        tree_shape(10, 1)
+
+
+@pytest.mark.parametrize("n_features", [10, 100])  # dense-mask and sort branches
+def test_compact_columns_and_rows_with(n_features):
+    import scipy.sparse as sp
+
+    M = sp.csr_matrix(([2.0, 1.0, 3.0], [5, 1, 5], [0, 1, 3]), shape=(2, n_features))
+    cols, local = compact_columns(M, np.float64)
+    assert cols.tolist() == [1, 5] and local.shape == (2, 2) and local.dtype == np.float64
+    assert local.toarray().tolist() == [[0.0, 2.0], [1.0, 3.0]]
+    cols, local = compact_columns(M[1:])  # a row slice: indptr not starting at 0 is handled
+    assert cols.tolist() == [1, 5] and local.toarray().tolist() == [[1.0, 3.0]]
+    Y = sp.csc_matrix(np.array([[1, 0, 0], [0, 0, 1], [1, 0, 1], [0, 0, 0]], dtype=bool))
+    assert rows_with(Y, np.array([0])).tolist() == [0, 2]
+    assert rows_with(Y, np.array([2, 0])).tolist() == [0, 1, 2]
+    assert rows_with(Y, np.array([1])).tolist() == []
+
+
+@pytest.mark.parametrize("driver_levels,tasks", [(0, 1), (2, 3), (4, 2), (50, 3)])
+def test_distributed_indexer_equals_twin(spark, tiny, driver_levels, tasks):  # noqa: F811
+    """Top levels on the driver, sub-trees in Spark tasks: the same trees as build_tree, for any
+    split point between driver and tasks (driver_levels 50 = all on the driver)."""
+    _, X, Y = load_xy(tiny["train"], 500, 983, True)
+    params = TrainParams(model="tree", max_leaf=20, tasks=tasks, n_trees=2, seed=5,
+                         driver_levels=driver_levels)
+    trees = index_trees(spark, tiny["train"], 500, 983, params)
+    for t, got in enumerate(trees):
+        twin = build_tree(pifa(X, Y), 20, 5 + t)
+        assert got.n_clusters == twin.n_clusters == 127  # 983 labels -> 64 leaves of 15-16
+        np.testing.assert_array_equal(got.parent, twin.parent)
+        np.testing.assert_array_equal(got.level, twin.level)
+    assert not np.array_equal(trees[0].parent, trees[1].parent)  # seeds 5 and 6 differ
+
+
+def test_distributed_indexer_with_given_label_representations(spark, tiny, tmp_path):  # noqa: F811
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    import scipy.sparse as sp
+
+    from eagle_spark import schemas as S
+
+    reps = sp.random(983, 16, density=0.3, format="csr", random_state=1, dtype=np.float32)
+    (tmp_path / "emb" / S.LABEL_EMB).mkdir(parents=True)
+    pq.write_table(pa.table({
+        S.LABEL_ID: pa.array(np.arange(983, dtype=np.int32)),
+        S.EMB_IDX: [reps.indices[reps.indptr[i]:reps.indptr[i + 1]].tolist() for i in range(983)],
+        S.EMB_VAL: [reps.data[reps.indptr[i]:reps.indptr[i + 1]].tolist() for i in range(983)],
+        S.N_GROUPS: pa.array(np.ones(983, dtype=np.int32))},
+        schema=S.LABEL_EMB_ARROW), tmp_path / "emb" / S.LABEL_EMB / "part-00000.parquet")
+    params = TrainParams(model="tree", max_leaf=20, tasks=2, n_trees=1, driver_levels=1)
+    got = index_trees(spark, tiny["train"], 16, 983, params, label_repr=str(tmp_path / "emb"))[0]
+    np.testing.assert_array_equal(got.parent, build_tree(reps, 20, 0).parent)
+    assert not np.array_equal(got.parent, build_tree(pifa(*load_xy(tiny["train"], 500, 983, True)[1:]),
+                                                      20, 0).parent)
+
+
 def test_spark_training_equals_twin(spark, tiny, tree_model):  # noqa: F811
     path, meta = tree_model
     ids, X, Y = load_xy(tiny["train"], 500, 983, True)
@@ -47,11 +114,10 @@ def test_spark_training_equals_twin(spark, tiny, tree_model):  # noqa: F811
     got_tree, WT, bias = _load_model(path, meta)[0]
     np.testing.assert_array_equal(got_tree.parent, tree.parent)
     under = tree.labels_under()
-    Ycsr = Y.tocsr()
     for node in (0, 1, tree.n_clusters - 1):
         if not len(tree.children_of(node)):
             continue
-        for child, idx, val, b in _unit(tree, under, X, Y, Ycsr, node, PARAMS):
+        for child, idx, val, b in _unit(tree, under, X, Y, node, PARAMS):
             row = WT.getrow(child)
             assert row.indices.tolist() == idx.tolist()
             np.testing.assert_allclose(row.data, val, rtol=1e-6)
