@@ -58,6 +58,19 @@ def balanced_2means(rows: sp.csr_matrix | np.ndarray, seed: int | list[int], max
         if previous is not None and np.array_equal(previous, right):
             break
         previous = right
-        c0 = _normalize(np.asarray(rows[~right].sum(axis=0), dtype=np.float64).ravel())
-        c1 = _normalize(np.asarray(rows[right].sum(axis=0), dtype=np.float64).ravel())
+        sums = _half_sums(rows, right)
+        c0, c1 = _normalize(sums[:, 0]), _normalize(sums[:, 1])
     return right
+
+
+def _half_sums(rows: sp.csr_matrix | np.ndarray, right: np.ndarray) -> np.ndarray:
+    """(d, 2) float64: the sums of the rows of child 0 and of child 1. Sparse: one pass over `rows`
+    with a 0/1 weight per row and child (no copy of the selected rows; zero weights add exact
+    zeros, so the sums are bit-identical to summing each half's rows)."""
+    if sp.issparse(rows):
+        weights = np.zeros((rows.shape[0], 2), dtype=rows.dtype)
+        weights[~right, 0] = 1
+        weights[right, 1] = 1
+        return np.asarray(rows.T @ weights, dtype=np.float64)
+    return np.stack([np.asarray(rows[~right].sum(axis=0), dtype=np.float64).ravel(),
+                     np.asarray(rows[right].sum(axis=0), dtype=np.float64).ravel()], axis=1)

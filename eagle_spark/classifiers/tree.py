@@ -15,8 +15,8 @@ tree on the driver; every node at that depth roots a sub-tree that a Spark task 
 leaves. The tree's shape (node ids, sizes) follows from n_labels and max_leaf alone
 (:func:`tree_shape`) and node v's 2-means seed is [seed, v], so the result equals the single-node
 :func:`build_tree` wherever the split happens. Training units (one per internal node: its children;
-one per leaf: its labels) are independent, dealt into ``tasks`` bins by their number of positive
-samples, and each task trains its units from the executor-side X/Y cache, labels in batches inside
+one per leaf: its labels) are independent, dealt into ``tasks`` bins by their positive samples
+times their classifiers (:func:`deal`), and each task trains its units from the executor-side X/Y cache, labels in batches inside
 the task. Never one Spark job per label. A unit's samples and features are restricted to the ones
 it uses (:func:`compact_columns`), so its cost does not grow with n_samples or n_features.
 
@@ -31,6 +31,7 @@ References:
 
 from __future__ import annotations
 
+import heapq
 import logging
 import posixpath
 from typing import Any, Iterator, NamedTuple, Optional
@@ -336,10 +337,15 @@ def label_reps(dataset: str, n_features: int, n_labels: int, normalize: bool,
 
 
 def deal(work: np.ndarray, bins: int) -> list[list[int]]:
-    """Indices of `work` dealt into `bins` lists, heaviest first, round robin (balanced bins)."""
+    """Indices of `work` dealt into `bins` lists: heaviest first, each to the least loaded bin
+    (longest-processing-time rule; ties to the lower bin), so the bins' sums are balanced."""
     out: list[list[int]] = [[] for _ in range(bins)]
-    for rank, i in enumerate(np.argsort(-np.asarray(work, dtype=np.float64), kind="stable")):
-        out[rank % bins].append(int(i))
+    heap = [(0.0, b) for b in range(bins)]
+    work = np.asarray(work, dtype=np.float64)
+    for i in np.argsort(-work, kind="stable"):
+        load, b = heapq.heappop(heap)
+        out[b].append(int(i))
+        heapq.heappush(heap, (load + float(work[i]), b))
     return out
 
 
@@ -435,8 +441,8 @@ def train_tree(spark: SparkSession, dataset: str, model_path: str, params: Any,
         under = tree.labels_under()
         for node in range(tree.n_clusters):
             if len(tree.children_of(node)):
-                units.append((t, node))
-                work.append(label_freq[under[node]].sum())
+                units.append((t, node))  # ~ liblinear passes over the node's positives
+                work.append(label_freq[under[node]].sum() * len(tree.children_of(node)))
     bins = max(1, min(params.tasks, len(units)))
     units_by_bin = {b: [units[i] for i in idx] for b, idx in enumerate(deal(np.array(work), bins))}
     with atomic_output(spark, model_path, overwrite) as tmp:

@@ -9,7 +9,7 @@ import pytest
 
 from eagle_spark.classifiers.base import load_xy
 from eagle_spark.classifiers.tree import (_load_model, _prob, _unit, beam_search, build_tree,
-                                          compact_columns, ensemble_search, index_trees, pifa,
+                                          compact_columns, deal, ensemble_search, index_trees, pifa,
                                           predict_tree, rows_with, train_tree, tree_shape)
 from eagle_spark.cli import main
 from eagle_spark.io.tables import read_table
@@ -50,6 +50,12 @@ def test_tree_shape_hand_worked():
     assert tree_shape(3, 3).parent.tolist() == [-1]
     with pytest.raises(ValueError, match="max_leaf must be >= 2"):
         tree_shape(10, 1)
+
+
+def test_deal_balances_bins():
+    # heaviest first to the least loaded bin: 5 -> b0, 4 -> b1, 3 -> b1 (7), 3 -> b0 (8), 3 -> b1
+    assert deal(np.array([5, 4, 3, 3, 3]), 2) == [[0, 3], [1, 2, 4]]  # loads 8 / 10
+    assert deal(np.array([1.0]), 3) == [[0], [], []]
 
 
 @pytest.mark.parametrize("n_features", [10, 100])  # dense-mask and sort branches
