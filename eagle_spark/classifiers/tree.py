@@ -38,7 +38,6 @@ from typing import Any, Iterator, NamedTuple, Optional
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import scipy.sparse as sp
 from pyspark.sql import DataFrame, SparkSession
@@ -53,7 +52,7 @@ from eagle_spark.errors import BadInputError
 from eagle_spark.evaluation.metrics import label_counts
 from eagle_spark.io.fs import atomic_output
 from eagle_spark.io.parts import PartWriter, PartWriters, filesystem_for, folder_version, read_sparse_rows
-from eagle_spark.io.tables import read_manifest, read_table
+from eagle_spark.io.tables import has_table, read_manifest, read_table
 from eagle_spark.kmeans import balanced_2means
 from eagle_spark.sparse import csr_from_arrow, l2_normalize_rows
 
@@ -288,8 +287,8 @@ def _unit(tree: Tree, under: list, X: sp.csr_matrix, Y: sp.csc_matrix, node: int
     """Train the classifiers of `node`'s children on the samples positive under `node`.
 
     The active samples' features are renumbered to the columns they use before training (the
-    weights of unused features are 0 anyway), so a classifier costs O(its data), not O(n_features):
-    at Wiki-325K scale most of the time would otherwise go to dense vectors of 1.6M features.
+    weights of unused features are 0 anyway), so a classifier costs O(its data), not O(n_features)
+    (otherwise each one would touch dense vectors of 1.6M features at Wiki-325K scale).
     """
     root = node == 0
     active = np.arange(X.shape[0]) if root else rows_with(Y, under[node])
@@ -316,18 +315,13 @@ def label_reps(dataset: str, n_features: int, n_labels: int, normalize: bool,
 
     Returns:
         (n_labels, d) float64 CSR, d = n_features for PIFA.
-    Raises:
-        BadInputError: `label_repr` has no label_emb table.
     """
     source = label_repr if label_repr is not None else dataset
     key = (source, folder_version(source), n_features, n_labels, normalize)
     if key not in _reps_cache:
         if label_repr is not None:
-            path = posixpath.join(label_repr, S.LABEL_EMB)
-            fs, root = filesystem_for(path)
-            if fs.get_file_info(root).type == pafs.FileType.NotFound:
-                raise BadInputError(f"label representations {label_repr} have no {S.LABEL_EMB} table")
-            reps, _ = read_sparse_rows(path, S.LABEL_ID, S.EMB_IDX, S.EMB_VAL, (n_labels, n_features))
+            reps, _ = read_sparse_rows(posixpath.join(label_repr, S.LABEL_EMB), S.LABEL_ID, S.EMB_IDX,
+                                       S.EMB_VAL, (n_labels, n_features))
         else:
             _, X, Y = load_xy(dataset, n_features, n_labels, normalize)
             reps = pifa(X, Y)
@@ -370,6 +364,8 @@ def index_trees(spark: SparkSession, dataset: str, n_features: int, n_labels: in
         BadInputError: `label_repr` has no label_emb table.
     Source: Parabel section 3.2 (balanced 2-means indexer); distribution: this project.
     """
+    if label_repr is not None and not has_table(spark, label_repr, S.LABEL_EMB):
+        raise BadInputError(f"label representations {label_repr} have no {S.LABEL_EMB} table")
     shape = tree_shape(n_labels, params.max_leaf)
     reps = label_reps(dataset, n_features, n_labels, params.normalize, label_repr)
     row_nnz = np.diff(reps.indptr).astype(np.float64) + 1.0
