@@ -17,19 +17,31 @@ import numpy as np
 import scipy.sparse as sp
 
 
+try:  # the solver call LinearSVC.fit / LogisticRegression.fit make after validating their input
+    from sklearn.svm._base import _fit_liblinear
+except ImportError:  # pragma: no cover - a scikit-learn without it: the public estimators
+    _fit_liblinear = None
+
+
 def train_binary(X: sp.csr_matrix, y: np.ndarray, loss: str = "squared_hinge", C: float = 1.0,
                  threshold: float = 0.1, max_iter: int = 100, tol: float = 0.1,
-                 seed: int = 0) -> tuple[np.ndarray, np.ndarray, float]:
+                 seed: int = 0, direct: bool = True) -> tuple[np.ndarray, np.ndarray, float]:
     """Train one binary classifier.
 
     Args:
-        X: (n, d) CSR features (rows normalised by the caller if wanted).
+        X: (n, d) CSR float64 features (rows normalised by the caller if wanted; finite, which
+            ingest and synth check).
         y: (n,) bool, True for positives.
         loss: ``squared_hinge`` or ``logistic``.
         C: cost of the loss (inverse regularisation).
         threshold: weights with |w| < threshold are set to 0 (0 keeps all).
         max_iter, tol: liblinear's iteration cap and stopping tolerance.
         seed: liblinear's shuffling seed (its coordinate descent visits samples in random order).
+        direct: call scikit-learn's liblinear driver (``sklearn.svm._base._fit_liblinear``, what
+            ``LinearSVC.fit`` and ``LogisticRegression(solver="liblinear").fit`` call once they
+            have validated their input) instead of the estimators. Same weights bit for bit
+            (tested); it skips ~0.4 ms of per-call input checks, which at Wiki-325K scale is
+            ~1M fits. Falls back to the estimators when scikit-learn lacks the function.
     Returns:
         (w_idx int32 sorted, w_val float32, bias float): the pruned weight vector and the bias.
         All-positive or all-negative y gives w = 0 and bias +1 / -1 (a constant classifier).
@@ -37,23 +49,32 @@ def train_binary(X: sp.csr_matrix, y: np.ndarray, loss: str = "squared_hinge", C
         ValueError: unknown loss.
     """
     from sklearn import config_context
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.svm import LinearSVC
 
     if loss not in ("squared_hinge", "logistic"):
         raise ValueError(f"loss must be squared_hinge or logistic, got {loss!r}")
     n_pos = int(y.sum())
     if n_pos == 0 or n_pos == len(y):
         return np.zeros(0, np.int32), np.zeros(0, np.float32), 1.0 if n_pos else -1.0
-    if loss == "squared_hinge":
-        model = LinearSVC(C=C, loss="squared_hinge", dual=True, tol=tol, max_iter=max_iter,
-                          random_state=seed)
-    else:
-        model = LogisticRegression(C=C, solver="liblinear", tol=tol, max_iter=max_iter,
-                                   random_state=seed)
-    with warnings.catch_warnings(), config_context(assume_finite=True):  # X checked at ingest
+    with warnings.catch_warnings(), config_context(assume_finite=True, skip_parameter_validation=True):
         warnings.simplefilter("ignore")  # liblinear's ConvergenceWarning at max_iter: expected
-        model.fit(X, y)
-    w = model.coef_.ravel()
+        if direct and _fit_liblinear is not None:
+            if loss == "squared_hinge":  # LinearSVC(dual=True) defaults: l2 penalty, intercept 1
+                coef, intercept, _ = _fit_liblinear(X, y, C, True, 1.0, None, "l2", True, 0, max_iter,
+                                                    tol, seed, "ovr", "squared_hinge")
+            else:  # LogisticRegression(solver="liblinear") defaults: primal, l2, intercept 1
+                coef, intercept, _ = _fit_liblinear(X, y, C, True, 1.0, None, "l2", False, 0, max_iter,
+                                                    tol, seed)
+        else:
+            from sklearn.linear_model import LogisticRegression
+            from sklearn.svm import LinearSVC
+            if loss == "squared_hinge":
+                model = LinearSVC(C=C, loss="squared_hinge", dual=True, tol=tol, max_iter=max_iter,
+                                  random_state=seed)
+            else:
+                model = LogisticRegression(C=C, solver="liblinear", tol=tol, max_iter=max_iter,
+                                           random_state=seed)
+            model.fit(X, y)
+            coef, intercept = model.coef_, model.intercept_
+    w = np.asarray(coef).ravel()
     keep = np.flatnonzero(np.abs(w) >= threshold) if threshold > 0 else np.flatnonzero(w)
-    return keep.astype(np.int32), w[keep].astype(np.float32), float(model.intercept_[0])
+    return keep.astype(np.int32), w[keep].astype(np.float32), float(np.ravel(intercept)[0])

@@ -11,7 +11,7 @@ and the labels of each leaf (ranker); each has one binary linear classifier
 its parent (have a label in the parent's subtree): PECOS's matcher-aware negatives M = Y C.
 
 Distribution: the indexer (:func:`index_trees`) splits the top ``driver_levels`` levels of each
-tree on the driver; every node at that depth roots a sub-tree that a Spark task splits to its
+tree on the driver (by default the fewest that leave two sub-trees per core); every node at that depth roots a sub-tree that a Spark task splits to its
 leaves. The tree's shape (node ids, sizes) follows from n_labels and max_leaf alone
 (:func:`tree_shape`) and node v's 2-means seed is [seed, v], so the result equals the single-node
 :func:`build_tree` wherever the split happens. Training units (one per internal node: its children;
@@ -275,6 +275,8 @@ def compact_columns(M: sp.csr_matrix, dtype: Optional[type] = None) -> tuple[np.
 
 def rows_with(Y: sp.csc_matrix, labels: np.ndarray) -> np.ndarray:
     """Ascending ids of the samples (rows of Y) having any of `labels`; O(their nnz), not O(n)."""
+    if len(labels) == 1 and Y.has_sorted_indices:  # one column: already ascending and unique
+        return Y.indices[Y.indptr[labels[0]]:Y.indptr[labels[0] + 1]]
     starts, ends = Y.indptr[labels], Y.indptr[np.asarray(labels) + 1]
     lengths = ends - starts
     total = int(lengths.sum())
@@ -343,6 +345,17 @@ def deal(work: np.ndarray, bins: int) -> list[list[int]]:
     return out
 
 
+def driver_levels_for(n_trees: int, cores: int) -> int:
+    """The fewest tree levels the driver must split so that the sub-trees below them number at
+    least two per core: min L with n_trees * 2**L >= 2 * cores (the default of
+    ``train.driver_levels``; the driver splits serially while the cores wait, so fewer is faster
+    as long as the tasks can be balanced)."""
+    levels = 0
+    while n_trees * 2 ** levels < 2 * max(1, cores):
+        levels += 1
+    return levels
+
+
 _LEAVES = pa.schema([pa.field("tree", pa.int32(), False), pa.field("node", pa.int32(), False),
                      pa.field(S.LABEL_IDS, pa.list_(pa.field("element", pa.int32(), False)), False)])
 
@@ -352,8 +365,8 @@ def index_trees(spark: SparkSession, dataset: str, n_features: int, n_labels: in
     """The distributed indexer: the label trees of an ensemble, equal to :func:`build_tree` with
     seeds ``params.seed + t``.
 
-    The driver splits the top ``params.driver_levels`` levels of every tree; each node at that depth
-    roots a sub-tree that a Spark task splits down to its leaves (sub-trees dealt into
+    The driver splits the top ``params.driver_levels`` levels of every tree (default
+    :func:`driver_levels_for` the session's cores); each node at that depth roots a sub-tree that a Spark task splits down to its leaves (sub-trees dealt into
     ``params.tasks`` tasks by their representations' nnz). Tasks read the representations from the
     dataset (PIFA) or `label_repr` themselves (cached per worker), so only label ids travel, and the
     tasks' X/Y cache is warm for training.
@@ -367,13 +380,16 @@ def index_trees(spark: SparkSession, dataset: str, n_features: int, n_labels: in
     if label_repr is not None and not has_table(spark, label_repr, S.LABEL_EMB):
         raise BadInputError(f"label representations {label_repr} have no {S.LABEL_EMB} table")
     shape = tree_shape(n_labels, params.max_leaf)
+    levels = params.driver_levels
+    if levels is None:
+        levels = driver_levels_for(params.n_trees, spark.sparkContext.defaultParallelism)
     reps = label_reps(dataset, n_features, n_labels, params.normalize, label_repr)
     row_nnz = np.diff(reps.indptr).astype(np.float64) + 1.0
     leaves: list[list] = [[] for _ in range(params.n_trees)]
     units = []  # (tree, node, labels) of the sub-trees left to the tasks
     for t in range(params.n_trees):
         for node, labels in split_nodes(reps, np.arange(n_labels), 0, shape, params.seed + t,
-                                        stop_level=params.driver_levels):
+                                        stop_level=levels):
             if shape.kids[node][0] < 0:
                 leaves[t].append((node, labels))
             else:
@@ -609,5 +625,5 @@ def predict_tree(spark: SparkSession, model_path: str, X: DataFrame, n_features:
     return X.select(S.SAMPLE_ID, S.FEAT_IDX, S.FEAT_VAL).mapInArrow(run, PRED_SCHEMA)
 
 
-__all__ = ["Tree", "TreeShape", "tree_shape", "split_nodes", "tree_from_leaves", "label_reps", "index_trees", "compact_columns", "rows_with", "build_tree", "pifa", "train_tree", "predict_tree", "beam_search",
+__all__ = ["Tree", "TreeShape", "tree_shape", "split_nodes", "tree_from_leaves", "label_reps", "driver_levels_for", "index_trees", "compact_columns", "rows_with", "build_tree", "pifa", "train_tree", "predict_tree", "beam_search",
            "ensemble_search"]

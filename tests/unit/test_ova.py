@@ -144,3 +144,19 @@ def test_constant_classifier_for_labels_without_positives():
     assert train_binary(X, np.ones(3, bool))[2] == 1.0
     with pytest.raises(ValueError, match="loss must be"):
         train_binary(X, np.array([True, False, True]), loss="hinge")
+
+
+@pytest.mark.parametrize("loss", ["squared_hinge", "logistic"])
+def test_direct_solver_call_equals_the_estimators(loss):
+    """train_binary's direct liblinear call gives the weights LinearSVC / LogisticRegression give."""
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(3)
+    X = sp.random(400, 60, density=0.1, format="csr", random_state=3, dtype=np.float64)
+    y = rng.random(400) < 0.2
+    direct = train_binary(X, y, loss=loss, threshold=0.0, seed=5)
+    public = train_binary(X, y, loss=loss, threshold=0.0, seed=5, direct=False)
+    assert len(direct[0]) > 0
+    np.testing.assert_array_equal(direct[0], public[0])
+    np.testing.assert_array_equal(direct[1], public[1])
+    assert direct[2] == public[2]

@@ -9,8 +9,9 @@ import pytest
 
 from eagle_spark.classifiers.base import load_xy
 from eagle_spark.classifiers.tree import (_load_model, _prob, _unit, beam_search, build_tree,
-                                          compact_columns, deal, ensemble_search, index_trees, pifa,
-                                          predict_tree, rows_with, train_tree, tree_shape)
+                                          compact_columns, deal, driver_levels_for, ensemble_search,
+                                          index_trees, pifa, predict_tree, rows_with, train_tree,
+                                          tree_shape)
 from eagle_spark.cli import main
 from eagle_spark.io.tables import read_table
 from eagle_spark.params import TrainParams
@@ -74,7 +75,15 @@ def test_compact_columns_and_rows_with(n_features):
     assert rows_with(Y, np.array([1])).tolist() == []
 
 
-@pytest.mark.parametrize("driver_levels,tasks", [(0, 1), (2, 3), (4, 2), (50, 3)])
+def test_driver_levels_for_leaves_two_subtrees_per_core():
+    assert driver_levels_for(3, 2) == 1  # 3 trees x 2 sub-trees >= 4
+    assert driver_levels_for(4, 1) == 0  # 4 whole trees >= 2
+    assert driver_levels_for(1, 1) == 1
+    assert driver_levels_for(3, 32) == 5  # 96 >= 64 > 48
+    assert driver_levels_for(3, 0) == 0  # unknown parallelism counts as one core: 3 >= 2
+
+
+@pytest.mark.parametrize("driver_levels,tasks", [(0, 1), (2, 3), (4, 2), (50, 3), (None, 2)])
 def test_distributed_indexer_equals_twin(spark, tiny, driver_levels, tasks):  # noqa: F811
     """Top levels on the driver, sub-trees in Spark tasks: the same trees as build_tree, for any
     split point between driver and tasks (driver_levels 50 = all on the driver)."""
