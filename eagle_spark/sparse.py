@@ -12,7 +12,9 @@ import pyarrow as pa
 import scipy.sparse as sp
 
 
-def _list_parts(column: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+def list_parts(column: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    """(offsets int64 starting at 0, values as a numpy view) of an Arrow list column: a CSR
+    indptr and its indices or data (chunks are combined first, which copies)."""
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks()
     offsets = np.asarray(column.offsets, dtype=np.int64)
@@ -34,8 +36,8 @@ def csr_from_arrow(feat_idx: pa.Array | pa.ChunkedArray, feat_val: pa.Array | pa
     Raises:
         ValueError: the two columns have different list lengths, or an id is >= n_features.
     """
-    indptr, indices = _list_parts(feat_idx)
-    indptr_v, data = _list_parts(feat_val)
+    indptr, indices = list_parts(feat_idx)
+    indptr_v, data = list_parts(feat_val)
     if len(indptr) != len(indptr_v) or not np.array_equal(indptr, indptr_v):
         raise ValueError("feat_idx and feat_val have different list lengths")
     if len(indices) and int(indices.max()) >= n_features:

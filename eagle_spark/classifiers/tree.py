@@ -482,7 +482,9 @@ _model_cache: dict[tuple, list] = {}
 
 
 def _load_model(model_path: str, meta: dict) -> list[tuple[Tree, sp.csr_matrix, np.ndarray]]:
-    """[(tree, W^T (n_elements x d) CSR, bias)] per tree of a model, cached per worker."""
+    """[(tree, W^T (n_elements x d) CSR float32, bias)] per tree of a model, cached per worker.
+    The weights stay float32 as stored (4 bytes less per weight); products with float64 X are
+    computed in float64, so the scores equal those of float64 weights."""
     key = (model_path, folder_version(model_path))  # a model retrained at the same path is reread
     if key not in _model_cache:
         fs, root = filesystem_for(model_path)
@@ -494,7 +496,7 @@ def _load_model(model_path: str, meta: dict) -> list[tuple[Tree, sp.csr_matrix, 
             tree = Tree(parent, level, int(meta["n_clusters"][t]), int(meta["n_labels"]))
             WT, bias = read_sparse_rows(posixpath.join(model_path, f"{WEIGHTS}_{t}"), S.LABEL_ID,
                                         "w_idx", "w_val", (len(parent), int(meta["n_features"])),
-                                        extra="bias")
+                                        extra="bias", dtype=np.float32)  # as stored; products upcast
             out.append((tree, WT, bias))
         _model_cache.clear()
         _model_cache[key] = out

@@ -158,8 +158,8 @@ def test_wide_beam_equals_exhaustive(spark, tiny, tree_model):  # noqa: F811
     tree, WT, bias = models[0]
     _, Xt, _ = load_xy(tiny["test"], 500, 983, True)
     for i in range(5):
-        x = Xt[i]
-        labels, scores = beam_search(tree, WT, bias, x.astype(np.float64), beam=10**6, k=5,
+        x = Xt[i].astype(np.float64)  # as predict_tree scores (the weights stay float32)
+        labels, scores = beam_search(tree, WT, bias, x, beam=10**6, k=5,
                                      loss="squared_hinge")
         full = exhaustive(tree, WT, bias, x, "squared_hinge")
         order = np.lexsort((np.arange(len(full)), -full))[:5]
@@ -167,7 +167,7 @@ def test_wide_beam_equals_exhaustive(spark, tiny, tree_model):  # noqa: F811
         np.testing.assert_allclose(scores[0], full[order], rtol=1e-9)
         # the ensemble with wide beams averages every tree's exhaustive path probabilities
         mean = np.mean([exhaustive(t, w, b, x, "squared_hinge") for t, w, b in models], axis=0)
-        labels, scores = ensemble_search(models, x.astype(np.float64), beam=10**6, k=5,
+        labels, scores = ensemble_search(models, x, beam=10**6, k=5,
                                          loss="squared_hinge", per_tree_k=983)
         top = np.lexsort((np.arange(len(mean)), -mean))[:5]
         assert labels[0].tolist() == top.tolist()

@@ -1,0 +1,40 @@
+"""Reading tables of sparse rows (weights, label embeddings) into CSR: hand-worked cases and errors."""
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from eagle_spark.io.parts import read_sparse_rows
+
+
+def _write(path, keys, idx, val, bias=None):
+    path.mkdir(parents=True, exist_ok=True)
+    cols = {"label_id": pa.array(keys, pa.int32()), "w_idx": pa.array(idx, pa.list_(pa.int32())),
+            "w_val": pa.array(val, pa.list_(pa.float32()))}
+    if bias is not None:
+        cols["bias"] = pa.array(bias, pa.float64())
+    pq.write_table(pa.table(cols), path / "part-00000.parquet")
+    return str(path)
+
+
+def test_rows_in_any_order_missing_rows_empty(tmp_path):
+    folder = _write(tmp_path / "w", [3, 0, 1], [[2], [0, 4], []], [[0.5], [1.0, -2.0], []], [0.25, -1.0, 2.0])
+    M, bias = read_sparse_rows(folder, "label_id", "w_idx", "w_val", (5, 6), extra="bias", dtype=np.float32)
+    assert M.dtype == np.float32 and M.shape == (5, 6)
+    assert M.toarray().tolist() == [[1.0, 0, 0, 0, -2.0, 0], [0] * 6, [0] * 6, [0, 0, 0.5, 0, 0, 0], [0] * 6]
+    assert bias.tolist() == [-1.0, 2.0, 0.0, 0.25, 0.0]
+    M64, none = read_sparse_rows(folder, "label_id", "w_idx", "w_val", (5, 6))
+    assert M64.dtype == np.float64 and none is None and (M64 != M).nnz == 0
+
+
+@pytest.mark.parametrize("keys,idx,message", [
+    ([0, 0], [[1], [2]], "label_id 0 appears in more than one row"),
+    ([0, 4], [[1], [2]], r"label_id 4 is outside \[0, 4\)"),
+    ([0, 1], [[1], [6]], "index 6 is not below 6"),
+])
+def test_bad_tables_name_the_folder_and_the_problem(tmp_path, keys, idx, message):
+    folder = _write(tmp_path / "bad", keys, idx, [[1.0]] * len(keys))
+    with pytest.raises(ValueError, match=message) as err:
+        read_sparse_rows(folder, "label_id", "w_idx", "w_val", (4, 6))
+    assert folder in str(err.value)
