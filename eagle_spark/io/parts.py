@@ -182,8 +182,9 @@ def read_sparse_rows(folder: str, key: str, idx: str, val: str, shape: tuple[int
     Returns:
         (CSR of `dtype`, rows absent from the table empty; extra vector or None).
     Raises:
-        ValueError: a row id appears twice or is outside [0, n_rows), or an index is >= n_cols
-            (the message names the folder).
+        ValueError: a row id appears twice or is outside [0, n_rows), an index is outside
+            [0, n_cols), or the index and value lists differ in length (the message names the
+            folder).
     """
     from eagle_spark.sparse import list_parts
 
@@ -201,8 +202,9 @@ def read_sparse_rows(folder: str, key: str, idx: str, val: str, shape: tuple[int
     val_offsets, values = list_parts(table.column(val))
     if not np.array_equal(offsets, val_offsets):
         raise ValueError(f"{folder}: {idx} and {val} have different list lengths")
-    if len(indices) and int(indices.max()) >= shape[1]:
-        raise ValueError(f"{folder}: index {int(indices.max())} is not below {shape[1]}")
+    if len(indices) and (int(indices.min()) < 0 or int(indices.max()) >= shape[1]):
+        bad = int(indices.min()) if int(indices.min()) < 0 else int(indices.max())
+        raise ValueError(f"{folder}: index {bad} is outside [0, {shape[1]})")
     counts = np.zeros(shape[0], dtype=np.int64)
     counts[rows] = np.diff(offsets)
     matrix = sp.csr_matrix((values.astype(dtype, copy=False), indices, np.r_[0, np.cumsum(counts)]),

@@ -31,7 +31,9 @@ def test_rows_in_any_order_missing_rows_empty(tmp_path):
 @pytest.mark.parametrize("keys,idx,message", [
     ([0, 0], [[1], [2]], "label_id 0 appears in more than one row"),
     ([0, 4], [[1], [2]], r"label_id 4 is outside \[0, 4\)"),
-    ([0, 1], [[1], [6]], "index 6 is not below 6"),
+    ([0, 1], [[1], [6]], r"index 6 is outside \[0, 6\)"),
+    ([0, 1], [[1], [-1]], r"index -1 is outside \[0, 6\)"),
+    ([0, 1], [[1, 2], [3]], "w_idx and w_val have different list lengths"),
 ])
 def test_bad_tables_name_the_folder_and_the_problem(tmp_path, keys, idx, message):
     folder = _write(tmp_path / "bad", keys, idx, [[1.0]] * len(keys))
