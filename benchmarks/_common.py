@@ -60,3 +60,53 @@ def _fmt(v: Any) -> str:
     if isinstance(v, int):
         return f"{v:,}"
     return str(v)
+
+
+def event_log_overrides(folder: str | os.PathLike) -> list[str]:
+    """Settings overrides that make Spark write its event log (uncompressed JSON lines) to `folder`,
+    so :func:`stage_times` can report the phases of a run after the session has stopped."""
+    path = pathlib.Path(folder).resolve()
+    path.mkdir(parents=True, exist_ok=True)
+    return ["spark.extra.spark.eventLog.enabled=true", f"spark.extra.spark.eventLog.dir={path.as_uri()}",
+            "spark.extra.spark.eventLog.compress=false"]
+
+
+def stage_times(folder: str | os.PathLike, app_id: str, min_seconds: float = 1.0) -> list[dict[str, Any]]:
+    """Per Spark stage of application `app_id`, from its event log in `folder`: name, wall
+    seconds, number of tasks, and the tasks' seconds (sum, min, max).
+
+    Stages shorter than `min_seconds` are left out. Raises FileNotFoundError when the log is missing.
+    """
+    single, rolling = pathlib.Path(folder) / app_id, pathlib.Path(folder) / f"eventlog_v2_{app_id}"
+    if single.exists():
+        files = [single]
+    elif rolling.is_dir():  # the rolling layout (Spark 4's default): events_<n>_<app id> files
+        files = sorted(rolling.glob("events_*"), key=lambda p: int(p.name.split("_")[1]))
+    else:
+        raise FileNotFoundError(f"{single}: no Spark event log (was spark.eventLog.enabled set?)")
+    stages: dict[int, dict[str, Any]] = {}
+    tasks: dict[int, list[float]] = {}
+    for path in files:
+        with path.open() as f:
+            for line in f:
+                event = json.loads(line)
+                kind = event.get("Event")
+                if kind == "SparkListenerTaskEnd":
+                    info = event["Task Info"]
+                    seconds = (info["Finish Time"] - info["Launch Time"]) / 1e3
+                    tasks.setdefault(event["Stage ID"], []).append(seconds)
+                elif kind == "SparkListenerStageCompleted":
+                    info = event["Stage Info"]
+                    stages[info["Stage ID"]] = {
+                        "stage": info["Stage ID"], "name": info["Stage Name"],
+                        "seconds": round((info["Completion Time"] - info["Submission Time"]) / 1e3, 1),
+                        "tasks": info["Number of Tasks"]}
+    rows = []
+    for sid, row in sorted(stages.items()):
+        if row["seconds"] < min_seconds:
+            continue
+        secs = tasks.get(sid, [])
+        row.update(task_s_sum=round(sum(secs), 1), task_s_min=round(min(secs, default=0.0), 1),
+                   task_s_max=round(max(secs, default=0.0), 1))
+        rows.append(row)
+    return rows

@@ -7,7 +7,8 @@ For each scale: synth (reused when present in the workdir, e.g. left by synth_ag
 --keep), train the tree ensemble on train/, predict top-5 with beam 10 for the first
 `--test-rows` test samples (all when 0), evaluate P@1/3/5 and PSP@5 (Wikipedia propensities
 A = 0.5, B = 0.4, label frequencies of the train set). Reports seconds, peak RSS of all processes,
-model MB. Target (issue 5, 2 cores, local mode): scale 1.0 trains within 60 minutes and 20 GB.
+model MB, and the Spark stages of the run (wall and task seconds, from the event log written to
+<workdir>/spark-events). Target (issue 5, 2 cores, local mode): scale 1.0 trains within 60 minutes and 20 GB.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import sys
 import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from _common import PeakRSS, folder_bytes, write_report  # noqa: E402
+from _common import PeakRSS, event_log_overrides, folder_bytes, print_table, stage_times, write_report  # noqa: E402
 
 
 def main() -> None:
@@ -43,7 +44,10 @@ def main() -> None:
 
     work = pathlib.Path(args.workdir)
     work.mkdir(parents=True, exist_ok=True)
-    spark = build_spark(Settings.load(overrides=["spark.driver_memory=8g"]).spark)
+    events = work / "spark-events"
+    overrides = ["spark.driver_memory=8g", *event_log_overrides(events)]
+    spark = build_spark(Settings.load(overrides=overrides).spark)
+    app_id = spark.sparkContext.applicationId
     rows = []
     for scale in args.scales:
         data = work / f"wiki325k_{scale}"
@@ -87,7 +91,10 @@ def main() -> None:
         rows.append(row)
         print(json.dumps(row), flush=True)
     spark.stop()
-    write_report("tree_scale_" + "_".join(str(s) for s in args.scales), rows)
+    phases = stage_times(events, app_id)
+    print("Spark stages of at least 1 s (from the event log):")
+    print_table(phases)
+    write_report("tree_scale_" + "_".join(str(s) for s in args.scales), rows, extra={"stages": phases})
 
 
 if __name__ == "__main__":

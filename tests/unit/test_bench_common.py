@@ -1,0 +1,43 @@
+"""benchmarks/_common.stage_times: phases of a run from a hand-written Spark event log."""
+
+import json
+import pathlib
+import sys
+
+import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "benchmarks"))
+from _common import stage_times  # noqa: E402
+
+
+def _events(stage_id, name, submitted, completed, tasks):
+    out = [{"Event": "SparkListenerTaskEnd", "Stage ID": stage_id,
+            "Task Info": {"Launch Time": launch, "Finish Time": finish}} for launch, finish in tasks]
+    out.append({"Event": "SparkListenerStageCompleted", "Stage Info": {
+        "Stage ID": stage_id, "Stage Name": name, "Number of Tasks": len(tasks),
+        "Submission Time": submitted, "Completion Time": completed}})
+    return out
+
+
+@pytest.mark.parametrize("rolling", [False, True])
+def test_stage_times_sums_tasks_and_drops_short_stages(tmp_path, rolling):
+    events = ([{"Event": "SparkListenerApplicationStart"}]
+              + _events(0, "collect at tree.py:400", 1_000, 11_000, [(1_000, 7_000), (1_500, 10_500)])
+              + _events(1, "count at x.py:1", 12_000, 12_400, [(12_000, 12_300)]))
+    lines = [json.dumps(e) + "\n" for e in events]
+    if rolling:  # Spark 4's layout: a folder of numbered parts
+        folder = tmp_path / "eventlog_v2_app-1"
+        folder.mkdir()
+        (folder / "events_2_app-1").write_text("".join(lines[3:]))
+        (folder / "events_1_app-1").write_text("".join(lines[:3]))
+    else:
+        (tmp_path / "app-1").write_text("".join(lines))
+    assert stage_times(tmp_path, "app-1") == [
+        {"stage": 0, "name": "collect at tree.py:400", "seconds": 10.0, "tasks": 2,
+         "task_s_sum": 15.0, "task_s_min": 6.0, "task_s_max": 9.0}]
+    assert [r["stage"] for r in stage_times(tmp_path, "app-1", min_seconds=0)] == [0, 1]
+
+
+def test_stage_times_names_the_missing_log(tmp_path):
+    with pytest.raises(FileNotFoundError, match="app-9: no Spark event log"):
+        stage_times(tmp_path, "app-9")
