@@ -24,25 +24,31 @@ def list_parts(column: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarr
 
 
 def csr_from_arrow(feat_idx: pa.Array | pa.ChunkedArray, feat_val: pa.Array | pa.ChunkedArray,
-                   n_features: int) -> sp.csr_matrix:
-    """Build a CSR matrix from the X layout's list columns.
+                   n_features: int, dtype: type = np.float32,
+                   names: tuple[str, str] = ("feat_idx", "feat_val")) -> sp.csr_matrix:
+    """Build a CSR matrix from two list columns (the X layout's, or any index / value lists).
 
     Args:
-        feat_idx: list<int32> column, one row per sample, sorted unique ids < n_features.
+        feat_idx: list<int32> column, one row per sample, sorted unique ids in [0, n_features).
         feat_val: list<float32> column with the same offsets.
         n_features: number of columns.
+        dtype: dtype of the values (float32, as X is stored, by default).
+        names: the two columns' names, for the error messages.
     Returns:
-        scipy CSR of shape (len(feat_idx), n_features), float32.
+        scipy CSR of shape (len(feat_idx), n_features) and `dtype`.
     Raises:
-        ValueError: the two columns have different list lengths, or an id is >= n_features.
+        ValueError: the two columns have different list lengths, or an id is outside
+            [0, n_features).
     """
     indptr, indices = list_parts(feat_idx)
     indptr_v, data = list_parts(feat_val)
     if len(indptr) != len(indptr_v) or not np.array_equal(indptr, indptr_v):
-        raise ValueError("feat_idx and feat_val have different list lengths")
-    if len(indices) and int(indices.max()) >= n_features:
-        raise ValueError(f"feature id {int(indices.max())} is not below n_features={n_features}")
-    return sp.csr_matrix((data.astype(np.float32, copy=False), indices, indptr),
+        raise ValueError(f"{names[0]} and {names[1]} have different list lengths")
+    if len(indices):
+        low, high = int(indices.min()), int(indices.max())
+        if low < 0 or high >= n_features:
+            raise ValueError(f"{names[0]} index {low if low < 0 else high} is outside [0, {n_features})")
+    return sp.csr_matrix((data.astype(dtype, copy=False), indices, indptr),
                          shape=(len(indptr) - 1, n_features))
 
 

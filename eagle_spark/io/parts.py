@@ -186,7 +186,7 @@ def read_sparse_rows(folder: str, key: str, idx: str, val: str, shape: tuple[int
             [0, n_cols), or the index and value lists differ in length (the message names the
             folder).
     """
-    from eagle_spark.sparse import list_parts
+    from eagle_spark.sparse import csr_from_arrow
 
     fs, path = filesystem_for(folder)
     columns = [key, idx, val] + ([extra] if extra else [])
@@ -195,20 +195,16 @@ def read_sparse_rows(folder: str, key: str, idx: str, val: str, shape: tuple[int
     if len(rows) and (rows[0] < 0 or rows[-1] >= shape[0]):
         raise ValueError(f"{folder}: {key} {int(rows[0] if rows[0] < 0 else rows[-1])} is outside "
                          f"[0, {shape[0]})")
-    if (np.diff(rows) == 0).any():
-        raise ValueError(f"{folder}: {key} {int(rows[np.flatnonzero(np.diff(rows) == 0)[0]])} "
-                         "appears in more than one row")
-    offsets, indices = list_parts(table.column(idx))
-    val_offsets, values = list_parts(table.column(val))
-    if not np.array_equal(offsets, val_offsets):
-        raise ValueError(f"{folder}: {idx} and {val} have different list lengths")
-    if len(indices) and (int(indices.min()) < 0 or int(indices.max()) >= shape[1]):
-        bad = int(indices.min()) if int(indices.min()) < 0 else int(indices.max())
-        raise ValueError(f"{folder}: index {bad} is outside [0, {shape[1]})")
+    repeated = np.flatnonzero(np.diff(rows) == 0)
+    if len(repeated):
+        raise ValueError(f"{folder}: {key} {int(rows[repeated[0]])} appears in more than one row")
+    try:  # the rows in key order; then spread to their keys (absent rows empty)
+        block = csr_from_arrow(table.column(idx), table.column(val), shape[1], dtype, (idx, val))
+    except ValueError as err:
+        raise ValueError(f"{folder}: {err}") from err
     counts = np.zeros(shape[0], dtype=np.int64)
-    counts[rows] = np.diff(offsets)
-    matrix = sp.csr_matrix((values.astype(dtype, copy=False), indices, np.r_[0, np.cumsum(counts)]),
-                           shape=shape)
+    counts[rows] = np.diff(block.indptr)
+    matrix = sp.csr_matrix((block.data, block.indices, np.r_[0, np.cumsum(counts)]), shape=shape)
     vector = None
     if extra:
         vector = np.zeros(shape[0])

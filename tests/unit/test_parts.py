@@ -40,3 +40,18 @@ def test_bad_tables_name_the_folder_and_the_problem(tmp_path, keys, idx, message
     with pytest.raises(ValueError, match=message) as err:
         read_sparse_rows(folder, "label_id", "w_idx", "w_val", (4, 6))
     assert folder in str(err.value)
+
+
+@pytest.mark.parametrize("idx,message", [
+    ([[0, 2], [-1]], r"feat_idx index -1 is outside \[0, 3\)"),
+    ([[0, 2], [3]], r"feat_idx index 3 is outside \[0, 3\)"),
+    ([[0, 2], [1, 2]], "feat_idx and feat_val have different list lengths"),
+])
+def test_csr_from_arrow_rejects_bad_lists(idx, message):
+    from eagle_spark.sparse import csr_from_arrow
+
+    vals = pa.array([[1.0, 2.0], [3.0]], pa.list_(pa.float32()))
+    with pytest.raises(ValueError, match=message):
+        csr_from_arrow(pa.array(idx, pa.list_(pa.int32())), vals, 3)
+    M = csr_from_arrow(pa.array([[0, 2], [1]], pa.list_(pa.int32())), vals, 3)
+    assert M.dtype == np.float32 and M.toarray().tolist() == [[1.0, 0.0, 2.0], [0.0, 3.0, 0.0]]
