@@ -12,6 +12,7 @@ Every ``from_dict`` rejects unknown keys and wrong types with :class:`SettingsEr
 from __future__ import annotations
 
 import dataclasses
+import re
 import typing
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence
@@ -112,6 +113,28 @@ def _coerce(hint: Any, value: Any, key: str) -> Any:
     raise SettingsError(f"setting {key!r}: unsupported type {hint!r}")  # pragma: no cover
 
 
+_UNITS = {"k": 1 / 1024, "m": 1, "g": 1024, "t": 1024 * 1024}
+
+MIN_PYTHON_WORKER_MIB = 2048
+"""Smallest ``spark.python_worker_memory`` accepted, in MiB. Measured on this project's worker
+process: address space 0.61 GB after its imports (resident 0.21 GB); with a 1 GiB cap (and
+pyarrow's default pool, which reserves 1 GiB more at first use) an 8 MiB numpy allocation failed
+in the assign stage of a standalone-cluster run while the worker held ~0.33 GB."""
+
+
+def memory_mib(text: str, key: str) -> float:
+    """A Spark memory string (``512m``, ``2g``, ``1t``, ``2048k``; no suffix = MiB) in MiB.
+
+    Raises:
+        SettingsError: `text` is not a positive whole number with an optional k/m/g/t suffix (any
+            case, optionally followed by ``b``), as Spark reads sizes; the message names `key`.
+    """
+    match = re.fullmatch(r"\s*(\d+)\s*([kmgt]?)b?\s*", str(text), flags=re.IGNORECASE)
+    if match is None or int(match.group(1)) <= 0:
+        raise SettingsError(f"setting {key!r} must be a size such as 512m or 2g, got {text!r}")
+    return float(match.group(1)) * _UNITS[(match.group(2) or "m").lower()]
+
+
 def _check(condition: bool, message: str) -> None:
     if not condition:
         raise SettingsError(message)
@@ -128,7 +151,12 @@ class SparkParams(BaseParams):
         driver_memory: JVM heap of the driver (local mode: of everything), e.g. ``4g``. Default ``4g``.
         executor_memory: JVM heap per executor (cluster mode). Default ``2g``.
         python_worker_memory: cap per Python worker (``spark.executor.pyspark.memory``), or None for
-            no cap. Default None.
+            no cap. Spark enforces it as the worker's address-space limit (``RLIMIT_AS``), not its
+            resident memory: a worker maps ~0.6 GB on importing numpy, scipy, pyarrow and
+            scikit-learn, so the cap must be at least ``2g`` (:data:`MIN_PYTHON_WORKER_MIB`) and
+            about 0.7 GB above the data a task holds. With a cap, the workers use pyarrow's system
+            allocator (``ARROW_DEFAULT_MEMORY_POOL=system``), since its default pool reserves 1 GiB
+            of address space at first use. Default None.
         shuffle_partitions: ``spark.sql.shuffle.partitions``. Default 8.
         arrow_batch_rows: rows per Arrow batch handed to Python (``maxRecordsPerBatch``). Default 10000.
         loopback: bind the driver to 127.0.0.1 (local mode and the tests). Default true.
@@ -151,6 +179,13 @@ class SparkParams(BaseParams):
         _check(self.shuffle_partitions >= 1, "spark.shuffle_partitions must be >= 1")
         _check(self.arrow_batch_rows >= 1, "spark.arrow_batch_rows must be >= 1")
         _check(bool(self.master), "spark.master must not be empty")
+        if self.python_worker_memory is not None:
+            mib = memory_mib(self.python_worker_memory, "spark.python_worker_memory")
+            _check(mib >= MIN_PYTHON_WORKER_MIB,
+                   f"spark.python_worker_memory={self.python_worker_memory} is below 2g: Spark applies it as "
+                   "the Python worker's address-space limit (RLIMIT_AS), and a worker maps ~0.6 GB of "
+                   "address space on its imports alone; set 2g or more (about 0.7 GB above the data "
+                   "a task holds), or leave it unset for no cap")
         for key in self.extra:
             _check(str(key).startswith("spark."), f"spark.extra key {key!r} must start with 'spark.'")
 

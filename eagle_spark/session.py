@@ -51,6 +51,9 @@ def spark_conf(params: SparkParams) -> dict[str, str]:
     }
     if params.python_worker_memory:
         conf["spark.executor.pyspark.memory"] = params.python_worker_memory
+        # Spark enforces the cap as RLIMIT_AS (address space). pyarrow's default pool (mimalloc)
+        # reserves 1 GiB of address space at first use; the system allocator maps only what is used.
+        conf["spark.executorEnv.ARROW_DEFAULT_MEMORY_POOL"] = "system"
     if params.loopback:
         conf["spark.driver.host"] = "127.0.0.1"
         conf["spark.driver.bindAddress"] = "127.0.0.1"

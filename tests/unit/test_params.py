@@ -1,12 +1,15 @@
 """Settings: YAML files, overrides, validation, and documented defaults equal to the code's."""
 
 import dataclasses
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 
 from eagle_spark.errors import SettingsError
-from eagle_spark.params import IngestParams, Settings, SparkParams
+from eagle_spark.params import MIN_PYTHON_WORKER_MIB, IngestParams, Settings, SparkParams, memory_mib
 from eagle_spark.session import spark_conf
 from tests.conftest import ROOT
 
@@ -78,10 +81,65 @@ def test_conf_files_load():
 
 
 def test_spark_conf_loopback_and_python():
-    conf = spark_conf(SparkParams(python_worker_memory="1g", extra={"spark.x": "1"}))
+    conf = spark_conf(SparkParams(python_worker_memory="2g", extra={"spark.x": "1"}))
     assert conf["spark.driver.host"] == "127.0.0.1"
     assert conf["spark.driver.bindAddress"] == "127.0.0.1"
-    assert conf["spark.executor.pyspark.memory"] == "1g"
+    assert conf["spark.executor.pyspark.memory"] == "2g"
+    assert conf["spark.executorEnv.ARROW_DEFAULT_MEMORY_POOL"] == "system"
+    assert not any(k.startswith("spark.executorEnv.") for k in spark_conf(SparkParams()))
     assert conf["spark.x"] == "1"
     assert conf["spark.pyspark.python"]
     assert "spark.driver.host" not in spark_conf(SparkParams(loopback=False))
+
+
+@pytest.mark.parametrize("text, mib", [("512m", 512), ("2g", 2048), ("2G", 2048), ("3gb", 3072),
+                                       ("2048k", 2), ("1t", 1024 * 1024), ("700", 700)])
+def test_memory_mib_reads_spark_sizes(text, mib):
+    assert memory_mib(text, "k") == mib
+
+
+@pytest.mark.parametrize("text", ["", "1.5g", "-2g", "0g", "2x", "g"])
+def test_memory_mib_rejects_what_spark_cannot_read(text):
+    with pytest.raises(SettingsError, match=re.escape("setting 'spark.python_worker_memory' must be a size")):
+        SparkParams(python_worker_memory=text)
+
+
+def test_python_worker_memory_below_the_address_space_minimum_is_rejected():
+    with pytest.raises(SettingsError, match=r"python_worker_memory=1g is below 2g: .*RLIMIT_AS"):
+        SparkParams(python_worker_memory="1g")
+    with pytest.raises(SettingsError, match="below 2g"):
+        SparkParams(python_worker_memory="2047m")
+    assert SparkParams(python_worker_memory="2048m").python_worker_memory == "2048m"
+    assert SparkParams().python_worker_memory is None
+
+
+_WORKER = """
+import resource, sys
+import numpy as np, pyarrow as pa
+resource.setrlimit(resource.RLIMIT_AS, (int(sys.argv[1]) << 20,) * 2)  # as pyspark's worker does
+import scipy.sparse, sklearn.svm, pyspark.sql
+import eagle_spark.assignment.assign, eagle_spark.classifiers.tree, eagle_spark.grlr.embedding
+pa.table({"a": np.arange(1_000_000)[::-1].copy()}).sort_by("a")
+data = np.empty(int(sys.argv[2]) << 20, dtype=np.uint8)
+print("held", data.nbytes >> 20)
+"""
+
+
+@pytest.mark.parametrize("pool_env", [True, False])
+def test_worker_at_the_minimum_cap_holds_its_data_only_with_the_system_pool(pool_env):
+    """A Python worker under the smallest accepted cap (RLIMIT_AS, as Spark sets it) with the
+    environment spark_conf gives the executors can hold (cap - 768 MiB) of data; with pyarrow's
+    default pool (a 1 GiB reserve) the same allocation fails."""
+    env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
+    if pool_env:
+        prefix = "spark.executorEnv."
+        conf = spark_conf(SparkParams(python_worker_memory=f"{MIN_PYTHON_WORKER_MIB}m"))
+        env.update({k[len(prefix):]: v for k, v in conf.items() if k.startswith(prefix)})
+    data_mib = MIN_PYTHON_WORKER_MIB - 768
+    done = subprocess.run([sys.executable, "-c", _WORKER, str(MIN_PYTHON_WORKER_MIB), str(data_mib)],
+                          env={**env, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=120)
+    if pool_env:
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert done.stdout.split() == ["held", str(data_mib)]
+    else:
+        assert done.returncode != 0 and "MemoryError" in done.stderr, done.stdout + done.stderr[-2000:]
