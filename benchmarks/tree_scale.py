@@ -30,6 +30,7 @@ def main() -> None:
     ap.add_argument("--workdir", default="/tmp/eagle-bench-synth")
     ap.add_argument("--test-rows", type=int, default=60000)
     ap.add_argument("--n-trees", type=int, default=3)
+    ap.add_argument("--tol", type=float, default=None, help="train.tol (default: TrainParams')")
     args = ap.parse_args()
 
     from pyspark.sql import functions as F
@@ -66,9 +67,10 @@ def main() -> None:
                     n_features=m["n_features"], n_labels=m["n_labels"], source={"dataset": test}))
             test = str(sub)
         model, preds = work / f"tree_{scale}", work / f"tree_pred_{scale}"
-        params = TrainParams(model="tree", n_trees=args.n_trees)
+        params = TrainParams(model="tree", n_trees=args.n_trees,
+                             **({} if args.tol is None else {"tol": args.tol}))
         pp = dataclasses.replace(PredictParams(), propensity_a=0.5, propensity_b=0.4)
-        row = {"scale": scale, "n_trees": args.n_trees}
+        row = {"scale": scale, "n_trees": args.n_trees, "tol": params.tol}
         with PeakRSS() as rss:
             t0 = time.monotonic()
             meta = train_tree(spark, train, str(model), params, overwrite=True)

@@ -343,6 +343,10 @@ class TrainParams(BaseParams):
         loss: ``squared_hinge`` (Parabel/PECOS default) or ``logistic``. Default ``squared_hinge``.
         C: liblinear cost (inverse L2 regularisation) on L2-normalised rows. Default 0.5.
         threshold: weights with |w| below it are pruned. Default 0.1.
+        tol: liblinear's stopping tolerance (``eps``: the dual coordinate descent stops when its
+            projected-gradient gap falls below tol times the first pass's), as in liblinear and
+            Parabel. 0.2 trained the tree ~20% faster on delicious with the same P@1 (measured in
+            docs/design.md). Default 0.1.
         normalize: L2-normalise the rows of X. Default true.
         tasks: label blocks, one Spark task each. Default 16.
         negative_fraction: share of the negatives each label trains on (1 = all). Default 1.0.
@@ -360,6 +364,7 @@ class TrainParams(BaseParams):
     loss: str = "squared_hinge"
     C: float = 0.5
     threshold: float = 0.1
+    tol: float = 0.1
     normalize: bool = True
     tasks: int = 16
     negative_fraction: float = 1.0
@@ -378,6 +383,7 @@ class TrainParams(BaseParams):
                f"train.loss must be squared_hinge or logistic, got {self.loss!r}")
         _check(self.C > 0, "train.C must be > 0")
         _check(self.threshold >= 0, "train.threshold must be >= 0")
+        _check(self.tol > 0, "train.tol must be > 0")
         _check(self.tasks >= 1, "train.tasks must be >= 1")
         _check(0 < self.negative_fraction <= 1, "train.negative_fraction must be in (0, 1]")
 

@@ -62,7 +62,8 @@ def _train_task(dataset: str, out: str, n_features: int, n_labels: int, params: 
                             keep = y | (rng.random(len(y)) < params.negative_fraction)
                             Xl, yl = X[keep], y[keep]
                         w_idx, w_val, bias = train_binary(Xl, yl, params.loss, params.C,
-                                                          params.threshold, seed=params.seed)
+                                                          params.threshold, tol=params.tol,
+                                                          seed=params.seed)
                         no_pos += int(not y.any())
                         n_w += len(w_idx)
                         rows.append((label, w_idx, w_val, bias))

@@ -302,7 +302,8 @@ def _unit(tree: Tree, under: list, X: sp.csr_matrix, Y: sp.csc_matrix, node: int
         labels = [child - tree.n_clusters] if child >= tree.n_clusters else under[child]
         y = np.zeros(len(active), dtype=bool)
         y[np.searchsorted(active, rows_with(Y, np.asarray(labels, dtype=np.int64)))] = True
-        w_idx, w_val, bias = train_binary(Xa, y, params.loss, params.C, params.threshold, seed=params.seed)
+        w_idx, w_val, bias = train_binary(Xa, y, params.loss, params.C, params.threshold, tol=params.tol,
+                                          seed=params.seed)
         rows.append((child, cols[w_idx].astype(np.int32), w_val, bias))
     return rows
 

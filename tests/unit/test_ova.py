@@ -55,7 +55,8 @@ def test_spark_equals_twin(spark, tiny, model):
     got = weights(spark, path)
     assert sorted(got) == list(range(983))
     for label in (0, 1, 5, 77, 500, 982):
-        idx, val, bias = train_binary(Xn, Y[:, label].toarray().ravel() > 0, C=meta["params"]["C"])
+        idx, val, bias = train_binary(Xn, Y[:, label].toarray().ravel() > 0, C=meta["params"]["C"],
+                                       tol=meta["params"]["tol"])
         assert got[label][0] == idx.tolist()
         np.testing.assert_allclose(got[label][1], val, rtol=1e-6)
         assert got[label][2] == pytest.approx(bias, rel=1e-6)

@@ -143,3 +143,12 @@ def test_worker_at_the_minimum_cap_holds_its_data_only_with_the_system_pool(pool
         assert done.stdout.split() == ["held", str(data_mib)]
     else:
         assert done.returncode != 0 and "MemoryError" in done.stderr, done.stdout + done.stderr[-2000:]
+
+
+def test_train_tol_is_a_positive_setting():
+    from eagle_spark.params import TrainParams
+
+    assert TrainParams().tol == 0.1  # liblinear's and Parabel's eps
+    assert Settings.load(None, ["train.tol=0.2"]).train.tol == 0.2
+    with pytest.raises(SettingsError, match="train.tol must be > 0"):
+        TrainParams(tol=0.0)
