@@ -182,10 +182,11 @@ class SparkParams(BaseParams):
         if self.python_worker_memory is not None:
             mib = memory_mib(self.python_worker_memory, "spark.python_worker_memory")
             _check(mib >= MIN_PYTHON_WORKER_MIB,
-                   f"spark.python_worker_memory={self.python_worker_memory} is below 2g: Spark applies it as "
+                   f"spark.python_worker_memory={self.python_worker_memory} is below "
+                   f"{MIN_PYTHON_WORKER_MIB // 1024}g: Spark applies it as "
                    "the Python worker's address-space limit (RLIMIT_AS), and a worker maps ~0.6 GB of "
-                   "address space on its imports alone; set 2g or more (about 0.7 GB above the data "
-                   "a task holds), or leave it unset for no cap")
+                   f"address space on its imports alone; set {MIN_PYTHON_WORKER_MIB // 1024}g or more "
+                   "(about 0.7 GB above the data a task holds), or leave it unset for no cap")
         for key in self.extra:
             _check(str(key).startswith("spark."), f"spark.extra key {key!r} must start with 'spark.'")
 
