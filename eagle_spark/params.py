@@ -354,11 +354,11 @@ class TrainParams(BaseParams):
         seed: seed of the negative sampling, the solver and the tree's 2-means. Default 0.
         max_leaf: tree: maximum labels per leaf. Default 100.
         n_trees: tree: trees in the ensemble (Parabel uses 3), scores averaged. Default 3.
-        driver_levels: tree: levels of the tree the driver splits; every node at that depth roots
-            a sub-tree split in a Spark task (0: the root's whole tree in a task). Default None:
-            the fewest levels that leave at least two sub-trees per core of the session
-            (``n_trees * 2**levels >= 2 * defaultParallelism``; 1 for 3 trees on 2 cores), since
-            the driver splits serially while the cores wait.
+        top_levels: tree: levels of every tree the indexer's first Spark stage splits, one task
+            per tree; every node at that depth roots a sub-tree split by the second stage, whose
+            tasks are balanced (0: no first stage, whole trees in the second). Default None: the
+            fewest levels that leave at least two sub-trees per core of the session
+            (``n_trees * 2**levels >= 2 * defaultParallelism``; 1 for 3 trees on 2 cores).
     """
 
     model: str = "ova"
@@ -372,12 +372,12 @@ class TrainParams(BaseParams):
     seed: int = 0
     max_leaf: int = 100
     n_trees: int = 3
-    driver_levels: Optional[int] = None
+    top_levels: Optional[int] = None
 
     def __post_init__(self) -> None:
         _check(self.n_trees >= 1, "train.n_trees must be >= 1")
-        _check(self.driver_levels is None or self.driver_levels >= 0,
-               "train.driver_levels must be >= 0 (or null for automatic)")
+        _check(self.top_levels is None or self.top_levels >= 0,
+               "train.top_levels must be >= 0 (or null for automatic)")
         _check(self.model in ("ova", "tree"), f"train.model must be ova or tree, got {self.model!r}")
         _check(self.max_leaf >= 2, "train.max_leaf must be >= 2")
         _check(self.loss in ("squared_hinge", "logistic"),

@@ -10,9 +10,10 @@ and the labels of each leaf (ranker); each has one binary linear classifier
 (:func:`eagle_spark.classifiers.linear.train_binary`) trained on the samples that are positive under
 its parent (have a label in the parent's subtree): PECOS's matcher-aware negatives M = Y C.
 
-Distribution: the indexer (:func:`index_trees`) splits the top ``driver_levels`` levels of each
-tree on the driver (by default the fewest that leave two sub-trees per core); every node at that depth roots a sub-tree that a Spark task splits to its
-leaves. The tree's shape (node ids, sizes) follows from n_labels and max_leaf alone
+Distribution: the indexer (:func:`index_trees`) splits the top ``top_levels`` levels of each
+tree in a first Spark stage, one task per tree (by default the fewest levels that leave two
+sub-trees per core); every node at that depth roots a sub-tree that a task of a second stage
+splits to its leaves. The tree's shape (node ids, sizes) follows from n_labels and max_leaf alone
 (:func:`tree_shape`) and node v's 2-means seed is [seed, v], so the result equals the single-node
 :func:`build_tree` wherever the split happens. Training units (one per internal node: its children;
 one per leaf: its labels) are independent, dealt into ``tasks`` bins by their positive samples
@@ -117,7 +118,7 @@ class TreeShape(NamedTuple):
     labels into children of ceil(m/2) and floor(m/2) labels whatever the representations, so ids,
     parents and sizes follow from n_labels and max_leaf alone. Node ids are the depth-first order
     of :func:`build_tree` (node 0 the root); a node's 2-means seed is ``[seed, node]``, so any part
-    of the tree can be split anywhere (driver or Spark task) and give the same tree.
+    of the tree can be split anywhere (driver, either indexer stage) and give the same tree.
 
     Attributes:
         parent: (n_clusters,) parent node (-1 for the root).
@@ -160,7 +161,7 @@ def tree_shape(n_labels: int, max_leaf: int) -> TreeShape:
 def split_nodes(reps: sp.csr_matrix, labels: np.ndarray, node: int, shape: TreeShape, seed: int,
                 max_iter: int = 20, stop_level: Optional[int] = None) -> list[tuple[int, np.ndarray]]:
     """Split `node` (holding `labels`) by balanced spherical 2-means down to its leaves, or down to
-    the nodes at `stop_level` (the driver's frontier).
+    the nodes at `stop_level` (the first indexer stage's frontier).
 
     Args:
         reps: (n_labels, d) L2-normalised label representations (all labels; rows of `labels` used).
@@ -346,11 +347,11 @@ def deal(work: np.ndarray, bins: int) -> list[list[int]]:
     return out
 
 
-def driver_levels_for(n_trees: int, cores: int) -> int:
-    """The fewest tree levels the driver must split so that the sub-trees below them number at
-    least two per core: min L with n_trees * 2**L >= 2 * cores (the default of
-    ``train.driver_levels``; the driver splits serially while the cores wait, so fewer is faster
-    as long as the tasks can be balanced)."""
+def top_levels_for(n_trees: int, cores: int) -> int:
+    """The fewest tree levels to split first so that the sub-trees below them number at least two
+    per core: min L with n_trees * 2**L >= 2 * cores (the default of ``train.top_levels``; the
+    first stage has one task per tree, so fewer levels keep more of the work in the balanced
+    second stage)."""
     levels = 0
     while n_trees * 2 ** levels < 2 * max(1, cores):
         levels += 1
@@ -358,7 +359,45 @@ def driver_levels_for(n_trees: int, cores: int) -> int:
 
 
 _LEAVES = pa.schema([pa.field("tree", pa.int32(), False), pa.field("node", pa.int32(), False),
-                     pa.field(S.LABEL_IDS, pa.list_(pa.field("element", pa.int32(), False)), False)])
+                     pa.field(S.LABEL_IDS, pa.list_(pa.field("element", pa.int32(), False)), False),
+                     pa.field("work", pa.float64(), False)])
+
+
+def _split_stage(spark: SparkSession, dataset: str, n_features: int, n_labels: int, params: Any,
+                 label_repr: Optional[str], shape: TreeShape, units_by_bin: dict,
+                 stop_level: Optional[int]) -> list[tuple[int, int, np.ndarray, float]]:
+    """One Spark stage of the indexer: task b splits the sub-trees (tree, node, labels) of
+    ``units_by_bin[b]`` down to their leaves, or to the nodes at `stop_level`.
+
+    Tasks read the label representations themselves (:func:`label_reps`, cached per worker
+    process), so only label ids travel.
+
+    Returns:
+        [(tree, node, labels, work)] of the reached nodes; work = the nnz of their labels'
+        representations plus one per label (what splitting them further costs).
+    """
+    seed, normalize = params.seed, params.normalize
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        reps = label_reps(dataset, n_features, n_labels, normalize, label_repr)
+        row_work = np.diff(reps.indptr).astype(np.float64) + 1.0
+        for batch in batches:
+            for b in np.asarray(batch.column(0), dtype=np.int64):
+                for t, node, labels in units_by_bin.get(int(b), []):
+                    found = split_nodes(reps, labels.astype(np.int64), node, shape, seed + t,
+                                        stop_level=stop_level)
+                    yield pa.RecordBatch.from_arrays([
+                        pa.array(np.full(len(found), t, dtype=np.int32)),
+                        pa.array(np.array([v for v, _ in found], dtype=np.int32)),
+                        pa.array([lab.astype(np.int32) for _, lab in found],
+                                 type=_LEAVES.field(S.LABEL_IDS).type),
+                        pa.array(np.array([row_work[lab].sum() for _, lab in found], dtype=np.float64))],
+                        schema=_LEAVES)
+
+    bins = len(units_by_bin)
+    got = spark.range(0, bins, numPartitions=bins).mapInArrow(run, from_arrow_schema(_LEAVES)).collect()
+    return [(row["tree"], row["node"], np.array(row[S.LABEL_IDS], dtype=np.int64), row["work"])
+            for row in got]
 
 
 def index_trees(spark: SparkSession, dataset: str, n_features: int, n_labels: int, params: Any,
@@ -366,11 +405,13 @@ def index_trees(spark: SparkSession, dataset: str, n_features: int, n_labels: in
     """The distributed indexer: the label trees of an ensemble, equal to :func:`build_tree` with
     seeds ``params.seed + t``.
 
-    The driver splits the top ``params.driver_levels`` levels of every tree (default
-    :func:`driver_levels_for` the session's cores); each node at that depth roots a sub-tree that a Spark task splits down to its leaves (sub-trees dealt into
-    ``params.tasks`` tasks by their representations' nnz). Tasks read the representations from the
-    dataset (PIFA) or `label_repr` themselves (cached per worker), so only label ids travel, and the
-    tasks' X/Y cache is warm for training.
+    Two Spark stages: the first splits the top ``params.top_levels`` levels of every tree, one
+    task per tree (default :func:`top_levels_for` the session's cores; skipped when 0); every node
+    at that depth roots a sub-tree, and the second stage splits those down to their leaves, dealt
+    into ``params.tasks`` tasks by their representations' nnz. Tasks read the representations
+    from the dataset (PIFA) or `label_repr` themselves (cached per worker), so only label ids
+    travel, the driver never holds the representations, and the tasks' X/Y cache is warm for
+    training.
 
     Returns:
         One Tree per tree of the ensemble.
@@ -381,44 +422,30 @@ def index_trees(spark: SparkSession, dataset: str, n_features: int, n_labels: in
     if label_repr is not None and not has_table(spark, label_repr, S.LABEL_EMB):
         raise BadInputError(f"label representations {label_repr} have no {S.LABEL_EMB} table")
     shape = tree_shape(n_labels, params.max_leaf)
-    levels = params.driver_levels
+    levels = params.top_levels
     if levels is None:
-        levels = driver_levels_for(params.n_trees, spark.sparkContext.defaultParallelism)
-    reps = label_reps(dataset, n_features, n_labels, params.normalize, label_repr)
-    row_nnz = np.diff(reps.indptr).astype(np.float64) + 1.0
+        levels = top_levels_for(params.n_trees, spark.sparkContext.defaultParallelism)
+    everything = np.arange(n_labels, dtype=np.int32)
+    if levels > 0 and shape.kids[0][0] >= 0:
+        tops = {t: [(t, 0, everything)] for t in range(params.n_trees)}
+        found = _split_stage(spark, dataset, n_features, n_labels, params, label_repr, shape, tops,
+                             stop_level=levels)
+    else:  # whole trees, each the second stage's sub-tree
+        found = [(t, 0, everything.astype(np.int64), 1.0) for t in range(params.n_trees)]
     leaves: list[list] = [[] for _ in range(params.n_trees)]
-    units = []  # (tree, node, labels) of the sub-trees left to the tasks
-    for t in range(params.n_trees):
-        for node, labels in split_nodes(reps, np.arange(n_labels), 0, shape, params.seed + t,
-                                        stop_level=levels):
-            if shape.kids[node][0] < 0:
-                leaves[t].append((node, labels))
-            else:
-                units.append((t, node, labels.astype(np.int32)))
-    del reps
-    _reps_cache.clear()  # the driver needs no copy of the representations while training
+    units, work = [], []  # the sub-trees left to the second stage
+    for t, node, labels, w in found:
+        if shape.kids[node][0] < 0:
+            leaves[t].append((node, labels))
+        else:
+            units.append((t, node, labels.astype(np.int32)))
+            work.append(w)
     if units:
-        bins = max(1, min(params.tasks, len(units)))
-        dealt = deal(np.array([row_nnz[u[2]].sum() for u in units]), bins)
-        units_by_bin = {b: [units[i] for i in idx] for b, idx in enumerate(dealt)}
-        seed, normalize = params.seed, params.normalize
-
-        def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-            reps = label_reps(dataset, n_features, n_labels, normalize, label_repr)
-            for batch in batches:
-                for b in np.asarray(batch.column(0), dtype=np.int64):
-                    for t, node, labels in units_by_bin.get(int(b), []):
-                        found = split_nodes(reps, labels.astype(np.int64), node, shape, seed + t)
-                        yield pa.RecordBatch.from_arrays([
-                            pa.array(np.full(len(found), t, dtype=np.int32)),
-                            pa.array(np.array([v for v, _ in found], dtype=np.int32)),
-                            pa.array([lab.astype(np.int32) for _, lab in found],
-                                     type=_LEAVES.field(S.LABEL_IDS).type)], schema=_LEAVES)
-
-        got = spark.range(0, bins, numPartitions=bins).mapInArrow(
-            run, from_arrow_schema(_LEAVES)).collect()
-        for row in got:
-            leaves[row["tree"]].append((row["node"], np.array(row[S.LABEL_IDS], dtype=np.int64)))
+        dealt = deal(np.array(work), max(1, min(params.tasks, len(units))))
+        for t, node, labels, _ in _split_stage(
+                spark, dataset, n_features, n_labels, params, label_repr, shape,
+                {b: [units[i] for i in idx] for b, idx in enumerate(dealt)}, stop_level=None):
+            leaves[t].append((node, labels))
     return [tree_from_leaves(shape, leaves[t], n_labels) for t in range(params.n_trees)]
 
 
@@ -430,7 +457,7 @@ def train_tree(spark: SparkSession, dataset: str, model_path: str, params: Any,
         dataset: dataset with X and Y, on storage every executor reaches.
         model_path: model folder (atomic).
         params: the ``train`` section (loss, C, threshold, normalize, tasks, max_leaf, n_trees,
-            driver_levels, seed).
+            top_levels, seed).
         label_repr: folder with ``label_emb`` (e.g. the output of embed) to cluster instead of PIFA.
     Returns:
         The model metadata (n_clusters, depth, ...).
@@ -439,15 +466,10 @@ def train_tree(spark: SparkSession, dataset: str, model_path: str, params: Any,
     """
     manifest = read_manifest(spark, dataset)
     n_features, n_labels = int(manifest["n_features"]), int(manifest["n_labels"])
-    if label_repr is None:  # PIFA needs X and Y on the driver anyway
-        ids, _, Y = load_xy(dataset, n_features, n_labels, params.normalize)
-        if len(ids) == 0:
-            raise BadInputError(f"dataset {dataset} has no samples to train on")
-        label_freq = np.asarray(Y.sum(axis=0), dtype=np.float64).ravel()  # positives per label
-    else:  # given representations: X stays off the driver
-        if read_table(spark, dataset, S.X).limit(1).count() == 0:
-            raise BadInputError(f"dataset {dataset} has no samples to train on")
-        label_freq, _ = label_counts(read_table(spark, dataset, S.Y), n_labels)
+    # X stays off the driver: the tasks index (PIFA included) and train
+    if read_table(spark, dataset, S.X).limit(1).count() == 0:
+        raise BadInputError(f"dataset {dataset} has no samples to train on")
+    label_freq, _ = label_counts(read_table(spark, dataset, S.Y), n_labels)  # positives per label
     trees = index_trees(spark, dataset, n_features, n_labels, params, label_repr)
     units, work = [], []
     for t, tree in enumerate(trees):
@@ -628,5 +650,5 @@ def predict_tree(spark: SparkSession, model_path: str, X: DataFrame, n_features:
     return X.select(S.SAMPLE_ID, S.FEAT_IDX, S.FEAT_VAL).mapInArrow(run, PRED_SCHEMA)
 
 
-__all__ = ["Tree", "TreeShape", "tree_shape", "split_nodes", "tree_from_leaves", "label_reps", "driver_levels_for", "index_trees", "compact_columns", "rows_with", "build_tree", "pifa", "train_tree", "predict_tree", "beam_search",
+__all__ = ["Tree", "TreeShape", "tree_shape", "split_nodes", "tree_from_leaves", "label_reps", "top_levels_for", "index_trees", "compact_columns", "rows_with", "build_tree", "pifa", "train_tree", "predict_tree", "beam_search",
            "ensemble_search"]

@@ -9,7 +9,7 @@ import pytest
 
 from eagle_spark.classifiers.base import load_xy
 from eagle_spark.classifiers.tree import (_load_model, _prob, _unit, beam_search, build_tree,
-                                          compact_columns, deal, driver_levels_for, ensemble_search,
+                                          compact_columns, deal, top_levels_for, ensemble_search,
                                           index_trees, pifa, predict_tree, rows_with, train_tree,
                                           tree_shape)
 from eagle_spark.cli import main
@@ -75,22 +75,27 @@ def test_compact_columns_and_rows_with(n_features):
     assert rows_with(Y, np.array([1])).tolist() == []
 
 
-def test_driver_levels_for_leaves_two_subtrees_per_core():
-    assert driver_levels_for(3, 2) == 1  # 3 trees x 2 sub-trees >= 4
-    assert driver_levels_for(4, 1) == 0  # 4 whole trees >= 2
-    assert driver_levels_for(1, 1) == 1
-    assert driver_levels_for(3, 32) == 5  # 96 >= 64 > 48
-    assert driver_levels_for(3, 0) == 0  # unknown parallelism counts as one core: 3 >= 2
+def test_top_levels_for_leaves_two_subtrees_per_core():
+    assert top_levels_for(3, 2) == 1  # 3 trees x 2 sub-trees >= 4
+    assert top_levels_for(4, 1) == 0  # 4 whole trees >= 2
+    assert top_levels_for(1, 1) == 1
+    assert top_levels_for(3, 32) == 5  # 96 >= 64 > 48
+    assert top_levels_for(3, 0) == 0  # unknown parallelism counts as one core: 3 >= 2
 
 
-@pytest.mark.parametrize("driver_levels,tasks", [(0, 1), (2, 3), (4, 2), (50, 3), (None, 2)])
-def test_distributed_indexer_equals_twin(spark, tiny, driver_levels, tasks):  # noqa: F811
-    """Top levels on the driver, sub-trees in Spark tasks: the same trees as build_tree, for any
-    split point between driver and tasks (driver_levels 50 = all on the driver)."""
+@pytest.mark.parametrize("top_levels,tasks", [(0, 1), (2, 3), (4, 2), (50, 3), (None, 2)])
+def test_distributed_indexer_equals_twin(spark, tiny, top_levels, tasks):  # noqa: F811
+    """Top levels in a first Spark stage (one task per tree), sub-trees in a second: the same trees
+    as build_tree, for any split point between the two stages (top_levels 50 = all in the first),
+    and the driver never computes the label representations."""
+    from eagle_spark.classifiers import tree as T
+
     _, X, Y = load_xy(tiny["train"], 500, 983, True)
     params = TrainParams(model="tree", max_leaf=20, tasks=tasks, n_trees=2, seed=5,
-                         driver_levels=driver_levels)
+                         top_levels=top_levels)
+    T._reps_cache.clear()
     trees = index_trees(spark, tiny["train"], 500, 983, params)
+    assert T._reps_cache == {}  # the tasks' worker processes hold them, not the driver
     for t, got in enumerate(trees):
         twin = build_tree(pifa(X, Y), 20, 5 + t)
         assert got.n_clusters == twin.n_clusters == 127  # 983 labels -> 64 leaves of 15-16
@@ -114,7 +119,7 @@ def test_distributed_indexer_with_given_label_representations(spark, tiny, tmp_p
         S.EMB_VAL: [reps.data[reps.indptr[i]:reps.indptr[i + 1]].tolist() for i in range(983)],
         S.N_GROUPS: pa.array(np.ones(983, dtype=np.int32))},
         schema=S.LABEL_EMB_ARROW), tmp_path / "emb" / S.LABEL_EMB / "part-00000.parquet")
-    params = TrainParams(model="tree", max_leaf=20, tasks=2, n_trees=1, driver_levels=1)
+    params = TrainParams(model="tree", max_leaf=20, tasks=2, n_trees=1, top_levels=1)
     got = index_trees(spark, tiny["train"], 16, 983, params, label_repr=str(tmp_path / "emb"))[0]
     np.testing.assert_array_equal(got.parent, build_tree(reps, 20, 0).parent)
     assert not np.array_equal(got.parent, build_tree(pifa(*load_xy(tiny["train"], 500, 983, True)[1:]),
