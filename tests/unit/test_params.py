@@ -148,7 +148,7 @@ def test_worker_at_the_minimum_cap_holds_its_data_only_with_the_system_pool(pool
 def test_train_tol_is_a_positive_setting():
     from eagle_spark.params import TrainParams
 
-    assert TrainParams().tol == 0.1  # liblinear's and Parabel's eps
-    assert Settings.load(None, ["train.tol=0.2"]).train.tol == 0.2
+    assert TrainParams().tol == 0.2  # twice liblinear's and Parabel's eps (docs/design.md)
+    assert Settings.load(None, ["train.tol=0.1"]).train.tol == 0.1
     with pytest.raises(SettingsError, match="train.tol must be > 0"):
         TrainParams(tol=0.0)
