@@ -13,8 +13,10 @@ from eagle_spark.classifiers.tree import (_load_model, _prob, _unit, beam_search
                                           index_trees, pifa, predict_tree, rows_with, train_tree,
                                           tree_shape)
 from eagle_spark.cli import main
+from eagle_spark.errors import BadInputError
+from eagle_spark.io.ingest import ingest
 from eagle_spark.io.tables import read_table
-from eagle_spark.params import TrainParams
+from eagle_spark.params import IngestParams, TrainParams
 from tests.unit.test_ova import tiny  # noqa: F401  (module fixture: 1500 delicious samples)
 
 PARAMS = TrainParams(model="tree", max_leaf=40, tasks=3)
@@ -230,3 +232,12 @@ def test_retrained_model_at_the_same_path_is_not_served_from_a_stale_cache(spark
     predict(spark, fresh, tiny["test"], str(tmp_path / "p3"), PredictParams())
     assert rows(tmp_path / "p2") == rows(tmp_path / "p3")
     assert rows(tmp_path / "p2") != rows(tmp_path / "p1")
+
+
+def test_empty_training_set_is_rejected_before_any_output(spark, tmp_path, write_text):
+    """The tree checks for samples on the X table (the driver no longer loads X): a clear error
+    naming the dataset, and no model folder."""
+    ingest(spark, write_text("empty.txt", "0 500 983\n"), str(tmp_path / "empty"), IngestParams())
+    with pytest.raises(BadInputError, match=f"dataset {tmp_path / 'empty'} has no samples to train on"):
+        train_tree(spark, str(tmp_path / "empty"), str(tmp_path / "m"), TrainParams(model="tree"))
+    assert not (tmp_path / "m").exists()
