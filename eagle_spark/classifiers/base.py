@@ -22,6 +22,7 @@ from eagle_spark import schemas as S
 from eagle_spark.errors import BadInputError
 from eagle_spark.io.fs import FileSystem
 from eagle_spark.io.parts import filesystem_for, folder_version, read_x
+from eagle_spark.io.tables import read_manifest, read_table
 from eagle_spark.sparse import l2_normalize_rows
 
 MODEL_FORMAT_VERSION = 1
@@ -34,6 +35,20 @@ WEIGHTS_ARROW = pa.schema([
     pa.field("w_val", S.ARROW_FLOAT_LIST, nullable=False),
     pa.field("bias", pa.float32(), nullable=False),
 ])
+
+
+def training_set(spark: SparkSession, dataset: str) -> tuple[int, int]:
+    """(n_features, n_labels) of a training dataset, after checking that it has samples and Y.
+
+    Raises:
+        BadInputError: the dataset has no samples (manifest n_samples 0 or an empty X table).
+        (read_manifest / read_table raise BadInputError for a missing manifest, X or Y.)
+    """
+    manifest = read_manifest(spark, dataset)
+    if int(manifest.get("n_samples", 0)) == 0 or read_table(spark, dataset, S.X).limit(1).count() == 0:
+        raise BadInputError(f"dataset {dataset} has no samples to train on")
+    read_table(spark, dataset, S.Y)  # raises when Y is missing
+    return int(manifest["n_features"]), int(manifest["n_labels"])
 
 
 def write_metadata(spark: SparkSession, folder: str, cls: str, params: dict, n_features: int,

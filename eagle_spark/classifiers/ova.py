@@ -29,12 +29,11 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from eagle_spark import schemas as S
 from eagle_spark.classifiers.base import (WEIGHTS, WEIGHTS_ARROW, load_xy, read_metadata,
-                                          write_metadata)
+                                          training_set, write_metadata)
 from eagle_spark.classifiers.linear import train_binary
 from eagle_spark.errors import BadInputError
 from eagle_spark.io.fs import atomic_output
 from eagle_spark.io.parts import PartWriters, folder_version, read_sparse_rows
-from eagle_spark.io.tables import read_manifest, read_table
 from eagle_spark.sparse import csr_from_arrow, l2_normalize_rows
 
 log = logging.getLogger(__name__)
@@ -106,11 +105,7 @@ def train_ova(spark: SparkSession, dataset: str, model_path: str, params: Any,
     Raises:
         BadInputError: the dataset has no samples or no Y.
     """
-    manifest = read_manifest(spark, dataset)
-    n_features, n_labels = int(manifest["n_features"]), int(manifest["n_labels"])
-    if int(manifest.get("n_samples", 0)) == 0 or read_table(spark, dataset, S.X).limit(1).count() == 0:
-        raise BadInputError(f"dataset {dataset} has no samples to train on")
-    read_table(spark, dataset, S.Y)  # raises when Y is missing
+    n_features, n_labels = training_set(spark, dataset)
     blocks = max(1, min(params.tasks, n_labels))
     with atomic_output(spark, model_path, overwrite) as tmp:
         rows = spark.range(0, blocks, numPartitions=blocks).mapInArrow(

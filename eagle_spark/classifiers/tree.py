@@ -46,14 +46,14 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from eagle_spark import schemas as S
 from eagle_spark.classifiers.base import (WEIGHTS, WEIGHTS_ARROW, load_xy, read_metadata,
-                                          write_metadata)
+                                          training_set, write_metadata)
 from eagle_spark.classifiers.linear import train_binary
 from eagle_spark.classifiers.ova import PRED_SCHEMA, _PRED, _weights_batch
 from eagle_spark.errors import BadInputError
 from eagle_spark.evaluation.metrics import label_counts
 from eagle_spark.io.fs import atomic_output
 from eagle_spark.io.parts import PartWriter, PartWriters, filesystem_for, folder_version, read_sparse_rows
-from eagle_spark.io.tables import has_table, read_manifest, read_table
+from eagle_spark.io.tables import has_table, read_table
 from eagle_spark.kmeans import balanced_2means
 from eagle_spark.sparse import csr_from_arrow, l2_normalize_rows
 
@@ -358,7 +358,7 @@ def top_levels_for(n_trees: int, cores: int) -> int:
     return levels
 
 
-_LEAVES = pa.schema([pa.field("tree", pa.int32(), False), pa.field("node", pa.int32(), False),
+_SPLIT = pa.schema([pa.field("tree", pa.int32(), False), pa.field("node", pa.int32(), False),
                      pa.field(S.LABEL_IDS, pa.list_(pa.field("element", pa.int32(), False)), False),
                      pa.field("work", pa.float64(), False)])
 
@@ -390,12 +390,12 @@ def _split_stage(spark: SparkSession, dataset: str, n_features: int, n_labels: i
                         pa.array(np.full(len(found), t, dtype=np.int32)),
                         pa.array(np.array([v for v, _ in found], dtype=np.int32)),
                         pa.array([lab.astype(np.int32) for _, lab in found],
-                                 type=_LEAVES.field(S.LABEL_IDS).type),
+                                 type=_SPLIT.field(S.LABEL_IDS).type),
                         pa.array(np.array([row_work[lab].sum() for _, lab in found], dtype=np.float64))],
-                        schema=_LEAVES)
+                        schema=_SPLIT)
 
     bins = len(units_by_bin)
-    got = spark.range(0, bins, numPartitions=bins).mapInArrow(run, from_arrow_schema(_LEAVES)).collect()
+    got = spark.range(0, bins, numPartitions=bins).mapInArrow(run, from_arrow_schema(_SPLIT)).collect()
     return [(row["tree"], row["node"], np.array(row[S.LABEL_IDS], dtype=np.int64), row["work"])
             for row in got]
 
@@ -462,13 +462,9 @@ def train_tree(spark: SparkSession, dataset: str, model_path: str, params: Any,
     Returns:
         The model metadata (n_clusters, depth, ...).
     Raises:
-        BadInputError: no samples, or label_repr lacks label_emb.
+        BadInputError: no samples or no Y (:func:`training_set`), or label_repr lacks label_emb.
     """
-    manifest = read_manifest(spark, dataset)
-    n_features, n_labels = int(manifest["n_features"]), int(manifest["n_labels"])
-    # X stays off the driver: the tasks index (PIFA included) and train
-    if read_table(spark, dataset, S.X).limit(1).count() == 0:
-        raise BadInputError(f"dataset {dataset} has no samples to train on")
+    n_features, n_labels = training_set(spark, dataset)  # X stays off the driver: tasks index and train
     label_freq, _ = label_counts(read_table(spark, dataset, S.Y), n_labels)  # positives per label
     trees = index_trees(spark, dataset, n_features, n_labels, params, label_repr)
     units, work = [], []
