@@ -31,6 +31,8 @@ def main() -> None:
     ap.add_argument("--test-rows", type=int, default=60000)
     ap.add_argument("--n-trees", type=int, default=3)
     ap.add_argument("--tol", type=float, default=None, help="train.tol (default: TrainParams')")
+    ap.add_argument("--max-leaf-work", default=None,
+                    help="train.max_leaf_work, or 'none' for Parabel's leaves (default: TrainParams')")
     args = ap.parse_args()
 
     from pyspark.sql import functions as F
@@ -67,10 +69,13 @@ def main() -> None:
                     n_features=m["n_features"], n_labels=m["n_labels"], source={"dataset": test}))
             test = str(sub)
         model, preds = work / f"tree_{scale}", work / f"tree_pred_{scale}"
-        params = TrainParams(model="tree", n_trees=args.n_trees,
-                             **({} if args.tol is None else {"tol": args.tol}))
+        given = {} if args.tol is None else {"tol": args.tol}
+        if args.max_leaf_work is not None:
+            given["max_leaf_work"] = None if args.max_leaf_work == "none" else int(args.max_leaf_work)
+        params = TrainParams(model="tree", n_trees=args.n_trees, **given)
         pp = dataclasses.replace(PredictParams(), propensity_a=0.5, propensity_b=0.4)
-        row = {"scale": scale, "n_trees": args.n_trees, "tol": params.tol}
+        row = {"scale": scale, "n_trees": args.n_trees, "tol": params.tol,
+               "max_leaf_work": params.max_leaf_work}
         with PeakRSS() as rss:
             t0 = time.monotonic()
             meta = train_tree(spark, train, str(model), params, overwrite=True)
@@ -78,6 +83,7 @@ def main() -> None:
         row["train_peak_rss_GB"] = round(rss.peak_bytes / 2**30, 2)
         row["model_MB"] = round(folder_bytes(model) / 1e6, 1)
         row["n_labels"], row["depth"] = meta["n_labels"], meta["depth"]
+        row["n_clusters"] = meta["n_clusters"]
         print(row, flush=True)
         with PeakRSS() as rss:
             t0 = time.monotonic()

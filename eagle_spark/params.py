@@ -354,6 +354,10 @@ class TrainParams(BaseParams):
         negative_fraction: share of the negatives each label trains on (1 = all). Default 1.0.
         seed: seed of the negative sampling, the solver and the tree's 2-means. Default 0.
         max_leaf: tree: maximum labels per leaf. Default 100.
+        max_leaf_work: tree: a leaf whose training work (samples positive under it x its labels)
+            exceeds this is split further by the same balanced 2-means, while it has >= 4 labels,
+            so that no leaf (usually one holding head labels) costs much more than the others.
+            None: the leaves are Parabel's (only max_leaf). Default 1,000,000 (docs/design.md).
         n_trees: tree: trees in the ensemble (Parabel uses 3), scores averaged. Default 3.
         top_levels: tree: levels of every tree the indexer's first Spark stage splits, one task
             per tree; every node at that depth roots a sub-tree split by the second stage, whose
@@ -372,6 +376,7 @@ class TrainParams(BaseParams):
     negative_fraction: float = 1.0
     seed: int = 0
     max_leaf: int = 100
+    max_leaf_work: Optional[int] = 1_000_000
     n_trees: int = 3
     top_levels: Optional[int] = None
 
@@ -381,6 +386,8 @@ class TrainParams(BaseParams):
                "train.top_levels must be >= 0 (or null for automatic)")
         _check(self.model in ("ova", "tree"), f"train.model must be ova or tree, got {self.model!r}")
         _check(self.max_leaf >= 2, "train.max_leaf must be >= 2")
+        _check(self.max_leaf_work is None or self.max_leaf_work >= 1,
+               "train.max_leaf_work must be >= 1 (or null for none)")
         _check(self.loss in ("squared_hinge", "logistic"),
                f"train.loss must be squared_hinge or logistic, got {self.loss!r}")
         _check(self.C > 0, "train.C must be > 0")

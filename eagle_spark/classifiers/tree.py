@@ -3,7 +3,9 @@ matcher/ranker classifiers trained in parallel tasks, and beam-search prediction
 
 Tree: node 0 is the root; internal nodes are split by balanced spherical 2-means
 (:func:`eagle_spark.kmeans.balanced_2means`) of their labels' representations until a node holds at
-most ``max_leaf`` labels (a leaf). Label representations are PIFA (the L2-normalised sum of the
+most ``max_leaf`` labels (a leaf); a leaf whose training work (samples positive under it x its
+labels) exceeds ``max_leaf_work`` is split further the same way (:func:`split_nodes`), so that
+leaves of head labels do not dominate the training. Label representations are PIFA (the L2-normalised sum of the
 normalised feature rows of each label's positive samples, Y^T X) or given ones (e.g. the GRLR label
 embeddings, ``label_repr``). Scored elements are the non-root nodes (matcher: "go into this child")
 and the labels of each leaf (ranker); each has one binary linear classifier
@@ -13,9 +15,11 @@ its parent (have a label in the parent's subtree): PECOS's matcher-aware negativ
 Distribution: the indexer (:func:`index_trees`) splits the top ``top_levels`` levels of each
 tree in a first Spark stage, one task per tree (by default the fewest levels that leave two
 sub-trees per core); every node at that depth roots a sub-tree that a task of a second stage
-splits to its leaves. The tree's shape (node ids, sizes) follows from n_labels and max_leaf alone
-(:func:`tree_shape`) and node v's 2-means seed is [seed, v], so the result equals the single-node
-:func:`build_tree` wherever the split happens. Training units (one per internal node: its children;
+splits to its leaves. The tree's shape down to the max_leaf leaves (node ids, sizes) follows from
+n_labels and max_leaf alone (:func:`tree_shape`), nodes below a heavy leaf are named by their path
+from it and numbered after the shape's (:func:`tree_from_leaves`), and a node's 2-means seed
+depends only on its name, so the result equals the single-node :func:`build_tree` wherever the
+split happens. Training units (one per internal node: its children;
 one per leaf: its labels) are independent, dealt into ``tasks`` bins by their positive samples
 times their classifiers (:func:`deal`), and each task trains its units from the executor-side X/Y cache, labels in batches inside
 the task. Never one Spark job per label. A unit's samples and features are restricted to the ones
@@ -118,7 +122,9 @@ class TreeShape(NamedTuple):
     labels into children of ceil(m/2) and floor(m/2) labels whatever the representations, so ids,
     parents and sizes follow from n_labels and max_leaf alone. Node ids are the depth-first order
     of :func:`build_tree` (node 0 the root); a node's 2-means seed is ``[seed, node]``, so any part
-    of the tree can be split anywhere (driver, either indexer stage) and give the same tree.
+    of the tree can be split anywhere (driver, either indexer stage) and give the same tree. The
+    nodes that ``max_leaf_work`` adds below its leaves depend on the data and are numbered after
+    it (:func:`tree_from_leaves`).
 
     Attributes:
         parent: (n_clusters,) parent node (-1 for the root).
@@ -158,53 +164,109 @@ def tree_shape(n_labels: int, max_leaf: int) -> TreeShape:
                      np.array(size, dtype=np.int64), np.array(kids, dtype=np.int64).reshape(-1, 2))
 
 
+class LeafWork(NamedTuple):
+    """What deciding whether a leaf is too heavy needs (``train.max_leaf_work``).
+
+    Attributes:
+        max_work: the budget: samples positive under a leaf x its labels (the row x classifier
+            pairs its training unit fits).
+        label_freq: (n_labels,) positives per label; their sum over a leaf's labels bounds its
+            positive samples, so most leaves are decided without Y.
+        Y: (n_samples, n_labels) CSC positives, or a function returning it (called only for a leaf
+            the bound does not clear).
+    """
+
+    max_work: int
+    label_freq: np.ndarray
+    Y: Any
+
+
+def _is_heavy(work: Optional[LeafWork], labels: np.ndarray) -> bool:
+    """Whether a leaf of `labels` must be split further: it has at least 4 labels (children of
+    >= 2) and its samples positive under it x its labels exceed the budget."""
+    if work is None or len(labels) < 4 or work.label_freq[labels].sum() * len(labels) <= work.max_work:
+        return False
+    Y = work.Y() if callable(work.Y) else work.Y
+    return len(rows_with(Y, labels)) * len(labels) > work.max_work
+
+
 def split_nodes(reps: sp.csr_matrix, labels: np.ndarray, node: int, shape: TreeShape, seed: int,
-                max_iter: int = 20, stop_level: Optional[int] = None) -> list[tuple[int, np.ndarray]]:
+                max_iter: int = 20, stop_level: Optional[int] = None,
+                work: Optional[LeafWork] = None) -> list[tuple[int, str, np.ndarray]]:
     """Split `node` (holding `labels`) by balanced spherical 2-means down to its leaves, or down to
     the nodes at `stop_level` (the first indexer stage's frontier).
+
+    A leaf of `shape` whose work exceeds the budget of `work` (:func:`_is_heavy`) is split further the
+    same way; the nodes below it are named by their path from it ("0" = its left child, "01" =
+    that child's right child), and :func:`tree_from_leaves` numbers them.
 
     Args:
         reps: (n_labels, d) L2-normalised label representations (all labels; rows of `labels` used).
         labels: the node's labels, ascending (int64).
         node: the node's id in `shape`.
-        seed: the tree's seed; node v is split with seed ``[seed, v]``.
+        seed: the tree's seed; node v is split with seed ``[seed, v]``, the node at path p below
+            leaf v with ``[seed, v, 1 + p_1, ..., 1 + p_k]``.
         stop_level: do not split nodes at this depth or deeper (None: split to the leaves).
+        work: the ``train.max_leaf_work`` budget and what checking it needs (None: the leaves are
+            the shape's, as in Parabel).
     Returns:
-        [(node, labels)] of the reached leaves and frontier nodes.
-    Source: Parabel (Prabhu et al. 2018) section 3.2, hierarchical balanced 2-means.
+        [(node, path, labels)] of the reached leaves and frontier nodes (path "" for nodes of
+        `shape`).
+    Source: Parabel (Prabhu et al. 2018) section 3.2, hierarchical balanced 2-means; the work
+    budget is this project's (docs/design.md).
     """
-    out, stack = [], [(node, labels)]
+    out, stack = [], [(node, "", labels)]
     while stack:
-        v, lab = stack.pop()
+        v, path, lab = stack.pop()
         left, right = shape.kids[v]
-        if left < 0 or (stop_level is not None and shape.level[v] >= stop_level):
-            out.append((int(v), lab))
+        if left < 0:  # a leaf of the shape: split further while too heavy
+            if not _is_heavy(work, lab):
+                out.append((int(v), path, lab))
+                continue
+            node_seed = [seed, int(v)] + [1 + int(c) for c in path]
+            to_right = balanced_2means(compact_columns(reps[lab])[1], seed=node_seed, max_iter=max_iter)
+            stack.append((v, path + "0", lab[~to_right]))
+            stack.append((v, path + "1", lab[to_right]))
+            continue
+        if stop_level is not None and shape.level[v] >= stop_level:
+            out.append((int(v), path, lab))
             continue
         to_right = balanced_2means(compact_columns(reps[lab])[1], seed=[seed, int(v)], max_iter=max_iter)
-        stack.append((int(left), lab[~to_right]))
-        stack.append((int(right), lab[to_right]))
+        stack.append((int(left), "", lab[~to_right]))
+        stack.append((int(right), "", lab[to_right]))
     return out
 
 
-def tree_from_leaves(shape: TreeShape, leaves: list[tuple[int, np.ndarray]], n_labels: int) -> Tree:
-    """The Tree whose leaf `node` holds `labels` for each (node, labels) of `leaves`.
+def tree_from_leaves(shape: TreeShape, leaves: list[tuple[int, str, np.ndarray]], n_labels: int) -> Tree:
+    """The Tree whose leaf (node, path) holds `labels` for each (node, path, labels) of `leaves`.
+
+    Nodes below a leaf of `shape` (non-empty paths, :func:`split_nodes`) get the ids after the
+    shape's, in the order of (node, path) (depth first), so the ids do not depend on the order
+    of `leaves`.
 
     Raises:
-        ValueError: a label is in no leaf or in a node that is not a leaf.
+        ValueError: a label is in no leaf, or a leaf is a node of the shape that is not a leaf.
     """
+    prefixes = sorted({(int(v), path[:i]) for v, path, _ in leaves for i in range(1, len(path) + 1)})
+    ids = {key: len(shape.parent) + i for i, key in enumerate(prefixes)}
+    extra_parent = [ids.get((v, p[:-1]), v) for v, p in prefixes]
+    extra_level = [int(shape.level[v]) + len(p) for v, p in prefixes]
     label_parent = np.full(n_labels, -1, dtype=np.int64)
-    for node, labels in leaves:
+    for node, path, labels in leaves:
         if shape.kids[node][0] >= 0:
             raise ValueError(f"node {node} is not a leaf of the tree shape")
-        label_parent[labels] = node
+        label_parent[labels] = ids[(int(node), path)] if path else node
     if (label_parent < 0).any():
         raise ValueError(f"label {int(np.flatnonzero(label_parent < 0)[0])} is in no leaf")
-    parent = np.r_[shape.parent, label_parent]
-    level = np.r_[shape.level, shape.level[label_parent] + 1]
-    return Tree(parent, level, len(shape.parent), n_labels)
+    cluster_parent = np.r_[shape.parent, np.array(extra_parent, dtype=np.int64)]
+    cluster_level = np.r_[shape.level, np.array(extra_level, dtype=np.int64)]
+    parent = np.r_[cluster_parent, label_parent]
+    level = np.r_[cluster_level, cluster_level[label_parent] + 1]
+    return Tree(parent, level, len(cluster_parent), n_labels)
 
 
-def build_tree(reps: sp.csr_matrix, max_leaf: int, seed: int, max_iter: int = 20) -> Tree:
+def build_tree(reps: sp.csr_matrix, max_leaf: int, seed: int, max_iter: int = 20,
+               Y: Optional[sp.csc_matrix] = None, max_leaf_work: Optional[int] = None) -> Tree:
     """Balanced hierarchical 2-means of label representations into a tree of <= max_leaf per leaf,
     on one node (the twin of :func:`index_trees`).
 
@@ -212,14 +274,21 @@ def build_tree(reps: sp.csr_matrix, max_leaf: int, seed: int, max_iter: int = 20
         reps: (n_labels, d) label representations (rows normalised here).
         max_leaf: maximum labels per leaf (>= 2).
         seed: seed of the 2-means initialisations (node v uses ``[seed, v]``).
+        Y: (n_samples, n_labels) CSC positives, needed with `max_leaf_work`.
+        max_leaf_work: leaves whose positives x labels exceed it are split further (None: no).
     Returns:
         The Tree.
     Raises:
-        ValueError: max_leaf < 2.
+        ValueError: max_leaf < 2, or max_leaf_work without Y.
     """
     shape = tree_shape(reps.shape[0], max_leaf)
     reps = l2_normalize_rows(reps, np.float64)
-    leaves = split_nodes(reps, np.arange(reps.shape[0]), 0, shape, seed, max_iter)
+    work = None
+    if max_leaf_work is not None:
+        if Y is None:
+            raise ValueError("max_leaf_work needs Y")
+        work = LeafWork(max_leaf_work, np.asarray(Y.sum(axis=0)).ravel().astype(np.int64), Y)
+    leaves = split_nodes(reps, np.arange(reps.shape[0]), 0, shape, seed, max_iter, work=work)
     return tree_from_leaves(shape, leaves, reps.shape[0])
 
 
@@ -359,49 +428,56 @@ def top_levels_for(n_trees: int, cores: int) -> int:
 
 
 _SPLIT = pa.schema([pa.field("tree", pa.int32(), False), pa.field("node", pa.int32(), False),
+                     pa.field("path", pa.string(), False),
                      pa.field(S.LABEL_IDS, pa.list_(pa.field("element", pa.int32(), False)), False),
                      pa.field("work", pa.float64(), False)])
 
 
 def _split_stage(spark: SparkSession, dataset: str, n_features: int, n_labels: int, params: Any,
                  label_repr: Optional[str], shape: TreeShape, units_by_bin: dict,
-                 stop_level: Optional[int]) -> list[tuple[int, int, np.ndarray, float]]:
+                 stop_level: Optional[int],
+                 label_freq: Optional[np.ndarray]) -> list[tuple[int, int, str, np.ndarray, float]]:
     """One Spark stage of the indexer: task b splits the sub-trees (tree, node, labels) of
     ``units_by_bin[b]`` down to their leaves, or to the nodes at `stop_level`.
 
     Tasks read the label representations themselves (:func:`label_reps`, cached per worker
-    process), so only label ids travel.
+    process), so only label ids travel; with ``params.max_leaf_work`` they check heavy leaves on
+    the dataset's Y (:func:`load_xy`, the cache training uses next), given `label_freq`.
 
     Returns:
-        [(tree, node, labels, work)] of the reached nodes; work = the nnz of their labels'
-        representations plus one per label (what splitting them further costs).
+        [(tree, node, path, labels, work)] of the reached nodes (:func:`split_nodes`); work = the
+        nnz of their labels' representations plus one per label (what splitting them further costs).
     """
-    seed, normalize = params.seed, params.normalize
+    seed, normalize, max_work = params.seed, params.normalize, params.max_leaf_work
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         reps = label_reps(dataset, n_features, n_labels, normalize, label_repr)
         row_work = np.diff(reps.indptr).astype(np.float64) + 1.0
+        work = None
+        if max_work is not None:
+            work = LeafWork(max_work, label_freq, lambda: load_xy(dataset, n_features, n_labels, normalize)[2])
         for batch in batches:
             for b in np.asarray(batch.column(0), dtype=np.int64):
                 for t, node, labels in units_by_bin.get(int(b), []):
                     found = split_nodes(reps, labels.astype(np.int64), node, shape, seed + t,
-                                        stop_level=stop_level)
+                                        stop_level=stop_level, work=work)
                     yield pa.RecordBatch.from_arrays([
                         pa.array(np.full(len(found), t, dtype=np.int32)),
-                        pa.array(np.array([v for v, _ in found], dtype=np.int32)),
-                        pa.array([lab.astype(np.int32) for _, lab in found],
+                        pa.array(np.array([v for v, _, _ in found], dtype=np.int32)),
+                        pa.array([path for _, path, _ in found], type=pa.string()),
+                        pa.array([lab.astype(np.int32) for _, _, lab in found],
                                  type=_SPLIT.field(S.LABEL_IDS).type),
-                        pa.array(np.array([row_work[lab].sum() for _, lab in found], dtype=np.float64))],
+                        pa.array(np.array([row_work[lab].sum() for _, _, lab in found], dtype=np.float64))],
                         schema=_SPLIT)
 
     bins = len(units_by_bin)
     got = spark.range(0, bins, numPartitions=bins).mapInArrow(run, from_arrow_schema(_SPLIT)).collect()
-    return [(row["tree"], row["node"], np.array(row[S.LABEL_IDS], dtype=np.int64), row["work"])
+    return [(row["tree"], row["node"], row["path"], np.array(row[S.LABEL_IDS], dtype=np.int64), row["work"])
             for row in got]
 
 
 def index_trees(spark: SparkSession, dataset: str, n_features: int, n_labels: int, params: Any,
-                label_repr: Optional[str] = None) -> list[Tree]:
+                label_repr: Optional[str] = None, label_freq: Optional[np.ndarray] = None) -> list[Tree]:
     """The distributed indexer: the label trees of an ensemble, equal to :func:`build_tree` with
     seeds ``params.seed + t``.
 
@@ -411,7 +487,9 @@ def index_trees(spark: SparkSession, dataset: str, n_features: int, n_labels: in
     into ``params.tasks`` tasks by their representations' nnz. Tasks read the representations
     from the dataset (PIFA) or `label_repr` themselves (cached per worker), so only label ids
     travel, the driver never holds the representations, and the tasks' X/Y cache is warm for
-    training.
+    training. With ``params.max_leaf_work``, leaves too heavy to train are split further
+    (:func:`split_nodes`); `label_freq` (positives per label) is counted on the Y table when not
+    given.
 
     Returns:
         One Tree per tree of the ensemble.
@@ -422,6 +500,8 @@ def index_trees(spark: SparkSession, dataset: str, n_features: int, n_labels: in
     if label_repr is not None and not has_table(spark, label_repr, S.LABEL_EMB):
         raise BadInputError(f"label representations {label_repr} have no {S.LABEL_EMB} table")
     shape = tree_shape(n_labels, params.max_leaf)
+    if params.max_leaf_work is not None and label_freq is None:
+        label_freq, _ = label_counts(read_table(spark, dataset, S.Y), n_labels)
     levels = params.top_levels
     if levels is None:
         levels = top_levels_for(params.n_trees, spark.sparkContext.defaultParallelism)
@@ -429,23 +509,24 @@ def index_trees(spark: SparkSession, dataset: str, n_features: int, n_labels: in
     if levels > 0 and shape.kids[0][0] >= 0:
         tops = {t: [(t, 0, everything)] for t in range(params.n_trees)}
         found = _split_stage(spark, dataset, n_features, n_labels, params, label_repr, shape, tops,
-                             stop_level=levels)
+                             stop_level=levels, label_freq=label_freq)
     else:  # whole trees, each the second stage's sub-tree
-        found = [(t, 0, everything.astype(np.int64), 1.0) for t in range(params.n_trees)]
+        found = [(t, 0, "", everything.astype(np.int64), 1.0) for t in range(params.n_trees)]
     leaves: list[list] = [[] for _ in range(params.n_trees)]
     units, work = [], []  # the sub-trees left to the second stage
-    for t, node, labels, w in found:
-        if shape.kids[node][0] < 0:
-            leaves[t].append((node, labels))
+    for t, node, path, labels, w in found:
+        if shape.kids[node][0] < 0:  # a leaf of the shape, or below one (path): final
+            leaves[t].append((node, path, labels))
         else:
             units.append((t, node, labels.astype(np.int32)))
             work.append(w)
     if units:
         dealt = deal(np.array(work), max(1, min(params.tasks, len(units))))
-        for t, node, labels, _ in _split_stage(
+        for t, node, path, labels, _ in _split_stage(
                 spark, dataset, n_features, n_labels, params, label_repr, shape,
-                {b: [units[i] for i in idx] for b, idx in enumerate(dealt)}, stop_level=None):
-            leaves[t].append((node, labels))
+                {b: [units[i] for i in idx] for b, idx in enumerate(dealt)}, stop_level=None,
+                label_freq=label_freq):
+            leaves[t].append((node, path, labels))
     return [tree_from_leaves(shape, leaves[t], n_labels) for t in range(params.n_trees)]
 
 
@@ -466,7 +547,7 @@ def train_tree(spark: SparkSession, dataset: str, model_path: str, params: Any,
     """
     n_features, n_labels = training_set(spark, dataset)  # X stays off the driver: tasks index and train
     label_freq, _ = label_counts(read_table(spark, dataset, S.Y), n_labels)  # positives per label
-    trees = index_trees(spark, dataset, n_features, n_labels, params, label_repr)
+    trees = index_trees(spark, dataset, n_features, n_labels, params, label_repr, label_freq)
     units, work = [], []
     for t, tree in enumerate(trees):
         under = tree.labels_under()
@@ -646,5 +727,5 @@ def predict_tree(spark: SparkSession, model_path: str, X: DataFrame, n_features:
     return X.select(S.SAMPLE_ID, S.FEAT_IDX, S.FEAT_VAL).mapInArrow(run, PRED_SCHEMA)
 
 
-__all__ = ["Tree", "TreeShape", "tree_shape", "split_nodes", "tree_from_leaves", "label_reps", "top_levels_for", "index_trees", "compact_columns", "rows_with", "build_tree", "pifa", "train_tree", "predict_tree", "beam_search",
+__all__ = ["Tree", "TreeShape", "LeafWork", "tree_shape", "split_nodes", "tree_from_leaves", "label_reps", "top_levels_for", "index_trees", "compact_columns", "rows_with", "build_tree", "pifa", "train_tree", "predict_tree", "beam_search",
            "ensemble_search"]

@@ -145,6 +145,16 @@ def test_worker_at_the_minimum_cap_holds_its_data_only_with_the_system_pool(pool
         assert done.returncode != 0 and "MemoryError" in done.stderr, done.stdout + done.stderr[-2000:]
 
 
+def test_train_max_leaf_work_is_a_positive_setting_or_none():
+    from eagle_spark.params import TrainParams
+
+    assert TrainParams().max_leaf_work == 1_000_000  # splits no leaf of bibtex or delicious
+    assert Settings.load(None, ["train.max_leaf_work=null"]).train.max_leaf_work is None
+    assert Settings.load(None, ["train.max_leaf_work=5000"]).train.max_leaf_work == 5000
+    with pytest.raises(SettingsError, match="train.max_leaf_work must be >= 1"):
+        TrainParams(max_leaf_work=0)
+
+
 def test_train_tol_is_a_positive_setting():
     from eagle_spark.params import TrainParams
 

@@ -19,7 +19,9 @@ from eagle_spark.io.tables import read_table
 from eagle_spark.params import IngestParams, TrainParams
 from tests.unit.test_ova import tiny  # noqa: F401  (module fixture: 1500 delicious samples)
 
-PARAMS = TrainParams(model="tree", max_leaf=40, tasks=3)
+# max_leaf_work 20000: 6 of the 32 leaves of tree 0 (positives x labels up to 30,194) are split
+# further, so the module's model has nodes below the shape's leaves and leaves at several depths
+PARAMS = TrainParams(model="tree", max_leaf=40, tasks=3, max_leaf_work=20000)
 
 
 @pytest.fixture(scope="module")
@@ -55,6 +57,51 @@ def test_tree_shape_hand_worked():
         tree_shape(10, 1)
 
 
+def test_tree_from_leaves_numbers_nodes_below_shape_leaves():
+    # tree_shape(10, 3): parent [-1, 0, 0, 2, 2, 1, 1], leaves 3 (3 labels), 4, 5 (3 labels), 6.
+    # Leaf 3 split into "0" = {0} and "1", itself split into "10" = {1}, "11" = {2}; leaf 5 into
+    # "0" = {5, 6} and "1" = {7}. New ids in (node, path) order: (3, "0") 7, (3, "1") 8,
+    # (3, "10") 9, (3, "11") 10, (5, "0") 11, (5, "1") 12; labels follow as elements 13..22.
+    from eagle_spark.classifiers.tree import tree_from_leaves
+
+    shape = tree_shape(10, 3)
+    leaves = [(5, "1", np.array([7])), (3, "11", np.array([2])), (4, "", np.array([3, 4])),
+              (3, "0", np.array([0])), (6, "", np.array([8, 9])), (5, "0", np.array([5, 6])),
+              (3, "10", np.array([1]))]
+    tree = tree_from_leaves(shape, leaves, 10)
+    assert tree.n_clusters == 13
+    assert tree.parent.tolist() == ([-1, 0, 0, 2, 2, 1, 1] + [3, 3, 8, 8, 5, 5]
+                                    + [7, 9, 10, 4, 4, 11, 11, 12, 6, 6])
+    assert tree.level.tolist() == [0, 1, 1, 2, 2, 2, 2, 3, 3, 4, 4, 3, 3] + [4, 5, 5, 3, 3, 4, 4, 4, 3, 3]
+    assert tree_from_leaves(shape, leaves[::-1], 10).parent.tolist() == tree.parent.tolist()
+    with pytest.raises(ValueError, match="node 2 is not a leaf"):
+        tree_from_leaves(shape, leaves + [(2, "0", np.array([3]))], 10)
+    with pytest.raises(ValueError, match="label 2 is in no leaf"):
+        tree_from_leaves(shape, [leaf for leaf in leaves if leaf[1] != "11"], 10)
+
+
+def test_heavy_leaves_are_split_until_within_budget(tiny):  # noqa: F811
+    """max_leaf_work: every leaf with >= 4 labels has positives x labels within the budget, none
+    has more than max_leaf labels; without it the leaves are the shape's (Parabel's)."""
+    _, X, Y = load_xy(tiny["train"], 500, 983, True)
+    reps = pifa(X, Y)
+    plain = build_tree(reps, 40, 0)
+    assert plain.n_clusters == len(tree_shape(983, 40).parent) == 63
+    for budget in (20000, 5000):
+        tree = build_tree(reps, 40, 0, Y=Y, max_leaf_work=budget)
+        under = tree.labels_under()
+        leaves = [n for n in range(tree.n_clusters) if tree.is_leaf_cluster(n)]
+        assert sum(len(under[n]) for n in leaves) == 983 and max(len(under[n]) for n in leaves) <= 40
+        for n in leaves:
+            assert len(under[n]) < 4 or len(rows_with(Y, under[n])) * len(under[n]) <= budget
+        assert tree.n_clusters > 63 and tree.level.max() > plain.level.max()
+        # the shape's leaves that were within the budget keep their labels
+        kept = [n for n in range(63) if plain.is_leaf_cluster(n) and tree.is_leaf_cluster(n)]
+        assert kept and all(np.array_equal(under[n], plain.labels_under()[n]) for n in kept)
+    with pytest.raises(ValueError, match="max_leaf_work needs Y"):
+        build_tree(reps, 40, 0, max_leaf_work=5000)
+
+
 def test_deal_balances_bins():
     # heaviest first to the least loaded bin: 5 -> b0, 4 -> b1, 3 -> b1 (7), 3 -> b0 (8), 3 -> b1
     assert deal(np.array([5, 4, 3, 3, 3]), 2) == [[0, 3], [1, 2, 4]]  # loads 8 / 10
@@ -85,22 +132,29 @@ def test_top_levels_for_leaves_two_subtrees_per_core():
     assert top_levels_for(3, 0) == 0  # unknown parallelism counts as one core: 3 >= 2
 
 
-@pytest.mark.parametrize("top_levels,tasks", [(0, 1), (2, 3), (4, 2), (50, 3), (None, 2)])
-def test_distributed_indexer_equals_twin(spark, tiny, top_levels, tasks):  # noqa: F811
+@pytest.mark.parametrize("top_levels,tasks,max_leaf_work", [
+    (0, 1, None), (2, 3, None), (4, 2, None), (50, 3, None), (None, 2, None),
+    (0, 1, 5000), (2, 3, 5000), (50, 3, 5000)])
+def test_distributed_indexer_equals_twin(spark, tiny, top_levels, tasks, max_leaf_work):  # noqa: F811
     """Top levels in a first Spark stage (one task per tree), sub-trees in a second: the same trees
     as build_tree, for any split point between the two stages (top_levels 50 = all in the first),
-    and the driver never computes the label representations."""
+    with and without heavy leaves split further (max_leaf_work), and the driver never computes
+    the label representations."""
     from eagle_spark.classifiers import tree as T
 
     _, X, Y = load_xy(tiny["train"], 500, 983, True)
     params = TrainParams(model="tree", max_leaf=20, tasks=tasks, n_trees=2, seed=5,
-                         top_levels=top_levels)
+                         top_levels=top_levels, max_leaf_work=max_leaf_work)
     T._reps_cache.clear()
     trees = index_trees(spark, tiny["train"], 500, 983, params)
     assert T._reps_cache == {}  # the tasks' worker processes hold them, not the driver
     for t, got in enumerate(trees):
-        twin = build_tree(pifa(X, Y), 20, 5 + t)
-        assert got.n_clusters == twin.n_clusters == 127  # 983 labels -> 64 leaves of 15-16
+        twin = build_tree(pifa(X, Y), 20, 5 + t, Y=Y, max_leaf_work=max_leaf_work)
+        assert got.n_clusters == twin.n_clusters
+        if max_leaf_work is None:
+            assert got.n_clusters == 127  # 983 labels -> 64 leaves of 15-16
+        else:
+            assert got.n_clusters > 127  # heavy leaves split further
         np.testing.assert_array_equal(got.parent, twin.parent)
         np.testing.assert_array_equal(got.level, twin.level)
     assert not np.array_equal(trees[0].parent, trees[1].parent)  # seeds 5 and 6 differ
@@ -131,8 +185,9 @@ def test_distributed_indexer_with_given_label_representations(spark, tiny, tmp_p
 def test_spark_training_equals_twin(spark, tiny, tree_model):  # noqa: F811
     path, meta = tree_model
     ids, X, Y = load_xy(tiny["train"], 500, 983, True)
-    tree = build_tree(pifa(X, Y), PARAMS.max_leaf, PARAMS.seed)  # tree 0 uses seed + 0
-    assert meta["n_trees"] == 3 and tree.n_clusters == meta["n_clusters"][0]
+    tree = build_tree(pifa(X, Y), PARAMS.max_leaf, PARAMS.seed, Y=Y,  # tree 0 uses seed + 0
+                      max_leaf_work=PARAMS.max_leaf_work)
+    assert meta["n_trees"] == 3 and tree.n_clusters == meta["n_clusters"][0] > 63
     got_tree, WT, bias = _load_model(path, meta)[0]
     np.testing.assert_array_equal(got_tree.parent, tree.parent)
     under = tree.labels_under()
@@ -190,7 +245,8 @@ def test_cli_round_trip_and_determinism(spark, tiny, tree_model, tmp_path, capsy
     path, _ = tree_model
     again = tmp_path / "again"
     assert main(["train", "--model", "tree", "--input", tiny["train"], "--output", str(again),
-                 "--set", "train.max_leaf=40", "--set", "train.tasks=2"]) == 0
+                 "--set", "train.max_leaf=40", "--set", "train.tasks=2",
+                 "--set", "train.max_leaf_work=20000"]) == 0
     rows = lambda m: sorted((t, r.label_id, tuple(r.w_idx), tuple(r.w_val), r.bias)  # noqa: E731
                             for t in range(3) for r in spark.read.parquet(f"{m}/data/weights_{t}").collect())
     assert rows(path) == rows(str(again))  # same seed, other task count: the same classifiers
