@@ -132,13 +132,28 @@ def evaluate_frames(Y: DataFrame, predictions: DataFrame, k: int, inv_ps: np.nda
     return {"n_samples": n, "k": k, **_finish(sums, n)}
 
 
+_COUNTS = pa.schema([pa.field("rows", pa.int64(), False), pa.field("counts", pa.binary(), False)])
+
+
 def label_counts(Y: DataFrame, n_labels: int) -> tuple[np.ndarray, int]:
-    """(counts per label (n_labels,), number of rows) of a Y table; collects n_labels counts."""
-    n = Y.count()
-    counts = np.zeros(n_labels)
-    for row in Y.select(F.explode(S.LABEL_IDS).alias("l")).groupBy("l").count().collect():
-        if 0 <= row["l"] < n_labels:
-            counts[row["l"]] = row["count"]
+    """(counts per label (n_labels,) float64, number of rows) of a Y table, in one Spark pass:
+    each task counts its partition's label ids (``np.bincount``) and sends one dense int64
+    vector (8 bytes per label), summed on the driver. Ids outside [0, n_labels) are not counted.
+    """
+    def count(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        counts, rows = np.zeros(n_labels, dtype=np.int64), 0
+        for batch in batches:
+            rows += batch.num_rows
+            ids = np.asarray(batch.column(0).flatten(), dtype=np.int64)
+            ids = ids[(ids >= 0) & (ids < n_labels)]
+            counts += np.bincount(ids, minlength=n_labels)
+        yield pa.RecordBatch.from_arrays([pa.array([rows], pa.int64()), pa.array([counts.tobytes()])],
+                                         schema=_COUNTS)
+
+    counts, n = np.zeros(n_labels), 0
+    for row in Y.select(S.LABEL_IDS).mapInArrow(count, from_arrow_schema(_COUNTS)).collect():
+        counts += np.frombuffer(row["counts"], dtype=np.int64)
+        n += row["rows"]
     return counts, n
 
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from eagle_spark import schemas as S
-from eagle_spark.evaluation.metrics import (evaluate_frames, inv_propensity, metrics_from_lists,
-                                            table)
+from eagle_spark.evaluation.metrics import (evaluate_frames, inv_propensity, label_counts,
+                                            metrics_from_lists, table)
 
 TRUE = [[1, 2], [0], []]           # the third sample has no label: counts, contributes 0
 PRED = [[2, 0, 1], [1, 2, 0], [0, 1, 2]]
@@ -67,3 +67,14 @@ def test_bad_arguments(spark):
     Y = spark.createDataFrame([(0, [1])], S.Y_SCHEMA)
     with pytest.raises(ValueError, match="k must be >= 1"):
         evaluate_frames(Y, Y, 0, INV_PS)
+
+
+def test_label_counts_hand_worked(spark):
+    # label 0 in rows 0 and 3, label 2 in rows 0, 1, 3; row 2 has none; id 5 is beyond n_labels 3
+    rows = [(0, [0, 2]), (1, [2]), (2, []), (3, [2, 0, 5])]
+    for parts in (1, 3):  # one task, or partial counts from several summed on the driver
+        Y = spark.createDataFrame(rows, S.Y_SCHEMA).repartition(parts)
+        counts, n = label_counts(Y, 3)
+        assert counts.tolist() == [2.0, 0.0, 3.0] and n == 4
+    counts, n = label_counts(spark.createDataFrame([], S.Y_SCHEMA), 2)
+    assert counts.tolist() == [0.0, 0.0] and n == 0
