@@ -82,9 +82,7 @@ def train_binary(X: sp.csr_matrix, y: np.ndarray, loss: str = "squared_hinge", C
         _set_verbosity(0)  # liblinear's progress lines off (a process-wide flag others may set)
         raw, _ = _train_wrap(X, y.astype(np.float64), True, _SOLVER[loss], tol, 1.0, C, _BOTH_CLASSES,
                              max_iter, _liblinear_seed(seed), 0.1, np.ones(X.shape[0]))
-        w = raw[0, :-1]
-        keep = np.flatnonzero(np.abs(w) >= threshold) if threshold > 0 else np.flatnonzero(w)
-        return keep.astype(np.int32), w[keep].astype(np.float32), float(raw[0, -1])
+        return _pruned(raw[0, :-1], raw[0, -1], threshold)
     with warnings.catch_warnings(), config_context(assume_finite=True, skip_parameter_validation=True):
         warnings.simplefilter("ignore")  # liblinear's ConvergenceWarning at max_iter: expected
         if direct and _fit_liblinear is not None:
@@ -105,6 +103,10 @@ def train_binary(X: sp.csr_matrix, y: np.ndarray, loss: str = "squared_hinge", C
                                            random_state=seed)
             model.fit(X, y)
             coef, intercept = model.coef_, model.intercept_
-    w = np.asarray(coef).ravel()
+    return _pruned(np.asarray(coef).ravel(), np.ravel(intercept)[0], threshold)
+
+
+def _pruned(w: np.ndarray, bias: float, threshold: float) -> tuple[np.ndarray, np.ndarray, float]:
+    """(w_idx, w_val, bias) of a dense weight vector, weights with |w| < threshold dropped."""
     keep = np.flatnonzero(np.abs(w) >= threshold) if threshold > 0 else np.flatnonzero(w)
-    return keep.astype(np.int32), w[keep].astype(np.float32), float(np.ravel(intercept)[0])
+    return keep.astype(np.int32), w[keep].astype(np.float32), float(bias)

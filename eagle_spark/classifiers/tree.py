@@ -219,21 +219,19 @@ def split_nodes(reps: sp.csr_matrix, labels: np.ndarray, node: int, shape: TreeS
     while stack:
         v, path, lab = stack.pop()
         left, right = shape.kids[v]
-        if left < 0:  # a leaf of the shape: split further while too heavy
-            if not _is_heavy(work, lab):
-                out.append((int(v), path, lab))
-                continue
-            node_seed = [seed, int(v)] + [1 + int(c) for c in path]
-            to_right = balanced_2means(compact_columns(reps[lab])[1], seed=node_seed, max_iter=max_iter)
-            stack.append((v, path + "0", lab[~to_right]))
-            stack.append((v, path + "1", lab[to_right]))
-            continue
-        if stop_level is not None and shape.level[v] >= stop_level:
+        if left < 0:  # a leaf of the shape (or below one): split further while too heavy
+            done = not _is_heavy(work, lab)
+            halves = [(v, path + "0"), (v, path + "1")]
+        else:
+            done = stop_level is not None and shape.level[v] >= stop_level
+            halves = [(int(left), ""), (int(right), "")]
+        if done:
             out.append((int(v), path, lab))
             continue
-        to_right = balanced_2means(compact_columns(reps[lab])[1], seed=[seed, int(v)], max_iter=max_iter)
-        stack.append((int(left), "", lab[~to_right]))
-        stack.append((int(right), "", lab[to_right]))
+        node_seed = [seed, int(v)] + [1 + int(c) for c in path]  # [seed, v] for nodes of the shape
+        to_right = balanced_2means(compact_columns(reps[lab])[1], seed=node_seed, max_iter=max_iter)
+        stack.append((*halves[0], lab[~to_right]))
+        stack.append((*halves[1], lab[to_right]))
     return out
 
 
