@@ -17,14 +17,14 @@ The contract every stage keeps:
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 import time
 from typing import Any, Callable, Sequence
 
 from eagle_spark import __version__
-from eagle_spark.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_OK, EagleError
+from eagle_spark.errors import (EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_OK, EagleError, from_task_failure,
+                                strict_json)
 from eagle_spark.params import Settings
 
 log = logging.getLogger("eagle_spark")
@@ -116,31 +116,53 @@ def main(argv: Sequence[str] | None = None) -> int:
     return _run(args.command, args, settings)
 
 
+# Flags that name what a command reads: a damaged file under one of them is bad input (exit 2), and
+# no command may write over, into or around one of them.
+INPUT_FLAGS = ("input", "embeddings", "model", "predictions", "y1", "y2", "label_repr",
+               "propensity_from", "train", "test", "dataset", "test_dataset")
+OUTPUT_FLAGS = ("output",)
+
+
+def command_inputs(args: argparse.Namespace) -> list[str]:
+    """The input paths given to a command (its :data:`INPUT_FLAGS` that are set)."""
+    return [getattr(args, f) for f in INPUT_FLAGS if isinstance(getattr(args, f, None), str)]
+
+
 def _run(name: str, args: argparse.Namespace, settings: Settings) -> int:
     from pyspark.sql import SparkSession
 
+    from eagle_spark.io.fs import check_separate, input_read_errors
     from eagle_spark.session import build_spark
 
     _, _, run = _COMMANDS[name]
     started = time.monotonic()
     owned = SparkSession.getActiveSession() is None
     spark = None
+    inputs = command_inputs(args)
     try:
+        for flag in OUTPUT_FLAGS:  # before anything runs
+            if isinstance(getattr(args, flag, None), str):
+                check_separate(getattr(args, flag), inputs)
         spark = build_spark(settings.spark)
         log.info("%s: started", name)
-        summary = run(spark, args, settings)
-    except EagleError as err:
+        with input_read_errors(inputs):
+            summary = run(spark, args, settings)
+        strict_json(summary)  # NumericalError naming the key if a NaN / inf reached the summary
+    except Exception as exc:  # noqa: BLE001 - every failure becomes an exit code
+        err = from_task_failure(exc)
+        if err is None:  # internal failure: full traceback for the bug report
+            log.exception("%s: internal failure", name)
+            return EXIT_INTERNAL
+        if err is not exc:
+            log.debug("%s: raised in a Spark task", name, exc_info=exc)
         print(f"eagle-spark {name}: error: {err}", file=sys.stderr)
         return err.exit_code
-    except Exception:  # internal failure: full traceback for the bug report
-        log.exception("%s: internal failure", name)
-        return EXIT_INTERNAL
     finally:
         if owned and spark is not None:
             spark.stop()
     seconds = round(time.monotonic() - started, 3)
     log.info("%s: done in %.1f s", name, seconds)
-    print(json.dumps({"command": name, **summary, "seconds": seconds}, sort_keys=False), flush=True)
+    print(strict_json({"command": name, **summary, "seconds": seconds}, sort_keys=False), flush=True)
     return EXIT_OK
 
 

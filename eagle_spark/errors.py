@@ -1,10 +1,17 @@
-"""Exceptions of eagle_spark and the exit codes the CLI maps them to.
+"""Exceptions of eagle_spark, the exit codes the CLI maps them to, and strict JSON.
 
 The CLI contract: exit 0 on success, 2 on bad usage or bad input (the message says what is wrong
 and where: file, line or row), 1 on an internal failure.
 """
 
 from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any, Callable
+
+import numpy as np
 
 EXIT_OK = 0
 EXIT_INTERNAL = 1
@@ -29,3 +36,101 @@ class OutputExistsError(BadInputError):
 
 class SettingsError(BadInputError):
     """A settings file or a ``--set key=value`` override is invalid (unknown key, wrong type)."""
+
+
+class RunFolderInUseError(BadInputError):
+    """Another live process holds the run folder's lock (:mod:`eagle_spark.io.lock`)."""
+
+
+class NumericalError(EagleError, ArithmeticError):
+    """A stage computed a NaN or infinite embedding, weight or score; nothing of it is written.
+
+    Raised inside Spark tasks as well; :func:`from_task_failure` recovers it on the driver. The
+    message names the stage and the label, node or sample. Exit code 1 (an internal failure: the
+    settings and inputs were checked, so the computation itself went wrong).
+    """
+
+
+def check_finite(values: np.ndarray, describe: Callable[[int], str]) -> None:
+    """Raise :class:`NumericalError` unless every element of `values` is finite.
+
+    Args:
+        values: any numpy array (checked in one vectorised pass).
+        describe: maps the flat index of the first non-finite element to the message (it names the
+            stage and the label, node or sample).
+    Raises:
+        NumericalError: some element is NaN or +-inf.
+    """
+    flat = np.asarray(values).ravel()
+    if flat.size and not np.isfinite(flat).all():
+        raise NumericalError(describe(int(np.flatnonzero(~np.isfinite(flat))[0])))
+
+
+def check_finite_scores(scores: np.ndarray, sample_ids: Any, stage: str) -> None:
+    """:func:`check_finite` for a (rows, k) score block; the message names the row's sample_id.
+
+    Args:
+        scores: (n_rows, k) array of one batch.
+        sample_ids: the batch's sample ids (any sequence indexable by row; Arrow arrays too).
+        stage: names the stage in the message (``predict``).
+    Raises:
+        NumericalError: a score is NaN or infinite.
+    """
+    width = max(1, scores.shape[1]) if scores.ndim == 2 else 1
+
+    def describe(i: int) -> str:
+        sid = sample_ids[i // width]
+        sid = sid.as_py() if hasattr(sid, "as_py") else sid
+        return f"{stage}: sample_id {sid}: a label score is not finite (NaN or infinite)"
+
+    check_finite(scores, describe)
+
+
+# Spark wraps an exception raised in a Python task in a PythonException / Py4JJavaError whose text
+# holds the task's traceback; its last line for our errors is "eagle_spark.errors.<Name>: <message>".
+_TASK_ERROR = re.compile(r"eagle_spark\.errors\.(\w+): (.+)")
+
+
+def from_task_failure(exc: BaseException) -> EagleError | None:
+    """The :class:`EagleError` a Spark task raised, recovered from the driver-side exception.
+
+    Args:
+        exc: what a Spark action raised on the driver (``PythonException``, ``Py4JJavaError``, ...).
+    Returns:
+        A new instance of the task's error class with its message, or None when `exc` does not
+        carry one of eagle_spark's errors.
+    """
+    if isinstance(exc, EagleError):
+        return exc
+    match = _TASK_ERROR.search(str(exc))
+    if match is None:
+        return None
+    cls = globals().get(match.group(1))
+    if not (isinstance(cls, type) and issubclass(cls, EagleError)):
+        return None
+    return cls(match.group(2).strip())
+
+
+def _finite_or_fail(value: Any, where: str) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        raise NumericalError(f"{where or 'the value'} is {value!r}: not valid in strict JSON")
+    if isinstance(value, dict):
+        return {k: _finite_or_fail(v, f"{where}.{k}" if where else str(k)) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite_or_fail(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    return value
+
+
+def strict_json(obj: Any, **kwargs: Any) -> str:
+    """``json.dumps`` that never writes NaN / Infinity (which are not JSON).
+
+    Args:
+        obj: JSON-serialisable object; ``default=str`` may be passed for other objects.
+        kwargs: passed to :func:`json.dumps` (``indent``, ``sort_keys``, ``default``).
+    Returns:
+        The JSON text.
+    Raises:
+        NumericalError: a float in `obj` is NaN or infinite (the message gives its key path).
+    """
+    _finite_or_fail(obj, "")
+    return json.dumps(obj, allow_nan=False, **kwargs)

@@ -12,6 +12,7 @@ Every ``from_dict`` rejects unknown keys and wrong types with :class:`SettingsEr
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 import typing
 from dataclasses import dataclass, field
@@ -105,6 +106,8 @@ def _coerce(hint: Any, value: Any, key: str) -> Any:
     if hint is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise SettingsError(f"setting {key!r} must be a number, got {value!r}")
+        if not math.isfinite(value):
+            raise SettingsError(f"setting {key!r} must be a finite number, got {value!r}")
         return float(value)
     if hint is str:
         if not isinstance(value, str):
@@ -135,9 +138,26 @@ def memory_mib(text: str, key: str) -> float:
     return float(match.group(1)) * _UNITS[(match.group(2) or "m").lower()]
 
 
+MIN_JVM_MIB = 512
+"""Smallest ``spark.driver_memory`` / ``spark.executor_memory`` accepted, in MiB. Spark reserves
+300 MiB of every JVM heap and refuses to start with less than 1.5 times that (450 MiB: "System
+memory ... must be at least 471859200"); 512m is the next round size above it."""
+
+
 def _check(condition: bool, message: str) -> None:
     if not condition:
         raise SettingsError(message)
+
+
+def _finite(value: float) -> bool:
+    return math.isfinite(value)
+
+
+def _check_jvm_memory(text: str, key: str) -> None:
+    mib = memory_mib(text, key)
+    _check(mib >= MIN_JVM_MIB,
+           f"{key}={text} is below {MIN_JVM_MIB}m: Spark reserves 300 MiB of the JVM heap and "
+           f"will not start a JVM with less than 450 MiB; set {MIN_JVM_MIB}m or more")
 
 
 @dataclass(frozen=True)
@@ -148,8 +168,9 @@ class SparkParams(BaseParams):
         master: Spark master URL: ``local[*]``, ``local[N]`` or ``spark://host:port``. Ignored under
             spark-submit, which sets its own. Default ``local[*]``.
         app_name: application name shown by Spark. Default ``eagle-spark``.
-        driver_memory: JVM heap of the driver (local mode: of everything), e.g. ``4g``. Default ``4g``.
-        executor_memory: JVM heap per executor (cluster mode). Default ``2g``.
+        driver_memory: JVM heap of the driver (local mode: of everything), e.g. ``4g``; at least
+            ``512m`` (:data:`MIN_JVM_MIB`). Default ``4g``.
+        executor_memory: JVM heap per executor (cluster mode); at least ``512m``. Default ``2g``.
         python_worker_memory: cap per Python worker (``spark.executor.pyspark.memory``), or None for
             no cap. Spark enforces it as the worker's address-space limit (``RLIMIT_AS``), not its
             resident memory: a worker maps ~0.6 GB on importing numpy, scipy, pyarrow and
@@ -179,6 +200,8 @@ class SparkParams(BaseParams):
         _check(self.shuffle_partitions >= 1, "spark.shuffle_partitions must be >= 1")
         _check(self.arrow_batch_rows >= 1, "spark.arrow_batch_rows must be >= 1")
         _check(bool(self.master), "spark.master must not be empty")
+        _check_jvm_memory(self.driver_memory, "spark.driver_memory")
+        _check_jvm_memory(self.executor_memory, "spark.executor_memory")
         if self.python_worker_memory is not None:
             mib = memory_mib(self.python_worker_memory, "spark.python_worker_memory")
             _check(mib >= MIN_PYTHON_WORKER_MIB,
@@ -229,7 +252,8 @@ class AggregateParams(BaseParams):
             (hierarchical balanced 2-means to ``depth``). Default ``random``.
         group_size: g, samples per random group (the last group holds the remainder). Default 4.
         depth: D, levels of the cluster hierarchy (up to 2^D groups). Default 8.
-        noise: sigma of the Gaussian noise added to the clustered features only. Default 0.0.
+        noise: sigma of the Gaussian noise added to the clustered features only; finite, >= 0.
+            Default 0.0.
         seed: seed of the shuffle / initial centroids / noise. Default 0.
         merge: ``list`` (Y2 count = multiplicity) or ``set`` (count = 1). Default ``list``.
         kmeans_iterations: 2-means rounds per tree node. Default 20.
@@ -251,7 +275,7 @@ class AggregateParams(BaseParams):
                f"aggregate.grouping must be random or cluster, got {self.grouping!r}")
         _check(self.group_size >= 1, "aggregate.group_size must be >= 1")
         _check(0 <= self.depth <= 24, "aggregate.depth must be in [0, 24]")
-        _check(self.noise >= 0, "aggregate.noise must be >= 0")
+        _check(_finite(self.noise) and self.noise >= 0, "aggregate.noise must be a finite number >= 0")
         _check(self.merge in ("list", "set"), f"aggregate.merge must be list or set, got {self.merge!r}")
         _check(self.kmeans_iterations >= 1, "aggregate.kmeans_iterations must be >= 1")
         _check(self.on_bad_row in ("fail", "skip"),
@@ -286,7 +310,7 @@ class EmbedParams(BaseParams):
 
     Attributes:
         iterations: T, GRLR iterations (0 gives EAGLE-0's e0). Default 20.
-        lr: lambda, the step of e = Proj(e + lambda g). Default 0.1.
+        lr: lambda, the step of e = Proj(e + lambda g); finite, > 0. Default 0.1.
         normalize: L2-normalise the rows of X first (cosine similarity). Default true.
         tasks: label bins, one Spark task each (balanced by work). Default 16.
         batch_rows: candidate rows per vectorised batch inside a task (memory bound). Default 200000.
@@ -304,7 +328,7 @@ class EmbedParams(BaseParams):
 
     def __post_init__(self) -> None:
         _check(self.iterations >= 0, "embed.iterations must be >= 0")
-        _check(self.lr > 0, "embed.lr must be > 0")
+        _check(_finite(self.lr) and self.lr > 0, f"embed.lr must be a finite number > 0, got {self.lr}")
         _check(self.tasks >= 1, "embed.tasks must be >= 1")
         _check(self.batch_rows >= 1, "embed.batch_rows must be >= 1")
         _check(self.split_rows >= 0, "embed.split_rows must be >= 0")
@@ -342,9 +366,9 @@ class TrainParams(BaseParams):
     Attributes:
         model: ``ova`` (one-vs-all) or ``tree`` (Parabel-like label tree). Default ``ova``.
         loss: ``squared_hinge`` (Parabel/PECOS default) or ``logistic``. Default ``squared_hinge``.
-        C: liblinear cost (inverse L2 regularisation) on L2-normalised rows. Default 0.5.
-        threshold: weights with |w| below it are pruned. Default 0.1.
-        tol: liblinear's stopping tolerance (``eps``: the dual coordinate descent stops when its
+        C: liblinear cost (inverse L2 regularisation) on L2-normalised rows; finite, > 0. Default 0.5.
+        threshold: weights with |w| below it are pruned; finite, >= 0. Default 0.1.
+        tol: liblinear's stopping tolerance, finite, > 0 (``eps``: the dual coordinate descent stops when its
             projected-gradient gap falls below tol times the first pass's). Default 0.2, twice
             liblinear's and Parabel's 0.1: it trained the tree ~20% faster on delicious and ~9%
             faster on synthetic Wiki-325K with the same P@1 on bibtex, delicious and the synthetic
@@ -390,9 +414,10 @@ class TrainParams(BaseParams):
                "train.max_leaf_work must be >= 1 (or null for none)")
         _check(self.loss in ("squared_hinge", "logistic"),
                f"train.loss must be squared_hinge or logistic, got {self.loss!r}")
-        _check(self.C > 0, "train.C must be > 0")
-        _check(self.threshold >= 0, "train.threshold must be >= 0")
-        _check(self.tol > 0, "train.tol must be > 0")
+        _check(_finite(self.C) and self.C > 0, f"train.C must be a finite number > 0, got {self.C}")
+        _check(_finite(self.threshold) and self.threshold >= 0,
+               f"train.threshold must be a finite number >= 0, got {self.threshold}")
+        _check(_finite(self.tol) and self.tol > 0, f"train.tol must be a finite number > 0, got {self.tol}")
         _check(self.tasks >= 1, "train.tasks must be >= 1")
         _check(0 < self.negative_fraction <= 1, "train.negative_fraction must be in (0, 1]")
 
@@ -406,8 +431,9 @@ class PredictParams(BaseParams):
         beam_size: tree: nodes kept per level by the beam search. Default 10.
         batch_rows: rows scored together inside a task. Default 1000.
         k: evaluate at 1..k. Default 5.
-        propensity_a: A of the inverse propensity (Jain et al. 2016). Default 0.55.
-        propensity_b: B of the inverse propensity. Default 1.5.
+        propensity_a: A of the inverse propensity (Jain et al. 2016), finite, > 0. Default 0.55.
+        propensity_b: B of the inverse propensity, finite, > 0 (a label seen 0 times gets
+            (0 + B)^-A). Default 1.5.
     """
 
     top_k: int = 5
@@ -422,6 +448,10 @@ class PredictParams(BaseParams):
         _check(self.beam_size >= 1, "predict.beam_size must be >= 1")
         _check(self.batch_rows >= 1, "predict.batch_rows must be >= 1")
         _check(self.k >= 1, "predict.k must be >= 1")
+        _check(_finite(self.propensity_a) and self.propensity_a > 0,
+               f"predict.propensity_a must be a finite number > 0, got {self.propensity_a}")
+        _check(_finite(self.propensity_b) and self.propensity_b > 0,
+               f"predict.propensity_b must be a finite number > 0, got {self.propensity_b}")
 
 
 @dataclass(frozen=True)

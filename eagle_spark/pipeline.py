@@ -12,12 +12,18 @@ One run folder holds every stage's output (each committed atomically by its stag
     <run>/delta/<table>_<method>         Delta tables (``format: delta``): assignments, predictions
     <run>/comparison.{json,md}           the paper's Table 2 layout (methods side by side)
     <run>/report.{json,md}               per-stage status, wall time, rows, peak memory
-    <run>/logs/pipeline.log              the run's log lines with per-stage timings (local run folder)
+    <run>/logs/<run id>.log              each run's log lines with per-stage timings (local run folder);
+                                         run id = UTC start time and pid, e.g. 20261123T020304Z-4242
     <run>/_stages/<stage>.json           what each finished stage was computed from
+    <run>/_lock                          held while a run works in the folder (one writer at a time)
 
 Methods (paper section 6): ``baseline`` gives every group label to every member (Y1 Y2),
 ``eagle0`` assigns with the initial label embeddings (Algorithm 2 with T = 0), ``eagle`` with the
 embeddings after T GRLR iterations (Algorithms 1 + 2).
+
+One writer per run folder: a run takes ``<run>/_lock`` (:class:`eagle_spark.io.lock.RunLock`)
+before it writes anything and keeps it to the end; a second run on the same folder exits 2 naming
+the holder's pid, host and start time. The lock of a killed run is taken over (logged).
 
 Resuming: a stage is skipped when its record in ``_stages/`` has the same fingerprint (stage name,
 its settings, and the fingerprints of its inputs: size and modification time of a text file, the
@@ -39,8 +45,9 @@ from typing import Any, Callable, Optional
 from pyspark.sql import SparkSession
 
 from eagle_spark import schemas as S
-from eagle_spark.errors import BadInputError
-from eagle_spark.io.fs import FileSystem
+from eagle_spark.errors import BadInputError, strict_json
+from eagle_spark.io.fs import FileSystem, check_separate, input_read_errors
+from eagle_spark.io.lock import RunLock
 from eagle_spark.monitor import PeakRSS
 from eagle_spark.params import Settings
 
@@ -151,7 +158,7 @@ class Pipeline:
             return record["summary"]
         log.info("stage %s: start -> %s", stage.name, stage.output)
         started = time.monotonic()
-        with PeakRSS(interval=0.5) as memory:
+        with PeakRSS(interval=0.5) as memory, input_read_errors(stage.inputs):
             summary = stage.run(True)
         seconds = round(time.monotonic() - started, 3)
         rows = summary.get(stage.rows)
@@ -162,7 +169,7 @@ class Pipeline:
                   "output_token": self._token(stage.output), "summary": summary, "rows": rows,
                   "seconds": seconds, "peak_rss_mb": peak_mb,
                   "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-        self.fs.write_bytes(self._record_path(stage), (json.dumps(record, indent=2, default=str) + "\n").encode())
+        self.fs.write_bytes(self._record_path(stage), (strict_json(record, indent=2, default=str) + "\n").encode())
         self.rows.append({"stage": stage.name, "status": "ran", "seconds": seconds, "rows": rows,
                           "peak_rss_mb": peak_mb, "output": stage.output})
         return summary
@@ -191,12 +198,7 @@ def run_pipeline(spark: SparkSession, settings: Settings, force: bool = False) -
             tables, labels out of range, empty groups, samples without features, groups without
             members (all checked before the first stage writes anything).
     """
-    from eagle_spark.aggregation.aggregate import aggregate
     from eagle_spark.aggregation.check import check_aggregated, check_dataset
-    from eagle_spark.classifiers.predict import PREDICTIONS
-    from eagle_spark.data import embedded_path
-    from eagle_spark.io.delta import publish_delta
-    from eagle_spark.io.ingest import ingest
 
     p = settings.pipeline
     pipe = Pipeline(spark, settings, force)
@@ -206,80 +208,97 @@ def run_pipeline(spark: SparkSession, settings: Settings, force: bool = False) -
     if p.test is None and p.test_dataset is None and not default_data and p.until in ("predict", "evaluate"):
         raise BadInputError("pipeline.test or pipeline.test_dataset is needed to predict and evaluate "
                             "(or set pipeline.until=train)")
-    if p.dataset is not None:
-        if p.aggregate:
-            check_dataset(spark, p.dataset, need=(S.X, S.Y))
-        else:
-            check_aggregated(spark, p.dataset)
-    if p.test_dataset is not None:
-        check_dataset(spark, p.test_dataset, need=(S.X, S.Y))
+    with input_read_errors([p.dataset, p.test_dataset]):
+        if p.dataset is not None:
+            if p.aggregate:
+                check_dataset(spark, p.dataset, need=(S.X, S.Y))
+            else:
+                check_aggregated(spark, p.dataset)
+        if p.test_dataset is not None:
+            check_dataset(spark, p.test_dataset, need=(S.X, S.Y))
     for path in (p.train, p.test):
         if path is not None and not pipe.fs.exists(path):
             raise BadInputError(f"input file {path} does not exist")
+    check_separate(pipe.run_dir, [p.train, p.test, p.dataset, p.test_dataset])
 
-    handler = _file_log(pipe.run_dir)
-    try:
-        # -- ingest ------------------------------------------------------------------------------
-        train_data = p.dataset
-        if train_data is None:
-            source = p.train or embedded_path("delicious", "train")
-            train_data = pipe.path("data", "train")
-            pipe.run_stage(Stage("ingest_train", train_data, [source], settings.ingest.to_dict(),
-                                 lambda ow, s=source, o=train_data: ingest(spark, s, o, settings.ingest, ow),
-                                 "n_samples"))
-        test_data = p.test_dataset
-        if test_data is None and p.until in ("predict", "evaluate"):
-            source = p.test or embedded_path("delicious", "test")
-            test_data = pipe.path("data", "test")
-            pipe.run_stage(Stage("ingest_test", test_data, [source], settings.ingest.to_dict(),
-                                 lambda ow, s=source, o=test_data: ingest(spark, s, o, settings.ingest, ow),
-                                 "n_samples"))
+    run_id = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + f"-{os.getpid()}"
+    with RunLock(spark, pipe.run_dir, run_id):
+        handler = _file_log(pipe.run_dir, run_id)
+        try:
+            return _run_stages(spark, settings, pipe, started)
+        finally:
+            if handler is not None:
+                logging.getLogger("eagle_spark").removeHandler(handler)
+                handler.close()
 
-        # -- aggregate ---------------------------------------------------------------------------
-        agg = train_data
-        if p.aggregate:
-            agg = pipe.path("data", "aggregated")
-            pipe.run_stage(Stage("aggregate", agg, [train_data], settings.aggregate.to_dict(),
-                                 lambda ow: aggregate(spark, train_data, agg, settings.aggregate, ow),
-                                 "n_groups"))
-        grouping = _grouping_name(spark, agg)
 
-        # -- per method: embed, assign, train, predict, evaluate ----------------------------------
-        results: dict[str, dict[str, Any]] = {}
+def _run_stages(spark: SparkSession, settings: Settings, pipe: "Pipeline",
+                started: float) -> dict[str, Any]:
+    """The stages of :func:`run_pipeline`, once its inputs are checked and the run folder locked."""
+    from eagle_spark.aggregation.aggregate import aggregate
+    from eagle_spark.classifiers.predict import PREDICTIONS
+    from eagle_spark.data import embedded_path
+    from eagle_spark.io.delta import publish_delta
+    from eagle_spark.io.ingest import ingest
+
+    p = settings.pipeline
+    # -- ingest ------------------------------------------------------------------------------
+    train_data = p.dataset
+    if train_data is None:
+        source = p.train or embedded_path("delicious", "train")
+        train_data = pipe.path("data", "train")
+        pipe.run_stage(Stage("ingest_train", train_data, [source], settings.ingest.to_dict(),
+                             lambda ow, s=source, o=train_data: ingest(spark, s, o, settings.ingest, ow),
+                             "n_samples"))
+    test_data = p.test_dataset
+    if test_data is None and p.until in ("predict", "evaluate"):
+        source = p.test or embedded_path("delicious", "test")
+        test_data = pipe.path("data", "test")
+        pipe.run_stage(Stage("ingest_test", test_data, [source], settings.ingest.to_dict(),
+                             lambda ow, s=source, o=test_data: ingest(spark, s, o, settings.ingest, ow),
+                             "n_samples"))
+
+    # -- aggregate ---------------------------------------------------------------------------
+    agg = train_data
+    if p.aggregate:
+        agg = pipe.path("data", "aggregated")
+        pipe.run_stage(Stage("aggregate", agg, [train_data], settings.aggregate.to_dict(),
+                             lambda ow: aggregate(spark, train_data, agg, settings.aggregate, ow),
+                             "n_groups"))
+    grouping = _grouping_name(spark, agg)
+
+    # -- per method: embed, assign, train, predict, evaluate ----------------------------------
+    results: dict[str, dict[str, Any]] = {}
+    for method in p.methods:
+        results[method] = _run_method(pipe, method, agg, test_data, train_data)
+
+    # -- Delta tables ------------------------------------------------------------------------
+    delta: dict[str, Any] = {}
+    if p.format == "delta":
         for method in p.methods:
-            results[method] = _run_method(pipe, method, agg, test_data, train_data)
+            tables = [("assignments", pipe.path("assigned", method), S.ASSIGNMENTS)]
+            if p.until in ("predict", "evaluate"):
+                tables.append(("predictions", pipe.path("predictions", method), PREDICTIONS))
+            for name, folder, table in tables:
+                target = pipe.path("delta", f"{name}_{method}")
+                delta[f"{name}_{method}"] = pipe.run_stage(Stage(
+                    f"delta_{name}_{method}", target, [folder], {"format": "delta"},
+                    lambda ow, f=f"{folder}/{table}", t=target: publish_delta(spark, f, t), "rows"))
 
-        # -- Delta tables ------------------------------------------------------------------------
-        delta: dict[str, Any] = {}
-        if p.format == "delta":
-            for method in p.methods:
-                tables = [("assignments", pipe.path("assigned", method), S.ASSIGNMENTS)]
-                if p.until in ("predict", "evaluate"):
-                    tables.append(("predictions", pipe.path("predictions", method), PREDICTIONS))
-                for name, folder, table in tables:
-                    target = pipe.path("delta", f"{name}_{method}")
-                    delta[f"{name}_{method}"] = pipe.run_stage(Stage(
-                        f"delta_{name}_{method}", target, [folder], {"format": "delta"},
-                        lambda ow, f=f"{folder}/{table}", t=target: publish_delta(spark, f, t), "rows"))
-
-        comparison = _comparison(results, grouping, p.until)
-        if p.until == "evaluate":
-            _write_text(pipe, "comparison.json", json.dumps(comparison, indent=2) + "\n")
-            _write_text(pipe, "comparison.md", comparison_markdown(comparison) + "\n")
-            log.info("comparison (%s) -> %s:\n%s", grouping, pipe.path("comparison.md"),
-                     comparison_markdown(comparison))
-        seconds = round(time.monotonic() - started, 3)
-        report = {"output": pipe.run_dir, "methods": list(p.methods), "grouping": grouping,
-                  "seconds": seconds, "stages": pipe.rows, "delta": delta,
-                  "settings": settings.to_dict()}
-        _write_text(pipe, "report.json", json.dumps(report, indent=2, default=str) + "\n")
-        _write_text(pipe, "report.md", report_markdown(report) + "\n")
-        return {"output": pipe.run_dir, "methods": list(p.methods), "grouping": grouping,
-                "comparison": comparison, "stages": pipe.rows, "seconds": seconds}
-    finally:
-        if handler is not None:
-            logging.getLogger("eagle_spark").removeHandler(handler)
-            handler.close()
+    comparison = _comparison(results, grouping, p.until)
+    if p.until == "evaluate":
+        _write_text(pipe, "comparison.json", strict_json(comparison, indent=2) + "\n")
+        _write_text(pipe, "comparison.md", comparison_markdown(comparison) + "\n")
+        log.info("comparison (%s) -> %s:\n%s", grouping, pipe.path("comparison.md"),
+                 comparison_markdown(comparison))
+    seconds = round(time.monotonic() - started, 3)
+    report = {"output": pipe.run_dir, "methods": list(p.methods), "grouping": grouping,
+              "seconds": seconds, "stages": pipe.rows, "delta": delta,
+              "settings": settings.to_dict()}
+    _write_text(pipe, "report.json", strict_json(report, indent=2, default=str) + "\n")
+    _write_text(pipe, "report.md", report_markdown(report) + "\n")
+    return {"output": pipe.run_dir, "methods": list(p.methods), "grouping": grouping,
+            "comparison": comparison, "stages": pipe.rows, "seconds": seconds}
 
 
 def _run_method(pipe: Pipeline, method: str, agg: str, test_data: Optional[str],
@@ -406,13 +425,13 @@ def _write_text(pipe: Pipeline, name: str, text: str) -> None:
     pipe.fs.write_bytes(pipe.path(name), text.encode())
 
 
-def _file_log(run_dir: str) -> Optional[logging.Handler]:
-    """Append eagle_spark's log lines to ``<run>/logs/pipeline.log`` when the run folder is local."""
+def _file_log(run_dir: str, run_id: str) -> Optional[logging.Handler]:
+    """Write eagle_spark's log lines to ``<run>/logs/<run_id>.log`` when the run folder is local."""
     if "://" in run_dir and not run_dir.startswith("file://"):
         return None
     local = run_dir[len("file://"):] if run_dir.startswith("file://") else run_dir
     os.makedirs(os.path.join(local, "logs"), exist_ok=True)
-    handler = logging.FileHandler(os.path.join(local, "logs", "pipeline.log"))
+    handler = logging.FileHandler(os.path.join(local, "logs", f"{run_id}.log"))
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     handler.setLevel(logging.INFO)
     logger = logging.getLogger("eagle_spark")

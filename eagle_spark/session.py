@@ -8,7 +8,7 @@ Works in three situations:
   the SQL/Arrow settings below are applied on top.
 
 Python workers are pinned to this interpreter (``PYSPARK_PYTHON``), otherwise they start whatever
-``python3`` is first on PATH and fail to import pyarrow (see PLATFORM.md).
+``python3`` is first on PATH and fail to import pyarrow.
 """
 
 from __future__ import annotations

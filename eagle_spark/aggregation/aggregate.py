@@ -18,7 +18,7 @@ from eagle_spark.aggregation.groups import (cluster_groups, group_size_stats, me
                                             random_groups)
 from eagle_spark.aggregation.supplied import read_user_table, validate_supplied
 from eagle_spark.errors import BadInputError
-from eagle_spark.io.fs import FileSystem, atomic_output
+from eagle_spark.io.fs import FileSystem, atomic_output, check_separate
 from eagle_spark.io.tables import (has_table, new_manifest, read_manifest, read_table, table_path,
                                    write_manifest, write_table)
 from eagle_spark.params import AggregateParams
@@ -49,14 +49,18 @@ def aggregate(
         params: the ``aggregate`` settings section.
         overwrite: replace an existing output.
         y1_path, y2_path: user-supplied Y1 and Y2 tables (Parquet or CSV); both or neither.
+    Samples of X in no group stay in X (``n_samples`` counts every row of X, ``n_grouped_samples``
+    those in a group); see :mod:`eagle_spark.aggregation.check` for the rules.
+
     Returns:
-        The manifest written: n_samples, n_features, n_labels, n_groups, group sizes (mean, min,
+        The manifest written: n_samples, n_grouped_samples, n_features, n_labels, n_groups, group sizes (mean, min,
         max, histogram), n_positive_pairs (Y2 rows), parameters, rejected row counts.
     Raises:
         BadInputError: missing input tables, only one of y1/y2, or bad user rows with
             ``on_bad_row=fail`` (message names the table and the id).
         OutputExistsError: the output exists and `overwrite` is false.
     """
+    check_separate(output_path, [input_path, y1_path, y2_path])
     if (y1_path is None) != (y2_path is None):
         raise BadInputError("give both --y1 and --y2 (user-supplied aggregation) or neither")
     manifest_in = read_manifest(spark, input_path)
@@ -98,7 +102,8 @@ def aggregate(
         y2_stats = Y2_written.agg(F.count(F.lit(1)).alias("rows"), F.sum(S.COUNT).alias("total")).first()
         manifest = new_manifest(
             "aggregate",
-            n_samples=int(Y1_written.select(S.SAMPLE_ID).distinct().count()),
+            n_samples=int(manifest_in["n_samples"]),  # every row of X (samples in no group too)
+            n_grouped_samples=int(Y1_written.select(S.SAMPLE_ID).distinct().count()),
             n_features=int(manifest_in["n_features"]),
             n_labels=n_labels,
             **group_size_stats(Y1_written),
@@ -110,6 +115,13 @@ def aggregate(
             tables=tables,
         )
         write_manifest(spark, tmp, manifest)
+        if y1_path is not None:  # the pipeline's definition of a valid aggregated dataset
+            from eagle_spark.aggregation.check import check_aggregated
+
+            try:
+                check_aggregated(spark, tmp)
+            except BadInputError as err:  # validate_supplied let through what check_aggregated refuses
+                raise RuntimeError(f"aggregate wrote a dataset its own check refuses: {err}") from err
     log.info("aggregated %s -> %s: %d groups", input_path, output_path, manifest["n_groups"])
     return manifest
 

@@ -7,10 +7,18 @@ with exit 2 and a message naming the table and the offending id, before anything
 * the folder, its ``_manifest.json`` and the X / Y1 / Y2 tables exist and have the layout's schema;
 * the manifest agrees with the tables: X has ``n_samples`` rows with unique sample_id in
   [0, n_samples), every feature id is in [0, n_features), every label id of Y is in [0, n_labels);
-* every sample of Y1 has features (a row of X with at least one feature);
+* every feature value of X is finite;
 * Y1 / Y2 pass the checks of :func:`eagle_spark.aggregation.supplied.validate_supplied` with
   ``on_bad_row=fail``: ids present and non-negative, no duplicates, labels in [0, n_labels), no group
   of Y2 without members in Y1, no group of Y1 without labels in Y2 (an empty group).
+
+This is the one definition of a valid aggregated dataset: ``aggregate --y1/--y2`` runs
+:func:`check_aggregated` on what it wrote before committing it, so what it writes the pipeline
+accepts. The rules for two edge cases (docs/design.md, "Aggregated datasets"):
+
+* a sample of X in no group is allowed: ``n_samples`` counts every row of X; the sample has no
+  group labels, takes no part in GRLR or assignment, and has no labels in Y_filter;
+* a group member without features (an empty row of X) is allowed: it scores 0 for every label.
 """
 
 from __future__ import annotations
@@ -24,6 +32,11 @@ from eagle_spark import schemas as S
 from eagle_spark.aggregation.supplied import validate_supplied
 from eagle_spark.errors import BadInputError
 from eagle_spark.io.tables import has_table, read_table, require_tables, table_path
+
+
+def _non_finite(column: str):
+    """True for a row whose float array `column` holds a NaN or an infinity."""
+    return F.exists(column, lambda v: F.isnan(v) | (F.abs(v) == float("inf")))
 
 
 def check_dataset(spark: SparkSession, dataset: str, need: tuple[str, ...] = (S.X,)) -> dict[str, Any]:
@@ -48,7 +61,8 @@ def check_dataset(spark: SparkSession, dataset: str, need: tuple[str, ...] = (S.
     X = read_table(spark, dataset, S.X)
     xs = X.agg(F.count(F.lit(1)).alias("rows"), F.countDistinct(S.SAMPLE_ID).alias("ids"),
                F.min(S.SAMPLE_ID).alias("lo"), F.max(S.SAMPLE_ID).alias("hi"),
-               F.max(F.array_max(S.FEAT_IDX)).alias("f_hi"), F.min(F.array_min(S.FEAT_IDX)).alias("f_lo")).first()
+               F.max(F.array_max(S.FEAT_IDX)).alias("f_hi"), F.min(F.array_min(S.FEAT_IDX)).alias("f_lo"),
+               F.max(_non_finite(S.FEAT_VAL).cast("int")).alias("bad_val")).first()
     x_path = table_path(dataset, S.X)
     if xs["rows"] != n_samples:
         raise BadInputError(f"{where} says n_samples={n_samples} but table {x_path} has {xs['rows']} rows")
@@ -63,6 +77,10 @@ def check_dataset(spark: SparkSession, dataset: str, need: tuple[str, ...] = (S.
         row = X.where(F.array_contains(S.FEAT_IDX, int(bad_id))).select(S.SAMPLE_ID).orderBy(S.SAMPLE_ID).first()
         raise BadInputError(f"table {x_path}: sample_id {row[S.SAMPLE_ID]} has feature id {bad_id} out of "
                             f"range [0, {n_features}) given by {where}")
+    if xs["bad_val"]:
+        row = X.where(_non_finite(S.FEAT_VAL)).select(S.SAMPLE_ID).orderBy(S.SAMPLE_ID).first()
+        raise BadInputError(f"table {x_path}: sample_id {row[S.SAMPLE_ID]} has a NaN or infinite "
+                            "feature value")
     if has_table(spark, dataset, S.Y):
         y_path = table_path(dataset, S.Y)
         bad_y = (read_table(spark, dataset, S.Y)
@@ -90,12 +108,6 @@ def check_aggregated(spark: SparkSession, dataset: str) -> dict[str, Any]:
     X = read_table(spark, dataset, S.X)
     Y1 = read_table(spark, dataset, S.Y1)
     y1_path, y2_path = table_path(dataset, S.Y1), table_path(dataset, S.Y2)
-    empty = (Y1.join(X.where(F.size(S.FEAT_IDX) > 0).select(S.SAMPLE_ID, F.lit(True).alias("_has")),
-                     S.SAMPLE_ID, "left")
-             .where(F.col("_has").isNull()).orderBy(S.SAMPLE_ID).first())
-    if empty is not None:
-        raise BadInputError(f"table {y1_path}: sample_id {empty[S.SAMPLE_ID]} (group_id {empty[S.GROUP_ID]}) "
-                            f"has no features in {table_path(dataset, S.X)}")
     validate_supplied(X, Y1, read_table(spark, dataset, S.Y2), int(manifest["n_labels"]), "fail",
                       y1_path, y2_path)
     return manifest

@@ -21,13 +21,20 @@ Checks, in this order (each one sees the rows the previous ones kept):
 
 With ``on_bad_row=fail`` the first failing check raises :class:`BadInputError` naming the table
 path, the smallest offending id and how many rows fail; with ``skip`` the rows are dropped and
-counted per check in the manifest (``rejected``).
+counted per check in the manifest (``rejected``). A CSV cell that is not a whole number is reported
+with its file, line number and the line's text (``Y1 table t.csv:7: sample_id 'abc' is not a
+non-negative whole number: line 'abc,3'``).
+
+The same checks define a valid aggregated dataset for ``pipeline --no-aggregate``
+(:mod:`eagle_spark.aggregation.check`).
 """
 
 from __future__ import annotations
 
+import csv
+import io
 import logging
-from typing import Callable
+from typing import Any, Callable, Optional
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -67,7 +74,52 @@ def read_user_table(spark: SparkSession, path: str, columns: list[str], optional
     if missing:
         raise BadInputError(f"table {path} lacks column {missing[0]!r} (has {', '.join(present)})")
     keep = columns + [c for c in optional if c in present]
-    return df.select(*[F.expr(f"try_cast(`{c}` as bigint)").alias(c) for c in keep])
+    raw = ([F.col(f"`{c}`").cast("string").alias(f"{_RAW}{c}") for c in keep]
+           + [F.col("_metadata.file_path").alias(_FILE)]) if is_csv else []
+    return df.select(*[F.expr(f"try_cast(`{c}` as bigint)").alias(c) for c in keep], *raw)
+
+
+_RAW = "_raw_"
+_FILE = "_file"
+
+
+def _csv_line(spark: SparkSession, file_path: str, row: dict[str, Any]) -> Optional[tuple[int, str]]:
+    """(1-based line number, text) of the first data line of CSV file `file_path` whose cells equal
+    the raw cells of `row`; None when not found. Runs on the driver, on the failure path only."""
+    fs = FileSystem(spark)
+    try:
+        text = fs.read_bytes(file_path).decode("utf-8", "replace")
+    except OSError:
+        return None
+    lines = text.splitlines()
+    reader = csv.reader(io.StringIO(text))
+    header = next(reader, None)
+    if header is None:
+        return None
+    want = {k[len(_RAW):]: v for k, v in row.items() if k.startswith(_RAW)}
+    for number, cells in enumerate(reader, start=2):
+        by_name = dict(zip(header, cells))
+        if all((by_name.get(c) if by_name.get(c) != "" else None) == v for c, v in want.items()):
+            return number, lines[number - 1] if number - 1 < len(lines) else ",".join(cells)
+    return None
+
+
+def _bad_cell(spark: Optional[SparkSession], what: str, row: dict[str, Any], columns: list[str],
+              default: str) -> str:
+    """The message for a row with a missing, non-numeric or negative id: with the CSV line and
+    its text when the table is CSV (`row` has raw cells), else `default`."""
+    if spark is None or _FILE not in row:
+        return default
+    least = {S.COUNT: 1}
+    bad = next((c for c in columns if row.get(c) is None or row[c] < least.get(c, 0)), columns[0])
+    raw = row.get(f"{_RAW}{bad}")
+    valid = "a whole number >= 1" if bad == S.COUNT else "a non-negative whole number"
+    found = _csv_line(spark, row[_FILE], row)
+    where = f"{what} {row[_FILE]}:{found[0]}" if found else f"{what} {row[_FILE]}"
+    text = f": line {found[1]!r}" if found else ""
+    if raw is None:
+        return f"{where}: {bad} is empty{text}"
+    return f"{where}: {bad} {raw!r} is not {valid}{text}"
 
 
 class _Checker:
@@ -130,11 +182,13 @@ def validate_supplied(
     if "count" not in Y2.columns:
         Y2 = Y2.withColumn(S.COUNT, F.lit(1).cast("long"))
 
+    spark = Y1.sparkSession
     Y1 = check.apply(
         Y1, F.col(S.SAMPLE_ID).isNull() | F.col(S.GROUP_ID).isNull() | (F.col(S.SAMPLE_ID) < 0)
         | (F.col(S.GROUP_ID) < 0), "Y1: missing or negative id",
-        lambda r: f"{y1}: row (sample_id={r[S.SAMPLE_ID]}, group_id={r[S.GROUP_ID]}) has a missing, "
-                  f"non-numeric or negative id", [S.SAMPLE_ID, S.GROUP_ID])
+        lambda r: _bad_cell(spark, "Y1 table", r, [S.SAMPLE_ID, S.GROUP_ID],
+                            f"{y1}: row (sample_id={r[S.SAMPLE_ID]}, group_id={r[S.GROUP_ID]}) has a "
+                            "missing, non-numeric or negative id"), [S.SAMPLE_ID, S.GROUP_ID])
     Y1 = check.apply(
         Y1, _first_copy(Y1, [S.SAMPLE_ID, S.GROUP_ID]), "Y1: duplicate row",
         lambda r: f"{y1}: duplicate row (sample_id={r[S.SAMPLE_ID]}, group_id={r[S.GROUP_ID]})",
@@ -148,8 +202,10 @@ def validate_supplied(
         Y2, F.col(S.GROUP_ID).isNull() | F.col(S.LABEL_ID).isNull() | F.col(S.COUNT).isNull()
         | (F.col(S.GROUP_ID) < 0) | (F.col(S.LABEL_ID) < 0) | (F.col(S.COUNT) < 1),
         "Y2: missing or negative id, or count < 1",
-        lambda r: f"{y2}: row (group_id={r[S.GROUP_ID]}, label_id={r[S.LABEL_ID]}, "
-                  f"count={r[S.COUNT]}) has a missing, non-numeric or negative id or a count < 1",
+        lambda r: _bad_cell(spark, "Y2 table", r, [S.GROUP_ID, S.LABEL_ID, S.COUNT],
+                            f"{y2}: row (group_id={r[S.GROUP_ID]}, label_id={r[S.LABEL_ID]}, "
+                            f"count={r[S.COUNT]}) has a missing, non-numeric or negative id or a "
+                            "count < 1"),
         [S.GROUP_ID, S.LABEL_ID])
     Y2 = check.apply(
         Y2, F.col(S.LABEL_ID) >= n_labels, "Y2: label_id out of range",

@@ -32,11 +32,11 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from eagle_spark import schemas as S
-from eagle_spark.errors import BadInputError
+from eagle_spark.errors import BadInputError, check_finite
 from eagle_spark.grlr.context import load_context
 from eagle_spark.grlr.embedding import _batches_of
 from eagle_spark.grlr.kernel import PairBatch, score_with_embeddings, select_top
-from eagle_spark.io.fs import FileSystem, atomic_output
+from eagle_spark.io.fs import FileSystem, atomic_output, check_separate
 from eagle_spark.io.parts import filesystem_for
 from eagle_spark.io.tables import (has_table, new_manifest, read_manifest, read_table, require_tables, table_path,
                                    write_manifest, write_table)
@@ -83,6 +83,9 @@ def _assign_task(dataset: str, n_features: int, normalize: bool, params: AssignP
             take = np.repeat(emb_off[at] - emb_ptr[:-1], lengths) + np.arange(emb_ptr[-1])
             scores = score_with_embeddings(ctx.X, PairBatch(local, ptr, rows, len(batch_labels)),
                                            emb_ptr, emb_idx_all[take], emb_val_all[take])
+            check_finite(scores, lambda i, lab=labels[lo:hi], p=ptr: (
+                f"assign: label {int(lab[np.searchsorted(p, i, side='right') - 1])}: a score "
+                "<e_k, x_i> is not finite; check the embeddings"))
             want = counts[lo:hi] if params.multiplicity else np.ones(hi - lo, dtype=np.int64)
             chosen = select_top(scores, ptr, want)
             pair_of = np.repeat(np.arange(hi - lo), np.diff(ptr))[chosen]
@@ -176,6 +179,7 @@ def assign(spark: SparkSession, dataset: str, output_path: str, params: AssignPa
         BadInputError: a missing table or embeddings folder, or a label without embedding.
         OutputExistsError: the output exists and `overwrite` is false.
     """
+    check_separate(output_path, [dataset, embeddings])
     manifest_in = require_tables(spark, dataset, (S.X, S.Y1, S.Y2), " (aggregate it first)")
     n_features = int(manifest_in["n_features"])
     source: dict[str, Any] = {"dataset": dataset}

@@ -19,7 +19,7 @@ from pyspark.sql import SparkSession
 
 from eagle_spark import __version__
 from eagle_spark import schemas as S
-from eagle_spark.errors import BadInputError
+from eagle_spark.errors import BadInputError, strict_json
 from eagle_spark.io.fs import FileSystem
 from eagle_spark.io.parts import filesystem_for, folder_version, read_x
 from eagle_spark.io.tables import read_manifest, read_table
@@ -58,7 +58,7 @@ def write_metadata(spark: SparkSession, folder: str, cls: str, params: dict, n_f
             "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             "params": params, "n_features": n_features, "n_labels": n_labels, **extra}
     FileSystem(spark).write_bytes(posixpath.join(folder, METADATA),
-                                  (json.dumps(meta, indent=2, sort_keys=True) + "\n").encode())
+                                  (strict_json(meta, indent=2, sort_keys=True) + "\n").encode())
     return meta
 
 

@@ -17,6 +17,8 @@ import warnings
 import numpy as np
 import scipy.sparse as sp
 
+from eagle_spark.errors import check_finite
+
 
 try:  # the solver call LinearSVC.fit / LogisticRegression.fit make after validating their input
     from sklearn.svm._base import _fit_liblinear
@@ -104,6 +106,20 @@ def train_binary(X: sp.csr_matrix, y: np.ndarray, loss: str = "squared_hinge", C
             model.fit(X, y)
             coef, intercept = model.coef_, model.intercept_
     return _pruned(np.asarray(coef).ravel(), np.ravel(intercept)[0], threshold)
+
+
+def check_weights(rows: list, what: str) -> None:
+    """Raise :class:`eagle_spark.errors.NumericalError` if a trained classifier has a NaN or
+    infinite weight or bias; nothing of the model is committed then.
+
+    Args:
+        rows: (id, w_idx, w_val, bias) per classifier, as the training tasks collect them.
+        what: names the id in the message (``"train: label"``, ``"train: tree 0, node"``).
+    """
+    for row in rows:
+        check_finite(np.r_[row[2], row[3]],
+                     lambda _, r=row: f"{what} {int(r[0])}: the trained weights are not finite "
+                                      "(NaN or infinite); check the features and train.C")
 
 
 def _pruned(w: np.ndarray, bias: float, threshold: float) -> tuple[np.ndarray, np.ndarray, float]:

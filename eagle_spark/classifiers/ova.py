@@ -30,9 +30,9 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from eagle_spark import schemas as S
 from eagle_spark.classifiers.base import (WEIGHTS, WEIGHTS_ARROW, load_xy, read_metadata,
                                           training_set, write_metadata)
-from eagle_spark.classifiers.linear import train_binary
-from eagle_spark.errors import BadInputError
-from eagle_spark.io.fs import atomic_output
+from eagle_spark.classifiers.linear import check_weights, train_binary
+from eagle_spark.errors import BadInputError, check_finite_scores
+from eagle_spark.io.fs import atomic_output, check_separate
 from eagle_spark.io.parts import PartWriters, folder_version, read_sparse_rows
 from eagle_spark.sparse import csr_from_arrow, l2_normalize_rows
 
@@ -67,6 +67,7 @@ def _train_task(dataset: str, out: str, n_features: int, n_labels: int, params: 
                         n_w += len(w_idx)
                         rows.append((label, w_idx, w_val, bias))
                     n_done += hi - lo
+                    check_weights(rows, "train (one-vs-all): label")
                     if rows:
                         writers.write("weights", _weights_batch(rows))
         yield pa.RecordBatch.from_pydict({"labels": [n_done], "no_positive": [no_pos],
@@ -105,6 +106,7 @@ def train_ova(spark: SparkSession, dataset: str, model_path: str, params: Any,
     Raises:
         BadInputError: the dataset has no samples or no Y.
     """
+    check_separate(model_path, [dataset])
     n_features, n_labels = training_set(spark, dataset)
     blocks = max(1, min(params.tasks, n_labels))
     with atomic_output(spark, model_path, overwrite) as tmp:
@@ -176,6 +178,7 @@ def predict_ova(spark: SparkSession, model_path: str, X: DataFrame, n_features: 
                 Xb = csr_from_arrow(part.column(1), part.column(2), m_features)
                 Xb = l2_normalize_rows(Xb) if normalize else Xb
                 scores = np.asarray((Xb @ W).todense()) + bias
+                check_finite_scores(scores, part.column(0), "predict")
                 labels, vals = top_k(scores, k)
                 offsets = pa.array(np.arange(0, labels.size + 1, labels.shape[1], dtype=np.int32))
                 yield pa.RecordBatch.from_arrays([

@@ -10,7 +10,7 @@ from pyspark.sql import SparkSession
 
 from eagle_spark import schemas as S
 from eagle_spark.errors import BadInputError
-from eagle_spark.io.fs import FileSystem, atomic_output
+from eagle_spark.io.fs import FileSystem, atomic_output, check_separate
 from eagle_spark.io.tables import new_manifest, read_manifest, read_table, write_manifest
 from eagle_spark.params import PredictParams
 
@@ -64,6 +64,7 @@ def predict(spark: SparkSession, model_path: str, dataset: str, output_path: str
     from eagle_spark.classifiers.ova import predict_ova
     from eagle_spark.classifiers.tree import predict_tree
 
+    check_separate(output_path, [model_path, dataset])
     manifest = read_manifest(spark, dataset)
     X = read_table(spark, dataset, S.X)
     cls = model_class(spark, model_path)

@@ -51,11 +51,11 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from eagle_spark import schemas as S
 from eagle_spark.classifiers.base import (WEIGHTS, WEIGHTS_ARROW, load_xy, read_metadata,
                                           training_set, write_metadata)
-from eagle_spark.classifiers.linear import train_binary
+from eagle_spark.classifiers.linear import check_weights, train_binary
 from eagle_spark.classifiers.ova import PRED_SCHEMA, _PRED, _weights_batch
-from eagle_spark.errors import BadInputError
+from eagle_spark.errors import BadInputError, check_finite_scores
 from eagle_spark.evaluation.metrics import label_counts
-from eagle_spark.io.fs import atomic_output
+from eagle_spark.io.fs import atomic_output, check_separate
 from eagle_spark.io.parts import PartWriter, PartWriters, filesystem_for, folder_version, read_sparse_rows
 from eagle_spark.io.tables import has_table, read_table
 from eagle_spark.kmeans import balanced_2means
@@ -315,6 +315,7 @@ def _train_units_task(dataset: str, out: str, n_features: int, n_labels: int, pa
                     writers.name(f"part-{int(b):05d}.parquet")
                     for t, node in units_by_bin.get(int(b), []):
                         rows = _unit(built[t], under[t], X, Y, node, params)
+                        check_weights(rows, f"train (tree {t}): node")
                         trained += len(rows)
                         if rows:
                             writers.write(f"weights_{t}", _weights_batch(rows))
@@ -543,6 +544,7 @@ def train_tree(spark: SparkSession, dataset: str, model_path: str, params: Any,
     Raises:
         BadInputError: no samples or no Y (:func:`training_set`), or label_repr lacks label_emb.
     """
+    check_separate(model_path, [dataset, label_repr])
     n_features, n_labels = training_set(spark, dataset)  # X stays off the driver: tasks index and train
     label_freq, _ = label_counts(read_table(spark, dataset, S.Y), n_labels)  # positives per label
     trees = index_trees(spark, dataset, n_features, n_labels, params, label_repr, label_freq)
@@ -712,6 +714,7 @@ def predict_tree(spark: SparkSession, model_path: str, X: DataFrame, n_features:
                 Xb = csr_from_arrow(part.column(1), part.column(2), m_features)
                 Xb = l2_normalize_rows(Xb, np.float64) if normalize else sp.csr_matrix(Xb, dtype=np.float64)
                 labels, scores = ensemble_search(models, Xb, beam, k, loss)
+                check_finite_scores(scores, part.column(0), "predict")
                 lengths = (labels >= 0).sum(axis=1)
                 offsets = pa.array(np.r_[0, np.cumsum(lengths)].astype(np.int32))
                 keep = labels >= 0

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any, Optional
 
@@ -11,7 +10,8 @@ from pyspark.sql import SparkSession
 from eagle_spark import schemas as S
 from eagle_spark.classifiers.predict import PREDICTIONS
 from eagle_spark.evaluation.metrics import evaluate_frames, inv_propensity, label_counts, table
-from eagle_spark.io.fs import FileSystem, atomic_output, require_exists
+from eagle_spark.errors import strict_json
+from eagle_spark.io.fs import FileSystem, atomic_output, check_separate, require_exists
 from eagle_spark.io.tables import new_manifest, read_manifest, read_table, write_manifest
 from eagle_spark.params import PredictParams
 
@@ -41,6 +41,8 @@ def evaluate(spark: SparkSession, predictions: str, dataset: str, params: Predic
         BadInputError: a missing dataset, Y table or predictions table.
         OutputExistsError: the output exists and `overwrite` is false.
     """
+    if output_path:
+        check_separate(output_path, [predictions, dataset, propensity_from])
     manifest = read_manifest(spark, dataset)
     require_exists(spark, f"{predictions}/{PREDICTIONS}", "predictions table")
     reference = propensity_from or dataset
@@ -52,7 +54,7 @@ def evaluate(spark: SparkSession, predictions: str, dataset: str, params: Predic
     if output_path:
         with atomic_output(spark, output_path, overwrite) as tmp:
             fs = FileSystem(spark)
-            fs.write_bytes(f"{tmp}/metrics.json", (json.dumps(result, indent=2) + "\n").encode())
+            fs.write_bytes(f"{tmp}/metrics.json", (strict_json(result, indent=2) + "\n").encode())
             fs.write_bytes(f"{tmp}/metrics.md", (table(result) + "\n").encode())
             write_manifest(spark, tmp, new_manifest("evaluate", **result, source={
                 "predictions": predictions, "dataset": dataset, "propensity_from": reference},

@@ -38,10 +38,10 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from eagle_spark import schemas as S
 from eagle_spark.aggregation.groups import dense_rank
-from eagle_spark.errors import BadInputError
+from eagle_spark.errors import BadInputError, check_finite
 from eagle_spark.grlr.context import load_context
 from eagle_spark.grlr.kernel import LabelBlock, PairBatch, _segment_first_max
-from eagle_spark.io.fs import atomic_output
+from eagle_spark.io.fs import atomic_output, check_separate
 from eagle_spark.io.parts import PartWriter, PartWriters
 from eagle_spark.io.tables import new_manifest, read_table, require_tables, write_manifest
 from eagle_spark.params import EmbedParams
@@ -116,6 +116,10 @@ def _embed_task(dataset: str, out: str, n_features: int, params: EmbedParams):
                 ptr, rows = ctx.rows_of_groups(groups[lo:hi])
                 block = LabelBlock(ctx.X, PairBatch(local, ptr, rows, len(batch_labels)))
                 e, stats = block.grlr(T, params.lr)
+                check_finite(e, lambda i, b=block, ls=batch_labels: (
+                    f"embed: label {int(ls[np.searchsorted(b.label_ptr, i, side='right') - 1])}: "
+                    f"the embedding is not finite (NaN or infinite) after {T} GRLR iterations "
+                    f"with embed.lr={params.lr}"))
                 sum_max += stats["sum_max"]
                 changed += stats["changed"]
                 entries += block.A.nnz * (2 * T + 1)
@@ -240,6 +244,9 @@ def _embed_heavy(spark: SparkSession, dataset: str, out: str, pairs: DataFrame, 
         stats["changed"][t] += sum(int((new_first[k] != first[k]).sum()) for k in first)
         first = new_first
     chunked.unpersist()
+    for k in sorted(e):
+        check_finite(e[k], lambda _, k=k: f"embed: label {k}: the embedding is not finite (NaN or "
+                                          f"infinite) after {T} GRLR iterations with embed.lr={params.lr}")
     writer = PartWriter(posixpath.join(out, S.LABEL_EMB), "part-heavy.parquet", S.LABEL_EMB_ARROW)
     labels = np.array(sorted(e), dtype=np.int64)
     embs = [(np.flatnonzero(e[k]).astype(np.int32), e[k][np.flatnonzero(e[k])].astype(np.float32))
@@ -268,6 +275,7 @@ def embed(spark: SparkSession, dataset: str, output_path: str, params: EmbedPara
         BadInputError: the dataset lacks X, Y1 or Y2, or a group of Y2 has no member.
         OutputExistsError: the output exists and `overwrite` is false.
     """
+    check_separate(output_path, [dataset])
     manifest_in = require_tables(spark, dataset, (S.X, S.Y1, S.Y2), " (aggregate it first)")
     n_features = int(manifest_in["n_features"])
     Y1, Y2 = read_table(spark, dataset, S.Y1), read_table(spark, dataset, S.Y2)

@@ -15,7 +15,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from eagle_spark import schemas as S
-from eagle_spark.io.fs import FileSystem, atomic_output
+from eagle_spark.io.fs import FileSystem, atomic_output, check_separate
 from eagle_spark.io.tables import has_table, read_manifest, read_table
 
 log = logging.getLogger(__name__)
@@ -35,6 +35,7 @@ def export_xc(spark: SparkSession, dataset: str, output_file: str, overwrite: bo
         BadInputError: missing dataset, manifest or X, or a table with the wrong schema.
         OutputExistsError: the file exists and `overwrite` is false.
     """
+    check_separate(output_file, [dataset])
     manifest = read_manifest(spark, dataset)
     X = read_table(spark, dataset, S.X)
     if has_table(spark, dataset, S.Y):

@@ -8,10 +8,15 @@ one; a failure midway deletes the sibling and leaves the previous output untouch
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
+import os
 import posixpath
+import re
+import socket
+import time
 import uuid
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator, Optional
 
 from pyspark.sql import SparkSession
 
@@ -71,15 +76,66 @@ class FileSystem:
         fs.delete(jpath, True)
 
     def rename(self, src: str, dst: str) -> None:
-        """Rename `src` to `dst` (which must not exist).
+        """Rename `src` to `dst`, which must not exist: never into an existing folder.
+
+        Hadoop's ``rename`` moves `src` *inside* an existing folder `dst` and reports success;
+        here an existing `dst` is an error. On the local file system the check and the move are
+        one system call (``rename(2)`` fails on a non-empty folder, ``link(2)`` on any existing
+        file), so of two writers committing to one `dst` at the same moment exactly one wins.
+        Elsewhere `dst` is checked before the rename and a nested result is moved back.
 
         Raises:
+            FileExistsError: `dst` exists (or appeared while renaming).
             OSError: the file system refused the rename.
         """
+        from eagle_spark.io.lock import local_path
+
         fs, jsrc = self._resolve(src)
         _, jdst = self._resolve(dst)
+        if fs.exists(jdst):
+            raise FileExistsError(errno.EEXIST, "rename target exists", dst)
+        lsrc, ldst = local_path(src), local_path(dst)
+        if lsrc is not None and ldst is not None and self._is_local(fs):
+            if os.path.isdir(lsrc):
+                try:
+                    os.rename(lsrc, ldst)
+                except OSError as err:
+                    if err.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.EISDIR, errno.ENOTDIR):
+                        raise FileExistsError(errno.EEXIST, "rename target exists", dst) from err
+                    raise
+            else:
+                os.link(lsrc, ldst)  # FileExistsError when dst exists
+                os.unlink(lsrc)
+            return
         if not fs.rename(jsrc, jdst):
             raise OSError(f"could not rename {src} to {dst}")
+        nested = self._jvm.org.apache.hadoop.fs.Path(jdst, jsrc.getName())
+        if fs.exists(nested) and not fs.exists(jsrc):  # dst appeared meanwhile: src went inside
+            fs.rename(nested, jsrc)
+            raise FileExistsError(errno.EEXIST, "rename target appeared while renaming", dst)
+
+    def _is_local(self, fs: Any) -> bool:
+        return str(fs.getUri().getScheme()) == "file"
+
+    def create_new(self, path: str, data: bytes) -> bool:
+        """Create file `path` holding `data` unless it exists (Hadoop ``create(overwrite=false)``,
+        atomic on HDFS and object stores with conditional writes).
+
+        Returns:
+            True when this call created the file, False when it existed.
+        """
+        fs, jpath = self._resolve_raw(path)
+        try:
+            stream = fs.create(jpath, False)
+        except Exception as err:  # Py4JJavaError wrapping FileAlreadyExistsException
+            if "FileAlreadyExists" in str(err) or fs.exists(jpath):
+                return False
+            raise
+        try:
+            stream.write(bytearray(data))
+        finally:
+            stream.close()
+        return True
 
     def copy(self, src: str, dst: str) -> None:
         """Copy file or folder `src` to `dst` byte for byte (``dst`` must not exist).
@@ -147,14 +203,102 @@ def require_exists(spark: SparkSession, path: str, what: str) -> None:
         raise BadInputError(f"{what} {path} does not exist")
 
 
+def _canonical(path: str) -> str:
+    """Absolute, normalised form of `path` for comparisons: symlinks resolved for local paths,
+    ``scheme://authority/path`` normalised for other URIs."""
+    from eagle_spark.io.lock import local_path
+
+    local = local_path(path)
+    if local is not None:
+        return "file://" + os.path.realpath(os.path.abspath(local))
+    scheme, _, rest = path.partition("://")
+    authority, _, tail = rest.partition("/")
+    return f"{scheme.lower()}://{authority}" + posixpath.normpath("/" + tail)
+
+
+def overlaps(a: str, b: str) -> bool:
+    """Whether paths `a` and `b` are the same, or one lies inside the other."""
+    ca, cb = _canonical(a).rstrip("/"), _canonical(b).rstrip("/")
+    return ca == cb or ca.startswith(cb + "/") or cb.startswith(ca + "/")
+
+
+def check_separate(output: str, inputs: Iterable[Optional[str]]) -> None:
+    """Refuse an output path equal to, inside, or containing one of the input paths.
+
+    Writing there would delete or rewrite the inputs (``--overwrite`` replaces the whole output
+    folder), so this is checked before any work, with or without overwriting.
+
+    Args:
+        output: the output path (file or folder).
+        inputs: input paths (None entries are ignored).
+    Raises:
+        BadInputError: naming both paths.
+    """
+    for inp in inputs:
+        if inp is None:
+            continue
+        if overlaps(output, inp):
+            how = ("is" if _canonical(output).rstrip("/") == _canonical(inp).rstrip("/") else
+                   "lies inside" if _canonical(output).startswith(_canonical(inp).rstrip("/") + "/")
+                   else "contains")
+            raise BadInputError(f"output {output} {how} the input {inp}: writing it would destroy "
+                                "the input; choose an output path outside every input")
+
+
+_HOST = re.sub(r"[^A-Za-z0-9]", "", socket.gethostname())[:40] or "host"
+_SIBLING = re.compile(r"^\.(?P<name>.+)\.(?P<kind>tmp|old)-(?P<ms>\d{13})-(?P<pid>\d+)-"
+                      r"(?P<uid>[0-9a-f]{12})-(?P<host>[A-Za-z0-9]*)(?:\.parts)?$")
+STALE_FOREIGN_SECONDS = 3600
+"""A leftover sibling written by another host is removed once it is this much older than the
+writer that finds it (its process cannot be probed from here)."""
+
+
+def _tag(kind: str, started_ms: int) -> str:
+    return f"{kind}-{started_ms:013d}-{os.getpid()}-{uuid.uuid4().hex[:12]}-{_HOST}"
+
+
+def _leftovers(fs: "FileSystem", path: str, started_ms: int) -> list[str]:
+    """Hidden ``.tmp-*`` / ``.old-*`` siblings of `path` left by writers that are gone: started
+    before `started_ms` and, on this host, whose process is dead (other hosts: older by
+    :data:`STALE_FOREIGN_SECONDS`)."""
+    from eagle_spark.io.lock import pid_alive
+
+    parent, name = posixpath.split(path.rstrip("/"))
+    parent = parent or "."
+    if not fs.exists(parent):
+        return []
+    out = []
+    for entry in fs.list(parent):
+        m = _SIBLING.match(entry)
+        if m is None or m.group("name") != name:
+            continue
+        ms = int(m.group("ms"))
+        if ms >= started_ms:
+            continue
+        if m.group("host") == _HOST:
+            if pid_alive(int(m.group("pid"))) and int(m.group("pid")) != os.getpid():
+                continue
+        elif started_ms - ms < STALE_FOREIGN_SECONDS * 1000:
+            continue
+        out.append(posixpath.join(parent, entry))
+    return out
+
+
 @contextlib.contextmanager
 def atomic_output(spark: SparkSession, path: str, overwrite: bool = False) -> Iterator[str]:
     """Write an output beside `path` and move it into place only when the block succeeds.
 
     Usage::
 
+        check_separate(out, [dataset])            # first thing a stage does
+        ...                                       # read, compute
         with atomic_output(spark, out, overwrite) as tmp:
             df.write.parquet(f"{tmp}/X")          # write everything under tmp
+
+    The sibling is named ``.<name>.tmp-<start ms>-<pid>-<id>-<host>``. After a successful commit,
+    siblings of the same target left by writers that are gone (killed runs: started before this
+    one, and whose process is dead on this host, or older by an hour on another host) are deleted
+    and logged.
 
     Args:
         spark: the active session.
@@ -164,12 +308,14 @@ def atomic_output(spark: SparkSession, path: str, overwrite: bool = False) -> It
         The temporary sibling path to write to (does not exist yet).
     Raises:
         OutputExistsError: `path` exists and `overwrite` is false (checked before and after the
-            block, so no work is wasted and a concurrent writer is not clobbered).
+            block, so no work is wasted and a concurrent writer is not clobbered), or another
+            writer committed to `path` while this one was writing.
     """
     fs = FileSystem(spark)
     if fs.exists(path) and not overwrite:
         raise OutputExistsError(f"output {path} exists; pass --overwrite to replace it")
-    tmp = sibling(path, f"tmp-{uuid.uuid4().hex[:12]}")
+    started_ms = int(time.time() * 1000)
+    tmp = sibling(path, _tag("tmp", started_ms))
     try:
         yield tmp
         if not fs.exists(tmp):
@@ -182,10 +328,16 @@ def atomic_output(spark: SparkSession, path: str, overwrite: bool = False) -> It
         if not overwrite:
             fs.delete(tmp)
             raise OutputExistsError(f"output {path} appeared while writing; not replaced")
-        backup = sibling(path, f"old-{uuid.uuid4().hex[:12]}")
+        backup = sibling(path, _tag("old", started_ms))
         fs.rename(path, backup)
     try:
         fs.rename(tmp, path)
+    except FileExistsError:
+        fs.delete(tmp)
+        if backup is not None:  # another writer committed meanwhile: keep its output
+            fs.delete(backup)
+        raise OutputExistsError(f"output {path} was committed by another writer meanwhile; "
+                                "this one's output was discarded") from None
     except BaseException:
         if backup is not None:
             fs.rename(backup, path)
@@ -194,3 +346,74 @@ def atomic_output(spark: SparkSession, path: str, overwrite: bool = False) -> It
     if backup is not None:
         fs.delete(backup)
     log.info("committed %s", path)
+    for left in _leftovers(fs, path, started_ms):
+        fs.delete(left)
+        log.info("removed %s, left by an earlier writer of %s that is gone", left, path)
+
+
+# Where a read failure names its file: Spark's FAILED_READ_FILE error class (any source format),
+# and pyarrow's Parquet reader (executor-side reads of X, embeddings, weights).
+_FAILED_READ = (
+    re.compile(r"Encountered error while reading file (\S+?)\.?(?:\s|$)"),
+    re.compile(r"Could not open Parquet input source '([^']+)'"),
+    re.compile(r"Could not read schema from '([^']+)'"),
+)
+_CAUSE = re.compile(r"Caused by: ([\w.$]+(?:Exception|Error)): ([^\n]*)")
+_ARROW_CAUSE = re.compile(r"(Parquet magic bytes not found[^\n.]*|Couldn't deserialize thrift[^\n]*|"
+                          r"Unexpected end of stream[^\n]*)")
+
+
+def damaged_file(exc: BaseException) -> Optional[tuple[str, str]]:
+    """The file a failed read names, and why, from a Spark or pyarrow exception (or None).
+
+    Returns:
+        (path as named by the error, reason: the innermost cause Spark reports, e.g.
+        ``java.io.EOFException: Unexpected end of input stream``).
+    """
+    text = str(exc)
+    for pattern in _FAILED_READ:
+        match = pattern.search(text)
+        if match is not None:
+            causes = _CAUSE.findall(text)
+            arrow = _ARROW_CAUSE.search(text)
+            if causes:
+                name, message = causes[-1]
+                reason = f"{name}: {message.strip()}"
+            elif arrow is not None:
+                reason = arrow.group(1).strip()
+            else:
+                reason = text.strip().splitlines()[0][:300]
+            return match.group(1), reason
+    return None
+
+
+@contextlib.contextmanager
+def input_read_errors(inputs: Iterable[Optional[str]]) -> Iterator[None]:
+    """Turn a failed read of one of `inputs` (a damaged or truncated file) into a
+    :class:`BadInputError` naming the file and its table; other failures pass unchanged.
+
+    Used at stage boundaries (each CLI command, each pipeline stage): a truncated gzip text file,
+    a Parquet part file with a broken footer or page, or a checksum mismatch then exits 2 with
+    ``input file <path> (table <T> of <dataset>) cannot be read: <reason>``.
+
+    Args:
+        inputs: the paths the stage reads (None entries ignored).
+    Raises:
+        BadInputError: the failure names a file inside one of `inputs`.
+    """
+    try:
+        yield
+    except BadInputError:
+        raise
+    except Exception as exc:
+        found = damaged_file(exc)
+        if found is None:
+            raise
+        path, reason = found
+        owner = next((i for i in inputs if i is not None and overlaps(path, i)), None)
+        if owner is None:
+            raise
+        table = posixpath.basename(posixpath.dirname(path.rstrip("/")))
+        where = f" (table {table} of {owner})" if owner.rstrip("/") != path.rstrip("/") else ""
+        raise BadInputError(f"input file {path}{where} cannot be read: {reason} "
+                            "(the file is damaged or truncated)") from exc

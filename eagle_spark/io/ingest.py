@@ -33,7 +33,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from eagle_spark import schemas as S
 from eagle_spark.errors import BadInputError
 from eagle_spark.io import xc
-from eagle_spark.io.fs import FileSystem, atomic_output
+from eagle_spark.io.fs import FileSystem, atomic_output, check_separate
 from eagle_spark.io.parts import PartWriter, PartWriters
 from eagle_spark.io.tables import new_manifest, write_manifest
 from eagle_spark.params import IngestParams
@@ -180,6 +180,7 @@ def ingest(
             nothing is written at `output_path` then.
         OutputExistsError: `output_path` exists and `overwrite` is false.
     """
+    check_separate(output_path, [input_path])
     fs = FileSystem(spark)
     if not fs.exists(input_path):
         raise BadInputError(f"input file {input_path} does not exist")
@@ -204,18 +205,17 @@ def ingest(
         for block, count in counts:
             first_line_of[block] = total + 1
             total += count
-        _check_count(input_path, header, total - (1 if has_header else 0))
     with atomic_output(spark, output_path, overwrite) as tmp:
         task = _ingest_task(tmp, limits, has_header, first_line_of)
         rows = raw.mapInArrow(task, from_arrow_schema(_SUMMARY)).collect()  # one row per task
         n_lines = sum(r["lines"] for r in rows)
-        _check_count(input_path, header, n_lines)
         n_bad = sum(r["bad"] for r in rows)
-        if n_bad and params.on_bad_line == "fail":
+        if n_bad and params.on_bad_line == "fail":  # a bad line says more than a wrong count
             line, reason = min((r["first_bad_line"], r["first_bad_reason"]) for r in rows
                                if r["first_bad_line"] is not None)
             more = f" ({n_bad - 1} more bad lines)" if n_bad > 1 else ""
             raise BadInputError(f"{input_path}:{line}: {reason}{more}")
+        _check_count(input_path, header, n_lines)
         n = sum(r["good"] for r in rows)
         for table, schema in ((S.X, X_ARROW), (S.Y, Y_ARROW)):
             if not fs.exists(posixpath.join(tmp, table)):  # no sample at all: an empty table

@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from eagle_spark import schemas as S
-from eagle_spark.errors import BadInputError
+from eagle_spark.errors import BadInputError, strict_json
 from eagle_spark.io.fs import FileSystem
 
 
@@ -48,7 +48,7 @@ def new_manifest(kind: str, **fields: Any) -> dict[str, Any]:
 
 def write_manifest(spark: SparkSession, folder: str, manifest: Mapping[str, Any]) -> None:
     """Write ``<folder>/_manifest.json`` (pretty JSON, sorted keys)."""
-    text = json.dumps(manifest, indent=2, sort_keys=True) + "\n"
+    text = strict_json(manifest, indent=2, sort_keys=True) + "\n"
     FileSystem(spark).write_bytes(posixpath.join(folder, S.MANIFEST), text.encode("utf-8"))
 
 

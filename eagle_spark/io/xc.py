@@ -5,7 +5,8 @@ One sample per line::
     l1,l2,...  f:v f:v ...
 
 The label field is the first whitespace-separated token when it contains no ``:``; a line that starts
-with a blank (or whose first token holds a ``:``) has no labels. Label and feature ids are 0-based
+with a blank (or whose first token holds a ``:``) has no labels. A line of blanks only is rejected
+("blank line"): it holds no sample, and a stray empty line would otherwise shift every sample id. Label and feature ids are 0-based
 unless ``one_based`` is set, which (like scikit-learn's svmlight reader) shifts feature ids only.
 
 The parser works on a whole Arrow batch of lines at once with pyarrow compute kernels and numpy
@@ -113,6 +114,7 @@ _MESSAGES = {
     12: "duplicate label id {tok}",
     13: "empty label id in label field {tok!r}",
     14: "feature value {tok} overflows float32",
+    15: "blank line: a sample line needs a label field or features",
 }
 
 
@@ -298,6 +300,10 @@ def parse_lines(lines: pa.Array, limits: Limits) -> pa.RecordBatch:
     labels, _, l_line = _sort_within_lines(labels, l_line, None)
     _per_line_first(n_lines, l_line, _repeats(labels, l_line), labels, 12, error, value_at)
 
+    # A line of blanks only (not a header replaced by null): no sample, most likely a stray newline.
+    blank = np.asarray(pc.and_(pc.is_valid(lines), pc.equal(text, "")), dtype=bool)
+    error[blank & (error == 0)] = 15
+
     reasons: list[str | None] = [None] * n_lines
     bad_grammar = np.flatnonzero(~grammar_ok)
     if len(bad_grammar):
@@ -305,7 +311,7 @@ def parse_lines(lines: pa.Array, limits: Limits) -> pa.RecordBatch:
             reasons[line] = reason
     for line in np.flatnonzero(error):
         value = value_at[line]
-        tok = f"{value:g}" if int(error[line]) == 14 else str(int(value))
+        tok = f"{value:g}" if int(error[line]) == 14 else str(int(value)) if np.isfinite(value) else ""
         reasons[line] = _MESSAGES[int(error[line])].format(
             tok=tok, n_features=limits.n_features, n_labels=limits.n_labels
         )

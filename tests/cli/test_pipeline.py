@@ -77,7 +77,9 @@ def test_report_and_logs_cover_every_stage(compare_run):
     assert rows["embed_eagle"]["rows"] == 983
     md = (run / "report.md").read_text()
     assert "| embed_eagle | ran |" in md
-    log_text = (run / "logs" / "pipeline.log").read_text()
+    logs = list((run / "logs").glob("*.log"))
+    assert len(logs) == 1  # this run's own log file, named by its run id
+    log_text = logs[0].read_text()
     assert "stage embed_eagle: done in" in log_text and "stage evaluate_eagle: done in" in log_text
 
 

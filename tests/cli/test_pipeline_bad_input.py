@@ -96,6 +96,12 @@ def _no_features(t):
     return {**t, "X": pa.table(x, schema=t["X"].schema)}
 
 
+def _nan_value(t):
+    x = t["X"].to_pydict()
+    x["feat_val"][5] = [float("nan"), 1.0]
+    return {**t, "X": pa.table(x, schema=t["X"].schema)}
+
+
 def _feature_7(t):
     x = t["X"].to_pydict()
     x["feat_idx"][6] = [1, 7]
@@ -107,7 +113,7 @@ CASES = {
     "empty group": (_drop_group_3, {}, "Y1 table", "group_id 3 has members but no labels in Y2"),
     "group without members": (_add_group_9, {}, "Y2 table", "group_id 9 has labels but no members in Y1"),
     "wrong schema": (_string_group, {}, "/Y1", "column 'group_id' has type string, expected bigint"),
-    "sample without features": (_no_features, {}, "/Y1", "sample_id 5 (group_id 2) has no features"),
+    "NaN feature value": (_nan_value, {}, "/X", "sample_id 5 has a NaN or infinite feature value"),
     "feature id out of range": (_feature_7, {}, "/X", "sample_id 6 has feature id 7 out of range [0, 5)"),
     "manifest disagrees": (lambda t: t, {"n_samples": 9}, "_manifest.json",
                            "says n_samples=9 but table"),
@@ -142,4 +148,44 @@ def test_missing_paths_exit_2(good_run, flag, capsys):
     err = capsys.readouterr().err
     assert code == 2, err
     assert f"{root / 'nowhere'} does not exist" in err
+    assert _snapshot(run) == before
+
+
+def test_group_members_without_features_are_accepted(good_run, capsys):
+    """The one rule (aggregation/check.py): a member with an empty row of X is a valid member."""
+    root, _ = good_run
+    dataset = _write(root / "featureless_member", _no_features(_tables()), _manifest())
+    run = root / "run_featureless"
+    code = main(["pipeline", "--dataset", dataset, "--no-aggregate", "--output", str(run),
+                 "--until", "assign", "--set", "embed.iterations=2"])
+    assert code == 0, capsys.readouterr().err
+    manifest = json.loads((run / "assigned" / "eagle" / "_manifest.json").read_text())
+    assert manifest["n_assignments"] == 4
+
+
+def _truncate(path: pathlib.Path) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+def _garbage(path: pathlib.Path) -> None:
+    path.write_bytes(b"not a parquet file " * 20)
+
+
+@pytest.mark.parametrize("table", ["X", "Y1", "Y2"])
+@pytest.mark.parametrize("damage", [_truncate, _garbage], ids=["truncated", "garbage"])
+def test_damaged_parquet_part_exits_2_naming_file_and_table(good_run, table, damage, capsys):
+    root, run = good_run
+    dataset = pathlib.Path(_write(root / f"damaged_{table}_{damage.__name__}", _tables(), _manifest()))
+    part = dataset / table / "part-0.parquet"
+    damage(part)
+    before = _snapshot(run)
+    code = main(["pipeline", "--dataset", str(dataset), "--no-aggregate", "--output", str(run),
+                 "--until", "assign", "--set", "embed.iterations=2", "--force"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    line = [x for x in err.splitlines() if x.startswith("eagle-spark pipeline: error:")]
+    assert line, err
+    assert str(part) in line[0] and f"(table {table} of {dataset})" in line[0], line[0]
+    assert "cannot be read" in line[0]
     assert _snapshot(run) == before

@@ -137,10 +137,12 @@ def test_pipeline_on_standalone_cluster_survives_a_lost_worker(spark, tmp_path):
             "--conf", "spark.task.maxFailures=8", "--executor-memory", "2g",
             str(ROOT / "jobs" / "pipeline.py"), "--conf", str(ROOT / "conf" / "cluster.yaml"),
             "--set", f"pipeline.output={run}", "--set", f"embed.iterations={ITERATIONS}"], env)
-        log_file = run / "logs" / "pipeline.log"
+        def log_text() -> str:  # the run's own log, logs/<run id>.log
+            found = sorted((run / "logs").glob("*.log")) if (run / "logs").exists() else []
+            return found[0].read_text() if found else ""
 
         def grlr_running() -> bool:
-            return log_file.exists() and "stage embed_eagle: start" in log_file.read_text()
+            return "stage embed_eagle: start" in log_text()
 
         _wait(grlr_running, 600, "the GRLR stage to start", [submit])
         time.sleep(2.0)
@@ -152,7 +154,7 @@ def test_pipeline_on_standalone_cluster_survives_a_lost_worker(spark, tmp_path):
         workers[0].wait(timeout=30)
 
         assert submit.wait(timeout=1200) == 0, (logs / "submit.log").read_text()[-4000:]
-        text = log_file.read_text()
+        text = log_text()
         done = [line for line in text.splitlines() if "stage embed_eagle: done" in line]
         assert done and _log_time(done[0]) > killed_at, "the worker was not lost while GRLR ran"
         assert (_json(ui) or {}).get("aliveworkers") == 1

@@ -246,6 +246,6 @@ def test_bad_inputs(spark, small, tmp_path, capsys):
     assert main(["embed", "--input", str(tmp_path / "nope"), "--output", str(tmp_path / "e")]) == 2
     assert "does not exist" in capsys.readouterr().err
     assert main(["embed", "--input", agg, "--output", str(tmp_path / "e"), "--lr", "0"]) == 2
-    assert "embed.lr must be > 0" in capsys.readouterr().err
+    assert "embed.lr must be a finite number > 0" in capsys.readouterr().err
     assert main(["assign", "--input", agg, "--embeddings", str(tmp_path / "nope"),
                  "--output", str(tmp_path / "a")]) == 2

@@ -170,7 +170,8 @@ def test_missing_input_and_folder_input(spark, tmp_path, capsys):
     code, _, err = run_cli(capsys, "ingest", "--input", str(tmp_path / "nope.txt"),
                            "--output", str(tmp_path / "ds"))
     assert code == 2 and f"input file {tmp_path / 'nope.txt'} does not exist" in err
-    code, _, err = run_cli(capsys, "ingest", "--input", str(tmp_path), "--output",
+    (tmp_path / "folder").mkdir()
+    code, _, err = run_cli(capsys, "ingest", "--input", str(tmp_path / "folder"), "--output",
                            str(tmp_path / "ds"))
     assert code == 2 and "is a folder" in err
 

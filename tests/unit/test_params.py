@@ -160,5 +160,5 @@ def test_train_tol_is_a_positive_setting():
 
     assert TrainParams().tol == 0.2  # twice liblinear's and Parabel's eps (docs/design.md)
     assert Settings.load(None, ["train.tol=0.1"]).train.tol == 0.1
-    with pytest.raises(SettingsError, match="train.tol must be > 0"):
+    with pytest.raises(SettingsError, match="train.tol must be a finite number > 0"):
         TrainParams(tol=0.0)

@@ -61,15 +61,13 @@ def test_good_tables_csv_and_parquet(spark, base, tmp_path, write_text, capsys):
 BAD = [
     ("y1", [(9, 0)], "Y1 table {y1}: sample_id 9 is not in X"),
     ("y1", [(0, 0)], "Y1 table {y1}: duplicate row (sample_id=0, group_id=0)"),
-    ("y1", [("abc", 0)], "Y1 table {y1}: row (sample_id=None, group_id=0) has a missing, "
-                         "non-numeric or negative id"),
-    ("y1", [(-1, 0)], "Y1 table {y1}: row (sample_id=-1, group_id=0) has a missing"),
+    ("y1", [("abc", 0)], "{y1}:{l1}: sample_id 'abc' is not a non-negative whole number: line 'abc,0'"),
+    ("y1", [(-1, 0)], "{y1}:{l1}: sample_id '-1' is not a non-negative whole number: line '-1,0'"),
     ("y1", [(5, 3)], "Y1 table {y1}: group_id 3 has members but no labels in Y2"),
     ("y2", [(0, 7, 1)], "Y2 table {y2}: label_id 7 (group_id=0) is out of range [0, 5)"),
     ("y2", [(4, 1, 1)], "Y2 table {y2}: group_id 4 has labels but no members in Y1"),
     ("y2", [(0, 1, 1)], "Y2 table {y2}: duplicate row (group_id=0, label_id=1)"),
-    ("y2", [(1, 2, 0)], "Y2 table {y2}: row (group_id=1, label_id=2, count=0) has a missing, "
-                        "non-numeric or negative id or a count < 1"),
+    ("y2", [(1, 2, 0)], "{y2}:{l2}: count '0' is not a whole number >= 1: line '1,2,0'"),
 ]
 
 
@@ -80,7 +78,8 @@ def test_bad_rows_fail(spark, base, tmp_path, write_text, capsys, table, extra, 
     out = tmp_path / "agg"
     code, stdout, err = run(capsys, base, out, y1, y2)
     assert code == 2 and stdout == ""
-    assert message.format(y1=y1, y2=y2) in err
+    # CSV cells are named by file and line (the header is line 1, the extra row comes last)
+    assert message.format(y1=y1, y2=y2, l1=len(GOOD_Y1) + 2, l2=len(GOOD_Y2) + 2) in err
     assert not out.exists()
 
 

@@ -16,7 +16,8 @@ def test_good_lines_sorted_and_typed():
                        "label_ids": [4, 5], "reason": None}
     assert rows[1] == {"feat_idx": [4], "feat_val": [1.0], "label_ids": [], "reason": None}
     assert rows[2] == {"feat_idx": [], "feat_val": [], "label_ids": [3], "reason": None}
-    assert rows[3] == {"feat_idx": [], "feat_val": [], "label_ids": [], "reason": None}
+    assert rows[3] == {"feat_idx": [], "feat_val": [], "label_ids": [],
+                       "reason": "blank line: a sample line needs a label field or features"}
     assert rows[4] == {"feat_idx": [2], "feat_val": [3.0], "label_ids": [1], "reason": None}
 
 
