@@ -98,7 +98,7 @@ def _csv_line(spark: SparkSession, file_path: str, row: dict[str, Any]) -> Optio
         return None
     want = {k[len(_RAW):]: v for k, v in row.items() if k.startswith(_RAW)}
     for number, cells in enumerate(reader, start=2):
-        by_name = dict(zip(header, cells))
+        by_name = dict(zip(header, cells, strict=False))  # short rows: missing cells
         if all((by_name.get(c) if by_name.get(c) != "" else None) == v for c, v in want.items()):
             return number, lines[number - 1] if number - 1 < len(lines) else ",".join(cells)
     return None

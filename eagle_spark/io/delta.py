@@ -6,7 +6,8 @@ Two writers, one layout (a ``_delta_log/`` transaction log beside Parquet data f
   ``--packages io.delta:delta-spark_2.13:<version>``), Spark writes the table itself
   (``format("delta")``, delta-spark);
 * otherwise the ``deltalake`` package (delta-rs) writes it from the Parquet files, streamed as Arrow
-  record batches. This is the path on machines where Maven cannot be reached (PLATFORM.md).
+  record batches. This is the path on machines where Maven cannot be reached (Delta's jars come
+  only from Maven repositories).
 
 Either way a version is committed by one atomic write of its log entry, after all of its data files
 exist: a writer killed midway leaves the previous version complete and readable (the orphan data
@@ -99,7 +100,8 @@ def read_delta(spark: SparkSession, table: str, version: int | None = None) -> D
     """Read a Delta table in Spark: its live files of `version` (default the latest).
 
     Without Delta's jars Spark cannot read the log, and a plain ``read.parquet`` of the folder would
-    also read files removed by later versions (PLATFORM.md); this reads exactly the version's files.
+    also read files removed by later versions (measured: it returns wrong rows); this reads exactly
+    the version's files.
 
     Raises:
         BadInputError: `table` is not a Delta table.

@@ -25,6 +25,30 @@ from eagle_spark.errors import BadInputError, OutputExistsError
 log = logging.getLogger(__name__)
 
 
+def local_path(path: str) -> Optional[str]:
+    """The local file-system path of `path` (plain path or ``file:`` URI), or None for other URIs."""
+    if path.startswith("file://"):
+        return path[len("file://"):]
+    if path.startswith("file:"):
+        return path[len("file:"):]
+    if "://" in path:
+        return None
+    return path
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process `pid` exists on this host (signal 0 probe)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True
+
+
 class FileSystem:
     """Thin wrapper over ``org.apache.hadoop.fs.FileSystem`` for the session's Hadoop configuration.
 
@@ -88,8 +112,6 @@ class FileSystem:
             FileExistsError: `dst` exists (or appeared while renaming).
             OSError: the file system refused the rename.
         """
-        from eagle_spark.io.lock import local_path
-
         fs, jsrc = self._resolve(src)
         _, jdst = self._resolve(dst)
         if fs.exists(jdst):
@@ -206,8 +228,6 @@ def require_exists(spark: SparkSession, path: str, what: str) -> None:
 def _canonical(path: str) -> str:
     """Absolute, normalised form of `path` for comparisons: symlinks resolved for local paths,
     ``scheme://authority/path`` normalised for other URIs."""
-    from eagle_spark.io.lock import local_path
-
     local = local_path(path)
     if local is not None:
         return "file://" + os.path.realpath(os.path.abspath(local))
@@ -234,14 +254,13 @@ def check_separate(output: str, inputs: Iterable[Optional[str]]) -> None:
     Raises:
         BadInputError: naming both paths.
     """
+    out = _canonical(output).rstrip("/")
     for inp in inputs:
-        if inp is None:
+        if inp is None or not overlaps(output, inp):
             continue
-        if overlaps(output, inp):
-            how = ("is" if _canonical(output).rstrip("/") == _canonical(inp).rstrip("/") else
-                   "lies inside" if _canonical(output).startswith(_canonical(inp).rstrip("/") + "/")
-                   else "contains")
-            raise BadInputError(f"output {output} {how} the input {inp}: writing it would destroy "
+        given = _canonical(inp).rstrip("/")
+        how = "is" if out == given else "lies inside" if out.startswith(given + "/") else "contains"
+        raise BadInputError(f"output {output} {how} the input {inp}: writing it would destroy "
                                 "the input; choose an output path outside every input")
 
 
@@ -261,8 +280,6 @@ def _leftovers(fs: "FileSystem", path: str, started_ms: int) -> list[str]:
     """Hidden ``.tmp-*`` / ``.old-*`` siblings of `path` left by writers that are gone: started
     before `started_ms` and, on this host, whose process is dead (other hosts: older by
     :data:`STALE_FOREIGN_SECONDS`)."""
-    from eagle_spark.io.lock import pid_alive
-
     parent, name = posixpath.split(path.rstrip("/"))
     parent = parent or "."
     if not fs.exists(parent):

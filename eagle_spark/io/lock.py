@@ -29,34 +29,11 @@ from typing import Any, Optional
 from pyspark.sql import SparkSession
 
 from eagle_spark.errors import RunFolderInUseError
+from eagle_spark.io.fs import FileSystem, local_path, pid_alive
 
 log = logging.getLogger(__name__)
 
 LOCK_NAME = "_lock"
-
-
-def local_path(path: str) -> Optional[str]:
-    """The local file-system path of `path` (plain path or ``file:`` URI), or None for other URIs."""
-    if path.startswith("file://"):
-        return path[len("file://"):]
-    if path.startswith("file:"):
-        return path[len("file:"):]
-    if "://" in path:
-        return None
-    return path
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether a process `pid` exists on this host (signal 0 probe)."""
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # exists, owned by someone else
-        return True
-    return True
 
 
 def _describe(holder: dict[str, Any]) -> str:
@@ -130,8 +107,6 @@ class RunLock:
 
     # -- other file systems --------------------------------------------------------------------
     def _acquire_remote(self) -> None:
-        from eagle_spark.io.fs import FileSystem
-
         if self.spark is None:
             raise ValueError(f"a SparkSession is needed to lock {self.run_dir}")
         fs = FileSystem(self.spark)
@@ -175,10 +150,8 @@ class RunLock:
                 os.close(self._fd)  # closing the descriptor drops the flock
                 self._fd = None
         elif self._remote and self.spark is not None:
-            from eagle_spark.io.fs import FileSystem
-
             FileSystem(self.spark).delete(self.path)
             self._remote = False
 
 
-__all__ = ["LOCK_NAME", "RunLock", "local_path", "pid_alive"]
+__all__ = ["LOCK_NAME", "RunLock"]

@@ -2,7 +2,7 @@
 tasks use to load whole tables (X, label embeddings, classifier weights) into memory.
 
 Spark's own Parquet writer converts every array element through the JVM row format (about 60k rows/s
-for 40-element arrays on two cores, PLATFORM.md); pyarrow writes the Arrow batches a ``mapInArrow``
+for 40-element arrays on two cores, measured); pyarrow writes the Arrow batches a ``mapInArrow``
 task already holds at C++ speed. A part file is named deterministically by the caller (e.g. by the
 input split it comes from), written under a unique in-progress name and renamed at the end, so a
 retried or speculative task replaces the file with identical content and readers never see half of
