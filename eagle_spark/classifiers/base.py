@@ -1,6 +1,6 @@
 """Model folders: ``metadata.json`` (class, package version, params, n_features, n_labels,
 created_at) plus Parquet data under ``data/`` (Spark ML's metadata/ + data/ layout), and the
-executor-side cache of training data (X and Y as CSR / CSC) shared by the trainers.
+executor-side training data (X and Y as CSR / CSC, once per executor) shared by the trainers.
 """
 
 from __future__ import annotations
@@ -8,7 +8,6 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import posixpath
-import threading
 from typing import Any
 
 import numpy as np
@@ -20,6 +19,7 @@ from pyspark.sql import SparkSession
 from eagle_spark import __version__
 from eagle_spark import schemas as S
 from eagle_spark.errors import BadInputError, strict_json
+from eagle_spark.executor_state import shared_arrays, sparse_arrays, sparse_from
 from eagle_spark.io.fs import FileSystem
 from eagle_spark.io.parts import filesystem_for, folder_version, read_x
 from eagle_spark.io.tables import read_manifest, read_table
@@ -87,26 +87,37 @@ def read_metadata(spark: SparkSession, folder: str, cls: str) -> dict:
     return meta
 
 
-_lock = threading.Lock()
-_cache: dict[tuple, tuple] = {}
+_xy: dict[tuple, tuple] = {}
 
 
 def load_xy(dataset: str, n_features: int, n_labels: int, normalize: bool) -> tuple[np.ndarray, sp.csr_matrix, sp.csc_matrix]:
-    """(sample_ids, X CSR float32 (normalised when asked), Y CSC bool) of a dataset, cached per worker."""
+    """(sample_ids, X CSR float32 (normalised when asked), Y CSC bool) of a dataset.
+
+    Held once per executor (:mod:`eagle_spark.executor_state`): the first worker reads the tables
+    and writes the arrays, every worker maps them read-only. Memory per executor: ~8 bytes per
+    nonzero of X (float32 value, int32 id) + ~5 bytes per positive of Y, whatever the number of
+    task slots.
+    """
     key = (dataset, folder_version(dataset), n_features, n_labels, normalize)  # rewritten -> reread
-    with _lock:
-        if key not in _cache:
-            fs, root = filesystem_for(dataset)
-            ids, X = read_x(dataset, n_features)
-            yt = pq.read_table(f"{root}/{S.Y}", filesystem=fs).sort_by(S.SAMPLE_ID)
-            if not np.array_equal(ids, np.asarray(yt.column(S.SAMPLE_ID), dtype=np.int64)):
-                raise ValueError(f"{dataset}: X and Y do not have the same sample_ids")
-            X = l2_normalize_rows(X) if normalize else X
-            lab = yt.column(S.LABEL_IDS).combine_chunks()
-            indptr = np.asarray(lab.offsets, dtype=np.int64)
-            indices = np.asarray(lab.values, dtype=np.int64)
-            Y = sp.csr_matrix((np.ones(len(indices), dtype=bool), indices, indptr - indptr[0]),
-                              shape=(len(ids), n_labels)).tocsc()
-            _cache.clear()
-            _cache[key] = (ids, X, Y)
-        return _cache[key]
+    if key in _xy:
+        return _xy[key]
+
+    def build() -> dict[str, np.ndarray]:
+        fs, root = filesystem_for(dataset)
+        ids, X = read_x(dataset, n_features)
+        yt = pq.read_table(f"{root}/{S.Y}", filesystem=fs).sort_by(S.SAMPLE_ID)
+        if not np.array_equal(ids, np.asarray(yt.column(S.SAMPLE_ID), dtype=np.int64)):
+            raise ValueError(f"{dataset}: X and Y do not have the same sample_ids")
+        X = l2_normalize_rows(X) if normalize else X
+        lab = yt.column(S.LABEL_IDS).combine_chunks()
+        indptr = np.asarray(lab.offsets, dtype=np.int64)
+        indices = np.asarray(lab.values, dtype=np.int64)
+        Y = sp.csr_matrix((np.ones(len(indices), dtype=bool), indices, indptr - indptr[0]),
+                          shape=(len(ids), n_labels)).tocsc()
+        return {"ids": ids, **sparse_arrays(X, "X"), **sparse_arrays(Y, "Y")}
+
+    a = shared_arrays("xy", key, build)
+    out = (a["ids"], sparse_from(a, "X"), sparse_from(a, "Y", "csc"))
+    _xy.clear()
+    _xy[key] = out
+    return out

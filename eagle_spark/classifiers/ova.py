@@ -32,6 +32,7 @@ from eagle_spark.classifiers.base import (WEIGHTS, WEIGHTS_ARROW, load_xy, read_
                                           training_set, write_metadata)
 from eagle_spark.classifiers.linear import check_weights, train_binary
 from eagle_spark.errors import BadInputError, check_finite_scores
+from eagle_spark.executor_state import shared_arrays, sparse_arrays, sparse_from
 from eagle_spark.io.fs import atomic_output, check_separate
 from eagle_spark.io.parts import PartWriters, folder_version, read_sparse_rows
 from eagle_spark.sparse import csr_from_arrow, l2_normalize_rows
@@ -129,15 +130,23 @@ _weights_cache: dict[tuple, tuple] = {}
 
 
 def _load_weights(model_path: str, n_features: int, n_labels: int) -> tuple[sp.csc_matrix, np.ndarray]:
-    key = (model_path, folder_version(model_path))  # a model retrained at the same path is reread
-    if key not in _weights_cache:
+    """(W (d x L) CSC float32, bias (L,) float32) of a one-vs-all model, held once per executor
+    (:mod:`eagle_spark.executor_state`; ~8 bytes per weight, whatever the number of task slots)."""
+    key = (model_path, folder_version(model_path), n_features, n_labels)  # retrained -> reread
+    if key in _weights_cache:
+        return _weights_cache[key]
+
+    def build() -> dict[str, np.ndarray]:
         WT, bias = read_sparse_rows(posixpath.join(model_path, WEIGHTS), S.LABEL_ID, "w_idx", "w_val",
                                     (n_labels, n_features), extra="bias")
         # weights are stored as float32: the round trip through float64 is exact
-        W = WT.T.tocsc().astype(np.float32)
-        _weights_cache.clear()
-        _weights_cache[key] = (W, bias.astype(np.float32))
-    return _weights_cache[key]
+        return {**sparse_arrays(WT.T.tocsc().astype(np.float32), "W"), "bias": bias.astype(np.float32)}
+
+    a = shared_arrays("ova", key, build)
+    out = (sparse_from(a, "W", "csc"), a["bias"])
+    _weights_cache.clear()
+    _weights_cache[key] = out
+    return out
 
 
 def top_k(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

@@ -55,6 +55,7 @@ from eagle_spark.classifiers.linear import check_weights, train_binary
 from eagle_spark.classifiers.ova import PRED_SCHEMA, _PRED, _weights_batch
 from eagle_spark.errors import BadInputError, check_finite_scores
 from eagle_spark.evaluation.metrics import label_counts
+from eagle_spark.executor_state import forget, shared_arrays, sparse_arrays, sparse_from
 from eagle_spark.io.fs import atomic_output, check_separate
 from eagle_spark.io.parts import PartWriter, PartWriters, filesystem_for, folder_version, read_sparse_rows
 from eagle_spark.io.tables import has_table, read_table
@@ -303,7 +304,7 @@ def _train_units_task(dataset: str, out: str, n_features: int, n_labels: int, pa
     """
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        _reps_cache.clear()  # the indexer's label representations are not needed any more
+        forget("reps")  # the indexer's label representations are not needed any more
         ids, X, Y = load_xy(dataset, n_features, n_labels, params.normalize)
         built = [Tree(parent, np.zeros(len(parent)), n_clusters, n_labels) for parent, n_clusters in trees]
         under = [t.labels_under() for t in built]
@@ -377,29 +378,28 @@ def _unit(tree: Tree, under: list, X: sp.csr_matrix, Y: sp.csc_matrix, node: int
     return rows
 
 
-_reps_cache: dict[tuple, sp.csr_matrix] = {}
-
-
 def label_reps(dataset: str, n_features: int, n_labels: int, normalize: bool,
                label_repr: Optional[str] = None) -> sp.csr_matrix:
-    """The L2-normalised label representations the indexer clusters, cached per process:
-    PIFA of the dataset (:func:`pifa`), or the ``label_emb`` rows of `label_repr`.
+    """The L2-normalised label representations the indexer clusters, held once per executor
+    (:mod:`eagle_spark.executor_state`): PIFA of the dataset (:func:`pifa`), or the ``label_emb``
+    rows of `label_repr`. Memory per executor: 12 bytes per nonzero (float64 value, int32 id).
 
     Returns:
-        (n_labels, d) float64 CSR, d = n_features for PIFA.
+        (n_labels, d) float64 CSR (read-only arrays), d = n_features for PIFA.
     """
     source = label_repr if label_repr is not None else dataset
     key = (source, folder_version(source), n_features, n_labels, normalize)
-    if key not in _reps_cache:
+
+    def build() -> dict[str, np.ndarray]:
         if label_repr is not None:
             reps, _ = read_sparse_rows(posixpath.join(label_repr, S.LABEL_EMB), S.LABEL_ID, S.EMB_IDX,
                                        S.EMB_VAL, (n_labels, n_features))
         else:
             _, X, Y = load_xy(dataset, n_features, n_labels, normalize)
             reps = pifa(X, Y)
-        _reps_cache.clear()
-        _reps_cache[key] = l2_normalize_rows(reps, np.float64)
-    return _reps_cache[key]
+        return sparse_arrays(l2_normalize_rows(reps, np.float64), "R")
+
+    return sparse_from(shared_arrays("reps", key, build), "R")
 
 
 def deal(work: np.ndarray, bins: int) -> list[list[int]]:
@@ -582,25 +582,33 @@ _model_cache: dict[tuple, list] = {}
 
 
 def _load_model(model_path: str, meta: dict) -> list[tuple[Tree, sp.csr_matrix, np.ndarray]]:
-    """[(tree, W^T (n_elements x d) CSR float32, bias)] per tree of a model, cached per worker.
+    """[(tree, W^T (n_elements x d) CSR float32, bias)] per tree of a model, held once per executor
+    (:mod:`eagle_spark.executor_state`; ~8 bytes per weight, whatever the number of task slots).
     The weights stay float32 as stored (4 bytes less per weight); products with float64 X are
     computed in float64, so the scores equal those of float64 weights."""
     key = (model_path, folder_version(model_path))  # a model retrained at the same path is reread
-    if key not in _model_cache:
+    if key in _model_cache:
+        return _model_cache[key]
+
+    def build() -> dict[str, np.ndarray]:
         fs, root = filesystem_for(model_path)
-        out = []
+        arrays: dict[str, np.ndarray] = {}
         for t in range(int(meta["n_trees"])):
             tt = pq.read_table(f"{root}/{TREE}_{t}", filesystem=fs).sort_by("node_id")
             parent = np.asarray(tt.column("parent_id"), dtype=np.int64)
-            level = np.asarray(tt.column("level"), dtype=np.int64)
-            tree = Tree(parent, level, int(meta["n_clusters"][t]), int(meta["n_labels"]))
             WT, bias = read_sparse_rows(posixpath.join(model_path, f"{WEIGHTS}_{t}"), S.LABEL_ID,
                                         "w_idx", "w_val", (len(parent), int(meta["n_features"])),
                                         extra="bias", dtype=np.float32)  # as stored; products upcast
-            out.append((tree, WT, bias))
-        _model_cache.clear()
-        _model_cache[key] = out
-    return _model_cache[key]
+            arrays |= {f"parent{t}": parent, f"level{t}": np.asarray(tt.column("level"), dtype=np.int64),
+                       f"bias{t}": bias, **sparse_arrays(WT, f"W{t}")}
+        return arrays
+
+    a = shared_arrays("tree", key, build)
+    out = [(Tree(a[f"parent{t}"], a[f"level{t}"], int(meta["n_clusters"][t]), int(meta["n_labels"])),
+            sparse_from(a, f"W{t}"), a[f"bias{t}"]) for t in range(int(meta["n_trees"]))]
+    _model_cache.clear()
+    _model_cache[key] = out
+    return out
 
 
 def ensemble_search(models: list, X: sp.csr_matrix, beam: int, k: int, loss: str,

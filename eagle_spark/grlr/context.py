@@ -1,16 +1,19 @@
-"""Executor-side copy of X and of the group memberships, loaded once per Python worker.
+"""Executor-side X and group memberships, held once per executor and shared by its workers.
 
 GRLR touches, for each label, the members of each of its groups: copying every group's feature
 vectors once per (group, label) pair through a shuffle would move ~18 GB at Wiki-325K with g = 10.
-Instead each Python worker reads X (and Y1) straight from the dataset's Parquet files with pyarrow
-and keeps them in memory across tasks (Spark reuses Python workers), so tasks only receive the
-small (label, group) lists. Memory per worker: about 12 bytes per nonzero of X (float64 values,
-int32 ids) plus 16 bytes per row of Y1 (Wiki-325K: ~0.9 GB). The cache holds one context.
+Instead X (and Y1) are read straight from the dataset's Parquet files with pyarrow, once per
+executor, and kept as memory-mapped arrays (:mod:`eagle_spark.executor_state`) that every Python
+worker of the executor maps, so tasks only receive the small (label, group) lists.
+
+Memory per executor (not per worker): about 12 bytes per nonzero of X (float64 values, int32
+ids) plus 24 bytes per row of Y1 (Wiki-325K: ~0.9 GB), whatever the number of task slots; the
+first worker also holds a private copy while it builds the files. A task keeps only its own
+batch's work arrays on top.
 """
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,13 +21,14 @@ import pyarrow.parquet as pq
 import scipy.sparse as sp
 
 from eagle_spark import schemas as S
+from eagle_spark.executor_state import shared_arrays, sparse_arrays, sparse_from
 from eagle_spark.io.parts import filesystem_for, folder_version, read_x
 from eagle_spark.sparse import l2_normalize_rows
 
 
 @dataclass
 class Context:
-    """X and Y1 in the memory of one worker.
+    """X and Y1 of an executor (read-only arrays mapped from its shared state files).
 
     Attributes:
         sample_ids: (n_rows,) sorted sample ids; row r of X is sample sample_ids[r].
@@ -65,26 +69,26 @@ class Context:
         return ptr, self.member_rows[starts + np.arange(ptr[-1])]
 
 
-_lock = threading.Lock()
-_cache: dict[tuple, Context] = {}
+_contexts: dict[tuple, Context] = {}
 
 
 def load_context(dataset: str, n_features: int, normalize: bool) -> Context:
-    """The worker's Context for `dataset` (read on first use, then cached).
+    """The executor's Context for `dataset` (built by its first worker, then memory-mapped).
 
     Args:
         dataset: dataset folder with X/ and Y1/ (a path every executor reaches).
         n_features: columns of X.
         normalize: L2-normalise the rows of X.
     Returns:
-        The cached Context.
+        The Context; its arrays are read-only maps shared with the executor's other workers.
     Raises:
         ValueError: a sample of Y1 is not in X.
     """
     key = (dataset, folder_version(dataset), n_features, normalize)  # a rewritten dataset is reread
-    with _lock:
-        if key in _cache:
-            return _cache[key]
+    if key in _contexts:
+        return _contexts[key]
+
+    def build() -> dict[str, np.ndarray]:
         sample_ids, X = read_x(dataset, n_features)
         X = l2_normalize_rows(X, np.float64) if normalize else sp.csr_matrix(X, dtype=np.float64)
         fs, root = filesystem_for(dataset)
@@ -99,8 +103,12 @@ def load_context(dataset: str, n_features: int, normalize: bool) -> Context:
         order = np.lexsort((rows, groups))
         groups, rows = groups[order], rows[order]
         group_ids, starts = np.unique(groups, return_index=True)
-        group_ptr = np.append(starts, len(groups)).astype(np.int64)
-        context = Context(sample_ids, X, group_ids, group_ptr, rows)
-        _cache.clear()
-        _cache[key] = context
-        return context
+        return {"sample_ids": sample_ids, **sparse_arrays(X, "X"), "group_ids": group_ids,
+                "group_ptr": np.append(starts, len(groups)).astype(np.int64), "member_rows": rows}
+
+    a = shared_arrays("grlr", key, build)
+    context = Context(a["sample_ids"], sparse_from(a, "X"), a["group_ids"], a["group_ptr"],
+                      a["member_rows"])
+    _contexts.clear()
+    _contexts[key] = context
+    return context

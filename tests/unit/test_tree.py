@@ -140,14 +140,14 @@ def test_distributed_indexer_equals_twin(spark, tiny, top_levels, tasks, max_lea
     as build_tree, for any split point between the two stages (top_levels 50 = all in the first),
     with and without heavy leaves split further (max_leaf_work), and the driver never computes
     the label representations."""
-    from eagle_spark.classifiers import tree as T
+    from eagle_spark.executor_state import forget, opened
 
     _, X, Y = load_xy(tiny["train"], 500, 983, True)
     params = TrainParams(model="tree", max_leaf=20, tasks=tasks, n_trees=2, seed=5,
                          top_levels=top_levels, max_leaf_work=max_leaf_work)
-    T._reps_cache.clear()
+    forget("reps")
     trees = index_trees(spark, tiny["train"], 500, 983, params)
-    assert T._reps_cache == {}  # the tasks' worker processes hold them, not the driver
+    assert opened("reps") is None  # the tasks' worker processes map them, not the driver
     for t, got in enumerate(trees):
         twin = build_tree(pifa(X, Y), 20, 5 + t, Y=Y, max_leaf_work=max_leaf_work)
         assert got.n_clusters == twin.n_clusters
