@@ -61,6 +61,39 @@ def _segment_first_max(values: np.ndarray, ptr: np.ndarray) -> tuple[np.ndarray,
     return seg_max, is_max, first
 
 
+def _label_columns(A: sp.csr_matrix, cand_label: np.ndarray, n_labels: int
+                   ) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray]:
+    """The distinct (label, feature) pairs of a batch's stacked rows, in (label, feature) order.
+
+    Args:
+        A: (n_candidates, n_features) CSR, the candidate rows; rows are grouped by label.
+        cand_label: (n_candidates,) local label of each row, non-decreasing.
+        n_labels: labels of the batch.
+    Returns:
+        ((col_label int64, col_feature int32) of each distinct pair, inverse (A.nnz,) int64: the
+        pair of each stored entry of A). Sorting is done by two counting sorts (scipy's CSR/CSC
+        transposes, linear in nnz + n_features) instead of a comparison sort of the keys.
+    """
+    nnz = A.nnz
+    if nnz == 0:
+        return (np.zeros(0, np.int64), np.zeros(0, np.int32)), np.zeros(0, np.int64)
+    row_ptr = A.indptr.astype(np.int64)
+    label_nnz_ptr = row_ptr[np.searchsorted(cand_label, np.arange(n_labels + 1))]
+    by_label = sp.csr_matrix((np.arange(nnz, dtype=np.int64), A.indices, label_nnz_ptr),
+                             shape=(n_labels, A.shape[1]))
+    ordered = by_label.tocsc().tocsr()  # stable bucket sorts: by feature, then by label
+    feature = ordered.indices
+    label = np.repeat(np.arange(n_labels, dtype=np.int64), np.diff(ordered.indptr))
+    new = np.empty(nnz, dtype=bool)
+    new[0] = True
+    np.not_equal(feature[1:], feature[:-1], out=new[1:])
+    new[1:] |= label[1:] != label[:-1]
+    column = np.cumsum(new) - 1
+    inverse = np.empty(nnz, dtype=np.int64)
+    inverse[ordered.data] = column
+    return (label[new], feature[new].astype(np.int32)), inverse
+
+
 class LabelBlock:
     """The stacked, column-remapped candidate matrix of a batch (see the module docstring).
 
@@ -71,23 +104,27 @@ class LabelBlock:
 
     def __init__(self, X: sp.csr_matrix, batch: PairBatch) -> None:
         self.batch = batch
-        n_features = X.shape[1]
         A = X[batch.cand_rows]
         cand_label = np.repeat(batch.pair_label, np.diff(batch.pair_ptr)).astype(np.int64)
-        keys = np.repeat(cand_label, np.diff(A.indptr)) * n_features + A.indices
-        columns, inverse = np.unique(keys, return_inverse=True)
-        self.A = sp.csr_matrix((A.data, inverse.astype(np.int64), A.indptr),
-                               shape=(A.shape[0], len(columns)))
+        columns, inverse = _label_columns(A, cand_label, batch.n_labels)
+        self.A = sp.csr_matrix((A.data, inverse, A.indptr), shape=(A.shape[0], len(columns[0])))
         self.AT = self.A.T.tocsr()
-        self.col_label = columns // n_features
-        self.col_feature = (columns % n_features).astype(np.int32)
+        self.col_label, self.col_feature = columns
         self.label_ptr = np.searchsorted(self.col_label, np.arange(batch.n_labels + 1))
+        self._sizes = np.diff(self.label_ptr)
+        self._nonempty = np.flatnonzero(self._sizes > 0)
+        self._starts = self.label_ptr[self._nonempty]
 
     def project(self, v: np.ndarray) -> np.ndarray:
-        """Proj on every label's block: v_k / ||v_k||, and Proj(0) = 0."""
-        norms = np.sqrt(np.bincount(self.col_label, weights=v * v, minlength=self.batch.n_labels))
+        """Proj on every label's block: v_k / ||v_k||, and Proj(0) = 0 (a new array)."""
+        norms = np.zeros(self.batch.n_labels)
+        if len(v):
+            norms[self._nonempty] = np.add.reduceat(np.square(v), self._starts)
+        np.sqrt(norms, out=norms)
         scale = np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)
-        return v * scale[self.col_label]
+        out = np.repeat(scale, self._sizes)
+        out *= v
+        return out
 
     def scores(self, e: np.ndarray) -> np.ndarray:
         """<e_k, x_i> for every candidate row of every pair."""
@@ -117,13 +154,17 @@ class LabelBlock:
             first = new_first
         return e, {"sum_max": sum_max, "changed": changed}
 
-    def embeddings(self, e: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
-        """Per label k: (feature ids int32 sorted, weights float32) of its embedding, zeros dropped."""
+    def embeddings(self, e: np.ndarray, prune_below: float = 0.0) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per label k: (feature ids int32 sorted, weights float32) of its embedding.
+
+        Zeros are dropped, and weights with |w| < `prune_below` too (0: exact; the rest keep their
+        values, so a pruned embedding's norm is below 1).
+        """
         out = []
         for k in range(self.batch.n_labels):
             lo, hi = self.label_ptr[k], self.label_ptr[k + 1]
             values = e[lo:hi]
-            keep = values != 0
+            keep = (values != 0) & (np.abs(values) >= prune_below)
             out.append((self.col_feature[lo:hi][keep], values[keep].astype(np.float32)))
         return out
 
@@ -159,16 +200,37 @@ def select_top(scores: np.ndarray, ptr: np.ndarray, take: np.ndarray) -> np.ndar
     """Indices (into `scores`) of the `take[p]` best candidates of each pair p.
 
     Order: score descending, then candidate position ascending (candidates are in sample_id order,
-    so ties go to the smallest sample_id). ``take = 1`` is Algorithm 2's argmax.
+    so ties go to the smallest sample_id); scores within TIE_RTOL of the pair's maximum count as
+    the maximum, so the first is always Algorithm 2's argmax (:func:`_segment_first_max`) whatever
+    `take` is. ``take = 1`` is the argmax alone.
 
     Returns:
         Candidate indices, pair by pair, best first.
     """
     n_pairs = len(ptr) - 1
+    seg_max, is_max, first = _segment_first_max(scores, ptr) if n_pairs else (None, None, ptr[:0])
     if (take == 1).all():
-        return _segment_first_max(scores, ptr)[2]
+        return first
+    snapped = np.where(is_max, np.repeat(seg_max, np.diff(ptr)), scores)
     pair_of = np.repeat(np.arange(n_pairs), np.diff(ptr))
-    order = np.lexsort((np.arange(len(scores)), -scores, pair_of))
+    order = np.lexsort((np.arange(len(scores)), -snapped, pair_of))
     rank = np.arange(len(scores)) - np.repeat(ptr[:-1], np.diff(ptr))
     keep = rank < np.repeat(take, np.diff(ptr))
     return order[keep]
+
+
+def select_top_ranked(scores: np.ndarray, ptr: np.ndarray, take: np.ndarray
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`select_top` with each chosen candidate's pair and rank within the pair.
+
+    Returns:
+        (chosen candidate indices, their pair indices (non-decreasing), their rank 0..take-1 within
+        the pair, 0 = the best), all of the same length min(take, size) summed over pairs.
+    """
+    chosen = select_top(scores, ptr, take)
+    pair_of = np.searchsorted(ptr, chosen, side="right") - 1
+    if len(chosen) == 0:
+        return chosen, pair_of, np.zeros(0, dtype=np.int64)
+    starts = np.flatnonzero(np.r_[True, pair_of[1:] != pair_of[:-1]])
+    rank = np.arange(len(chosen)) - np.repeat(starts, np.diff(np.r_[starts, len(chosen)]))
+    return chosen, pair_of, rank
