@@ -71,12 +71,8 @@ def event_log_overrides(folder: str | os.PathLike) -> list[str]:
             "spark.extra.spark.eventLog.compress=false"]
 
 
-def stage_times(folder: str | os.PathLike, app_id: str, min_seconds: float = 1.0) -> list[dict[str, Any]]:
-    """Per Spark stage of application `app_id`, from its event log in `folder`: name, wall
-    seconds, number of tasks, and the tasks' seconds (sum, min, max).
-
-    Stages shorter than `min_seconds` are left out. Raises FileNotFoundError when the log is missing.
-    """
+def _events(folder: str | os.PathLike, app_id: str):
+    """The JSON events of application `app_id`'s event log in `folder` (single file or rolling)."""
     single, rolling = pathlib.Path(folder) / app_id, pathlib.Path(folder) / f"eventlog_v2_{app_id}"
     if single.exists():
         files = [single]
@@ -84,23 +80,56 @@ def stage_times(folder: str | os.PathLike, app_id: str, min_seconds: float = 1.0
         files = sorted(rolling.glob("events_*"), key=lambda p: int(p.name.split("_")[1]))
     else:
         raise FileNotFoundError(f"{single}: no Spark event log (was spark.eventLog.enabled set?)")
-    stages: dict[int, dict[str, Any]] = {}
-    tasks: dict[int, list[float]] = {}
     for path in files:
         with path.open() as f:
             for line in f:
-                event = json.loads(line)
-                kind = event.get("Event")
-                if kind == "SparkListenerTaskEnd":
-                    info = event["Task Info"]
-                    seconds = (info["Finish Time"] - info["Launch Time"]) / 1e3
-                    tasks.setdefault(event["Stage ID"], []).append(seconds)
-                elif kind == "SparkListenerStageCompleted":
-                    info = event["Stage Info"]
-                    stages[info["Stage ID"]] = {
-                        "stage": info["Stage ID"], "name": info["Stage Name"],
-                        "seconds": round((info["Completion Time"] - info["Submission Time"]) / 1e3, 1),
-                        "tasks": info["Number of Tasks"]}
+                yield json.loads(line)
+
+
+def shuffle_bytes_by_job_group(folder: str | os.PathLike, app_id: str) -> dict[str, int]:
+    """Bytes written to shuffle files per job group (``SparkContext.setJobGroup``) of application
+    `app_id`, from its event log in `folder`: the sum over the group's completed stages of the
+    ``internal.metrics.shuffle.write.bytesWritten`` accumulator. Jobs without a group count under ""."""
+    group_of_stage: dict[int, str] = {}
+    written: dict[int, int] = {}
+    for event in _events(folder, app_id):
+        kind = event.get("Event")
+        if kind == "SparkListenerJobStart":
+            group = (event.get("Properties") or {}).get("spark.jobGroup.id") or ""
+            for sid in event.get("Stage IDs", []):
+                group_of_stage.setdefault(sid, group)
+        elif kind == "SparkListenerStageCompleted":
+            info = event["Stage Info"]
+            for acc in info.get("Accumulables", []):
+                if acc.get("Name") == "internal.metrics.shuffle.write.bytesWritten":
+                    written[info["Stage ID"]] = int(acc.get("Value") or 0)
+    totals: dict[str, int] = {}
+    for sid, n in written.items():
+        group = group_of_stage.get(sid, "")
+        totals[group] = totals.get(group, 0) + n
+    return totals
+
+
+def stage_times(folder: str | os.PathLike, app_id: str, min_seconds: float = 1.0) -> list[dict[str, Any]]:
+    """Per Spark stage of application `app_id`, from its event log in `folder`: name, wall
+    seconds, number of tasks, and the tasks' seconds (sum, min, max).
+
+    Stages shorter than `min_seconds` are left out. Raises FileNotFoundError when the log is missing.
+    """
+    stages: dict[int, dict[str, Any]] = {}
+    tasks: dict[int, list[float]] = {}
+    for event in _events(folder, app_id):
+        kind = event.get("Event")
+        if kind == "SparkListenerTaskEnd":
+            info = event["Task Info"]
+            seconds = (info["Finish Time"] - info["Launch Time"]) / 1e3
+            tasks.setdefault(event["Stage ID"], []).append(seconds)
+        elif kind == "SparkListenerStageCompleted":
+            info = event["Stage Info"]
+            stages[info["Stage ID"]] = {
+                "stage": info["Stage ID"], "name": info["Stage Name"],
+                "seconds": round((info["Completion Time"] - info["Submission Time"]) / 1e3, 1),
+                "tasks": info["Number of Tasks"]}
     rows = []
     for sid, row in sorted(stages.items()):
         if row["seconds"] < min_seconds:

@@ -149,6 +149,13 @@ def _check(condition: bool, message: str) -> None:
         raise SettingsError(message)
 
 
+def _check_x_access(section: str, x_access: str, cache_budget: Optional[str]) -> None:
+    _check(x_access in ("auto", "cached", "joined"),
+           f"{section}.x_access must be auto, cached or joined, got {x_access!r}")
+    if cache_budget is not None:
+        memory_mib(cache_budget, f"{section}.cache_budget")
+
+
 def _finite(value: float) -> bool:
     return math.isfinite(value)
 
@@ -317,6 +324,18 @@ class EmbedParams(BaseParams):
         split_rows: labels with more candidate rows than this are split into chunks of groups,
             combined on the driver each iteration; 0 means max(2 x total / tasks, 500000).
             Default 0.
+        prune_below: store only embedding weights with |w| >= this (smaller stored embeddings;
+            the assignments of the same pass are computed before pruning and do not change).
+            0 stores every nonzero weight (exact). Default 0.
+        x_access: how tasks get the candidates' feature rows. ``cached``: every executor reads X and
+            Y1 once into its memory-mapped cache (fast; needs ~12 bytes per nonzero of X per
+            machine). ``joined``: the design's map-reduce, Y2's pairs joined with the groups'
+            member rows, so no task reads all of X (for X beyond one machine's memory; costs a
+            shuffle of the candidates' rows). ``auto``: ``cached`` while the cache fits
+            ``cache_budget``, else ``joined``; the log says which and why. Same results either way.
+            Default ``auto``.
+        cache_budget: the executor cache size ``auto`` allows, a Spark size (``4g``); null: half of
+            ``spark.python_worker_memory`` when set, else 4g. Default null.
     """
 
     iterations: int = 20
@@ -325,9 +344,15 @@ class EmbedParams(BaseParams):
     tasks: int = 16
     batch_rows: int = 200000
     split_rows: int = 0
+    prune_below: float = 0.0
+    x_access: str = "auto"
+    cache_budget: Optional[str] = None
 
     def __post_init__(self) -> None:
+        _check_x_access("embed", self.x_access, self.cache_budget)
         _check(self.iterations >= 0, "embed.iterations must be >= 0")
+        _check(_finite(self.prune_below) and 0 <= self.prune_below < 1,
+               f"embed.prune_below must be a finite number in [0, 1), got {self.prune_below}")
         _check(_finite(self.lr) and self.lr > 0, f"embed.lr must be a finite number > 0, got {self.lr}")
         _check(self.tasks >= 1, "embed.tasks must be >= 1")
         _check(self.batch_rows >= 1, "embed.batch_rows must be >= 1")
@@ -345,14 +370,20 @@ class AssignParams(BaseParams):
         multiplicity: a label of list-merge count c goes to the top-c distinct members. Default false.
         tasks: label bins, one Spark task each. Default 16.
         batch_rows: candidate rows per vectorised batch inside a task. Default 200000.
+        x_access, cache_budget: as in ``embed``, for when the assignments are recomputed from
+            stored embeddings (``embed`` normally writes them in its own pass). Default ``auto``,
+            null.
     """
 
     method: str = "eagle"
     multiplicity: bool = False
     tasks: int = 16
     batch_rows: int = 200000
+    x_access: str = "auto"
+    cache_budget: Optional[str] = None
 
     def __post_init__(self) -> None:
+        _check_x_access("assign", self.x_access, self.cache_budget)
         _check(self.method in ("eagle", "baseline"),
                f"assign.method must be eagle or baseline, got {self.method!r}")
         _check(self.tasks >= 1, "assign.tasks must be >= 1")

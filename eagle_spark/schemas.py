@@ -78,6 +78,8 @@ REJECTED_SCHEMA = T.StructType(
 
 LABEL_EMB = "label_emb"
 ASSIGNMENTS = "assignments"
+TOP_MEMBERS = "top_members"
+RANK = "rank"
 EMB_IDX = "emb_idx"
 EMB_VAL = "emb_val"
 N_GROUPS = "n_groups"
@@ -100,9 +102,21 @@ ASSIGNMENTS_SCHEMA = T.StructType(
     ]
 )
 
+TOP_MEMBERS_SCHEMA = T.StructType(
+    [
+        T.StructField(GROUP_ID, T.LongType(), False),
+        T.StructField(LABEL_ID, T.IntegerType(), False),
+        T.StructField(SAMPLE_ID, T.LongType(), False),
+        T.StructField(SCORE, T.FloatType(), False),
+        T.StructField(RANK, T.IntegerType(), False),
+    ]
+)
+"""``embed``'s Algorithm 2 in the same pass: for each (group, label) pair of Y2, its top-``count``
+members by <e_k, x_i> (rank 0 = the argmax; ties to the smallest sample_id)."""
+
 TABLE_SCHEMAS: dict[str, T.StructType] = {
     X: X_SCHEMA, Y: Y_SCHEMA, Y1: Y1_SCHEMA, Y2: Y2_SCHEMA,
-    LABEL_EMB: LABEL_EMB_SCHEMA, ASSIGNMENTS: ASSIGNMENTS_SCHEMA,
+    LABEL_EMB: LABEL_EMB_SCHEMA, ASSIGNMENTS: ASSIGNMENTS_SCHEMA, TOP_MEMBERS: TOP_MEMBERS_SCHEMA,
 }
 """Schema of every table of the dataset layout, by folder name."""
 
@@ -114,6 +128,13 @@ LABEL_EMB_ARROW = pa.schema([
     pa.field(EMB_IDX, ARROW_INT_LIST, nullable=False),
     pa.field(EMB_VAL, ARROW_FLOAT_LIST, nullable=False),
     pa.field(N_GROUPS, pa.int32(), nullable=False),
+])
+TOP_MEMBERS_ARROW = pa.schema([
+    pa.field(GROUP_ID, pa.int64(), nullable=False),
+    pa.field(LABEL_ID, pa.int32(), nullable=False),
+    pa.field(SAMPLE_ID, pa.int64(), nullable=False),
+    pa.field(SCORE, pa.float32(), nullable=False),
+    pa.field(RANK, pa.int32(), nullable=False),
 ])
 
 

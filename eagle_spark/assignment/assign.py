@@ -12,15 +12,20 @@ no label have an empty list), whose ``X`` is a byte copy of the input's, plus ``
 assignment precision (share of assigned (sample, label) pairs that are true) and recall (share of
 the true pairs of the grouped samples that are recovered).
 
-Execution: one task per part file of ``label_emb`` (part files are label-disjoint): Spark reads only
-(label_id, file name) to route the (group, label, count) pairs, and the task reads its file's
-embeddings with pyarrow; candidates' features come from the executor cache
-(:mod:`eagle_spark.grlr.context`).
+Execution: ``embed`` already ran Algorithm 2 in its pass and wrote each pair's top-``count``
+members (``top_members``, the same choices this stage would make from the stored embeddings), so
+``eagle`` reads that table (rank 0, or rank < count with ``multiplicity``) when the embeddings were
+made from this very dataset (same path and manifest ``created_at``). Otherwise, e.g. for an
+embeddings folder of another dataset or one written before ``top_members`` existed, it recomputes:
+one task per part file of ``label_emb`` (part files are label-disjoint), Spark reads only (label_id,
+file name) to route the (group, label, count) pairs, and the task reads its file's embeddings with
+pyarrow; candidates' features come from the executor cache (:mod:`eagle_spark.grlr.context`).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import urllib.parse
 from typing import Any, Optional
 
@@ -33,10 +38,10 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from eagle_spark import schemas as S
 from eagle_spark.errors import BadInputError, check_finite
-from eagle_spark.grlr.context import load_context
+from eagle_spark.grlr.context import Context, choose_x_access, context_of_members, joined_members, load_context
 from eagle_spark.grlr.embedding import _batches_of
 from eagle_spark.grlr.kernel import PairBatch, score_with_embeddings, select_top
-from eagle_spark.io.fs import FileSystem, atomic_output, check_separate
+from eagle_spark.io.fs import FileSystem, atomic_output, check_separate, local_path
 from eagle_spark.io.parts import filesystem_for
 from eagle_spark.io.tables import (has_table, new_manifest, read_manifest, read_table, require_tables, table_path,
                                    write_manifest, write_table)
@@ -54,48 +59,65 @@ _OUT = pa.schema([
 
 
 def _assign_task(dataset: str, n_features: int, normalize: bool, params: AssignParams):
-    """applyInArrow function: the pairs whose labels' embeddings sit in one part file -> assignments."""
+    """applyInArrow function (cached path): the pairs whose labels' embeddings sit in one part file
+    -> assignments, the candidates' rows from the executor cache."""
 
     def run(key: tuple, pairs: pa.Table) -> pa.Table:
         if pairs.num_rows == 0:
             return _OUT.empty_table()
-        ctx = load_context(dataset, n_features, normalize)
-        pairs = pairs.sort_by([(S.LABEL_ID, "ascending"), (S.GROUP_ID, "ascending")])
-        labels = np.asarray(pairs.column(S.LABEL_ID), dtype=np.int64)
-        groups = np.asarray(pairs.column(S.GROUP_ID), dtype=np.int64)
-        counts = np.asarray(pairs.column(S.COUNT), dtype=np.int64)
-        fs, path = filesystem_for(urllib.parse.unquote(key[0].as_py()))
-        embs = pq.read_table(path, filesystem=fs, columns=[S.LABEL_ID, S.EMB_IDX, S.EMB_VAL])
-        embs = embs.sort_by(S.LABEL_ID)
-        emb_labels = np.asarray(embs.column(S.LABEL_ID), dtype=np.int64)
-        emb_idx_col = embs.column(S.EMB_IDX).combine_chunks()
-        emb_off = np.asarray(emb_idx_col.offsets, dtype=np.int64)
-        emb_idx_all = np.asarray(emb_idx_col.values, dtype=np.int64)
-        emb_val_all = np.asarray(embs.column(S.EMB_VAL).combine_chunks().values, dtype=np.float64)
-        sizes = ctx.group_sizes(groups)
-        out = []
-        for lo, hi in _batches_of(labels, groups, sizes, params.batch_rows):
-            batch_labels, local = np.unique(labels[lo:hi], return_inverse=True)
-            ptr, rows = ctx.rows_of_groups(groups[lo:hi])
-            at = np.searchsorted(emb_labels, batch_labels)
-            lengths = emb_off[at + 1] - emb_off[at]
-            emb_ptr = np.r_[0, np.cumsum(lengths)]
-            take = np.repeat(emb_off[at] - emb_ptr[:-1], lengths) + np.arange(emb_ptr[-1])
-            scores = score_with_embeddings(ctx.X, PairBatch(local, ptr, rows, len(batch_labels)),
-                                           emb_ptr, emb_idx_all[take], emb_val_all[take])
-            check_finite(scores, lambda i, lab=labels[lo:hi], p=ptr: (
-                f"assign: label {int(lab[np.searchsorted(p, i, side='right') - 1])}: a score "
-                "<e_k, x_i> is not finite; check the embeddings"))
-            want = counts[lo:hi] if params.multiplicity else np.ones(hi - lo, dtype=np.int64)
-            chosen = select_top(scores, ptr, want)
-            pair_of = np.repeat(np.arange(hi - lo), np.diff(ptr))[chosen]
-            out.append(pa.RecordBatch.from_arrays([
-                pa.array(groups[lo:hi][pair_of]), pa.array(labels[lo:hi][pair_of].astype(np.int32)),
-                pa.array(ctx.sample_ids[rows[chosen]]), pa.array(scores[chosen].astype(np.float32))],
-                schema=_OUT))
-        return pa.Table.from_batches(out, schema=_OUT)
+        return _assign_file(load_context(dataset, n_features, normalize), key, pairs, params)
 
     return run
+
+
+def _assign_task_joined(n_features: int, normalize: bool, params: AssignParams):
+    """cogroup applyInArrow function (joined path): one part file's pairs and their groups' member
+    rows -> assignments."""
+
+    def run(key: tuple, pairs: pa.Table, members: pa.Table) -> pa.Table:
+        if pairs.num_rows == 0:
+            return _OUT.empty_table()
+        return _assign_file(context_of_members(members, n_features, normalize), key, pairs, params)
+
+    return run
+
+
+def _assign_file(ctx: Context, key: tuple, pairs: pa.Table, params: AssignParams) -> pa.Table:
+    """Algorithm 2 for the pairs of the labels stored in part file key[0] of ``label_emb``."""
+    pairs = pairs.sort_by([(S.LABEL_ID, "ascending"), (S.GROUP_ID, "ascending")])
+    labels = np.asarray(pairs.column(S.LABEL_ID), dtype=np.int64)
+    groups = np.asarray(pairs.column(S.GROUP_ID), dtype=np.int64)
+    counts = np.asarray(pairs.column(S.COUNT), dtype=np.int64)
+    fs, path = filesystem_for(urllib.parse.unquote(key[0].as_py()))
+    embs = pq.read_table(path, filesystem=fs, columns=[S.LABEL_ID, S.EMB_IDX, S.EMB_VAL])
+    embs = embs.sort_by(S.LABEL_ID)
+    emb_labels = np.asarray(embs.column(S.LABEL_ID), dtype=np.int64)
+    emb_idx_col = embs.column(S.EMB_IDX).combine_chunks()
+    emb_off = np.asarray(emb_idx_col.offsets, dtype=np.int64)
+    emb_idx_all = np.asarray(emb_idx_col.values, dtype=np.int64)
+    emb_val_all = np.asarray(embs.column(S.EMB_VAL).combine_chunks().values, dtype=np.float64)
+    sizes = ctx.group_sizes(groups)
+    out = []
+    for lo, hi in _batches_of(labels, groups, sizes, params.batch_rows):
+        batch_labels, local = np.unique(labels[lo:hi], return_inverse=True)
+        ptr, rows = ctx.rows_of_groups(groups[lo:hi])
+        at = np.searchsorted(emb_labels, batch_labels)
+        lengths = emb_off[at + 1] - emb_off[at]
+        emb_ptr = np.r_[0, np.cumsum(lengths)]
+        take = np.repeat(emb_off[at] - emb_ptr[:-1], lengths) + np.arange(emb_ptr[-1])
+        scores = score_with_embeddings(ctx.X, PairBatch(local, ptr, rows, len(batch_labels)),
+                                       emb_ptr, emb_idx_all[take], emb_val_all[take])
+        check_finite(scores, lambda i, lab=labels[lo:hi], p=ptr: (
+            f"assign: label {int(lab[np.searchsorted(p, i, side='right') - 1])}: a score "
+            "<e_k, x_i> is not finite; check the embeddings"))
+        want = counts[lo:hi] if params.multiplicity else np.ones(hi - lo, dtype=np.int64)
+        chosen = select_top(scores, ptr, want)
+        pair_of = np.repeat(np.arange(hi - lo), np.diff(ptr))[chosen]
+        out.append(pa.RecordBatch.from_arrays([
+            pa.array(groups[lo:hi][pair_of]), pa.array(labels[lo:hi][pair_of].astype(np.int32)),
+            pa.array(ctx.sample_ids[rows[chosen]]), pa.array(scores[chosen].astype(np.float32))],
+            schema=_OUT))
+    return pa.Table.from_batches(out, schema=_OUT)
 
 
 def eagle_assignments(spark: SparkSession, dataset: str, embeddings: str, params: AssignParams,
@@ -122,8 +144,45 @@ def eagle_assignments(spark: SparkSession, dataset: str, embeddings: str, params
     missing = pairs.where(F.col(_FILE).isNull()).agg(F.min(S.LABEL_ID)).first()[0]
     if missing is not None:
         raise BadInputError(f"label {missing} of Y2 has no embedding in {embeddings}")
-    return pairs.groupBy(_FILE).applyInArrow(
-        _assign_task(dataset, n_features, normalize, params), from_arrow_schema(_OUT))
+    X = read_table(spark, dataset, S.X)
+    x_access, why = choose_x_access(spark, X, read_table(spark, dataset, S.Y1), params.x_access,
+                                    params.cache_budget, "assign")
+    log.info("assign: %s path (%s)", x_access, why)
+    if x_access == "cached":
+        return pairs.groupBy(_FILE).applyInArrow(
+            _assign_task(dataset, n_features, normalize, params), from_arrow_schema(_OUT))
+    members = joined_members(X, read_table(spark, dataset, S.Y1), pairs.select(_FILE, S.GROUP_ID).distinct(),
+                             [_FILE])
+    return pairs.groupBy(_FILE).cogroup(members.groupBy(_FILE)).applyInArrow(
+        _assign_task_joined(n_features, normalize, params), from_arrow_schema(_OUT))
+
+
+def _canonical(path: str) -> str:
+    local = local_path(path)
+    return os.path.realpath(local) if local is not None else path.rstrip("/")
+
+
+def stored_top_members(spark: SparkSession, dataset: str, embeddings: str, multiplicity: bool,
+                       manifest_in: dict, emb_manifest: dict) -> Optional[DataFrame]:
+    """Algorithm 2's choices written by ``embed`` in its pass, or None when they cannot be used.
+
+    They are used when ``embeddings`` has ``top_members`` and was made from `dataset` as it is now
+    (same path and manifest ``created_at``); the choices are then exactly those of
+    :func:`eagle_assignments` (same scores from the float32 stored weights, same tie rule).
+
+    Returns:
+        DataFrame[group_id, label_id, sample_id, score]: rank 0 of each pair, or every stored rank
+        (the top-``count`` members) with `multiplicity`; None when the table is absent or stale.
+    """
+    source = emb_manifest.get("source", {})
+    if (S.TOP_MEMBERS not in emb_manifest.get("tables", [])
+            or _canonical(str(source.get("dataset"))) != _canonical(dataset)
+            or source.get("dataset_created_at") != manifest_in.get("created_at")):
+        return None
+    top = read_table(spark, embeddings, S.TOP_MEMBERS)
+    if not multiplicity:
+        top = top.where(F.col(S.RANK) == 0)
+    return top.select(S.GROUP_ID, S.LABEL_ID, S.SAMPLE_ID, S.SCORE)
 
 
 def baseline_assignments(spark: SparkSession, dataset: str) -> DataFrame:
@@ -189,7 +248,16 @@ def assign(spark: SparkSession, dataset: str, output_path: str, params: AssignPa
         emb_manifest = read_manifest(spark, embeddings)
         normalize = bool(emb_manifest["parameters"]["normalize"])
         source |= {"embeddings": embeddings, "iterations": emb_manifest["parameters"]["iterations"]}
-        assignments = eagle_assignments(spark, dataset, embeddings, params, n_features, normalize)
+        assignments = stored_top_members(spark, dataset, embeddings, params.multiplicity, manifest_in,
+                                         emb_manifest)
+        source["top_members"] = "from embed" if assignments is not None else "recomputed"
+        if assignments is None:
+            if float(emb_manifest["parameters"].get("prune_below", 0.0)) > 0:
+                log.warning("assign: %s holds pruned embeddings (prune_below=%s): the assignments "
+                            "recomputed from them may differ from exact ones", embeddings,
+                            emb_manifest["parameters"]["prune_below"])
+            assignments = eagle_assignments(spark, dataset, embeddings, params, n_features, normalize)
+        log.info("assign eagle: top members %s", source["top_members"])
     else:
         assignments = baseline_assignments(spark, dataset)
     X = read_table(spark, dataset, S.X)

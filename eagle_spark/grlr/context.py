@@ -15,8 +15,10 @@ batch's work arrays on top.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import scipy.sparse as sp
 
@@ -69,6 +71,58 @@ class Context:
         return ptr, self.member_rows[starts + np.arange(ptr[-1])]
 
 
+def context_arrays(sample_ids: np.ndarray, X: sp.csr_matrix, groups: np.ndarray, members: np.ndarray,
+                   normalize: bool) -> dict[str, np.ndarray]:
+    """The arrays of a :class:`Context` from X's rows and Y1's (group, member) rows.
+
+    Args:
+        sample_ids: (n_rows,) sorted sample ids of X's rows.
+        X: (n_rows, n_features) CSR (float32 as stored).
+        groups, members: (n_y1,) Y1's group_id and sample_id columns.
+        normalize: L2-normalise the rows.
+    Raises:
+        ValueError: a member of Y1 is not in `sample_ids`.
+    """
+    X = l2_normalize_rows(X, np.float64) if normalize else sp.csr_matrix(X, dtype=np.float64)
+    rows = np.searchsorted(sample_ids, members)
+    rows_c = np.minimum(rows, max(len(sample_ids) - 1, 0))
+    bad = (rows >= len(sample_ids)) | (sample_ids[rows_c] != members) if len(sample_ids) else rows >= 0
+    if bad.any():
+        raise ValueError(f"sample_id {int(members[bad][0])} of Y1 is not in X")
+    order = np.lexsort((rows, groups))
+    groups, rows = groups[order], rows[order]
+    group_ids, starts = np.unique(groups, return_index=True)
+    return {"sample_ids": sample_ids, **sparse_arrays(X, "X"), "group_ids": group_ids,
+            "group_ptr": np.append(starts, len(groups)).astype(np.int64), "member_rows": rows}
+
+
+def context_of_members(members: pa.Table, n_features: int, normalize: bool) -> Context:
+    """A task-private Context from rows a join delivered (the joined path, ``embed.x_access``).
+
+    Args:
+        members: Arrow table with group_id, sample_id, feat_idx, feat_val: one row per (group,
+            member) the task needs (a sample in several groups comes once per group).
+        n_features: columns of X.
+        normalize: L2-normalise the rows (same arithmetic as the cached path, so the same values).
+    Returns:
+        A Context over only those samples; it lives in the task's heap (about 12 bytes per nonzero
+        of the delivered rows) and is dropped with the task.
+    Raises:
+        ValueError: a feature id is outside [0, n_features).
+    """
+    from eagle_spark.sparse import csr_from_arrow
+
+    members = members.sort_by([(S.SAMPLE_ID, "ascending"), (S.GROUP_ID, "ascending")])
+    ids = np.asarray(members.column(S.SAMPLE_ID), dtype=np.int64)
+    first = np.r_[True, ids[1:] != ids[:-1]] if len(ids) else np.zeros(0, dtype=bool)
+    keep = np.flatnonzero(first)
+    unique_rows = members.select([S.FEAT_IDX, S.FEAT_VAL]).take(pa.array(keep))
+    X = csr_from_arrow(unique_rows.column(S.FEAT_IDX), unique_rows.column(S.FEAT_VAL), n_features)
+    a = context_arrays(ids[keep], X, np.asarray(members.column(S.GROUP_ID), dtype=np.int64), ids,
+                       normalize)
+    return Context(a["sample_ids"], sparse_from(a, "X"), a["group_ids"], a["group_ptr"], a["member_rows"])
+
+
 _contexts: dict[tuple, Context] = {}
 
 
@@ -90,21 +144,10 @@ def load_context(dataset: str, n_features: int, normalize: bool) -> Context:
 
     def build() -> dict[str, np.ndarray]:
         sample_ids, X = read_x(dataset, n_features)
-        X = l2_normalize_rows(X, np.float64) if normalize else sp.csr_matrix(X, dtype=np.float64)
         fs, root = filesystem_for(dataset)
         y1 = pq.read_table(f"{root}/{S.Y1}", filesystem=fs, columns=[S.SAMPLE_ID, S.GROUP_ID])
-        groups = np.asarray(y1.column(S.GROUP_ID), dtype=np.int64)
-        members = np.asarray(y1.column(S.SAMPLE_ID), dtype=np.int64)
-        rows = np.searchsorted(sample_ids, members)
-        rows_c = np.minimum(rows, len(sample_ids) - 1)
-        bad = (rows >= len(sample_ids)) | (sample_ids[rows_c] != members)
-        if bad.any():
-            raise ValueError(f"sample_id {int(members[bad][0])} of Y1 is not in X")
-        order = np.lexsort((rows, groups))
-        groups, rows = groups[order], rows[order]
-        group_ids, starts = np.unique(groups, return_index=True)
-        return {"sample_ids": sample_ids, **sparse_arrays(X, "X"), "group_ids": group_ids,
-                "group_ptr": np.append(starts, len(groups)).astype(np.int64), "member_rows": rows}
+        return context_arrays(sample_ids, X, np.asarray(y1.column(S.GROUP_ID), dtype=np.int64),
+                              np.asarray(y1.column(S.SAMPLE_ID), dtype=np.int64), normalize)
 
     a = shared_arrays("grlr", key, build)
     context = Context(a["sample_ids"], sparse_from(a, "X"), a["group_ids"], a["group_ptr"],
@@ -112,3 +155,74 @@ def load_context(dataset: str, n_features: int, normalize: bool) -> Context:
     _contexts.clear()
     _contexts[key] = context
     return context
+
+
+# ---------------------------------------------------------------- the joined path (embed.x_access)
+X_ACCESS = ("auto", "cached", "joined")
+DEFAULT_CACHE_BUDGET_MIB = 4096
+"""The executor cache budget when neither the setting nor a Python worker cap gives one."""
+
+
+def cache_bytes(n_nonzeros: int, n_rows: int, n_y1: int) -> int:
+    """Estimated executor-side bytes of the cached Context: 12 per nonzero of X (float64 value,
+    int32 id), 16 per row (id, offset) and 16 per Y1 row (group id, member row)."""
+    return 12 * n_nonzeros + 16 * n_rows + 16 * n_y1
+
+
+def choose_x_access(spark: Any, X: Any, Y1: Any, mode: str, budget: str | None, stage: str
+                    ) -> tuple[str, str]:
+    """Resolve ``x_access`` (``auto`` / ``cached`` / ``joined``) for a stage, and say why.
+
+    ``auto`` measures X (nonzeros, rows) and Y1 with one Spark aggregation each and picks
+    ``cached`` while :func:`cache_bytes` fits the budget, ``joined`` beyond it. The budget is
+    `budget` (a Spark memory string), else half of ``spark.executor.pyspark.memory`` when a Python
+    worker cap is set (the mapped cache counts against that address-space cap), else
+    :data:`DEFAULT_CACHE_BUDGET_MIB`.
+
+    Args:
+        spark: the session. X, Y1: the dataset's DataFrames. mode: the setting.
+        budget: the ``cache_budget`` setting or None. stage: ``embed`` / ``assign`` (for the log).
+    Returns:
+        (``cached`` or ``joined``, a sentence saying why).
+    Raises:
+        ValueError: an unknown mode (the settings reject it first).
+    """
+    from pyspark.sql import functions as F
+
+    from eagle_spark.params import memory_mib
+
+    if mode not in X_ACCESS:
+        raise ValueError(f"{stage}.x_access must be one of {', '.join(X_ACCESS)}, got {mode!r}")
+    if mode != "auto":
+        return mode, f"{stage}.x_access={mode}"
+    if budget:
+        budget_mib, origin = memory_mib(budget, f"{stage}.cache_budget"), f"{stage}.cache_budget"
+    elif spark.conf.get("spark.executor.pyspark.memory", None):
+        cap = spark.conf.get("spark.executor.pyspark.memory")
+        budget_mib, origin = memory_mib(cap, "spark.executor.pyspark.memory") / 2, f"half of the worker cap {cap}"
+    else:
+        budget_mib, origin = float(DEFAULT_CACHE_BUDGET_MIB), "the default"
+    stats = X.agg(F.sum(F.size(S.FEAT_IDX)), F.count(F.lit(1))).first()
+    need = cache_bytes(int(stats[0] or 0), int(stats[1]), Y1.count())
+    chosen = "cached" if need <= budget_mib * 2**20 else "joined"
+    return chosen, (f"{stage}.x_access=auto: the executor cache of X and Y1 needs ~{need / 2**20:,.0f} MiB, "
+                    f"the budget ({origin}) is {budget_mib:,.0f} MiB")
+
+
+def joined_members(X: Any, Y1: Any, needed: Any, keys: list[str]) -> Any:
+    """The design's join: each needed (keys..., group_id) with its members' feature rows.
+
+    Args:
+        X: DataFrame[sample_id, feat_idx, feat_val, ...]. Y1: DataFrame[sample_id, group_id].
+        needed: DataFrame[keys..., group_id], distinct rows (which task needs which group).
+        keys: the task key columns (e.g. the label bin).
+    Returns:
+        DataFrame[keys..., group_id, sample_id, feat_idx, feat_val]: a group's rows go once to every
+        task that needs the group (shuffle bytes ~ sum over tasks of their groups' feature rows).
+    """
+    from pyspark.sql import functions as F
+
+    members = Y1.select(S.SAMPLE_ID, S.GROUP_ID).join(X.select(S.SAMPLE_ID, S.FEAT_IDX, S.FEAT_VAL), S.SAMPLE_ID)
+    # aliases give the columns new ids: `needed` usually derives from the pairs it is cogrouped with
+    columns = [*keys, S.GROUP_ID, S.SAMPLE_ID, S.FEAT_IDX, S.FEAT_VAL]
+    return needed.join(members, S.GROUP_ID).select(*[F.col(c).alias(c) for c in columns])

@@ -20,7 +20,11 @@ number of candidate rows sum_j |N_j|. Labels are dealt round-robin, heaviest fir
 in vectorised batches (:class:`eagle_spark.grlr.kernel.LabelBlock`), reading X and Y1 from an
 executor-side cache (:mod:`eagle_spark.grlr.context`) instead of shuffling feature vectors.
 Labels heavier than ``split_rows`` are split into chunks of groups processed by parallel tasks;
-the driver combines the chunks' partial sums each iteration (T + 2 small jobs for all of them).
+the driver combines the chunks' partial sums each iteration (T + 3 small jobs for all of them).
+
+Algorithm 2 runs in the same pass: the task that finishes a label's T iterations holds its
+candidates and embedding, so it also writes each pair's top-``count`` members (``top_members``),
+which ``assign`` then reads instead of re-reading the embeddings and X (paper section 4.2).
 """
 
 from __future__ import annotations
@@ -39,8 +43,9 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from eagle_spark import schemas as S
 from eagle_spark.aggregation.groups import dense_rank
 from eagle_spark.errors import BadInputError, check_finite
-from eagle_spark.grlr.context import load_context
-from eagle_spark.grlr.kernel import LabelBlock, PairBatch, _segment_first_max
+from eagle_spark.grlr.context import (Context, choose_x_access, context_of_members, joined_members,
+                                      load_context)
+from eagle_spark.grlr.kernel import LabelBlock, PairBatch, _segment_first_max, select_top_ranked
 from eagle_spark.io.fs import atomic_output, check_separate
 from eagle_spark.io.parts import PartWriter, PartWriters
 from eagle_spark.io.tables import new_manifest, read_table, require_tables, write_manifest
@@ -97,40 +102,96 @@ def _batches_of(labels: np.ndarray, groups: np.ndarray, sizes: np.ndarray, batch
 
 
 def _embed_task(dataset: str, out: str, n_features: int, params: EmbedParams):
-    """applyInArrow function: one bin's (label, group) pairs -> label_emb part file + summary."""
+    """applyInArrow function (cached path): one bin's (label, group, count) pairs -> part files +
+    summary, the candidates' rows from the executor cache (:func:`load_context`)."""
 
     def run(key: tuple, table: pa.Table) -> pa.Table:
-        ctx = load_context(dataset, n_features, params.normalize)
-        table = table.sort_by([(S.LABEL_ID, "ascending"), (S.GROUP_ID, "ascending")])
-        labels = np.asarray(table.column(S.LABEL_ID), dtype=np.int64)
-        groups = np.asarray(table.column(S.GROUP_ID), dtype=np.int64)
-        sizes = ctx.group_sizes(groups)
-        T = params.iterations
-        sum_max = np.zeros(T + 1)
-        changed = np.zeros(T + 1, dtype=np.int64)
-        entries = 0
-        with PartWriters(out, {S.LABEL_EMB: S.LABEL_EMB_ARROW}) as writers:
-            writers.name(f"part-{int(key[0].as_py()):05d}.parquet")
-            for lo, hi in _batches_of(labels, groups, sizes, params.batch_rows):
-                batch_labels, local = np.unique(labels[lo:hi], return_inverse=True)
-                ptr, rows = ctx.rows_of_groups(groups[lo:hi])
-                block = LabelBlock(ctx.X, PairBatch(local, ptr, rows, len(batch_labels)))
-                e, stats = block.grlr(T, params.lr)
-                check_finite(e, lambda i, b=block, ls=batch_labels: (
-                    f"embed: label {int(ls[np.searchsorted(b.label_ptr, i, side='right') - 1])}: "
-                    f"the embedding is not finite (NaN or infinite) after {T} GRLR iterations "
-                    f"with embed.lr={params.lr}"))
-                sum_max += stats["sum_max"]
-                changed += stats["changed"]
-                entries += block.A.nnz * (2 * T + 1)
-                n_groups = np.bincount(local, minlength=len(batch_labels))
-                writers.write(S.LABEL_EMB, _emb_batch(batch_labels, block.embeddings(e), n_groups))
-        return pa.Table.from_pydict({
-            "labels": [len(np.unique(labels))], "pairs": [len(labels)], "rows": [int(sizes.sum())],
-            "entries": [entries], "sum_max": [sum_max.tolist()], "changed": [changed.tolist()],
-        }, schema=_SUMMARY)
+        return _embed_bin(load_context(dataset, n_features, params.normalize), key, table, out, params)
 
     return run
+
+
+def _embed_task_joined(out: str, n_features: int, params: EmbedParams):
+    """cogroup applyInArrow function (joined path): one bin's pairs and the member rows of its
+    groups (:func:`joined_members`) -> part files + summary; the task holds only its bin's rows."""
+
+    def run(key: tuple, table: pa.Table, members: pa.Table) -> pa.Table:
+        return _embed_bin(context_of_members(members, n_features, params.normalize), key, table, out, params)
+
+    return run
+
+
+def _embed_bin(ctx: Context, key: tuple, table: pa.Table, out: str, params: EmbedParams) -> pa.Table:
+    """GRLR for one bin's pairs, in batches; writes the bin's ``label_emb`` part and its
+    ``top_members`` part (Algorithm 2 in the same pass, from the candidates and embeddings the task
+    already holds) and returns the bin's summary row."""
+    table = table.sort_by([(S.LABEL_ID, "ascending"), (S.GROUP_ID, "ascending")])
+    labels = np.asarray(table.column(S.LABEL_ID), dtype=np.int64)
+    groups = np.asarray(table.column(S.GROUP_ID), dtype=np.int64)
+    counts = np.asarray(table.column(S.COUNT), dtype=np.int64)
+    sizes = ctx.group_sizes(groups)
+    T = params.iterations
+    sum_max = np.zeros(T + 1)
+    changed = np.zeros(T + 1, dtype=np.int64)
+    entries = 0
+    with PartWriters(out, {S.LABEL_EMB: S.LABEL_EMB_ARROW, S.TOP_MEMBERS: S.TOP_MEMBERS_ARROW}) as writers:
+        writers.name(f"part-{int(key[0].as_py()):05d}.parquet")
+        for lo, hi in _batches_of(labels, groups, sizes, params.batch_rows):
+            batch_labels, local = np.unique(labels[lo:hi], return_inverse=True)
+            ptr, rows = ctx.rows_of_groups(groups[lo:hi])
+            block = LabelBlock(ctx.X, PairBatch(local, ptr, rows, len(batch_labels)))
+            e, stats = block.grlr(T, params.lr)
+
+            def where(i, b=block, ls=batch_labels):
+                return int(ls[np.searchsorted(b.label_ptr, i, side="right") - 1])
+
+            check_finite(e, lambda i: f"embed: label {where(i)}: the embedding is not finite "
+                                      f"(NaN or infinite) after {T} GRLR iterations with "
+                                      f"embed.lr={params.lr}")
+            sum_max += stats["sum_max"]
+            changed += stats["changed"]
+            entries += block.A.nnz * (2 * T + 2)
+            n_groups = np.bincount(local, minlength=len(batch_labels))
+            writers.write(S.LABEL_EMB, _emb_batch(batch_labels, block.embeddings(e, params.prune_below),
+                                                  n_groups))
+            scores = block.scores(stored_precision(e))
+            writers.write(S.TOP_MEMBERS, top_members_batch(
+                groups[lo:hi], labels[lo:hi], ctx.sample_ids[rows], scores, ptr, counts[lo:hi]))
+    return pa.Table.from_pydict({
+        "labels": [len(np.unique(labels))], "pairs": [len(labels)], "rows": [int(sizes.sum())],
+        "entries": [entries], "sum_max": [sum_max.tolist()], "changed": [changed.tolist()],
+    }, schema=_SUMMARY)
+
+
+def stored_precision(e: np.ndarray) -> np.ndarray:
+    """`e` rounded to the float32 weights ``label_emb`` stores, as float64.
+
+    Algorithm 2 in the embed pass scores with these, so that its choices equal those of ``assign``
+    re-reading the stored (unpruned) embeddings.
+    """
+    return e.astype(np.float32).astype(np.float64)
+
+
+def top_members_batch(groups: np.ndarray, labels: np.ndarray, cand_sample_ids: np.ndarray,
+                      scores: np.ndarray, ptr: np.ndarray, counts: np.ndarray) -> pa.RecordBatch:
+    """Algorithm 2 for a batch of pairs: each pair's top-``count`` members as a ``top_members`` batch.
+
+    Args:
+        groups, labels, counts: (n_pairs,) the pairs' group, label and list-merge count.
+        cand_sample_ids: (n_candidates,) sample id of each candidate (members in sample_id order).
+        scores: (n_candidates,) <e_k, x_i> per candidate.
+        ptr: (n_pairs + 1,) candidate offsets of each pair.
+    Raises:
+        NumericalError: a score is not finite (names the label).
+    """
+    check_finite(scores, lambda i: (
+        f"assign: label {int(labels[np.searchsorted(ptr, i, side='right') - 1])}: a score "
+        "<e_k, x_i> is not finite; check the embeddings"))
+    chosen, pair_of, rank = select_top_ranked(scores, ptr, counts)
+    return pa.RecordBatch.from_arrays([
+        pa.array(groups[pair_of].astype(np.int64)), pa.array(labels[pair_of].astype(np.int32)),
+        pa.array(cand_sample_ids[chosen].astype(np.int64)), pa.array(scores[chosen].astype(np.float32)),
+        pa.array(rank.astype(np.int32))], schema=S.TOP_MEMBERS_ARROW)
 
 
 def _emb_batch(label_ids: np.ndarray, embs: list[tuple[np.ndarray, np.ndarray]],
@@ -161,30 +222,53 @@ _PARTIAL = pa.schema([
 ])
 
 
-def _chunk_task(dataset: str, n_features: int, normalize: bool, e_by_label, mode: str):
+def _chunk_task(dataset: str, n_features: int, normalize: bool, e_by_label, mode: str, out: str = "",
+                joined: bool = False):
     """applyInArrow function for one chunk of a heavy label.
 
     mode ``sum``: partial sum of all candidates (for e0). mode ``step``: scores under the broadcast
-    e, the partial sum of the selected candidates, the first maxima and the sum of maxima.
+    e, the partial sum of the selected candidates, the first maxima and the sum of maxima. mode
+    ``top``: Algorithm 2 for the chunk's pairs under the broadcast (stored-precision) e, written as
+    a ``top_members`` part file under `out` (a chunk holds whole groups). With `joined`, each row
+    of the chunk's table is a (pair, member) with the member's features (the joined path);
+    otherwise a row is a pair and the features come from the executor cache.
     """
 
     def run(key: tuple, table: pa.Table) -> pa.Table:
         label, chunk = int(key[0].as_py()), int(key[1].as_py())
-        ctx = load_context(dataset, n_features, normalize)
-        groups = np.sort(np.asarray(table.column(S.GROUP_ID), dtype=np.int64))
+        if joined:
+            ctx = context_of_members(table, n_features, normalize)
+            table = table.select([S.GROUP_ID, S.COUNT]).group_by(S.GROUP_ID).aggregate([(S.COUNT, "max")])
+            table = table.rename_columns([S.GROUP_ID, S.COUNT])
+        else:
+            ctx = load_context(dataset, n_features, normalize)
+        table = table.sort_by(S.GROUP_ID)
+        groups = np.asarray(table.column(S.GROUP_ID), dtype=np.int64)
         ptr, rows = ctx.rows_of_groups(groups)
         A = ctx.X[rows]
+        g, first, sum_max = np.zeros(0), np.zeros(0, np.int64), 0.0
         if mode == "sum":
-            weights = np.ones(A.shape[0])
-            first, sum_max = np.zeros(0, np.int64), 0.0
+            g = np.asarray(A.T @ np.ones(A.shape[0])).ravel()
         else:
             idx, val = e_by_label.value[label]
             e = np.zeros(n_features)
             e[idx] = val
-            seg_max, is_max, first_pos = _segment_first_max(A @ e, ptr)
-            weights = is_max.astype(np.float64)
-            first, sum_max = ctx.sample_ids[rows[first_pos]], float(seg_max.sum())
-        g = np.asarray(A.T @ weights).ravel()
+            scores = A @ e
+            if mode == "step":
+                seg_max, is_max, first_pos = _segment_first_max(scores, ptr)
+                g = np.asarray(A.T @ is_max.astype(np.float64)).ravel()
+                first, sum_max = ctx.sample_ids[rows[first_pos]], float(seg_max.sum())
+            else:
+                writer = PartWriter(posixpath.join(out, S.TOP_MEMBERS),
+                                    f"part-heavy-{label:07d}-{chunk:05d}.parquet", S.TOP_MEMBERS_ARROW)
+                try:
+                    writer.write(top_members_batch(
+                        groups, np.full(len(groups), label), ctx.sample_ids[rows], scores, ptr,
+                        np.asarray(table.column(S.COUNT), dtype=np.int64)))
+                except BaseException:
+                    writer.abort()
+                    raise
+                writer.close()
         nz = np.flatnonzero(g)
         return pa.Table.from_pydict({
             S.LABEL_ID: [label], _CHUNK: [chunk], "g_idx": [nz.tolist()], "g_val": [g[nz].tolist()],
@@ -200,13 +284,23 @@ def _proj(v: np.ndarray) -> np.ndarray:
 
 
 def _embed_heavy(spark: SparkSession, dataset: str, out: str, pairs: DataFrame, heavy: list,
-                 n_features: int, params: EmbedParams, split_rows: int) -> dict[str, Any]:
-    """GRLR for heavy labels: chunks of groups in parallel tasks, combined on the driver."""
+                 n_features: int, params: EmbedParams, split_rows: int,
+                 members: DataFrame | None = None) -> dict[str, Any]:
+    """GRLR for heavy labels: chunks of groups in parallel tasks, combined on the driver.
+
+    With `members` (the joined path: DataFrame[group_id, sample_id, feat_idx, feat_val]) the
+    chunks' member rows are joined once, partitioned by (label, chunk) and cached, so the T + 3
+    jobs reuse them without another shuffle.
+    """
     n_chunks = {int(r[S.LABEL_ID]): max(2, math.ceil(int(r[_ROWS]) / split_rows)) for r in heavy}
     chunk_of = F.element_at(F.create_map(*[x for k, c in n_chunks.items() for x in (F.lit(k), F.lit(c))]),
                             F.col(S.LABEL_ID))
     chunked = (pairs.where(F.col(S.LABEL_ID).isin(list(n_chunks)))
-               .withColumn(_CHUNK, F.pmod(F.xxhash64(S.GROUP_ID), chunk_of)).cache())
+               .withColumn(_CHUNK, F.pmod(F.xxhash64(S.GROUP_ID), chunk_of)))
+    if members is not None:
+        partitions = min(sum(n_chunks.values()), int(spark.conf.get("spark.sql.shuffle.partitions")))
+        chunked = chunked.join(members, S.GROUP_ID).repartition(partitions, S.LABEL_ID, _CHUNK)
+    chunked = chunked.cache()
     T = params.iterations
     stats = {"sum_max": np.zeros(T + 1), "changed": np.zeros(T + 1, dtype=np.int64), "entries": 0}
     n_groups = {int(r[S.LABEL_ID]): int(r[S.N_GROUPS]) for r in heavy}
@@ -216,7 +310,7 @@ def _embed_heavy(spark: SparkSession, dataset: str, out: str, pairs: DataFrame, 
         bc = spark.sparkContext.broadcast(sparse)
         try:
             rows = chunked.groupBy(S.LABEL_ID, _CHUNK).applyInArrow(
-                _chunk_task(dataset, n_features, params.normalize, bc, mode),
+                _chunk_task(dataset, n_features, params.normalize, bc, mode, out, members is not None),
                 from_arrow_schema(_PARTIAL)).collect()
         finally:
             bc.unpersist()
@@ -243,14 +337,17 @@ def _embed_heavy(spark: SparkSession, dataset: str, out: str, pairs: DataFrame, 
         stats["sum_max"][t] += sum(r["sum_max"] for parts in state.values() for r in parts)
         stats["changed"][t] += sum(int((new_first[k] != first[k]).sum()) for k in first)
         first = new_first
-    chunked.unpersist()
     for k in sorted(e):
         check_finite(e[k], lambda _, k=k: f"embed: label {k}: the embedding is not finite (NaN or "
                                           f"infinite) after {T} GRLR iterations with embed.lr={params.lr}")
+    run("top", {k: stored_precision(v) for k, v in e.items()})  # writes top_members parts
+    chunked.unpersist()
     writer = PartWriter(posixpath.join(out, S.LABEL_EMB), "part-heavy.parquet", S.LABEL_EMB_ARROW)
     labels = np.array(sorted(e), dtype=np.int64)
-    embs = [(np.flatnonzero(e[k]).astype(np.int32), e[k][np.flatnonzero(e[k])].astype(np.float32))
-            for k in labels]
+    embs = []
+    for k in labels:
+        keep = np.flatnonzero((e[k] != 0) & (np.abs(e[k]) >= params.prune_below))
+        embs.append((keep.astype(np.int32), e[k][keep].astype(np.float32)))
     writer.write(_emb_batch(labels, embs, np.array([n_groups[k] for k in labels])))
     writer.close()
     stats["labels"] = len(labels)
@@ -265,7 +362,11 @@ def embed(spark: SparkSession, dataset: str, output_path: str, params: EmbedPara
         spark: the active session.
         dataset: aggregated dataset (X, Y1, Y2) on storage every executor reaches.
         output_path: folder to write (atomic): ``label_emb/`` (label_id int, emb_idx array<int>,
-            emb_val array<float> with unit L2 norm or empty, n_groups int) and ``_manifest.json``.
+            emb_val array<float> with unit L2 norm or empty, n_groups int; weights below
+            ``prune_below`` left out), ``top_members/`` (Algorithm 2 in the same pass: for each
+            (group, label) pair of Y2 its top-``count`` members, group_id, label_id, sample_id,
+            score float, rank int 0 = the argmax; scores use the float32 weights ``label_emb``
+            stores before pruning) and ``_manifest.json``.
         params: the ``embed`` settings section.
         overwrite: replace an existing output.
     Returns:
@@ -285,18 +386,29 @@ def embed(spark: SparkSession, dataset: str, output_path: str, params: EmbedPara
     split_rows = params.split_rows or max(2 * total_rows // params.tasks, 500_000)
     heavy = work.where(F.col(_ROWS) > split_rows).collect()  # <= 2 * total / split_rows labels
     T = params.iterations
+    X = read_table(spark, dataset, S.X)
+    x_access, why = choose_x_access(spark, X, Y1, params.x_access, params.cache_budget, "embed")
+    log.info("embed: %s path (%s)", x_access, why)
     with atomic_output(spark, output_path, overwrite) as tmp:
         bins = assign_bins(work.where(F.col(_ROWS) <= split_rows), params.tasks)
-        pairs = Y2.select(S.GROUP_ID, S.LABEL_ID)
+        pairs = Y2.select(S.GROUP_ID, S.LABEL_ID, S.COUNT)
         light = pairs.join(bins.select(S.LABEL_ID, _BIN), S.LABEL_ID)
-        rows = light.groupBy(_BIN).applyInArrow(
-            _embed_task(dataset, tmp, n_features, params), from_arrow_schema(_SUMMARY)).collect()
+        if x_access == "cached":
+            summaries = light.groupBy(_BIN).applyInArrow(
+                _embed_task(dataset, tmp, n_features, params), from_arrow_schema(_SUMMARY))
+        else:
+            members = joined_members(X, Y1, light.select(_BIN, S.GROUP_ID).distinct(), [_BIN])
+            summaries = light.groupBy(_BIN).cogroup(members.groupBy(_BIN)).applyInArrow(
+                _embed_task_joined(tmp, n_features, params), from_arrow_schema(_SUMMARY))
+        rows = summaries.collect()
         sum_max = np.sum([r["sum_max"] for r in rows], axis=0) if rows else np.zeros(T + 1)
         changed = np.sum([r["changed"] for r in rows], axis=0) if rows else np.zeros(T + 1)
         entries = sum(r["entries"] for r in rows)
         if heavy:
             log.info("embed: %d heavy labels split into chunks (split_rows=%d)", len(heavy), split_rows)
-            hs = _embed_heavy(spark, dataset, tmp, pairs, heavy, n_features, params, split_rows)
+            hs = _embed_heavy(spark, dataset, tmp, pairs, heavy, n_features, params, split_rows,
+                              None if x_access == "cached" else joined_members(
+                                  X, Y1, Y1.select(S.GROUP_ID).distinct(), []))
             sum_max, changed, entries = sum_max + hs["sum_max"], changed + hs["changed"], entries + hs["entries"]
         n_pairs = int(work.agg(F.sum(S.N_GROUPS)).first()[0] or 0)
         work.unpersist()
@@ -307,8 +419,10 @@ def embed(spark: SparkSession, dataset: str, output_path: str, params: EmbedPara
         manifest = new_manifest(
             "embed", n_labels=n_labels, n_features=n_features, n_pairs=n_pairs,
             n_candidate_rows=total_rows, n_heavy_labels=len(heavy), entries_processed=int(entries),
-            source={"dataset": dataset}, parameters=params.to_dict() | {"split_rows": split_rows},
-            iterations=iterations, tables=[S.LABEL_EMB])
+            source={"dataset": dataset, "dataset_created_at": manifest_in.get("created_at")},
+            x_access=x_access, x_access_reason=why,
+            parameters=params.to_dict() | {"split_rows": split_rows},
+            iterations=iterations, tables=[S.LABEL_EMB, S.TOP_MEMBERS])
         write_manifest(spark, tmp, manifest)
     log.info("embed: %d labels, %d pairs; last changed fraction %.4f", n_labels, n_pairs,
              iterations[-1]["changed_fraction"])

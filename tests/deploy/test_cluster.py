@@ -1,6 +1,7 @@
 """A real Spark standalone cluster on 127.0.0.1: master + two workers started with the pyspark
-package's own ``spark-class``, the pipeline submitted with ``spark-submit``, one worker SIGKILLed
-while GRLR runs. The job must finish, and its assignments must equal a local-mode run's.
+package's own ``spark-class``, the pipeline submitted with ``spark-submit`` with GRLR on the joined
+path (``embed.x_access=joined``), one worker SIGKILLed while GRLR runs. The job must finish, and its
+assignments must equal a local-mode run's on the cached path.
 
 Every process the test starts is stopped by PID at the end (with the descendants it saw)."""
 
@@ -136,7 +137,9 @@ def test_pipeline_on_standalone_cluster_survives_a_lost_worker(spark, tmp_path):
             "--conf", f"spark.pyspark.python={sys.executable}", "--conf", "spark.ui.enabled=false",
             "--conf", "spark.task.maxFailures=8", "--executor-memory", "2g",
             str(ROOT / "jobs" / "pipeline.py"), "--conf", str(ROOT / "conf" / "cluster.yaml"),
-            "--set", f"pipeline.output={run}", "--set", f"embed.iterations={ITERATIONS}"], env)
+            "--set", f"pipeline.output={run}", "--set", f"embed.iterations={ITERATIONS}",
+            "--set", "embed.x_access=joined"], env)
+
         def log_text() -> str:  # the run's own log, logs/<run id>.log
             found = sorted((run / "logs").glob("*.log")) if (run / "logs").exists() else []
             return found[0].read_text() if found else ""
@@ -164,7 +167,9 @@ def test_pipeline_on_standalone_cluster_survives_a_lost_worker(spark, tmp_path):
     for p in procs.started:
         assert p.poll() is not None
 
-    # the same embed + assign in local mode, on the same groups, gives the same assignments
+    # GRLR ran on the joined path on the cluster (no executor read all of X); the same embed +
+    # assign in local mode on the cached path, on the same groups, gives the same assignments
+    assert json.loads((run / "embeddings" / "eagle" / "_manifest.json").read_text())["x_access"] == "joined"
     settings = Settings.load(str(ROOT / "conf" / "cluster.yaml"), [f"embed.iterations={ITERATIONS}"])
     agg = str(run / "data" / "aggregated")
     embed(spark, agg, str(tmp_path / "emb_local"), settings.embed)

@@ -41,3 +41,24 @@ def test_stage_times_sums_tasks_and_drops_short_stages(tmp_path, rolling):
 def test_stage_times_names_the_missing_log(tmp_path):
     with pytest.raises(FileNotFoundError, match="app-9: no Spark event log"):
         stage_times(tmp_path, "app-9")
+
+
+def test_shuffle_bytes_are_summed_per_job_group(tmp_path):
+    from _common import shuffle_bytes_by_job_group
+
+    def done(sid, written):
+        acc = [{"Name": "internal.metrics.shuffle.write.bytesWritten", "Value": written}] if written else []
+        return {"Event": "SparkListenerStageCompleted", "Stage Info": {
+            "Stage ID": sid, "Stage Name": f"s{sid}", "Number of Tasks": 1, "Submission Time": 0,
+            "Completion Time": 1, "Accumulables": acc + [{"Name": "internal.metrics.resultSize", "Value": 7}]}}
+
+    events = [
+        {"Event": "SparkListenerJobStart", "Stage IDs": [0, 1], "Properties": {"spark.jobGroup.id": "embed"}},
+        done(0, 1000), done(1, 0),
+        {"Event": "SparkListenerJobStart", "Stage IDs": [2, 3], "Properties": {"spark.jobGroup.id": "assign"}},
+        done(2, 250), done(3, 50),
+        {"Event": "SparkListenerJobStart", "Stage IDs": [1, 4], "Properties": {}},  # stage 1 reused
+        done(4, 5),
+    ]
+    (tmp_path / "app-2").write_text("".join(json.dumps(e) + "\n" for e in events))
+    assert shuffle_bytes_by_job_group(tmp_path, "app-2") == {"embed": 1000, "assign": 300, "": 5}

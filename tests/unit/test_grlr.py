@@ -7,7 +7,7 @@ import pytest
 import scipy.sparse as sp
 
 from eagle_spark.aggregation.aggregate import aggregate
-from eagle_spark.assignment.assign import assign
+from eagle_spark.assignment.assign import assign, eagle_assignments
 from eagle_spark.cli import main
 from eagle_spark.grlr.embedding import embed
 from eagle_spark.io.ingest import ingest
@@ -110,10 +110,20 @@ def test_spark_equals_twin(spark, small, tmp_path, T, split_rows):
     assert set(got) == set(twin_emb)
     worst = max(np.abs(got[k] - twin_emb[k]).max() for k in twin_emb)
     assert worst < 1e-5
-    assign(spark, agg, str(tmp_path / "asg"), AssignParams(tasks=3), embeddings=str(tmp_path / "emb"))
+    expected = {key: int(ids[row]) for key, row in twin_chosen.items()}
+    # Algorithm 2 written by the embed pass: one rank-0 row per pair, the twin's choice
+    top = read_table(spark, str(tmp_path / "emb"), "top_members").collect()
+    assert {(r.group_id, r.label_id): r.sample_id for r in top if r.rank == 0} == expected
+    y2 = read_table(spark, agg, "Y2").collect()
+    assert len(top) == sum(min(r["count"], len(groups[r.group_id])) for r in y2)  # top-count
+    assert len(top) > len(expected)  # some counts are above 1
+    out = assign(spark, agg, str(tmp_path / "asg"), AssignParams(tasks=3), embeddings=str(tmp_path / "emb"))
+    assert out["source"]["top_members"] == "from embed"
     rows = read_table(spark, str(tmp_path / "asg"), "assignments").collect()
-    assert {(r.group_id, r.label_id): r.sample_id for r in rows} == {
-        key: int(ids[row]) for key, row in twin_chosen.items()}
+    assert {(r.group_id, r.label_id): r.sample_id for r in rows} == expected
+    # the recomputing path (stored embeddings + X) makes the same choices
+    again = eagle_assignments(spark, agg, str(tmp_path / "emb"), AssignParams(tasks=3), X.shape[1], True)
+    assert {(r.group_id, r.label_id): r.sample_id for r in again.collect()} == expected
     assert m["n_pairs"] == sum(len(v) for v in label_groups.values())
 
 
@@ -229,14 +239,74 @@ def test_delicious_precision_order(spark, delicious_r4, tmp_path, capsys):
 
 
 def test_multiplicity_gives_top_c(spark, tmp_path, write_text):
-    text = "4 3 2\n0 0:1\n0 0:0.9 1:0.1\n1 1:1\n0 2:1\n"
-    agg = _toy(spark, tmp_path, write_text, text, "mult")
-    embed(spark, agg, str(tmp_path / "emb"), EmbedParams(iterations=0))
-    assign(spark, agg, str(tmp_path / "asg"), AssignParams(multiplicity=True),
-           embeddings=str(tmp_path / "emb"))
-    rows = read_table(spark, str(tmp_path / "asg"), "assignments").collect()
-    # toy Y2 has count 1 everywhere: top-1 per (group, label) = plain argmax
-    assert len(rows) == 4
+    """Y2 counts 2 and 3: the top-c members by <e_k, x_i>, from the embed pass and recomputed."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    text = ("8 4 2\n0 0:1\n0 0:0.9 1:0.2\n1 0:0.5 1:0.7\n1 1:1 2:0.1\n"
+            "0 2:1 0:0.3\n1 2:0.8 3:0.4\n0 3:1\n1 0:0.2 3:0.9\n")
+    src = write_text("mult.txt", text)
+    ds, agg = str(tmp_path / "mult_ds"), str(tmp_path / "mult_agg")
+    ingest(spark, src, ds, IngestParams())
+    pq.write_table(pa.table({"sample_id": list(range(8)), "group_id": [0] * 4 + [1] * 4}),
+                   tmp_path / "y1.parquet")
+    pq.write_table(pa.table({"group_id": [0, 0, 1, 1], "label_id": [0, 1, 0, 1], "count": [2, 1, 3, 1]}),
+                   tmp_path / "y2.parquet")
+    aggregate(spark, ds, agg, AggregateParams(), y1_path=str(tmp_path / "y1.parquet"),
+              y2_path=str(tmp_path / "y2.parquet"))
+    embed(spark, agg, str(tmp_path / "emb"), EmbedParams(iterations=2))
+    ids, X, groups, label_groups = structure(spark, agg)
+    emb, _ = twin(X, groups, label_groups, 2, 0.1)
+    Xn = np.array([proj(x) for x in X])
+    count = {(0, 0): 2, (0, 1): 1, (1, 0): 3, (1, 1): 1}
+    expected = set()
+    for (j, k), c in count.items():
+        scores = Xn[groups[j]] @ emb[k].astype(np.float32).astype(np.float64)
+        order = sorted(range(len(scores)), key=lambda i: (-scores[i], i))
+        expected |= {(j, k, int(ids[groups[j][i]])) for i in order[:c]}
+    assert len(expected) == 7
+    for reuse in (True, False):
+        out = tmp_path / f"asg{reuse}"
+        assign(spark, agg, str(out), AssignParams(multiplicity=True), embeddings=str(tmp_path / "emb"))
+        if not reuse:
+            got = eagle_assignments(spark, agg, str(tmp_path / "emb"), AssignParams(multiplicity=True), 4, True)
+        else:
+            got = read_table(spark, str(out), "assignments")
+        assert {(r.group_id, r.label_id, r.sample_id) for r in got.collect()} == expected
+    plain = assign(spark, agg, str(tmp_path / "plain"), AssignParams(), embeddings=str(tmp_path / "emb"))
+    assert plain["n_assignments"] == 4  # without multiplicity: the argmax of each pair
+
+
+def test_top_members_reused_only_for_the_same_dataset(spark, small, tmp_path):
+    """An embeddings folder is reused only for the dataset (path and version) it was made from."""
+    import shutil
+
+    agg, (ids, X, groups, label_groups) = small
+    embed(spark, agg, str(tmp_path / "emb"), EmbedParams(iterations=1, tasks=2))
+    copy = str(tmp_path / "copy")
+    shutil.copytree(agg, copy)
+    a = assign(spark, agg, str(tmp_path / "a"), AssignParams(), embeddings=str(tmp_path / "emb"))
+    b = assign(spark, copy, str(tmp_path / "b"), AssignParams(), embeddings=str(tmp_path / "emb"))
+    assert (a["source"]["top_members"], b["source"]["top_members"]) == ("from embed", "recomputed")
+    rows = [sorted(tuple(r) for r in read_table(spark, str(tmp_path / n), "assignments").collect())
+            for n in "ab"]
+    assert rows[0] == rows[1]
+
+
+def test_prune_below_shrinks_stored_embeddings_not_assignments(spark, small, tmp_path):
+    agg, (ids, X, groups, label_groups) = small
+    exact = embed(spark, agg, str(tmp_path / "exact"), EmbedParams(iterations=2, tasks=2))
+    pruned = embed(spark, agg, str(tmp_path / "pruned"), EmbedParams(iterations=2, tasks=2, prune_below=0.05))
+    assert pruned["parameters"]["prune_below"] == 0.05 and exact["parameters"]["prune_below"] == 0.0
+    e_exact = emb_dict(spark, str(tmp_path / "exact"), X.shape[1])
+    e_pruned = emb_dict(spark, str(tmp_path / "pruned"), X.shape[1])
+    for k, e in e_exact.items():
+        kept = np.abs(e) >= 0.05
+        np.testing.assert_array_equal(e_pruned[k], np.where(kept, e, 0.0))
+    assert sum((e != 0).sum() for e in e_pruned.values()) < 0.8 * sum((e != 0).sum() for e in e_exact.values())
+    top = [sorted(tuple(r) for r in read_table(spark, str(tmp_path / n), "top_members").collect())
+           for n in ("exact", "pruned")]
+    assert top[0] == top[1]
 
 
 def test_bad_inputs(spark, small, tmp_path, capsys):
@@ -249,3 +319,57 @@ def test_bad_inputs(spark, small, tmp_path, capsys):
     assert "embed.lr must be a finite number > 0" in capsys.readouterr().err
     assert main(["assign", "--input", agg, "--embeddings", str(tmp_path / "nope"),
                  "--output", str(tmp_path / "a")]) == 2
+
+
+def _table_rows(spark, folder, table):
+    return sorted(tuple(tuple(v) if isinstance(v, list) else v for v in r)
+                  for r in read_table(spark, folder, table).collect())
+
+
+@pytest.mark.parametrize("split_rows", [0, 12])
+def test_joined_path_equals_cached(spark, small, tmp_path, split_rows):
+    """embed.x_access=joined (pairs joined with the groups' member rows, no executor cache) writes
+    the same embeddings and top members as the cached path, value for value; with split_rows=12 the
+    heavy labels' chunks go through the join too."""
+    agg, (ids, X, groups, label_groups) = small
+    out = {}
+    for mode in ("cached", "joined"):
+        out[mode] = embed(spark, agg, str(tmp_path / mode), EmbedParams(
+            iterations=3, tasks=3, batch_rows=150, split_rows=split_rows, x_access=mode))
+        assert out[mode]["x_access"] == mode
+    if split_rows:
+        assert out["joined"]["n_heavy_labels"] > 5
+    for table in ("label_emb", "top_members"):
+        assert _table_rows(spark, str(tmp_path / "cached"), table) == _table_rows(spark, str(tmp_path / "joined"), table)
+    assert out["cached"]["iterations"] == out["joined"]["iterations"]
+    # and the twin agrees with the joined path
+    twin_emb, _ = twin(X, groups, label_groups, 3, 0.1)
+    got = emb_dict(spark, str(tmp_path / "joined"), X.shape[1])
+    assert max(np.abs(got[k] - twin_emb[k]).max() for k in twin_emb) < 1e-5
+
+
+def test_assign_recomputed_on_the_joined_path(spark, small, tmp_path):
+    agg, (ids, X, groups, label_groups) = small
+    embed(spark, agg, str(tmp_path / "emb"), EmbedParams(iterations=2, tasks=2))
+    emb = str(tmp_path / "emb")
+    rows = {}
+    for mode in ("cached", "joined"):
+        df = eagle_assignments(spark, agg, emb, AssignParams(x_access=mode, multiplicity=True), X.shape[1], True)
+        rows[mode] = sorted(tuple(r) for r in df.collect())
+    assert rows["cached"] == rows["joined"]
+    stored = sorted(tuple(r)[:4] for r in read_table(spark, emb, "top_members").collect())
+    assert rows["joined"] == sorted((g, k, s, pytest.approx(sc)) for g, k, s, sc in stored)
+
+
+def test_auto_picks_the_path_by_the_cache_budget(spark, small, tmp_path, caplog):
+    agg, _ = small
+    import logging
+
+    with caplog.at_level(logging.INFO, logger="eagle_spark.grlr.embedding"):
+        big = embed(spark, agg, str(tmp_path / "a"), EmbedParams(iterations=0, cache_budget="4g"))
+        tiny = embed(spark, agg, str(tmp_path / "b"), EmbedParams(iterations=0, cache_budget="1k"))
+    assert (big["x_access"], tiny["x_access"]) == ("cached", "joined")
+    # 600 rows of delicious: 12 bytes per nonzero + 16 per row + 16 per Y1 row, well under 1 MiB
+    assert "the executor cache of X and Y1 needs ~0 MiB, the budget (embed.cache_budget) is 4,096 MiB" in big["x_access_reason"]
+    assert "embed: joined path (embed.x_access=auto" in caplog.text
+    assert _table_rows(spark, str(tmp_path / "a"), "top_members") == _table_rows(spark, str(tmp_path / "b"), "top_members")
