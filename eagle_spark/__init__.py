@@ -2,9 +2,23 @@
 
 Implements EAGLE (Shen, Yu, Sanghavi, Dhillon, "Extreme Multi-label Classification from Aggregated
 Labels", ICML 2020) and the XMC pieces around it as Spark jobs. The command line is ``eagle-spark``
-(:mod:`eagle_spark.cli`); the dataset layout is in :mod:`eagle_spark.schemas`.
+(:mod:`eagle_spark.cli`); the Python API on DataFrames is :mod:`eagle_spark.ml` (its names are
+exported here); the dataset layout is in :mod:`eagle_spark.schemas`.
 """
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+_API = ("Dataset", "GRLR", "GRLRModel", "LabelTreeClassifier", "LabelTreeModel", "OneVsRestXMC",
+        "OneVsRestXMCModel", "evaluate")
+
+__all__ = ["__version__", *_API]
+
+
+def __getattr__(name: str):
+    """The Python API (:mod:`eagle_spark.ml`), imported on first use so that ``import eagle_spark``
+    and ``eagle-spark --help`` stay fast."""
+    if name in _API:
+        from eagle_spark import ml
+
+        return getattr(ml, name)
+    raise AttributeError(f"module 'eagle_spark' has no attribute {name!r}")

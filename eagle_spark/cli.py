@@ -23,8 +23,8 @@ import time
 from typing import Any, Callable, Sequence
 
 from eagle_spark import __version__
-from eagle_spark.errors import (EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_OK, EagleError, from_task_failure,
-                                strict_json)
+from eagle_spark.errors import (EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_OK, EagleError, OutputExistsError,
+                                from_task_failure, strict_json)
 from eagle_spark.params import Settings
 
 log = logging.getLogger("eagle_spark")
@@ -155,7 +155,8 @@ def _run(name: str, args: argparse.Namespace, settings: Settings) -> int:
             return EXIT_INTERNAL
         if err is not exc:
             log.debug("%s: raised in a Spark task", name, exc_info=exc)
-        print(f"eagle-spark {name}: error: {err}", file=sys.stderr)
+        hint = "; pass --overwrite to replace it" if isinstance(err, OutputExistsError) and err.existed else ""
+        print(f"eagle-spark {name}: error: {err}{hint}", file=sys.stderr)
         return err.exit_code
     finally:
         if owned and spark is not None:

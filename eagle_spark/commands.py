@@ -13,6 +13,7 @@ from typing import Any
 
 from eagle_spark.cli import command
 from eagle_spark.data import embedded_path
+from eagle_spark.errors import BadInputError
 from eagle_spark.params import Settings
 
 
@@ -171,6 +172,8 @@ def run_assign(spark: Any, args: argparse.Namespace, settings: Settings) -> dict
 
     settings = settings.replace("assign", **_flags(args, {"method": "method",
                                                           "multiplicity": "multiplicity"}))
+    if settings.assign.method == "eagle" and args.embeddings is None:
+        raise BadInputError("--method eagle needs --embeddings (the output of embed)")
     m = assign(spark, args.input, args.output, settings.assign, embeddings=args.embeddings,
                overwrite=args.overwrite)
     out = {"output": args.output, "method": settings.assign.method,

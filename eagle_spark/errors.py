@@ -31,7 +31,19 @@ class BadInputError(EagleError, ValueError):
 
 
 class OutputExistsError(BadInputError):
-    """The output path exists and overwriting was not asked for (``--overwrite``)."""
+    """The output path exists and overwriting was not asked for (``overwrite=False``).
+
+    Attributes:
+        path: the output path.
+        existed: true when the output was there before the write began (the caller may offer its
+            own way to overwrite: the CLI names ``--overwrite``, the Python API ``overwrite=True``),
+            false when another writer committed it meanwhile.
+    """
+
+    def __init__(self, message: str, path: str = "", existed: bool = False) -> None:
+        super().__init__(message)
+        self.path = path
+        self.existed = existed
 
 
 class SettingsError(BadInputError):

@@ -244,7 +244,7 @@ def assign(spark: SparkSession, dataset: str, output_path: str, params: AssignPa
     source: dict[str, Any] = {"dataset": dataset}
     if params.method == "eagle":
         if embeddings is None:
-            raise BadInputError("--method eagle needs --embeddings (the output of embed)")
+            raise BadInputError("method 'eagle' needs embeddings (the output folder of embed)")
         emb_manifest = read_manifest(spark, embeddings)
         normalize = bool(emb_manifest["parameters"]["normalize"])
         source |= {"embeddings": embeddings, "iterations": emb_manifest["parameters"]["iterations"]}

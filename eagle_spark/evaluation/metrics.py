@@ -116,16 +116,35 @@ def evaluate_frames(Y: DataFrame, predictions: DataFrame, k: int, inv_ps: np.nda
         raise ValueError(f"k must be >= 1, got {k}")
     joined = Y.select(S.SAMPLE_ID, F.col(S.LABEL_IDS).alias("_true")).join(
         predictions.select(S.SAMPLE_ID, F.col(S.LABEL_IDS).alias("_pred")), S.SAMPLE_ID, "left")
+    return evaluate_pairs(joined, "_true", "_pred", k, inv_ps)
+
+
+def evaluate_pairs(rows: DataFrame, true_col: str, pred_col: str, k: int, inv_ps: np.ndarray) -> dict:
+    """Metrics of a frame that holds each row's true labels and its ranked predictions side by side.
+
+    Args:
+        rows: DataFrame with `true_col` array<int> (true label ids) and `pred_col` array<int>
+            (predicted label ids, best first; null counts as no prediction); every row is evaluated.
+        true_col, pred_col: the two columns.
+        k: K >= 1.
+        inv_ps: (n_labels,) inverse propensities; label ids must be below n_labels.
+    Returns:
+        {"n_samples", "k", "P", "nDCG", "PSP"} with lists of length k (fractions in [0, 1]).
+    Raises:
+        ValueError: k < 1.
+    """
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
 
     def partial(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            true = batch.column(1).to_pylist()
-            pred = [p or [] for p in batch.column(2).to_pylist()]
+            true = [t or [] for t in batch.column(0).to_pylist()]
+            pred = [p or [] for p in batch.column(1).to_pylist()]
             sums = _row_sums(true, pred, k, inv_ps)
             yield pa.RecordBatch.from_pydict({"rows": [len(true)], "sums": [sums.ravel().tolist()]},
                                              schema=_PARTIAL)
 
-    parts = joined.select(S.SAMPLE_ID, "_true", "_pred").mapInArrow(
+    parts = rows.select(true_col, pred_col).mapInArrow(
         partial, from_arrow_schema(_PARTIAL)).collect()  # one row per batch
     n = sum(r["rows"] for r in parts)
     sums = np.sum([np.asarray(r["sums"]).reshape(4, k) for r in parts], axis=0) if parts else np.zeros((4, k))

@@ -34,7 +34,7 @@ def to_ml_vectors(X: DataFrame, n_features: int, output_col: str = "features") -
     if n_features < 0:
         raise BadInputError(f"n_features must be >= 0, got {n_features}")
 
-    @F.udf(returnType=VectorUDT())
+    @F.udf(returnType=VectorUDT(), useArrow=False)
     def _vector(idx, val):  # no type hints: Spark would read them as a pandas UDF
         return SparseVector(n_features, idx, val)
 
@@ -45,11 +45,12 @@ _PAIR = T.StructType(
     [
         T.StructField(S.FEAT_IDX, T.ArrayType(T.IntegerType(), False), False),
         T.StructField(S.FEAT_VAL, T.ArrayType(T.FloatType(), False), False),
+        T.StructField("size", T.IntegerType(), False),
     ]
 )
 
 
-def from_ml_vectors(df: DataFrame, input_col: str = "features") -> DataFrame:
+def from_ml_vectors(df: DataFrame, input_col: str = "features", size_col: str | None = None) -> DataFrame:
     """Replace a Spark ML vector column by ``feat_idx``/``feat_val`` arrays (the X layout).
 
     Dense vectors keep their non-zero entries; values become float32.
@@ -57,8 +58,11 @@ def from_ml_vectors(df: DataFrame, input_col: str = "features") -> DataFrame:
     Args:
         df: frame with a VectorUDT column `input_col` (and usually ``sample_id``).
         input_col: the vector column.
+        size_col: when given, also add this int column holding each vector's size (its feature
+            space, n_features).
     Returns:
-        `df` without `input_col`, with ``feat_idx`` array<int> and ``feat_val`` array<float>.
+        `df` without `input_col`, with ``feat_idx`` array<int> and ``feat_val`` array<float>
+        (and `size_col`). A null vector gives null arrays.
     Raises:
         BadInputError: `input_col` is missing or is not a vector column.
     """
@@ -67,17 +71,21 @@ def from_ml_vectors(df: DataFrame, input_col: str = "features") -> DataFrame:
     if not isinstance(df.schema[input_col].dataType, VectorUDT):
         raise BadInputError(f"column {input_col!r} is not a Spark ML vector column")
 
-    @F.udf(returnType=_PAIR)
+    @F.udf(returnType=_PAIR, useArrow=False)
     def _arrays(vector):  # no type hints: Spark would read them as a pandas UDF
+        if vector is None:
+            return None
         if isinstance(vector, SparseVector):
-            return [int(i) for i in vector.indices], [float(v) for v in vector.values]
+            return [int(i) for i in vector.indices], [float(v) for v in vector.values], int(vector.size)
         nz = [(i, float(v)) for i, v in enumerate(vector.toArray()) if v != 0.0]
-        return [i for i, _ in nz], [v for _, v in nz]
+        return [i for i, _ in nz], [v for _, v in nz], int(vector.size)
 
     pair = _arrays(F.col(input_col))
-    return (
+    out = (
         df.withColumn("_pair", pair)
         .withColumn(S.FEAT_IDX, F.col(f"_pair.{S.FEAT_IDX}"))
         .withColumn(S.FEAT_VAL, F.col(f"_pair.{S.FEAT_VAL}"))
-        .drop("_pair", input_col)
     )
+    if size_col is not None:
+        out = out.withColumn(size_col, F.col("_pair.size"))
+    return out.drop("_pair", input_col)

@@ -330,7 +330,7 @@ def atomic_output(spark: SparkSession, path: str, overwrite: bool = False) -> It
     """
     fs = FileSystem(spark)
     if fs.exists(path) and not overwrite:
-        raise OutputExistsError(f"output {path} exists; pass --overwrite to replace it")
+        raise OutputExistsError(f"output {path} exists", path=path, existed=True)
     started_ms = int(time.time() * 1000)
     tmp = sibling(path, _tag("tmp", started_ms))
     try:

@@ -1,0 +1,198 @@
+"""What the estimators share: Params mirrored from the settings dataclasses, and persistence.
+
+Every tuning Param of an estimator is one field of a settings section (:mod:`eagle_spark.params`):
+its default is that field's default, and the values are checked by the same ``__post_init__``
+when ``fit`` / ``transform`` builds the section (a bad value raises ``ValueError`` naming the Param
+before any job runs). The CLI's ``--set section.key=value`` and the Python Params are thus one set
+of knobs with one set of checks.
+
+Persistence follows pyspark.ml: ``model.save(path)`` / ``model.write().overwrite().save(path)`` /
+``Model.load(path)`` write Spark ML's ``metadata/`` (class, uid, Params) and, for models, the
+model's folder under ``data/``, so the stages also save and load inside a ``pyspark.ml`` Pipeline.
+A save is committed atomically: written beside `path` and renamed into place.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from typing import Any, Callable, ClassVar, Generic, Optional, Type, TypeVar
+
+from pyspark.ml.param import Param, Params, TypeConverters
+from pyspark.ml.util import DefaultParamsReader, DefaultParamsWriter, MLReadable, MLReader, MLWritable, MLWriter
+from pyspark.sql import SparkSession
+
+from eagle_spark.errors import BadInputError, SettingsError
+from eagle_spark.io.fs import FileSystem, atomic_output, check_separate
+from eagle_spark.ml.frames import work_folder
+from eagle_spark.params import BaseParams
+
+P = TypeVar("P", bound=BaseParams)
+M = TypeVar("M")
+
+
+def optional_int(value: Any) -> Optional[int]:
+    """Param converter: None or a whole number."""
+    return None if value is None else TypeConverters.toInt(value)
+
+
+def settings_param(name: str, doc: str, converter: Any) -> Param:
+    """A Param declared on a class body (pyspark's idiom: ``Params._dummy()`` as parent)."""
+    return Param(Params._dummy(), name, doc, typeConverter=converter)
+
+
+class SettingsParams(Params):
+    """Params that mirror settings fields.
+
+    Subclasses declare ``_fields = {SettingsClass: {"paramName": "field_name", ...}, ...}``; the
+    defaults are set from the dataclasses, and :meth:`settings` builds a checked section.
+    """
+
+    _fields: ClassVar[dict[type, dict[str, str]]] = {}
+
+    def _set_settings_defaults(self) -> None:
+        for cls, mapping in self._fields.items():
+            defaults = cls()
+            self._setDefault(**{name: getattr(defaults, field) for name, field in mapping.items()})
+
+    def settings(self, cls: Type[P], **fixed: Any) -> P:
+        """The settings section `cls` from the current Param values (plus `fixed` fields).
+
+        Raises:
+            ValueError: a value fails the section's checks; the message names the Param.
+        """
+        mapping = self._fields[cls]
+        values = {field: self.getOrDefault(name) for name, field in mapping.items()}
+        values = {k: (list(v) if isinstance(v, tuple) else v) for k, v in values.items()}
+        try:
+            return cls.from_dict(values | fixed)  # type: ignore[return-value]
+        except SettingsError as err:
+            message = str(err)
+            for name, field in mapping.items():
+                message = re.sub(rf"'?\b(\w+\.)?{re.escape(field)}\b'?(?= )", name, message)
+            raise ValueError(f"{type(self).__name__}: {message}") from None
+
+
+class ParamsWriter(MLWriter):
+    """Writes an estimator (Params only) as Spark ML's ``metadata/``, atomically."""
+
+    def __init__(self, instance: Params) -> None:
+        super().__init__()
+        self.instance = instance
+
+    def save(self, path: str) -> None:
+        """Write to `path`; an existing `path` is an error unless ``overwrite()`` was called.
+
+        Raises:
+            OutputExistsError (a ValueError): `path` exists and overwrite was not asked for.
+        """
+        spark = self.sparkSession
+        check_separate(path, self._inputs())
+        with atomic_output(spark, path, self.shouldOverwrite) as tmp:
+            DefaultParamsWriter.saveMetadata(self.instance, tmp, spark, extraMetadata=self._extra())
+            self._save_data(spark, tmp)
+
+    def _inputs(self) -> list[str]:
+        return []
+
+    def _extra(self) -> dict[str, Any]:
+        from eagle_spark import __version__
+
+        return {"eagle_spark_version": __version__}
+
+    def _save_data(self, spark: SparkSession, tmp: str) -> None:
+        pass
+
+
+class FolderModelWriter(ParamsWriter):
+    """Writes a model: ``metadata/`` plus the model's folder copied to ``data/``."""
+
+    def _inputs(self) -> list[str]:
+        return [self.instance.dataPath]  # type: ignore[attr-defined]
+
+    def _save_data(self, spark: SparkSession, tmp: str) -> None:
+        FileSystem(spark).copy(self.instance.dataPath, posixpath.join(tmp, "data"))  # type: ignore[attr-defined]
+
+
+class ParamsReader(MLReader, Generic[M]):
+    """Reads what :class:`ParamsWriter` / :class:`FolderModelWriter` wrote."""
+
+    def __init__(self, cls: type) -> None:
+        super().__init__()
+        self.cls = cls
+
+    def load(self, path: str) -> M:
+        """Load the instance saved at `path`.
+
+        Raises:
+            BadInputError (a ValueError): no Spark ML metadata at `path`, or it holds another class.
+        """
+        spark = self.sparkSession
+        fs = FileSystem(spark)
+        if not fs.exists(posixpath.join(path, "metadata")):
+            raise BadInputError(f"{path} is not a saved eagle_spark stage (no metadata/ folder)")
+        metadata = DefaultParamsReader.loadMetadata(path, spark)
+        expected = f"{self.cls.__module__}.{self.cls.__name__}"
+        if metadata.get("class") != expected:
+            raise BadInputError(f"{path} holds a {metadata.get('class')}, not a {expected}")
+        instance = self.cls()
+        instance._resetUid(metadata["uid"])
+        DefaultParamsReader.getAndSetParams(instance, metadata)
+        if isinstance(instance, FolderModel):
+            data = posixpath.join(path, "data")
+            if not fs.exists(data):
+                raise BadInputError(f"saved model {path} has no data/ folder")
+            instance._attach_data(data)
+        return instance
+
+
+class Persistent(MLWritable, MLReadable):
+    """Mixin: ``write()`` / ``save(path)`` / ``read()`` / ``load(path)`` (pyspark.ml contract)."""
+
+    def write(self) -> MLWriter:
+        """An atomic writer of this instance (``.overwrite()`` to replace an existing folder)."""
+        return FolderModelWriter(self) if isinstance(self, FolderModel) else ParamsWriter(self)  # type: ignore[arg-type]
+
+    @classmethod
+    def read(cls) -> MLReader:
+        """A reader of this class (``.load(path)``; the active session is used)."""
+        return ParamsReader(cls)
+
+
+class FolderModel:
+    """Mixin of a fitted model whose data is one folder written by a stage (``dataPath``).
+
+    A model's folder is in the work folder until it is saved (see :mod:`eagle_spark.ml.frames`);
+    a loaded model reads the saved folder's ``data/``, which must stay where it is.
+    """
+
+    dataPath: str = ""
+
+    def _attach_data(self, path: str) -> None:
+        self.dataPath = path
+
+    def _require_data(self) -> str:
+        if not self.dataPath:
+            raise ValueError(f"{type(self).__name__} has no data: fit an estimator or load a saved model")
+        return self.dataPath
+
+
+def fitted(estimator: Params, model: M, spark: SparkSession, kind: str, run: Callable[[str], Any]) -> M:
+    """Run a training stage into a new work folder and return `model` holding it, with the
+    estimator's Params copied (pyspark.ml's ``_copyValues``).
+
+    Args:
+        estimator: the estimator being fitted.
+        model: a new, empty model (a :class:`FolderModel`).
+        spark: the session.
+        kind: names the work folder (``embeddings``, ``tree``, ...).
+        run: writes the stage's output folder given its path.
+    """
+    out = work_folder(spark, kind)
+    run(out)
+    model._attach_data(out)  # type: ignore[attr-defined]
+    return estimator._copyValues(model)  # type: ignore[arg-type,return-value]
+
+
+__all__ = ["FolderModel", "FolderModelWriter", "ParamsReader", "ParamsWriter", "Persistent",
+           "SettingsParams", "fitted", "optional_int", "settings_param"]

@@ -1,0 +1,254 @@
+"""The XMC classifiers as pyspark.ml Estimators and Models: a Parabel-like label tree and
+one-vs-all, trained and applied by the distributed stages of :mod:`eagle_spark.classifiers`.
+
+Both take one row per sample with ``featuresCol`` (SparseVector) and ``labelsCol`` (array<int>,
+the sample's labels: Y, or Y_filter from ``GRLRModel.transform``), and their models add
+``predictionCol`` (array<int>, top-k label ids, best first) and ``scoresCol`` (array<float>, the
+matching scores) to any frame with features.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from pyspark import keyword_only
+from pyspark.ml import Estimator, Model
+from pyspark.ml.param import TypeConverters
+from pyspark.ml.param.shared import HasFeaturesCol, HasPredictionCol, HasSeed, HasTol
+from pyspark.sql import DataFrame
+
+from eagle_spark import schemas as S
+from eagle_spark.classifiers.base import read_metadata
+from eagle_spark.classifiers.ova import train_ova
+from eagle_spark.classifiers.predict import PREDICTIONS, predict
+from eagle_spark.classifiers.tree import train_tree
+from eagle_spark.ml.base import FolderModel, Persistent, SettingsParams, fitted, optional_int, settings_param
+from eagle_spark.ml.frames import attach, source_for, work_folder
+from eagle_spark.params import PredictParams, TrainParams
+
+
+class _XMCParams(HasFeaturesCol, HasPredictionCol, HasSeed, HasTol, SettingsParams):
+    labelsCol = settings_param("labelsCol", "the sample's labels, array<int> (fit)", TypeConverters.toString)
+    scoresCol = settings_param("scoresCol", "output: scores of the predicted labels, array<float>",
+                               TypeConverters.toString)
+    loss = settings_param("loss", "squared_hinge or logistic", TypeConverters.toString)
+    C = settings_param("C", "liblinear cost (inverse L2 regularisation)", TypeConverters.toFloat)
+    pruneThreshold = settings_param("pruneThreshold", "weights with |w| below it are dropped",
+                                    TypeConverters.toFloat)
+    normalize = settings_param("normalize", "L2-normalise the rows of X", TypeConverters.toBoolean)
+    numTasks = settings_param("numTasks", "Spark tasks training label blocks / tree units",
+                              TypeConverters.toInt)
+    topK = settings_param("topK", "predictions per sample", TypeConverters.toInt)
+    numFeatures = settings_param("numFeatures", "feature space of array features (default: from the "
+                                 "data)", optional_int)
+    numLabels = settings_param("numLabels", "label space (default: largest label id + 1)", optional_int)
+
+    _common_train = {"loss": "loss", "C": "C", "pruneThreshold": "threshold", "tol": "tol",
+                     "normalize": "normalize", "numTasks": "tasks", "seed": "seed"}
+    _model_kind = ""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self._setDefault(featuresCol="features", labelsCol="labels", predictionCol="prediction",
+                         scoresCol="scores", numFeatures=None, numLabels=None)
+        self._set_settings_defaults()
+
+    def _fit_source(self, dataset: DataFrame, where: str) -> Any:
+        return source_for(dataset, {"features": self.getFeaturesCol(), "labels": self.getOrDefault(self.labelsCol)},
+                          where, self.getOrDefault(self.numFeatures), self.getOrDefault(self.numLabels))
+
+
+class _XMCModelBase(FolderModel):
+    """transform and metadata of both classifier models."""
+
+    def _predict_frame(self: Any, dataset: DataFrame, where: str) -> DataFrame:
+        params = self.settings(PredictParams)
+        spark = dataset.sparkSession
+        path = self._require_data()
+        meta = self.metadata
+        src = source_for(dataset, {"features": self.getFeaturesCol()}, where, int(meta["n_features"]))
+        if src.n_features > int(meta["n_features"]):
+            raise ValueError(f"{where}: the frame's feature space ({src.n_features}) is larger than the "
+                             f"model's ({meta['n_features']})")
+        out = work_folder(spark, "predictions")
+        predict(spark, path, src.path, out, params)
+        preds = spark.read.parquet(f"{out}/{PREDICTIONS}")
+        return attach(src, preds, {S.LABEL_IDS: self.getPredictionCol(),
+                                   "scores": self.getOrDefault(self.scoresCol)}, where)
+
+    @property
+    def metadata(self: Any) -> dict:
+        """The model folder's metadata.json: class, params, n_features, n_labels, created_at, ..."""
+        from pyspark.sql import SparkSession
+
+        return read_metadata(SparkSession.active(), self._require_data(), self._model_class)
+
+    @property
+    def numFeatures_(self: Any) -> int:
+        """n_features of the training data."""
+        return int(self.metadata["n_features"])
+
+    @property
+    def numLabels_(self: Any) -> int:
+        """n_labels of the training data."""
+        return int(self.metadata["n_labels"])
+
+
+class _TreeParams(_XMCParams):
+    numTrees = settings_param("numTrees", "trees in the ensemble, scores averaged (Parabel: 3)",
+                              TypeConverters.toInt)
+    maxLeaf = settings_param("maxLeaf", "maximum labels per leaf", TypeConverters.toInt)
+    maxLeafWork = settings_param("maxLeafWork", "split a leaf further while positives x labels exceeds "
+                                 "this (None: Parabel's leaves)", optional_int)
+    beamSize = settings_param("beamSize", "nodes kept per level by the beam search", TypeConverters.toInt)
+    labelRepr = settings_param("labelRepr", "folder of label embeddings (a GRLR model's data, see "
+                               "setLabelEmbeddings) clustered by the indexer; None: PIFA",
+                               TypeConverters.toString)
+
+    _fields = {TrainParams: {**_XMCParams._common_train, "numTrees": "n_trees", "maxLeaf": "max_leaf",
+                             "maxLeafWork": "max_leaf_work"},
+               PredictParams: {"topK": "top_k", "beamSize": "beam_size"}}
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self._setDefault(labelRepr=None)
+
+
+class LabelTreeClassifier(Estimator, _TreeParams, Persistent):
+    """A Parabel-like label-tree ensemble (balanced 2-means label indexer, one-vs-rest linear
+    classifiers at every node, beam search) trained on Spark by
+    :func:`eagle_spark.classifiers.tree.train_tree`.
+
+    Params: ``numTrees`` (3), ``maxLeaf`` (100), ``maxLeafWork`` (1,000,000), ``C`` (0.5), ``loss``
+    (squared_hinge), ``tol`` (0.2), ``pruneThreshold`` (0.1), ``seed`` (0), ``numTasks`` (16),
+    ``normalize`` (true), ``labelRepr`` (None = PIFA); for the model's transform ``topK`` (5),
+    ``beamSize`` (10), ``predictionCol``, ``scoresCol``.
+
+    Input: ``featuresCol`` SparseVector (n_features) and ``labelsCol`` array<int>. A frame from
+    ``GRLRModel.transform`` or :meth:`Dataset.samples` is read from its folder; any other is first
+    written once as a temporary dataset (see :mod:`eagle_spark.ml.frames`).
+
+    Raises (fit): ValueError / TypeError naming a missing or mistyped column or a bad Param value,
+    before any Spark job; BadInputError (a ValueError) when there are no samples.
+
+    References: Prabhu et al., Parabel (WWW 2018); EAGLE paper section 6 trains it on Y_filter.
+
+    Examples:
+        >>> from pyspark.ml.linalg import SparseVector
+        >>> train = spark.createDataFrame(
+        ...     [(SparseVector(3, [0], [1.0]), [0]), (SparseVector(3, [1], [1.0]), [1]),
+        ...      (SparseVector(3, [2], [1.0]), [2])], ["features", "labels"])
+        >>> model = LabelTreeClassifier(numTrees=1, topK=1).fit(train)
+        >>> pred = model.transform(train)
+        >>> sorted((r.labels, r.prediction) for r in pred.collect())
+        [([0], [0]), ([1], [1]), ([2], [2])]
+    """
+
+    @keyword_only
+    def __init__(self, *, featuresCol: str = "features", labelsCol: str = "labels",
+                 predictionCol: str = "prediction", scoresCol: str = "scores",
+                 numTrees: Optional[int] = None, maxLeaf: Optional[int] = None,
+                 maxLeafWork: Optional[int] = None, C: Optional[float] = None, loss: Optional[str] = None,
+                 tol: Optional[float] = None, pruneThreshold: Optional[float] = None,
+                 seed: Optional[int] = None, numTasks: Optional[int] = None, normalize: Optional[bool] = None,
+                 labelRepr: Optional[str] = None, topK: Optional[int] = None, beamSize: Optional[int] = None,
+                 numFeatures: Optional[int] = None, numLabels: Optional[int] = None) -> None:
+        super().__init__()
+        self._set(**{k: v for k, v in self._input_kwargs.items() if v is not None})
+
+    def setLabelEmbeddings(self, model: Any) -> "LabelTreeClassifier":
+        """Cluster the labels by a fitted or loaded ``GRLRModel``'s embeddings instead of PIFA."""
+        return self._set(labelRepr=model._require_data())
+
+    def _fit(self, dataset: DataFrame) -> "LabelTreeModel":
+        params = self.settings(TrainParams, model="tree")
+        self.settings(PredictParams)
+        src = self._fit_source(dataset, "LabelTreeClassifier.fit")
+        spark, label_repr = dataset.sparkSession, self.getOrDefault(self.labelRepr)
+        return fitted(self, LabelTreeModel(), spark, "tree",
+                      lambda out: train_tree(spark, src.path, out, params, label_repr=label_repr))
+
+
+class LabelTreeModel(Model, _TreeParams, _XMCModelBase, Persistent):
+    """Fitted label tree: ``transform`` adds the top-``topK`` labels by beam search (``beamSize``)
+    as ``predictionCol`` and their averaged scores as ``scoresCol``.
+
+    Memory: each executor maps the model once per machine (executor state); a task holds its batch.
+    """
+
+    _model_class = "TreeModel"
+
+    def __init__(self) -> None:
+        super().__init__()
+
+    def _transform(self, dataset: DataFrame) -> DataFrame:
+        return self._predict_frame(dataset, "LabelTreeModel.transform")
+
+
+class _OVAParams(_XMCParams):
+    negativeFraction = settings_param("negativeFraction", "share of the negatives each label trains on",
+                                      TypeConverters.toFloat)
+    batchRows = settings_param("batchRows", "rows scored together inside a task", TypeConverters.toInt)
+
+    _fields = {TrainParams: {**_XMCParams._common_train, "negativeFraction": "negative_fraction"},
+               PredictParams: {"topK": "top_k", "batchRows": "batch_rows"}}
+
+
+class OneVsRestXMC(Estimator, _OVAParams, Persistent):
+    """One binary linear classifier per label (one-vs-all), trained in label blocks inside Spark
+    tasks by :func:`eagle_spark.classifiers.ova.train_ova` (never one Spark job per label).
+
+    Params: ``C`` (0.5), ``loss`` (squared_hinge), ``tol`` (0.2), ``pruneThreshold`` (0.1), ``seed``
+    (0), ``numTasks`` (16), ``negativeFraction`` (1.0), ``normalize`` (true); for the model's
+    transform ``topK`` (5), ``batchRows`` (1000), ``predictionCol``, ``scoresCol``.
+
+    Raises (fit): ValueError / TypeError naming a missing or mistyped column or a bad Param value,
+    before any Spark job.
+
+    Examples:
+        >>> from pyspark.ml.linalg import SparseVector
+        >>> train = spark.createDataFrame(
+        ...     [(SparseVector(3, [0], [1.0]), [0]), (SparseVector(3, [1], [1.0]), [1]),
+        ...      (SparseVector(3, [2], [1.0]), [2])], ["features", "labels"])
+        >>> model = OneVsRestXMC(topK=2).fit(train)
+        >>> sorted((r.labels, r.prediction[0]) for r in model.transform(train).collect())
+        [([0], 0), ([1], 1), ([2], 2)]
+    """
+
+    @keyword_only
+    def __init__(self, *, featuresCol: str = "features", labelsCol: str = "labels",
+                 predictionCol: str = "prediction", scoresCol: str = "scores",
+                 C: Optional[float] = None, loss: Optional[str] = None, tol: Optional[float] = None,
+                 pruneThreshold: Optional[float] = None, seed: Optional[int] = None,
+                 numTasks: Optional[int] = None, normalize: Optional[bool] = None,
+                 negativeFraction: Optional[float] = None, topK: Optional[int] = None,
+                 batchRows: Optional[int] = None, numFeatures: Optional[int] = None,
+                 numLabels: Optional[int] = None) -> None:
+        super().__init__()
+        self._set(**{k: v for k, v in self._input_kwargs.items() if v is not None})
+
+    def _fit(self, dataset: DataFrame) -> "OneVsRestXMCModel":
+        params = self.settings(TrainParams, model="ova")
+        self.settings(PredictParams)
+        src = self._fit_source(dataset, "OneVsRestXMC.fit")
+        spark = dataset.sparkSession
+        return fitted(self, OneVsRestXMCModel(), spark, "ova", lambda out: train_ova(spark, src.path, out, params))
+
+
+class OneVsRestXMCModel(Model, _OVAParams, _XMCModelBase, Persistent):
+    """Fitted one-vs-all: ``transform`` scores every label and adds the top-``topK``.
+
+    Memory: each executor maps the weights once per machine; a task holds a batch of
+    ``batchRows`` x n_labels scores.
+    """
+
+    _model_class = "OVAModel"
+
+    def __init__(self) -> None:
+        super().__init__()
+
+    def _transform(self, dataset: DataFrame) -> DataFrame:
+        return self._predict_frame(dataset, "OneVsRestXMCModel.transform")
+
+
+__all__ = ["LabelTreeClassifier", "LabelTreeModel", "OneVsRestXMC", "OneVsRestXMCModel"]

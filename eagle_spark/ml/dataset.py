@@ -1,0 +1,247 @@
+"""A dataset folder seen from Python: load it, read it as one frame of samples, write one."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from eagle_spark import schemas as S
+from eagle_spark.io.convert import to_ml_vectors
+from eagle_spark.io.fs import FileSystem, atomic_output, check_separate
+from eagle_spark.io.tables import has_table, read_manifest, read_table
+from eagle_spark.ml.frames import ROWS, Source, check_columns, materialise, source_of, tag
+
+
+class Dataset:
+    """A dataset folder (the on-disk format of every stage: ``X``, ``Y``, ``Y1``, ``Y2`` Parquet
+    tables and ``_manifest.json``, see :mod:`eagle_spark.schemas`) for the Python API.
+
+    Examples:
+        >>> from pyspark.ml.linalg import SparseVector
+        >>> frame = spark.createDataFrame(
+        ...     [(SparseVector(3, [0], [1.0]), 7, [0, 1]), (SparseVector(3, [1], [1.0]), 7, [0, 1]),
+        ...      (SparseVector(3, [2], [1.0]), 9, [1])], ["features", "group_id", "group_labels"])
+        >>> ds = Dataset.from_samples(frame, work + "/ds")
+        >>> (ds.n_samples, ds.n_features, ds.n_labels, ds.n_groups)
+        (3, 3, 2, 2)
+        >>> back = Dataset.load(spark, work + "/ds").samples()
+        >>> sorted((r.sample_id, r.group_id, r.group_labels) for r in back.collect())
+        [(0, 0, [0, 1]), (1, 0, [0, 1]), (2, 1, [1])]
+    """
+
+    def __init__(self, spark: SparkSession, path: str, manifest: dict[str, Any]) -> None:
+        self.spark = spark
+        self.path = path
+        self.manifest = manifest
+
+    @classmethod
+    def load(cls, spark: SparkSession, path: str) -> "Dataset":
+        """Open a dataset folder written by ``ingest``, ``aggregate``, ``synth``, ``assign`` or
+        :meth:`from_samples`.
+
+        Raises:
+            BadInputError (a ValueError): the folder or its manifest is missing or of another format
+                version, or it has no X table.
+        """
+        manifest = read_manifest(spark, path)
+        if not has_table(spark, path, S.X):
+            from eagle_spark.errors import BadInputError
+
+            raise BadInputError(f"dataset {path} has no X table")
+        return cls(spark, path, manifest)
+
+    @property
+    def n_samples(self) -> int:
+        """Rows of X."""
+        return int(self.manifest["n_samples"])
+
+    @property
+    def n_features(self) -> int:
+        """Columns of X (the feature space)."""
+        return int(self.manifest["n_features"])
+
+    @property
+    def n_labels(self) -> int:
+        """The label space (columns of Y and Y2)."""
+        return int(self.manifest["n_labels"])
+
+    @property
+    def n_groups(self) -> Optional[int]:
+        """Groups of Y1 (None for a dataset without groups)."""
+        value = self.manifest.get("n_groups")
+        return None if value is None else int(value)
+
+    def has(self, table: str) -> bool:
+        """Whether the dataset has `table` (``X``, ``Y``, ``Y1``, ``Y2``)."""
+        return has_table(self.spark, self.path, table)
+
+    def samples(self, featuresCol: str = "features", labelsCol: Optional[str] = "labels") -> DataFrame:
+        """One row per sample, the frame the estimators take.
+
+        Args:
+            featuresCol: name of the features column (SparseVector of size n_features, float64
+                values of X).
+            labelsCol: name of the true labels column (Y's label ids, sorted) when the dataset has
+                Y; None leaves it out (e.g. to let ``GRLRModel.transform`` write ``labels``).
+        Returns:
+            DataFrame[sample_id long, features vector, group_id long, group_labels array<int>,
+            labels array<int>]: ``group_id`` / ``group_labels`` only for aggregated data (a sample
+            in no group has nulls; ``group_labels`` repeats a label id by its count in Y2, and is
+            sorted), ``labels`` only with Y. Backed by this folder: an estimator given this very
+            frame reads the folder and copies nothing.
+        """
+        X = read_table(self.spark, self.path, S.X)
+        frame = to_ml_vectors(X, self.n_features, featuresCol).drop(S.FEAT_IDX, S.FEAT_VAL)
+        columns = {"features": featuresCol}
+        if self.has(S.Y1):
+            frame = frame.join(read_table(self.spark, self.path, S.Y1), S.SAMPLE_ID, "left")
+            columns["group"] = S.GROUP_ID
+            if self.has(S.Y2):
+                y2 = read_table(self.spark, self.path, S.Y2)
+                per_group = y2.groupBy(S.GROUP_ID).agg(F.sort_array(F.flatten(F.collect_list(
+                    F.array_repeat(S.LABEL_ID, F.col(S.COUNT))))).alias("group_labels"))
+                frame = frame.join(per_group, S.GROUP_ID, "left").withColumn(
+                    "group_labels", F.coalesce("group_labels", F.array().cast("array<int>")))
+                frame = frame.select(S.SAMPLE_ID, featuresCol, S.GROUP_ID, "group_labels")
+                columns["group_labels"] = "group_labels"
+        if labelsCol is not None and self.has(S.Y):
+            y = read_table(self.spark, self.path, S.Y).select(
+                S.SAMPLE_ID, F.sort_array(S.LABEL_IDS).alias(labelsCol))
+            frame = frame.join(y, S.SAMPLE_ID, "left")
+            columns["labels"] = labelsCol
+        frame = frame.orderBy(S.SAMPLE_ID)
+        return tag(frame, Source(path=self.path, columns=columns, keyed=frame, key=S.SAMPLE_ID,
+                                 n_features=self.n_features, n_labels=self.n_labels))
+
+    @classmethod
+    def from_samples(cls, samples: DataFrame, path: str, featuresCol: str = "features",
+                     groupCol: Optional[str] = None, groupLabelsCol: Optional[str] = None,
+                     labelsCol: Optional[str] = None, numFeatures: Optional[int] = None,
+                     numLabels: Optional[int] = None, overwrite: bool = False) -> "Dataset":
+        """Write a frame of samples as a dataset folder (committed atomically).
+
+        Args:
+            samples: one row per sample with `featuresCol` (SparseVector, or ``feat_idx`` /
+                ``feat_val`` arrays) and optionally a group column, a group-labels column and a
+                labels column (arrays of label ids). Sample ids are given anew, 0 .. n-1 in the
+                frame's order; group ids 0 .. n_groups-1 in the order of the group values.
+            path: the folder to write.
+            featuresCol, groupCol, groupLabelsCol, labelsCol: the columns (None: absent). When the
+                frame has columns named ``group_id`` / ``group_labels`` / ``labels`` and the
+                arguments are left None, those are used.
+            numFeatures, numLabels: the feature / label space (default: from the data).
+            overwrite: replace an existing folder.
+        Returns:
+            The written :class:`Dataset`.
+        Raises:
+            ValueError, TypeError: a missing or mistyped column, ids out of range, or members of a
+                group with different group labels (the message names the column or group).
+            OutputExistsError (a ValueError): `path` exists and `overwrite` is false.
+        """
+        names = samples.columns
+        columns = {"features": featuresCol}
+        for role, given, default in (("group", groupCol, S.GROUP_ID),
+                                     ("group_labels", groupLabelsCol, "group_labels"),
+                                     ("labels", labelsCol, "labels")):
+            if given is not None or default in names:
+                columns[role] = given or default
+        if "group_labels" in columns and "group" not in columns:
+            raise ValueError("Dataset.from_samples: a group-labels column needs a group column")
+        check_columns(samples, columns, "Dataset.from_samples")
+        spark = samples.sparkSession
+        src = source_of(samples)
+        check_separate(path, [src.path] if src is not None else [])
+        with atomic_output(spark, path, overwrite) as tmp:
+            materialise(samples, columns, tmp, "Dataset.from_samples", numFeatures, numLabels)
+            FileSystem(spark).delete(f"{tmp}/{ROWS}")
+        return cls.load(spark, path)
+
+    @classmethod
+    def ingest(cls, spark: SparkSession, source: str, path: str, format: str = "xc", one_based: bool = False,
+               on_bad_line: str = "fail", overwrite: bool = False) -> "Dataset":
+        """Read an Extreme Classification Repository / libsvm text file (plain or gzip) into a
+        dataset folder with X and Y (:func:`eagle_spark.io.ingest.ingest`).
+
+        Args:
+            source: the text file.
+            path: the dataset folder to write (atomic).
+            format: ``xc`` (header line) or ``libsvm``.
+            one_based: feature ids in the file start at 1.
+            on_bad_line: ``fail`` (BadInputError naming ``file:line``) or ``skip`` (kept in
+                ``_rejected/``).
+            overwrite: replace an existing folder.
+        Raises:
+            BadInputError (a ValueError): a bad line, header or count (``<file>:<line>: <problem>``).
+            OutputExistsError (a ValueError): `path` exists and `overwrite` is false.
+        """
+        from eagle_spark.io.ingest import ingest
+        from eagle_spark.params import IngestParams
+
+        ingest(spark, source, path, IngestParams(format=format, one_based=one_based, on_bad_line=on_bad_line),
+               overwrite=overwrite)
+        return cls.load(spark, path)
+
+    def aggregate(self, path: str, grouping: str = "random", groupSize: int = 4, depth: int = 8,
+                  noise: float = 0.0, seed: int = 0, merge: str = "list", overwrite: bool = False) -> "Dataset":
+        """Group the samples and aggregate their labels (paper section 6: R-g random groups of g,
+        or C-D hierarchical balanced 2-means clusters to depth D): writes X, Y, Y1, Y2 to `path`
+        (:func:`eagle_spark.aggregation.aggregate.aggregate`).
+
+        Args:
+            path: the aggregated dataset folder to write (atomic).
+            grouping: ``random`` or ``cluster``.
+            groupSize: g of random groups.
+            depth: D of cluster groups.
+            noise: sigma of the Gaussian noise on the clustered features (cluster only).
+            seed: seed.
+            merge: Y2 count: ``list`` (multiplicity) or ``set`` (1).
+            overwrite: replace an existing folder.
+        Raises:
+            ValueError: a bad setting (SettingsError) or a dataset without Y (BadInputError).
+        """
+        from eagle_spark.aggregation.aggregate import aggregate
+        from eagle_spark.params import AggregateParams
+
+        aggregate(self.spark, self.path, path, AggregateParams(
+            grouping=grouping, group_size=groupSize, depth=depth, noise=noise, seed=seed, merge=merge),
+            overwrite=overwrite)
+        return type(self).load(self.spark, path)
+
+    @classmethod
+    def synth(cls, spark: SparkSession, path: str, preset: str = "wiki325k", scale: float = 1.0, seed: int = 0,
+              overwrite: bool = False) -> tuple["Dataset", "Dataset"]:
+        """Generate a synthetic train / test pair of a benchmark's shape (:func:`eagle_spark.synth.synth`)
+        under `path` (``train/``, ``test/``).
+
+        Returns:
+            (train, test) datasets.
+        Raises:
+            BadInputError (a ValueError): unknown preset or scale out of (0, 1].
+        """
+        import posixpath
+
+        from eagle_spark.synth import synth
+
+        synth(spark, path, preset, scale, seed, overwrite=overwrite)
+        return cls.load(spark, posixpath.join(path, "train")), cls.load(spark, posixpath.join(path, "test"))
+
+    def save(self, path: str, overwrite: bool = False) -> "Dataset":
+        """Copy the folder to `path` (committed atomically); returns the copy.
+
+        Raises:
+            OutputExistsError (a ValueError): `path` exists and `overwrite` is false, or `path`
+                overlaps this folder.
+        """
+        check_separate(path, [self.path])
+        with atomic_output(self.spark, path, overwrite) as tmp:
+            FileSystem(self.spark).copy(self.path, tmp)
+        return type(self).load(self.spark, path)
+
+    def __repr__(self) -> str:
+        return (f"Dataset({self.path!r}, n_samples={self.n_samples}, n_features={self.n_features}, "
+                f"n_labels={self.n_labels}, n_groups={self.n_groups})")
+
+
+__all__ = ["Dataset"]

@@ -1,0 +1,318 @@
+"""DataFrames <-> dataset folders: how the Python API hands pyspark.ml frames to the Spark stages.
+
+The stages (``embed``, ``assign``, ``train_tree``, ``train_ova``, ``predict``) read dataset folders
+on storage every executor reaches (executor-side Parquet reads of X, the memory-mapped executor
+state). A frame given to an estimator is therefore either
+
+* **backed**: it came from :meth:`eagle_spark.ml.Dataset.samples` or from a ``transform`` of this
+  API and still is that very object; it carries a :class:`Source` (the folder and which of its
+  columns are which tables), and the stage reads the folder as it is: nothing is copied; or
+* **in memory**: anything else. It is written once as a temporary dataset (:func:`materialise`):
+  its rows with an internal sample id, X from the features column, Y from the labels column, Y1
+  and Y2 from the group columns. This costs one write of the frame and one of each table.
+
+Results come back as columns joined to the caller's rows by that sample id (:func:`attach`), so a
+``transform`` keeps every input row and column and adds its own.
+
+Temporary folders live under the *work folder*: the Spark setting ``spark.eagle_spark.workDir``
+when set (on a cluster it must be storage every executor reaches, e.g. a shared file system or
+an object-store URI pyarrow supports), else a folder under the driver's temporary directory,
+deleted when the Python process exits. A fitted model's data stays there until the model is saved.
+"""
+
+from __future__ import annotations
+
+import atexit
+import dataclasses
+import shutil
+import tempfile
+import uuid
+from typing import Mapping, Optional
+
+from pyspark.ml.linalg import VectorUDT
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from eagle_spark import schemas as S
+from eagle_spark.aggregation.groups import dense_rank
+from eagle_spark.io.convert import from_ml_vectors
+from eagle_spark.io.tables import new_manifest, write_manifest, write_table
+
+WORK_DIR_CONF = "spark.eagle_spark.workDir"
+"""Spark setting naming the folder for the API's temporary datasets and unsaved models."""
+
+ROLES = ("features", "group", "group_labels", "labels")
+"""What a column can be: features (X), group (Y1), group_labels (Y2 through the group), labels (Y)."""
+
+ROWS = "rows"
+"""Folder of a materialised dataset holding the caller's rows with :data:`KEY` (a name Spark does
+not take for hidden: it skips a path component starting with ``_`` or ``.``)."""
+
+KEY = "_eagle_sample"
+"""The internal sample id column of a materialised frame's rows (never in a returned frame)."""
+
+_TAG = "_eagle_spark_source"
+_driver_work: Optional[str] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Source:
+    """Where a frame's data sits as a dataset folder.
+
+    Attributes:
+        path: dataset folder (X, and Y / Y1 / Y2 for the roles it backs).
+        columns: role (:data:`ROLES`) -> the frame's column holding it.
+        keyed: a frame with the caller's columns plus `key` (the dataset's sample_id), used to join
+            results back to the rows.
+        key: the sample id column of `keyed`.
+        n_features: the dataset's n_features.
+        n_labels: the dataset's n_labels.
+    """
+
+    path: str
+    columns: Mapping[str, str]
+    keyed: DataFrame
+    key: str
+    n_features: int
+    n_labels: int
+
+
+def source_of(df: DataFrame) -> Optional[Source]:
+    """The :class:`Source` a frame carries (None for a frame the API did not make)."""
+    return getattr(df, _TAG, None)
+
+
+def tag(df: DataFrame, source: Source) -> DataFrame:
+    """Mark `df` as backed by `source`; returns `df`."""
+    setattr(df, _TAG, source)
+    return df
+
+
+def work_folder(spark: SparkSession, kind: str) -> str:
+    """A new, not yet existing folder for a temporary dataset or an unsaved model.
+
+    Args:
+        spark: the active session (its ``spark.eagle_spark.workDir`` setting, if any, is used).
+        kind: a word naming the content (``dataset``, ``embeddings``, ``model``, ...).
+    Returns:
+        ``<work dir>/<kind>-<12 hex digits>``.
+    """
+    global _driver_work
+    base = spark.conf.get(WORK_DIR_CONF, None)
+    if not base:
+        if _driver_work is None:
+            _driver_work = tempfile.mkdtemp(prefix="eagle_spark-ml-")
+            atexit.register(shutil.rmtree, _driver_work, True)
+        base = _driver_work
+    return f"{base.rstrip('/')}/{kind}-{uuid.uuid4().hex[:12]}"
+
+
+def _is_integral_array(dt: T.DataType) -> bool:
+    return isinstance(dt, T.ArrayType) and isinstance(
+        dt.elementType, (T.ByteType, T.ShortType, T.IntegerType, T.LongType))
+
+
+def check_columns(df: DataFrame, columns: Mapping[str, str], where: str) -> None:
+    """Check that `df` has every column a stage needs, of the right type, before any job runs.
+
+    Args:
+        df: the caller's frame.
+        columns: role -> column name. ``features``: a Spark ML vector column, or, when the frame
+            has no column of that name, ``feat_idx`` (array of whole numbers) and ``feat_val``
+            (array of numbers) side by side; ``group``: any atomic column (null: the row is in no
+            group); ``group_labels`` and ``labels``: arrays of whole numbers (label ids >= 0).
+        where: the caller (``GRLR.fit``, ...), for the messages.
+    Raises:
+        ValueError: a column is missing (the message lists the frame's columns).
+        TypeError: a column has the wrong type (the message names it, its type and what it needs).
+    """
+    have = df.schema
+    names = df.columns
+    for role, col in columns.items():
+        if role == "features" and col not in names and S.FEAT_IDX in names and S.FEAT_VAL in names:
+            idx, val = have[S.FEAT_IDX].dataType, have[S.FEAT_VAL].dataType
+            if not _is_integral_array(idx) or not (
+                    isinstance(val, T.ArrayType) and isinstance(val.elementType, T.NumericType)):
+                raise TypeError(f"{where}: columns {S.FEAT_IDX!r} / {S.FEAT_VAL!r} must be arrays of whole "
+                                f"numbers / numbers, got {idx.simpleString()} / {val.simpleString()}")
+            continue
+        if col not in names:
+            extra = f" (or {S.FEAT_IDX!r} and {S.FEAT_VAL!r} arrays)" if role == "features" else ""
+            raise ValueError(f"{where}: the frame has no {role} column {col!r}{extra}; it has "
+                             f"{', '.join(names)}")
+        dt = have[col].dataType
+        if role == "features" and not isinstance(dt, VectorUDT):
+            raise TypeError(f"{where}: column {col!r} (features) must be a Spark ML vector "
+                            f"(SparseVector), got {dt.simpleString()}")
+        if role in ("group_labels", "labels") and not _is_integral_array(dt):
+            raise TypeError(f"{where}: column {col!r} ({role}) must be an array of label ids "
+                            f"(array<int>), got {dt.simpleString()}")
+        if role == "group" and isinstance(dt, (T.ArrayType, T.MapType, T.StructType, VectorUDT)):
+            raise TypeError(f"{where}: column {col!r} (group) must be an atomic value such as a "
+                            f"long or a string, got {dt.simpleString()}")
+
+
+def source_for(df: DataFrame, columns: Mapping[str, str], where: str,
+               n_features: Optional[int] = None, n_labels: Optional[int] = None) -> Source:
+    """The dataset folder a stage reads for `df`: its own when it is backed and covers `columns`,
+    else a temporary dataset written from it (:func:`materialise`).
+
+    Args:
+        df: the caller's frame.
+        columns: role -> column name the stage needs.
+        where: the caller, for messages.
+        n_features: the feature space when the frame's features are arrays (default: largest id + 1;
+            a vector column gives its own size).
+        n_labels: the label space (default: largest label id + 1 in the frame).
+    Returns:
+        The :class:`Source`.
+    Raises:
+        ValueError, TypeError: as :func:`check_columns` and :func:`materialise`.
+    """
+    check_columns(df, columns, where)
+    src = source_of(df)
+    if src is not None and all(src.columns.get(role) == col for role, col in columns.items()):
+        return src
+    return materialise(df, columns, work_folder(df.sparkSession, "dataset"), where, n_features, n_labels)
+
+
+def _label_ids(col: str) -> F.Column:
+    return F.coalesce(F.col(col), F.array()).cast(T.ArrayType(T.IntegerType()))
+
+
+def materialise(df: DataFrame, columns: Mapping[str, str], path: str, where: str,
+                n_features: Optional[int] = None, n_labels: Optional[int] = None) -> Source:
+    """Write a frame as a dataset folder (X; Y, Y1, Y2 for the roles given) and return its source.
+
+    The frame's rows are written once with an internal sample id (0 .. n-1 in the order of
+    ``monotonically_increasing_id``, made contiguous by a sort), so everything after reads that copy
+    and is deterministic. Groups get ids 0 .. n_groups-1 in the order of their values; a group's
+    labels (Y2) are the ``group_labels`` of its members, which must be equal for every member
+    (repeated ids are the label's multiplicity, the paper's list merge).
+
+    Args:
+        df: the caller's frame.
+        columns: role -> column (see :func:`check_columns`; call it first).
+        path: the dataset folder to write (must not exist).
+        where: the caller, for messages.
+        n_features: feature space for array features (default largest id + 1); a vector column's
+            size must not exceed it.
+        n_labels: label space (default largest label id + 1).
+    Returns:
+        The :class:`Source` of the written folder, keyed by the internal id.
+    Raises:
+        ValueError: a feature id beyond `n_features` or negative, a negative label id or one beyond
+            `n_labels`, members of one group with different ``group_labels`` (names the group), or
+            no rows.
+    """
+    spark = df.sparkSession
+    feat = columns.get("features")
+    mid = "_eagle_mid"
+    ranked = dense_rank(df.withColumn(mid, F.monotonically_increasing_id()), [mid], KEY).drop(mid)
+    ranked.write.parquet(f"{path}/{ROWS}")
+    rows = spark.read.parquet(f"{path}/{ROWS}")
+    stats: dict = {"n_samples": rows.count()}
+    if stats["n_samples"] == 0:
+        raise ValueError(f"{where}: the frame has no rows")
+    manifest_fields: dict = {}
+    if feat is not None:
+        if feat in rows.columns:
+            x = from_ml_vectors(rows.select(F.col(KEY).alias(S.SAMPLE_ID), feat), feat, "_size")
+        else:
+            x = rows.select(F.col(KEY).alias(S.SAMPLE_ID), S.FEAT_IDX, S.FEAT_VAL, F.lit(None).cast("int").alias("_size"))
+        x = x.select(S.SAMPLE_ID, F.coalesce(S.FEAT_IDX, F.array()).cast(T.ArrayType(T.IntegerType())).alias(S.FEAT_IDX),
+                     F.coalesce(S.FEAT_VAL, F.array()).cast(T.ArrayType(T.FloatType())).alias(S.FEAT_VAL), "_size")
+        agg = x.agg(F.max("_size"), F.max(F.array_max(S.FEAT_IDX)), F.min(F.array_min(S.FEAT_IDX))).first()
+        size, hi, lo = agg[0], agg[1], agg[2]
+        if lo is not None and lo < 0:
+            raise ValueError(f"{where}: features column {feat!r} holds a negative feature id {lo}")
+        width = n_features if n_features is not None else (size if size is not None else (hi or -1) + 1)
+        if hi is not None and hi >= width:
+            raise ValueError(f"{where}: features column {feat!r} holds feature id {hi}, beyond the "
+                             f"feature space of {width} (numFeatures)")
+        write_table(x.drop("_size"), path, S.X)
+        stats["n_features"] = int(width)
+    label_cols = [columns[r] for r in ("labels", "group_labels") if r in columns]
+    if label_cols:
+        hi_lo = rows.select(*[F.explode(_label_ids(c)).alias(c) for c in label_cols[:1]]).agg(
+            F.max(label_cols[0]), F.min(label_cols[0])).first()
+        his, los = [hi_lo[0]], [hi_lo[1]]
+        for c in label_cols[1:]:
+            r = rows.select(F.explode(_label_ids(c)).alias(c)).agg(F.max(c), F.min(c)).first()
+            his.append(r[0])
+            los.append(r[1])
+        lo = min((v for v in los if v is not None), default=0)
+        hi = max((v for v in his if v is not None), default=-1)
+        if lo < 0:
+            raise ValueError(f"{where}: label column {', '.join(map(repr, label_cols))} holds a negative "
+                             f"label id {lo}")
+        width = n_labels if n_labels is not None else hi + 1
+        if hi >= width:
+            raise ValueError(f"{where}: label id {hi} is beyond the label space of {width} (numLabels)")
+        stats["n_labels"] = int(width)
+    if "labels" in columns:
+        write_table(rows.select(F.col(KEY).alias(S.SAMPLE_ID),
+                                F.sort_array(F.array_distinct(_label_ids(columns["labels"]))).alias(S.LABEL_IDS)),
+                    path, S.Y)
+    if "group" in columns:
+        group = "_eagle_group"  # the caller's group column, renamed (it may be called group_id)
+        members = rows.where(F.col(columns["group"]).isNotNull()).withColumn(group, F.col(columns["group"]))
+        groups = dense_rank(members.select(group).distinct(), [group], S.GROUP_ID)
+        write_table(members.select(F.col(KEY).alias(S.SAMPLE_ID), group).join(groups, group)
+                    .select(S.SAMPLE_ID, S.GROUP_ID), path, S.Y1)
+        manifest_fields["n_groups"] = groups.count()
+        if "group_labels" in columns:
+            gl = columns["group_labels"]
+            per_group = members.select(group, F.sort_array(_label_ids(gl)).alias("_gl")).groupBy(group).agg(
+                F.countDistinct("_gl").alias("_variants"), F.first("_gl").alias("_gl"))
+            bad = per_group.where(F.col("_variants") > 1).select(group).orderBy(group).first()
+            if bad is not None:
+                raise ValueError(f"{where}: the members of group {bad[0]!r} (column {columns['group']!r}) "
+                                 f"have different {gl!r}: a group's labels must be the same on every member")
+            y2 = (per_group.join(groups, group).select(S.GROUP_ID, F.explode("_gl").alias(S.LABEL_ID))
+                  .groupBy(S.GROUP_ID, S.LABEL_ID).agg(F.count(F.lit(1)).cast("int").alias(S.COUNT)))
+            write_table(y2, path, S.Y2)
+    write_manifest(spark, path, new_manifest(
+        "frame", **stats, **manifest_fields, source={"frame": where},
+        tables=[t for t, role in ((S.X, "features"), (S.Y, "labels"), (S.Y1, "group"),
+                                  (S.Y2, "group_labels")) if role in columns]))
+    keyed = rows
+    return Source(path=path, columns=dict(columns), keyed=keyed, key=KEY,
+                  n_features=int(stats.get("n_features", n_features or 0)),
+                  n_labels=int(stats.get("n_labels", n_labels or 0)))
+
+
+def attach(source: Source, result: DataFrame, new: Mapping[str, str], where: str,
+           backs: Optional[tuple[str, Mapping[str, str]]] = None) -> DataFrame:
+    """The caller's rows with a stage's result columns added (left join on the sample id).
+
+    Args:
+        source: the source the stage read (its `keyed` frame gives the caller's rows).
+        result: DataFrame[sample_id, ...] from the stage's output.
+        new: result column -> output column name.
+        where: the caller, for messages.
+        backs: optional (dataset folder, role -> column) the returned frame is backed by, so a
+            following estimator reads that folder instead of writing the frame again.
+    Returns:
+        The caller's columns plus the new ones (the internal key is dropped).
+    Raises:
+        ValueError: an output column exists already (transform never overwrites a column).
+    """
+    keyed = source.keyed
+    for out in new.values():
+        if out in keyed.columns:
+            raise ValueError(f"{where}: the frame already has a column {out!r}; set the output column "
+                             "Param to another name")
+    res = result.select(F.col(S.SAMPLE_ID).alias(source.key),
+                        *[F.col(c).alias(out) for c, out in new.items()])
+    joined = keyed.join(res, source.key, "left")
+    out_df = joined.drop(KEY) if source.key == KEY else joined
+    if backs is not None:
+        path, cols = backs
+        tag(out_df, dataclasses.replace(source, path=path, columns=dict(cols), keyed=joined))
+    return out_df
+
+
+__all__ = ["KEY", "ROLES", "ROWS", "Source", "WORK_DIR_CONF", "attach", "check_columns", "materialise",
+           "source_for", "source_of", "tag", "work_folder"]

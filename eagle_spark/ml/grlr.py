@@ -1,0 +1,188 @@
+"""GRLR label embeddings and EAGLE's label assignment as a pyspark.ml Estimator and Model.
+
+``GRLR.fit`` runs Algorithm 1 of the paper (Shen, Yu, Sanghavi, Dhillon, ICML 2020, section 3.2)
+on Spark through :func:`eagle_spark.grlr.embedding.embed`; ``GRLRModel.transform`` runs Algorithm 2
+(section 3.3, :func:`eagle_spark.assignment.assign.assign`) and adds Y_filter as a column.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from typing import Any, Optional
+
+from pyspark import keyword_only
+from pyspark.ml import Estimator, Model
+from pyspark.ml.linalg import SparseVector, VectorUDT
+from pyspark.ml.param import TypeConverters
+from pyspark.ml.param.shared import HasFeaturesCol, HasMaxIter, HasStepSize
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from eagle_spark import schemas as S
+from eagle_spark.assignment.assign import assign
+from eagle_spark.grlr.embedding import embed
+from eagle_spark.io.tables import read_manifest, read_table
+from eagle_spark.ml.base import FolderModel, Persistent, SettingsParams, fitted, optional_int, settings_param
+from eagle_spark.ml.frames import attach, source_for, work_folder
+from eagle_spark.params import AssignParams, EmbedParams
+
+
+class _GRLRParams(HasFeaturesCol, HasMaxIter, HasStepSize, SettingsParams):
+    groupCol = settings_param("groupCol", "group of each sample (any atomic type; null: in no group), "
+                              "Y1 of the paper", TypeConverters.toString)
+    groupLabelsCol = settings_param("groupLabelsCol", "the labels of the sample's group, array<int>; a "
+                                    "repeated id is the label's multiplicity (Y2)", TypeConverters.toString)
+    labelsCol = settings_param("labelsCol", "output of transform: the labels assigned to the sample "
+                               "(Y_filter), array<int>", TypeConverters.toString)
+    normalize = settings_param("normalize", "L2-normalise the rows of X first", TypeConverters.toBoolean)
+    pruneBelow = settings_param("pruneBelow", "store only embedding weights with |w| >= this (0: all)",
+                                TypeConverters.toFloat)
+    xAccess = settings_param("xAccess", "auto | cached | joined: how tasks get the groups' feature rows",
+                             TypeConverters.toString)
+    numTasks = settings_param("numTasks", "label bins, one Spark task each", TypeConverters.toInt)
+    method = settings_param("method", "transform: eagle (each group label to its best member, "
+                            "Algorithm 2) or baseline (every member gets all its group's labels)",
+                            TypeConverters.toString)
+    multiplicity = settings_param("multiplicity", "transform: a label of count c goes to the top-c "
+                                  "members", TypeConverters.toBoolean)
+    numFeatures = settings_param("numFeatures", "feature space of array features (default: from the "
+                                 "data)", optional_int)
+    numLabels = settings_param("numLabels", "label space (default: largest label id + 1)", optional_int)
+
+    _fields = {
+        EmbedParams: {"maxIter": "iterations", "stepSize": "lr", "normalize": "normalize",
+                      "pruneBelow": "prune_below", "xAccess": "x_access", "numTasks": "tasks"},
+        AssignParams: {"method": "method", "multiplicity": "multiplicity"},
+    }
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self._setDefault(featuresCol="features", groupCol=S.GROUP_ID, groupLabelsCol="group_labels",
+                         labelsCol="labels", numFeatures=None, numLabels=None)
+        self._set_settings_defaults()
+
+    def _columns(self) -> dict[str, str]:
+        return {"features": self.getFeaturesCol(), "group": self.getOrDefault(self.groupCol),
+                "group_labels": self.getOrDefault(self.groupLabelsCol)}
+
+    def setMethod(self, value: str) -> Any:
+        """``eagle`` (default) or ``baseline``."""
+        return self._set(method=value)
+
+    def setLabelsCol(self, value: str) -> Any:
+        """Name of the column transform adds."""
+        return self._set(labelsCol=value)
+
+
+class GRLR(Estimator, _GRLRParams, Persistent):
+    """Group-Robust Label Representation: one label embedding per label from group labels
+    (paper Algorithm 1, the T GRLR iterations e <- Proj(e + lambda g)); T = 0 gives EAGLE-0.
+
+    Input frame: one row per sample with ``featuresCol`` (SparseVector, n_features; or ``feat_idx``
+    / ``feat_val`` arrays), ``groupCol`` and ``groupLabelsCol`` (the group's labels, the same on
+    every member; repeated ids = multiplicity). A frame from :meth:`Dataset.samples` is read from
+    its folder; any other frame is first written once as a temporary dataset under the work folder
+    (``spark.eagle_spark.workDir``, see :mod:`eagle_spark.ml.frames`).
+
+    Params: ``maxIter`` (T, default 20), ``stepSize`` (lambda, 0.1), ``normalize`` (true),
+    ``pruneBelow`` (0), ``xAccess`` (auto), ``numTasks`` (16); for the model's transform
+    ``method`` (eagle), ``multiplicity`` (false), ``labelsCol`` (labels).
+
+    Raises (fit): ValueError / TypeError naming a missing or mistyped column or a bad Param value,
+    before any Spark job.
+
+    Examples:
+        >>> from pyspark.ml.linalg import SparseVector
+        >>> samples = spark.createDataFrame(
+        ...     [("a", SparseVector(3, [0], [1.0]), 7, [0, 1]), ("b", SparseVector(3, [1], [1.0]), 7, [0, 1]),
+        ...      ("c", SparseVector(3, [1, 2], [1.0, 1.0]), 9, [1])],
+        ...     ["name", "features", "group_id", "group_labels"])
+        >>> model = GRLR(maxIter=20, stepSize=0.1).fit(samples)
+        >>> model.labelEmbeddings.count()
+        2
+        >>> assigned = model.transform(samples)
+        >>> [(r.name, r.labels) for r in assigned.orderBy("name").collect()]
+        [('a', [0]), ('b', [1]), ('c', [1])]
+    """
+
+    @keyword_only
+    def __init__(self, *, featuresCol: str = "features", groupCol: str = S.GROUP_ID,
+                 groupLabelsCol: str = "group_labels", labelsCol: str = "labels",
+                 maxIter: Optional[int] = None, stepSize: Optional[float] = None,
+                 normalize: Optional[bool] = None, pruneBelow: Optional[float] = None,
+                 xAccess: Optional[str] = None, numTasks: Optional[int] = None,
+                 method: Optional[str] = None, multiplicity: Optional[bool] = None,
+                 numFeatures: Optional[int] = None, numLabels: Optional[int] = None) -> None:
+        super().__init__()
+        self._set(**{k: v for k, v in self._input_kwargs.items() if v is not None})
+
+    def _fit(self, dataset: DataFrame) -> "GRLRModel":
+        params = self.settings(EmbedParams)
+        self.settings(AssignParams)  # checked now, used by the model's transform
+        src = source_for(dataset, self._columns(), "GRLR.fit", self.getOrDefault(self.numFeatures),
+                         self.getOrDefault(self.numLabels))
+        spark = dataset.sparkSession
+        return fitted(self, GRLRModel(), spark, "embeddings", lambda out: embed(spark, src.path, out, params))
+
+
+class GRLRModel(Model, _GRLRParams, FolderModel, Persistent):
+    """Fitted GRLR: the label embeddings, and Algorithm 2 as ``transform``.
+
+    ``transform(samples)`` adds ``labelsCol`` (array<int>, sorted): the labels assigned to each
+    sample (Y_filter; empty for a sample that got none, or is in no group). On the very frame the
+    model was fitted on it reads the assignments ``fit`` computed in the same pass; on another
+    frame (same label space and feature space) it recomputes them from the stored embeddings.
+    With ``method="baseline"`` every member gets all its group's labels (Y1 Y2).
+
+    Memory: as the ``assign`` stage; executors hold X once per machine (executor state).
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+
+    @property
+    def labelEmbeddings(self) -> DataFrame:
+        """DataFrame[label_id int, embedding vector (SparseVector of size n_features, unit L2 norm
+        or empty), n_groups int]: one row per label of Y2 (paper section 3.2's e_k)."""
+        path = self._require_data()
+        spark = self._spark()
+        n_features = int(read_manifest(spark, path)["n_features"])
+        emb = read_table(spark, path, S.LABEL_EMB)
+
+        @F.udf(returnType=VectorUDT(), useArrow=False)
+        def vector(idx, val):  # no type hints: Spark would read them as a pandas UDF
+            return SparseVector(n_features, idx, val)
+
+        return emb.select(S.LABEL_ID, vector(S.EMB_IDX, S.EMB_VAL).alias("embedding"), S.N_GROUPS)
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        """The ``embed`` manifest: n_labels, n_pairs, per-iteration statistics, parameters."""
+        return read_manifest(self._spark(), self._require_data())
+
+    def _spark(self) -> Any:
+        from pyspark.sql import SparkSession
+
+        return SparkSession.active()
+
+    def _transform(self, dataset: DataFrame) -> DataFrame:
+        params = self.settings(AssignParams)
+        labels_col = self.getOrDefault(self.labelsCol)
+        src = source_for(dataset, self._columns(), "GRLRModel.transform", self.getOrDefault(self.numFeatures),
+                         self.getOrDefault(self.numLabels))
+        spark = dataset.sparkSession
+        out = work_folder(spark, "assigned")
+        embeddings = self._require_data() if params.method == "eagle" else None
+        assign(spark, src.path, out, params, embeddings=embeddings)
+        y = read_table(spark, out, S.Y).select(S.SAMPLE_ID, F.sort_array(S.LABEL_IDS).alias(S.LABEL_IDS))
+        return attach(src, y, {S.LABEL_IDS: labels_col}, "GRLRModel.transform",
+                      backs=(out, {"features": src.columns["features"], "labels": labels_col}))
+
+
+def embeddings_folder(model: GRLRModel) -> str:
+    """The ``embed`` output folder behind a fitted or loaded model (for ``LabelTreeClassifier``'s
+    GRLR label representations)."""
+    return posixpath.normpath(model._require_data())
+
+
+__all__ = ["GRLR", "GRLRModel", "embeddings_folder"]

@@ -1,0 +1,273 @@
+"""The Python API (eagle_spark.ml) on DataFrames: doctests, equality with the folder stages the CLI
+runs, the in-memory (materialised) path, save/load, pyspark.ml Pipeline, and its errors."""
+
+from __future__ import annotations
+
+import doctest
+import math
+import re
+
+import pytest
+from pyspark.ml import Pipeline, PipelineModel
+from pyspark.ml.linalg import SparseVector
+from pyspark.sql import functions as F
+
+import eagle_spark
+from eagle_spark import (GRLR, Dataset, GRLRModel, LabelTreeClassifier, LabelTreeModel, OneVsRestXMC,
+                         OneVsRestXMCModel, evaluate)
+from eagle_spark.assignment.assign import assign
+from eagle_spark.classifiers.ova import train_ova
+from eagle_spark.classifiers.predict import PREDICTIONS, predict
+from eagle_spark.classifiers.tree import train_tree
+from eagle_spark.data import embedded_path
+from eagle_spark.errors import BadInputError, OutputExistsError
+from eagle_spark.evaluation.evaluate import evaluate as evaluate_folders
+from eagle_spark.grlr.embedding import embed
+from eagle_spark.io.tables import read_table
+from eagle_spark.params import AssignParams, EmbedParams, PredictParams, TrainParams
+from tests.conftest import ROOT
+
+
+@pytest.fixture(scope="module")
+def r4(spark, delicious, tmp_path_factory):
+    """Delicious in random groups of 4 (seed 0), through the API."""
+    return Dataset.load(spark, delicious).aggregate(str(tmp_path_factory.mktemp("api") / "r4"),
+                                                    groupSize=4, seed=0)
+
+
+@pytest.fixture(scope="module")
+def test_set(spark, tmp_path_factory):
+    return Dataset.ingest(spark, embedded_path("delicious", "test"), str(tmp_path_factory.mktemp("api") / "test"))
+
+
+@pytest.fixture(scope="module")
+def stages(spark, r4, tmp_path_factory):
+    """What the CLI's embed / assign write for r4 (multiplicity on, as conf/local.yaml)."""
+    base = tmp_path_factory.mktemp("stages")
+    emb, filt = str(base / "emb"), str(base / "filtered")
+    embed(spark, r4.path, emb, EmbedParams())
+    assign(spark, r4.path, filt, AssignParams(multiplicity=True), embeddings=emb)
+    y = {r.sample_id: sorted(r.label_ids) for r in read_table(spark, filt, "Y").collect()}
+    return {"emb": emb, "filtered": filt, "Y_filter": y, "base": base}
+
+
+def test_doctests_run(spark, tmp_path):
+    """Every Examples: block of the API's docstrings runs and gives what it shows."""
+    import eagle_spark.ml.classifiers as classifiers
+    import eagle_spark.ml.dataset as dataset
+    import eagle_spark.ml.evaluation as evaluation
+    import eagle_spark.ml.grlr as grlr
+
+    attempted = 0
+    for module in (dataset, grlr, classifiers, evaluation):
+        work = tmp_path / module.__name__
+        work.mkdir()
+        result = doctest.testmod(module, extraglobs={"spark": spark, "F": F, "work": str(work)},
+                                 optionflags=doctest.ELLIPSIS, report=True)
+        assert result.failed == 0, module.__name__
+        attempted += result.attempted
+    assert attempted >= 20
+
+
+def test_top_level_names():
+    assert {"GRLR", "GRLRModel", "LabelTreeClassifier", "LabelTreeModel", "OneVsRestXMC",
+            "OneVsRestXMCModel", "evaluate", "Dataset"} <= set(eagle_spark.__all__)
+    assert eagle_spark.GRLR is GRLR
+    with pytest.raises(AttributeError):
+        eagle_spark.NoSuchThing  # noqa: B018
+
+
+def test_samples_frame_matches_tables(spark, r4):
+    samples = r4.samples()
+    assert samples.columns == ["sample_id", "features", "group_id", "group_labels", "labels"]
+    assert samples.count() == r4.n_samples == 12920
+    first = samples.where("sample_id = 0").first()
+    x = read_table(spark, r4.path, "X").where("sample_id = 0").first()
+    assert list(first.features.indices) == list(x.feat_idx)
+    assert first.features.size == 500
+    y2 = read_table(spark, r4.path, "Y2").where(F.col("group_id") == first.group_id).collect()
+    assert first.group_labels == sorted(r.label_id for r in y2 for _ in range(r["count"]))
+
+
+def test_grlr_api_equals_the_stages(spark, r4, stages):
+    """fit + transform on a dataset's frame gives the assign stage's Y_filter, sample for sample."""
+    samples = r4.samples(labelsCol=None)
+    model = GRLR(multiplicity=True).fit(samples)
+    assigned = model.transform(samples)
+    got = {r.sample_id: r.labels for r in assigned.select("sample_id", "labels").collect()}
+    assert got == stages["Y_filter"]
+    emb_stage = {r.label_id: list(r.emb_idx) for r in read_table(spark, stages["emb"], "label_emb").collect()}
+    emb_api = {r.label_id: list(r.embedding.indices) for r in model.labelEmbeddings.collect()}
+    assert emb_api == emb_stage
+
+
+def test_grlr_on_an_in_memory_frame(spark, r4, stages):
+    """A frame the API did not make (other column names, an extra column, no sample_id) is written
+    as a temporary dataset first; the assignments are the same, joined back to its own rows."""
+    mem = r4.samples(labelsCol=None).select(
+        F.col("sample_id").alias("doc"), F.col("features").alias("x"), F.col("group_id").alias("bag"),
+        F.col("group_labels").alias("tags"))
+    model = GRLR(featuresCol="x", groupCol="bag", groupLabelsCol="tags", labelsCol="assigned",
+                 multiplicity=True).fit(mem)
+    out = model.transform(mem)
+    assert out.columns == ["doc", "x", "bag", "tags", "assigned"]
+    got = {r.doc: r.assigned for r in out.select("doc", "assigned").collect()}
+    assert got == stages["Y_filter"]
+
+
+def test_baseline_method_gives_every_member_its_group_labels(spark, r4):
+    samples = r4.samples(labelsCol=None)
+    model = GRLR(maxIter=0).fit(samples).setMethod("baseline")
+    rows = model.transform(samples).select("group_labels", "labels").collect()
+    assert all(r.labels == sorted(set(r.group_labels)) for r in rows)
+
+
+def test_tree_api_equals_the_stages(spark, r4, stages, test_set):
+    """LabelTreeClassifier.fit on GRLR's output and transform on the test frame give the train /
+    predict stages' predictions, and evaluate() gives the evaluate stage's metrics."""
+    base = stages["base"]
+    params = TrainParams(model="tree", n_trees=1)
+    train_tree(spark, stages["filtered"], str(base / "tree"), params)
+    predict(spark, str(base / "tree"), test_set.path, str(base / "pred"), PredictParams())
+    want = {r.sample_id: list(r.label_ids) for r in spark.read.parquet(f"{base}/pred/{PREDICTIONS}").collect()}
+    metrics = evaluate_folders(spark, str(base / "pred"), test_set.path, PredictParams())
+
+    samples = r4.samples(labelsCol=None)
+    assigned = GRLR(multiplicity=True).fit(samples).transform(samples)
+    model = LabelTreeClassifier(numTrees=1).fit(assigned)
+    pred = model.transform(test_set.samples())
+    got = {r.sample_id: r.prediction for r in pred.select("sample_id", "prediction").collect()}
+    assert got == want
+    m = evaluate(pred, k=5)
+    for i in range(5):
+        assert m[f"P@{i + 1}"] == pytest.approx(metrics["P"][i], abs=1e-12)
+        assert m[f"nDCG@{i + 1}"] == pytest.approx(metrics["nDCG"][i], abs=1e-12)
+        assert m[f"PSP@{i + 1}"] == pytest.approx(metrics["PSP"][i], abs=1e-12)
+    assert m["n_samples"] == 3185
+    assert model.numLabels_ == 983 and model.numFeatures_ == 500
+
+
+def test_ova_api_equals_the_stages(spark, stages, test_set):
+    base = stages["base"]
+    train_ova(spark, stages["filtered"], str(base / "ova"), TrainParams(model="ova"))
+    predict(spark, str(base / "ova"), test_set.path, str(base / "ova_pred"), PredictParams(top_k=3))
+    want = {r.sample_id: list(r.label_ids) for r in spark.read.parquet(f"{base}/ova_pred/{PREDICTIONS}").collect()}
+    train = Dataset.load(spark, stages["filtered"]).samples()  # X and Y = Y_filter, backed
+    model = OneVsRestXMC(topK=3).fit(train)
+    pred = model.transform(test_set.samples())
+    got = {r.sample_id: r.prediction for r in pred.select("sample_id", "prediction").collect()}
+    assert got == want
+    scores = pred.select("scores").first().scores
+    assert len(scores) == 3 and scores == sorted(scores, reverse=True)
+
+
+def test_save_load_and_pipeline(spark, r4, test_set, tmp_path):
+    """Stages fit, save and load inside a pyspark.ml Pipeline; a loaded model predicts the same."""
+    samples = r4.samples(labelsCol=None)
+    pipe = Pipeline(stages=[GRLR(maxIter=5, multiplicity=True), LabelTreeClassifier(numTrees=1, topK=3)])
+    fitted = pipe.fit(samples)
+    assert isinstance(fitted.stages[0], GRLRModel) and isinstance(fitted.stages[1], LabelTreeModel)
+    test = test_set.samples()
+    before = {r.sample_id: r.prediction for r in fitted.stages[1].transform(test).collect()}
+    path = str(tmp_path / "pipeline_model")
+    fitted.save(path)
+    loaded = PipelineModel.load(path)
+    assert isinstance(loaded.stages[1], LabelTreeModel)
+    assert loaded.stages[0].getOrDefault("maxIter") == 5
+    after = {r.sample_id: r.prediction for r in loaded.stages[1].transform(test).collect()}
+    assert after == before
+    # an estimator saves its Params only
+    Pipeline(stages=[GRLR(stepSize=0.5)]).save(str(tmp_path / "unfitted"))
+    assert Pipeline.load(str(tmp_path / "unfitted")).getStages()[0].getOrDefault("stepSize") == 0.5
+
+    tree = fitted.stages[1]
+    one = str(tmp_path / "tree")
+    tree.save(one)
+    with pytest.raises(OutputExistsError):
+        tree.save(one)
+    tree.write().overwrite().save(one)
+    assert {r.sample_id: r.prediction for r in LabelTreeModel.load(one).transform(test).collect()} == before
+    with pytest.raises(BadInputError, match="holds a eagle_spark.ml.classifiers.LabelTreeModel"):
+        OneVsRestXMCModel.load(one)
+    with pytest.raises(BadInputError, match="not a saved eagle_spark stage"):
+        GRLRModel.load(str(tmp_path))
+
+
+def test_errors_name_the_column_or_param_before_any_job(spark):
+    rows = [(SparseVector(3, [0], [1.0]), 1, [0]), (SparseVector(3, [1], [1.0]), 1, [0])]
+    frame = spark.createDataFrame(rows, ["features", "group_id", "group_labels"])
+    tracker = spark.sparkContext.statusTracker()
+    jobs_before = set(tracker.getJobIdsForGroup())
+    with pytest.raises(ValueError, match="no group_labels column 'tags'.*features, group_id, group_labels"):
+        GRLR(groupLabelsCol="tags").fit(frame)
+    with pytest.raises(TypeError, match="column 'group_id' \\(features\\) must be a Spark ML vector.*bigint"):
+        GRLR(featuresCol="group_id").fit(frame)
+    with pytest.raises(TypeError, match="column 'features' \\(group_labels\\) must be an array of label ids"):
+        GRLR(groupLabelsCol="features").fit(frame)
+    with pytest.raises(ValueError, match="stepSize must be a finite number > 0, got -1.0"):
+        GRLR(stepSize=-1.0).fit(frame)
+    with pytest.raises(ValueError, match="numTrees must be >= 1"):
+        LabelTreeClassifier(numTrees=0).fit(frame.withColumnRenamed("group_labels", "labels"))
+    with pytest.raises(ValueError, match="xAccess must be auto, cached or joined"):
+        GRLR(xAccess="sometimes").fit(frame)
+    with pytest.raises(TypeError, match="column 'labels' \\(labels\\) must be an array"):
+        evaluate(frame.withColumn("labels", F.lit(1)).withColumn("prediction", F.array(F.lit(1))))
+    assert set(tracker.getJobIdsForGroup()) == jobs_before  # no Spark job ran
+
+
+def test_group_members_with_different_labels_are_refused(spark):
+    frame = spark.createDataFrame([(SparseVector(3, [0], [1.0]), "g1", [0, 1]),
+                                   (SparseVector(3, [1], [1.0]), "g1", [1]),
+                                   (SparseVector(3, [2], [1.0]), "g2", [2])],
+                                  ["features", "bag", "group_labels"])
+    with pytest.raises(ValueError, match="members of group 'g1' \\(column 'bag'\\) have different 'group_labels'"):
+        GRLR(groupCol="bag").fit(frame)
+
+
+def test_transform_never_overwrites_a_column(spark, r4):
+    samples = r4.samples(labelsCol="labels")  # true labels already in "labels"
+    model = GRLR(maxIter=0).fit(samples)
+    with pytest.raises(ValueError, match="already has a column 'labels'"):
+        model.transform(samples)
+
+
+def test_feature_ids_beyond_the_space_are_refused(spark):
+    frame = spark.createDataFrame([([0, 7], [1.0, 1.0], [0]), ([1], [1.0], [1])],
+                                  ["feat_idx", "feat_val", "labels"])
+    with pytest.raises(ValueError, match="feature id 7, beyond the feature space of 4"):
+        OneVsRestXMC(numFeatures=4).fit(frame)
+
+
+def test_evaluate_hand_worked(spark):
+    """Two rows, k = 2: true {0, 1} / {2}; predicted [0, 2] / [1, 2]."""
+    frame = spark.createDataFrame([([0, 1], [0, 2]), ([2], [1, 2])], ["labels", "prediction"])
+    m = evaluate(frame, k=2, propensityA=0.55, propensityB=1.5)
+    assert m["P@1"] == 0.5 and m["P@2"] == 0.5
+    ndcg2 = (1 / (1 + 1 / math.log2(3)) + (1 / math.log2(3)) / 1) / 2
+    assert m["nDCG@2"] == pytest.approx(ndcg2)
+    # propensities from the frame's own labels: every label seen once, so PSP@1 = P@1's share
+    assert m["PSP@1"] == pytest.approx(0.5)
+    # from a reference where label 0 is common: n = 5, counts (3, 1, 1); 1/p_l = 1 + C (n_l + B)^-A,
+    # C = (ln n - 1)(B + 1)^A (Jain et al. 2016). PSP@1 = (row 1's gain 1/p_0) / (best: 1/p_1 + 1/p_2)
+    ref = spark.createDataFrame([([0],), ([0],), ([0],), ([1],), ([2],)], ["labels"])
+    m = evaluate(frame, k=2, propensityFrom=ref)
+    c = (math.log(5) - 1) * 2.5 ** 0.55
+    inv0, inv1 = 1 + c * (3 + 1.5) ** -0.55, 1 + c * (1 + 1.5) ** -0.55
+    assert m["PSP@1"] == pytest.approx(inv0 / (inv1 + inv1))
+
+
+def test_readme_from_python_runs(spark, tmp_path):
+    """The README's "From Python" example runs as written, on the test session, with its
+    ``runs/py/`` folder moved under tmp_path (the JVM's working folder cannot follow a chdir)."""
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## From Python", 1)[1]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    assert code.count('"runs/py/') == 5
+    code = code.replace('"runs/py/', f'"{tmp_path}/runs/py/')
+    ns: dict = {}
+    exec(compile(code, "README.md (From Python)", "exec"), ns)
+    metrics = ns["metrics"]
+    assert metrics["n_samples"] == 3185
+    # the same stages and settings as `eagle-spark pipeline` (conf/local.yaml: multiplicity on,
+    # 3 trees): its EAGLE row's P@1 on delicious R-4
+    assert metrics["P@1"] == pytest.approx(0.5818, abs=5e-5)
