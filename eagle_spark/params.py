@@ -232,7 +232,8 @@ class IngestParams(BaseParams):
         on_bad_line: ``fail`` (exit 2 naming file, line, problem; nothing written) or ``skip``
             (bad lines go to ``_rejected/`` and are counted in the manifest). Default ``fail``.
         n_features: libsvm only: the feature count (ids must be below it); None infers max id + 1.
-        n_labels: libsvm only: the label count; None infers max label id + 1.
+            Default None.
+        n_labels: libsvm only: the label count; None infers max label id + 1. Default None.
     """
 
     format: str = "xc"
@@ -370,9 +371,9 @@ class AssignParams(BaseParams):
         multiplicity: a label of list-merge count c goes to the top-c distinct members. Default false.
         tasks: label bins, one Spark task each. Default 16.
         batch_rows: candidate rows per vectorised batch inside a task. Default 200000.
-        x_access, cache_budget: as in ``embed``, for when the assignments are recomputed from
-            stored embeddings (``embed`` normally writes them in its own pass). Default ``auto``,
-            null.
+        x_access: as in ``embed``, for when the assignments are recomputed from stored
+            embeddings (``embed`` normally writes them in its own pass). Default ``auto``.
+        cache_budget: as in ``embed``. Default null.
     """
 
     method: str = "eagle"
