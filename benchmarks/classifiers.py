@@ -71,7 +71,7 @@ def main() -> None:
     from eagle_spark.evaluation.metrics import inv_propensity
     from eagle_spark.io.ingest import ingest
     from eagle_spark.io.tables import read_table
-    from eagle_spark.params import IngestParams, Settings, TrainParams
+    from eagle_spark.params import IngestParams, OVAParams, Settings, TreeParams
     from eagle_spark.session import build_spark
 
     work = pathlib.Path(args.workdir)
@@ -92,13 +92,13 @@ def main() -> None:
             for model in ("tree", "ova"):
                 t0 = time.monotonic()
                 (train_tree if model == "tree" else train_ova)(
-                    spark, str(work / f"{name}_test"), str(work / f"warmup_{model}"), TrainParams(model=model))
+                    spark, str(work / f"{name}_test"), str(work / f"warmup_{model}"), TreeParams() if model == "tree" else OVAParams())
                 warmup[model] = round(time.monotonic() - t0, 1)
             print({"warmup_s": warmup}, flush=True)
 
         for model in ("tree", "ova"):
             out = work / f"{name}_{model}"
-            params = TrainParams(model=model)
+            params = TreeParams() if model == "tree" else OVAParams()
             with PeakRSS() as rss:
                 t0 = time.monotonic()
                 (train_tree if model == "tree" else train_ova)(spark, str(work / f"{name}_train"), str(out), params)

@@ -117,10 +117,10 @@ def _prefix(dataset: pathlib.Path, out: pathlib.Path, n: int) -> pathlib.Path:
 HOLD = """
 import json, sys, time
 from eagle_spark.classifiers.base import load_xy
-from eagle_spark.classifiers.tree import _load_model
+from eagle_spark.classifiers.tree import load_model
 what, path = sys.argv[1], sys.argv[2]
 if what == "model":
-    mats = [W for _, W, _ in _load_model(path, json.load(open(path + "/metadata.json")))]
+    mats = [W for _, W, _ in load_model(path, json.load(open(path + "/metadata.json")))]
 else:
     manifest = json.load(open(path + "/_manifest.json"))
     _, X, Y = load_xy(path, manifest["n_features"], manifest["n_labels"], True)

@@ -14,7 +14,6 @@ model MB, and the Spark stages of the run (wall and task seconds, from the event
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import pathlib
 import sys
@@ -30,9 +29,9 @@ def main() -> None:
     ap.add_argument("--workdir", default="/tmp/eagle-bench-synth")
     ap.add_argument("--test-rows", type=int, default=60000)
     ap.add_argument("--n-trees", type=int, default=3)
-    ap.add_argument("--tol", type=float, default=None, help="train.tol (default: TrainParams')")
+    ap.add_argument("--tol", type=float, default=None, help="tree.tol (default: TreeParams')")
     ap.add_argument("--max-leaf-work", default=None,
-                    help="train.max_leaf_work, or 'none' for Parabel's leaves (default: TrainParams')")
+                    help="tree.max_leaf_work, or 'none' for Parabel's leaves (default: TreeParams')")
     args = ap.parse_args()
 
     from pyspark.sql import functions as F
@@ -41,7 +40,7 @@ def main() -> None:
     from eagle_spark.classifiers.tree import train_tree
     from eagle_spark.evaluation.evaluate import evaluate
     from eagle_spark.io.tables import new_manifest, read_manifest, write_manifest
-    from eagle_spark.params import PredictParams, Settings, TrainParams
+    from eagle_spark.params import EvaluateParams, PredictParams, Settings, TreeParams
     from eagle_spark.session import build_spark
     from eagle_spark.synth import synth
 
@@ -72,8 +71,8 @@ def main() -> None:
         given = {} if args.tol is None else {"tol": args.tol}
         if args.max_leaf_work is not None:
             given["max_leaf_work"] = None if args.max_leaf_work == "none" else int(args.max_leaf_work)
-        params = TrainParams(model="tree", n_trees=args.n_trees, **given)
-        pp = dataclasses.replace(PredictParams(), propensity_a=0.5, propensity_b=0.4)
+        params = TreeParams(n_trees=args.n_trees, **given)
+        pp, ep = PredictParams(), EvaluateParams(propensity_a=0.5, propensity_b=0.4)
         row = {"scale": scale, "n_trees": args.n_trees, "tol": params.tol,
                "max_leaf_work": params.max_leaf_work}
         with PeakRSS() as rss:
@@ -90,7 +89,7 @@ def main() -> None:
             out = predict(spark, str(model), test, str(preds), pp, overwrite=True)
             row["predict_s"] = round(time.monotonic() - t0, 1)
             row["test_samples"] = out["n_samples"]
-            result = evaluate(spark, str(preds), test, pp, propensity_from=train)
+            result = evaluate(spark, str(preds), test, ep, propensity_from=train)
         row["predict_peak_rss_GB"] = round(rss.peak_bytes / 2**30, 2)
         for at in (1, 3, 5):
             row[f"P@{at}"] = round(100 * result["P"][at - 1], 2)

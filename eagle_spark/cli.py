@@ -8,19 +8,22 @@ The contract every stage keeps:
 * every command takes ``--conf FILE`` (YAML shaped like :class:`eagle_spark.params.Settings`),
   repeated ``--set section.key=value`` and ``--print-defaults`` (prints the merged settings as
   YAML and exits 0);
-* on success it prints ONE JSON line on stdout (``command``, ``output``, counts, ``seconds``), writes
+* on success it prints ONE JSON line on stdout (``command``, ``output``, counts, ``seconds``), or
+  writes it to ``--summary FILE`` and prints nothing on stdout; it writes
   ``_manifest.json`` into its output folder, and exits 0; bad usage or bad input exits 2 with a
   message on stderr saying what is wrong and where (file, line, row); an internal failure exits 1;
-* progress is logged per stage on stderr through :mod:`logging` (``--log-level``).
+* progress is logged per stage on stderr through :mod:`logging` (``--log-level``): the running Spark
+  stage's tasks done / total (:mod:`eagle_spark.progress`; a redrawn bar on a terminal).
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import time
-from typing import Any, Callable, Sequence
+from typing import Sequence
 
 from eagle_spark import __version__
 from eagle_spark.errors import (EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_OK, EagleError, OutputExistsError,
@@ -28,23 +31,6 @@ from eagle_spark.errors import (EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_OK, EagleErr
 from eagle_spark.params import Settings
 
 log = logging.getLogger("eagle_spark")
-
-Runner = Callable[[Any, argparse.Namespace, Settings], dict[str, Any]]
-_COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Runner]] = {}
-
-
-def command(name: str, help_text: str, add_arguments: Callable[[argparse.ArgumentParser], None]):
-    """Register a sub-command: `add_arguments` declares its flags, the decorated function runs it.
-
-    The runner gets (spark, args, settings) and returns the summary dict printed as JSON.
-    """
-
-    def register(run: Runner) -> Runner:
-        _COMMANDS[name] = (help_text, add_arguments, run)
-        return run
-
-    return register
-
 
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--conf", metavar="FILE", help="YAML settings file (see --print-defaults)")
@@ -55,12 +41,16 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--print-defaults", action="store_true",
                         help="print the settings in force as YAML and exit")
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
-                        help="eagle_spark's log level on stderr (default INFO)")
+                        help="eagle_spark's log level on stderr (default INFO; WARNING hides progress)")
+    parser.add_argument("--summary", metavar="FILE", default=None,
+                        help="write the JSON summary to FILE (a local path of the driver, written "
+                             "atomically) instead of stdout, which then stays empty")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argparse parser with every registered command."""
-    _load_commands()
+    """The argparse parser with every command of :data:`eagle_spark.commands.COMMANDS`."""
+    from eagle_spark.commands import COMMANDS  # imported here so that `--version` stays fast
+
     parser = argparse.ArgumentParser(
         prog="eagle-spark",
         description="Extreme multi-label classification from aggregated labels (EAGLE) on Spark.",
@@ -68,16 +58,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"eagle_spark {__version__}")
     _common(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name, (help_text, add_arguments, _) in _COMMANDS.items():
+    for name, (help_text, add_arguments, _) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
         _common(p)
         add_arguments(p)
     return parser
-
-
-def _load_commands() -> None:
-    # Importing the command modules registers them (kept lazy so `--help` stays fast).
-    from eagle_spark import commands  # noqa: F401
 
 
 def _configure_logging(level: str) -> None:
@@ -131,10 +116,12 @@ def command_inputs(args: argparse.Namespace) -> list[str]:
 def _run(name: str, args: argparse.Namespace, settings: Settings) -> int:
     from pyspark.sql import SparkSession
 
+    from eagle_spark.commands import COMMANDS
     from eagle_spark.io.fs import check_separate, input_read_errors
+    from eagle_spark.progress import SparkProgress, phase
     from eagle_spark.session import build_spark
 
-    _, _, run = _COMMANDS[name]
+    _, _, run = COMMANDS[name]
     started = time.monotonic()
     owned = SparkSession.getActiveSession() is None
     spark = None
@@ -145,7 +132,7 @@ def _run(name: str, args: argparse.Namespace, settings: Settings) -> int:
                 check_separate(getattr(args, flag), inputs)
         spark = build_spark(settings.spark)
         log.info("%s: started", name)
-        with input_read_errors(inputs):
+        with input_read_errors(inputs), phase(spark, name), SparkProgress(spark):
             summary = run(spark, args, settings)
         strict_json(summary)  # NumericalError naming the key if a NaN / inf reached the summary
     except Exception as exc:  # noqa: BLE001 - every failure becomes an exit code
@@ -163,8 +150,22 @@ def _run(name: str, args: argparse.Namespace, settings: Settings) -> int:
             spark.stop()
     seconds = round(time.monotonic() - started, 3)
     log.info("%s: done in %.1f s", name, seconds)
-    print(strict_json({"command": name, **summary, "seconds": seconds}, sort_keys=False), flush=True)
+    line = strict_json({"command": name, **summary, "seconds": seconds}, sort_keys=False)
+    if args.summary:
+        _write_summary(args.summary, line)
+    else:
+        print(line, flush=True)
     return EXIT_OK
+
+
+def _write_summary(path: str, line: str) -> None:
+    """Write the summary line to `path` atomically (a temporary sibling renamed into place)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    tmp = os.path.join(folder, f".{os.path.basename(path)}.tmp-{os.getpid()}")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(line + "\n")
+    os.replace(tmp, path)
 
 
 if __name__ == "__main__":  # pragma: no cover

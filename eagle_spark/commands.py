@@ -1,4 +1,8 @@
-"""The sub-commands of ``eagle-spark``: argument declarations and thin runners over the library.
+"""The sub-commands of ``eagle-spark``: argument declarations and thin runners over the Python API
+(:mod:`eagle_spark.ml`: ``GRLR.fitDataset``, ``GRLRModel.transformDataset``, the classifiers'
+``fitDataset`` / ``transformDataset``), or the stage functions where the API has no folder-level
+entry (ingest, export, aggregate, synth, evaluate). :mod:`eagle_spark.cli` reads :data:`COMMANDS`;
+this module never imports the CLI.
 
 Each runner applies its explicit flags on top of the settings (flags win over ``--conf``/``--set``),
 makes one library call and returns the summary printed as JSON by :func:`eagle_spark.cli.main`.
@@ -9,12 +13,29 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from typing import Any
+from typing import Any, Callable
 
-from eagle_spark.cli import command
 from eagle_spark.data import embedded_path
 from eagle_spark.errors import BadInputError
 from eagle_spark.params import Settings
+
+
+Runner = Callable[[Any, argparse.Namespace, Settings], dict[str, Any]]
+COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Runner]] = {}
+"""name -> (help text, declares its flags, runs it): every sub-command of ``eagle-spark``."""
+
+
+def command(name: str, help_text: str, add_arguments: Callable[[argparse.ArgumentParser], None]):
+    """Register a sub-command: `add_arguments` declares its flags, the decorated function runs it.
+
+    The runner gets (spark, args, settings) and returns the summary dict printed as JSON.
+    """
+
+    def register(run: Runner) -> Runner:
+        COMMANDS[name] = (help_text, add_arguments, run)
+        return run
+
+    return register
 
 
 def _flags(args: argparse.Namespace, names: dict[str, str]) -> dict[str, Any]:
@@ -40,13 +61,14 @@ def _ingest_args(p: argparse.ArgumentParser) -> None:
 
 @command("ingest", "Read an XC / libsvm text file into a dataset (X, Y Parquet tables).", _ingest_args)
 def run_ingest(spark: Any, args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
-    from eagle_spark.io.ingest import ingest
+    from eagle_spark.ml import Dataset
 
     settings = settings.replace("ingest", **_flags(args, {
         "format": "format", "one_based": "one_based", "on_bad_line": "on_bad_line",
         "n_features": "n_features", "n_labels": "n_labels"}))
     source = args.input or embedded_path("delicious", "train")
-    manifest = ingest(spark, source, args.output, settings.ingest, overwrite=args.overwrite)
+    manifest = Dataset.ingest(spark, source, args.output, overwrite=args.overwrite,
+                              **settings.ingest.to_dict()).manifest
     return {
         "output": args.output,
         "input": source,
@@ -94,13 +116,16 @@ def _aggregate_args(p: argparse.ArgumentParser) -> None:
 @command("aggregate", "Group samples (random / cluster) or take user Y1/Y2; write X, Y, Y1, Y2.",
          _aggregate_args)
 def run_aggregate(spark: Any, args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
-    from eagle_spark.aggregation.aggregate import aggregate
+    from eagle_spark.ml import Dataset
 
     settings = settings.replace("aggregate", **_flags(args, {
         "grouping": "grouping", "group_size": "group_size", "depth": "depth", "noise": "noise",
         "seed": "seed", "merge": "merge", "on_bad_row": "on_bad_row"}))
-    manifest = aggregate(spark, args.input, args.output, settings.aggregate, overwrite=args.overwrite,
-                         y1_path=args.y1, y2_path=args.y2)
+    a = settings.aggregate
+    manifest = Dataset.at(spark, args.input).aggregate(
+        args.output, grouping=a.grouping, groupSize=a.group_size, depth=a.depth, noise=a.noise, seed=a.seed,
+        merge=a.merge, kmeansIterations=a.kmeans_iterations, y1=args.y1, y2=args.y2, onBadRow=a.on_bad_row,
+        overwrite=args.overwrite).manifest
     return {"output": args.output, **{k: manifest[k] for k in (
         "n_samples", "n_groups", "group_size_mean", "group_size_max", "n_positive_pairs")},
         "rejected_rows": sum(manifest["rejected"].values())}
@@ -118,12 +143,14 @@ def _synth_args(p: argparse.ArgumentParser) -> None:
 
 @command("synth", "Generate a synthetic clean XMC train/test pair of a benchmark's shape.", _synth_args)
 def run_synth(spark: Any, args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
-    from eagle_spark.synth import synth
+    from eagle_spark.io.tables import read_manifest
+    from eagle_spark.ml import Dataset
 
     settings = settings.replace("synth", **_flags(args, {"preset": "preset", "scale": "scale",
                                                          "seed": "seed"}))
     p = settings.synth
-    pair = synth(spark, args.output, p.preset, p.scale, p.seed, p.rows_per_task, overwrite=args.overwrite)
+    Dataset.synth(spark, args.output, p.preset, p.scale, p.seed, p.rows_per_task, overwrite=args.overwrite)
+    pair = read_manifest(spark, args.output)
     return {"output": args.output, "preset": p.preset, "scale": p.scale,
             **{f"{split}_{k}": v for split, stats in pair["splits"].items()
                for k, v in stats.items() if k in ("n_samples", "nnz_per_sample", "labels_per_sample")},
@@ -143,11 +170,13 @@ def _embed_args(p: argparse.ArgumentParser) -> None:
 @command("embed", "Learn label embeddings with GRLR (paper Algorithm 1) as map-reduce over labels.",
          _embed_args)
 def run_embed(spark: Any, args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
-    from eagle_spark.grlr.embedding import embed
+    from eagle_spark.ml import GRLR, Dataset
 
     settings = settings.replace("embed", **_flags(args, {
         "iterations": "iterations", "lr": "lr", "normalize": "normalize"}))
-    m = embed(spark, args.input, args.output, settings.embed, overwrite=args.overwrite)
+    model = GRLR.fromSettings(settings.embed, settings.assign).fitDataset(
+        Dataset.at(spark, args.input), args.output, overwrite=args.overwrite)
+    m = model.summary
     last = m["iterations"][-1]
     return {"output": args.output, "n_labels": m["n_labels"], "n_pairs": m["n_pairs"],
             "iterations": settings.embed.iterations, "last_changed_fraction": last["changed_fraction"],
@@ -168,14 +197,16 @@ def _assign_args(p: argparse.ArgumentParser) -> None:
 @command("assign", "Assign each group label to its best member (paper Algorithm 2) -> Y_filter.",
          _assign_args)
 def run_assign(spark: Any, args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
-    from eagle_spark.assignment.assign import assign
+    from eagle_spark.ml import Dataset, GRLRModel
 
     settings = settings.replace("assign", **_flags(args, {"method": "method",
                                                           "multiplicity": "multiplicity"}))
     if settings.assign.method == "eagle" and args.embeddings is None:
         raise BadInputError("--method eagle needs --embeddings (the output of embed)")
-    m = assign(spark, args.input, args.output, settings.assign, embeddings=args.embeddings,
-               overwrite=args.overwrite)
+    model = GRLRModel.fromSettings(settings.assign)
+    if args.embeddings is not None:
+        model = model.atFolder(args.embeddings)
+    m = model.transformDataset(Dataset.at(spark, args.input), args.output, overwrite=args.overwrite).manifest
     out = {"output": args.output, "method": settings.assign.method,
            "n_assignments": m["n_assignments"], "samples_with_labels": m["samples_with_labels"]}
     if m["quality"]:
@@ -187,7 +218,8 @@ def _train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input", required=True, help="dataset with X and Y (e.g. the output of assign)")
     p.add_argument("--output", required=True, help="model folder to write")
     p.add_argument("--model", choices=["ova", "tree"], default=None,
-                   help="ova: one-vs-all (default); tree: Parabel-like label tree")
+                   help="ova: one-vs-all; tree: Parabel-like label tree (default: the setting train.model, "
+                        "ova in the code, tree in conf/local.yaml and conf/cluster.yaml)")
     p.add_argument("--loss", choices=["squared_hinge", "logistic"], default=None)
     p.add_argument("--label-repr", default=None,
                    help="tree: cluster these label embeddings (embed's output) instead of PIFA")
@@ -196,16 +228,20 @@ def _train_args(p: argparse.ArgumentParser) -> None:
 
 @command("train", "Train an XMC classifier on a dataset's X and Y (distributed over labels).", _train_args)
 def run_train(spark: Any, args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
-    from eagle_spark.classifiers.ova import train_ova
-    from eagle_spark.classifiers.tree import train_tree
+    from eagle_spark.ml import Dataset, LabelTreeClassifier, OneVsRestXMC
 
-    settings = settings.replace("train", **_flags(args, {"model": "model", "loss": "loss"}))
+    settings = settings.replace("train", **_flags(args, {"model": "model"}))
+    settings = settings.replace(settings.train.model, **_flags(args, {"loss": "loss"}))
+    dataset = Dataset.at(spark, args.input)
     if settings.train.model == "tree":
-        meta = train_tree(spark, args.input, args.output, settings.train, label_repr=args.label_repr,
-                          overwrite=args.overwrite)
+        tree = LabelTreeClassifier.fromSettings(settings.tree, settings.predict)
+        if args.label_repr is not None:
+            tree.setLabelRepr(args.label_repr)
+        meta = tree.fitDataset(dataset, args.output, overwrite=args.overwrite).metadata
         return {"output": args.output, "model": "tree", "n_labels": meta["n_labels"],
                 "n_clusters": meta["n_clusters"], "depth": meta["depth"]}
-    meta = train_ova(spark, args.input, args.output, settings.train, overwrite=args.overwrite)
+    ova = OneVsRestXMC.fromSettings(settings.ova, settings.predict)
+    meta = ova.fitDataset(dataset, args.output, overwrite=args.overwrite).metadata
     return {"output": args.output, "model": settings.train.model, "n_labels": meta["n_labels"],
             "n_weights": meta["n_weights"],
             "n_labels_without_positives": meta["n_labels_without_positives"]}
@@ -222,10 +258,12 @@ def _predict_args(p: argparse.ArgumentParser) -> None:
 
 @command("predict", "Batch top-k prediction as a Spark job.", _predict_args)
 def run_predict(spark: Any, args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
-    from eagle_spark.classifiers.predict import predict
+    from eagle_spark.ml import Dataset
+    from eagle_spark.ml.classifiers import model_at
 
     settings = settings.replace("predict", **_flags(args, {"top_k": "top_k", "beam_size": "beam_size"}))
-    m = predict(spark, args.model, args.input, args.output, settings.predict, overwrite=args.overwrite)
+    m = model_at(spark, args.model, settings.predict).transformDataset(
+        Dataset.at(spark, args.input), args.output, overwrite=args.overwrite)
     return {"output": args.output, "n_samples": m["n_samples"], "top_k": m["top_k"]}
 
 
@@ -246,9 +284,9 @@ def _evaluate_args(p: argparse.ArgumentParser) -> None:
 def run_evaluate(spark: Any, args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     from eagle_spark.evaluation.evaluate import evaluate
 
-    settings = settings.replace("predict", **_flags(args, {
+    settings = settings.replace("evaluate", **_flags(args, {
         "k": "k", "propensity_a": "propensity_a", "propensity_b": "propensity_b"}))
-    result = evaluate(spark, args.predictions, args.input, settings.predict, output_path=args.output,
+    result = evaluate(spark, args.predictions, args.input, settings.evaluate, output_path=args.output,
                       propensity_from=args.propensity_from, overwrite=args.overwrite)
     return {"output": args.output, **result}
 

@@ -30,7 +30,7 @@ import os
 import shutil
 import tempfile
 import threading
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar
 
 import numpy as np
 
@@ -131,6 +131,36 @@ def shared_arrays(kind: str, key: tuple, build: Callable[[], dict[str, np.ndarra
         return arrays
 
 
+T = TypeVar("T")
+_views: dict[str, tuple[tuple, Any]] = {}
+
+
+def shared_state(kind: str, key: tuple, build: Callable[[], dict[str, np.ndarray]],
+                 view: Callable[[dict[str, np.ndarray]], T]) -> T:
+    """One piece of executor state as the object its users want, made from the mapped arrays once
+    per process: the single cache every loader goes through (X and Y, GRLR's context, label
+    representations, tree and one-vs-all weights).
+
+    Args:
+        kind, key, build: as :func:`shared_arrays` (one open entry per kind and process; a new key
+            replaces the kind's entry).
+        view: wraps the read-only arrays without copying (e.g. :func:`sparse_from`); its result is
+            kept for the next call with the same key.
+    Returns:
+        ``view(arrays)``.
+    Raises:
+        Whatever `build` raises (nothing is written then).
+    """
+    with _lock:
+        entry = _views.get(kind)
+        if entry is not None and entry[0] == key and opened(kind) == key:
+            return entry[1]
+    out = view(shared_arrays(kind, key, build))
+    with _lock:
+        _views[kind] = (key, out)
+    return out
+
+
 def sparse_arrays(M: "sp.spmatrix", prefix: str) -> dict[str, np.ndarray]:
     """The arrays of a CSR / CSC matrix for :func:`shared_arrays`, with the index dtype scipy keeps
     (int32 while every index and offset fits, as scipy would otherwise copy to downcast)."""
@@ -162,8 +192,10 @@ def forget(kind: Optional[str] = None) -> None:
     with _lock:
         if kind is None:
             _opened.clear()
+            _views.clear()
         else:
             _opened.pop(kind, None)
+            _views.pop(kind, None)
 
 
-__all__ = ["forget", "opened", "shared_arrays", "sparse_arrays", "sparse_from", "state_root"]
+__all__ = ["forget", "opened", "shared_arrays", "shared_state", "sparse_arrays", "sparse_from", "state_root"]

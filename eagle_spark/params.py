@@ -391,45 +391,71 @@ class AssignParams(BaseParams):
         _check(self.batch_rows >= 1, "assign.batch_rows must be >= 1")
 
 
-@dataclass(frozen=True)
-class TrainParams(BaseParams):
-    """XMC classifier training (:mod:`eagle_spark.classifiers`).
-
-    Attributes:
-        model: ``ova`` (one-vs-all) or ``tree`` (Parabel-like label tree). Default ``ova``.
+_LINEAR_DOC = """
         loss: ``squared_hinge`` (Parabel/PECOS default) or ``logistic``. Default ``squared_hinge``.
         C: liblinear cost (inverse L2 regularisation) on L2-normalised rows; finite, > 0. Default 0.5.
         threshold: weights with |w| below it are pruned; finite, >= 0. Default 0.1.
-        tol: liblinear's stopping tolerance, finite, > 0 (``eps``: the dual coordinate descent stops when its
-            projected-gradient gap falls below tol times the first pass's). Default 0.2, twice
-            liblinear's and Parabel's 0.1: it trained the tree ~20% faster on delicious and ~9%
-            faster on synthetic Wiki-325K with the same P@1 on bibtex, delicious and the synthetic
-            set (measured in docs/design.md).
+        tol: liblinear's stopping tolerance, finite, > 0 (``eps``: the dual coordinate descent stops
+            when its projected-gradient gap falls below tol times the first pass's). Default 0.2,
+            twice liblinear's and Parabel's 0.1: it trained the tree ~20% faster on delicious and
+            ~9% faster on synthetic Wiki-325K with the same P@1 on bibtex, delicious and the
+            synthetic set (measured in docs/design.md).
         normalize: L2-normalise the rows of X. Default true.
-        tasks: label blocks, one Spark task each. Default 16.
-        negative_fraction: share of the negatives each label trains on (1 = all). Default 1.0.
-        seed: seed of the negative sampling, the solver and the tree's 2-means. Default 0.
-        max_leaf: tree: maximum labels per leaf. Default 100.
-        max_leaf_work: tree: a leaf whose training work (samples positive under it x its labels)
-            exceeds this is split further by the same balanced 2-means, while it has >= 4 labels,
-            so that no leaf (usually one holding head labels) costs much more than the others.
-            None: the leaves are Parabel's (only max_leaf). Default 1,000,000 (docs/design.md).
-        n_trees: tree: trees in the ensemble (Parabel uses 3), scores averaged. Default 3.
-        top_levels: tree: levels of every tree the indexer's first Spark stage splits, one task
-            per tree; every node at that depth roots a sub-tree split by the second stage, whose
-            tasks are balanced (0: no first stage, whole trees in the second). Default None: the
-            fewest levels that leave at least two sub-trees per core of the session
-            (``n_trees * 2**levels >= 2 * defaultParallelism``; 1 for 3 trees on 2 cores).
+        tasks: label blocks / training units dealt into this many Spark tasks. Default 16.
+        seed: seed of the solver's sample order (and the tree's 2-means, the negative sampling).
+            Default 0."""
+
+
+def _check_linear(section: str, p: Any) -> None:
+    _check(p.loss in ("squared_hinge", "logistic"),
+           f"{section}.loss must be squared_hinge or logistic, got {p.loss!r}")
+    _check(_finite(p.C) and p.C > 0, f"{section}.C must be a finite number > 0, got {p.C}")
+    _check(_finite(p.threshold) and p.threshold >= 0,
+           f"{section}.threshold must be a finite number >= 0, got {p.threshold}")
+    _check(_finite(p.tol) and p.tol > 0, f"{section}.tol must be a finite number > 0, got {p.tol}")
+    _check(p.tasks >= 1, f"{section}.tasks must be >= 1")
+
+
+@dataclass(frozen=True)
+class TrainParams(BaseParams):
+    """Which classifier ``train`` and the pipeline use; its knobs are in its own section
+    (``tree`` or ``ova``).
+
+    Attributes:
+        model: ``ova`` (one-vs-all, section ``ova``) or ``tree`` (Parabel-like label tree, section
+            ``tree``). Default ``ova``.
     """
 
     model: str = "ova"
+
+    def __post_init__(self) -> None:
+        _check(self.model in ("ova", "tree"), f"train.model must be ova or tree, got {self.model!r}")
+
+
+@dataclass(frozen=True)
+class TreeParams(BaseParams):
+    __doc__ = """The label-tree classifier (:mod:`eagle_spark.classifiers.tree`; ``LabelTreeClassifier``).
+
+    Attributes:""" + _LINEAR_DOC + """
+        max_leaf: maximum labels per leaf. Default 100.
+        max_leaf_work: a leaf whose training work (samples positive under it x its labels)
+            exceeds this is split further by the same balanced 2-means, while it has >= 4 labels,
+            so that no leaf (usually one holding head labels) costs much more than the others.
+            None: the leaves are Parabel's (only max_leaf). Default 1,000,000 (docs/design.md).
+        n_trees: trees in the ensemble (Parabel uses 3), scores averaged. Default 3.
+        top_levels: levels of every tree the indexer's first Spark stage splits, one task per
+            tree; every node at that depth roots a sub-tree split by the second stage, whose tasks
+            are balanced (0: no first stage, whole trees in the second). Default None: the fewest
+            levels that leave at least two sub-trees per core of the session
+            (``n_trees * 2**levels >= 2 * defaultParallelism``; 1 for 3 trees on 2 cores).
+    """
+
     loss: str = "squared_hinge"
     C: float = 0.5
     threshold: float = 0.1
     tol: float = 0.2
     normalize: bool = True
     tasks: int = 16
-    negative_fraction: float = 1.0
     seed: int = 0
     max_leaf: int = 100
     max_leaf_work: Optional[int] = 1_000_000
@@ -437,53 +463,78 @@ class TrainParams(BaseParams):
     top_levels: Optional[int] = None
 
     def __post_init__(self) -> None:
-        _check(self.n_trees >= 1, "train.n_trees must be >= 1")
+        _check_linear("tree", self)
+        _check(self.n_trees >= 1, "tree.n_trees must be >= 1")
         _check(self.top_levels is None or self.top_levels >= 0,
-               "train.top_levels must be >= 0 (or null for automatic)")
-        _check(self.model in ("ova", "tree"), f"train.model must be ova or tree, got {self.model!r}")
-        _check(self.max_leaf >= 2, "train.max_leaf must be >= 2")
+               "tree.top_levels must be >= 0 (or null for automatic)")
+        _check(self.max_leaf >= 2, "tree.max_leaf must be >= 2")
         _check(self.max_leaf_work is None or self.max_leaf_work >= 1,
-               "train.max_leaf_work must be >= 1 (or null for none)")
-        _check(self.loss in ("squared_hinge", "logistic"),
-               f"train.loss must be squared_hinge or logistic, got {self.loss!r}")
-        _check(_finite(self.C) and self.C > 0, f"train.C must be a finite number > 0, got {self.C}")
-        _check(_finite(self.threshold) and self.threshold >= 0,
-               f"train.threshold must be a finite number >= 0, got {self.threshold}")
-        _check(_finite(self.tol) and self.tol > 0, f"train.tol must be a finite number > 0, got {self.tol}")
-        _check(self.tasks >= 1, "train.tasks must be >= 1")
-        _check(0 < self.negative_fraction <= 1, "train.negative_fraction must be in (0, 1]")
+               "tree.max_leaf_work must be >= 1 (or null for none)")
+
+
+@dataclass(frozen=True)
+class OVAParams(BaseParams):
+    __doc__ = """The one-vs-all classifier (:mod:`eagle_spark.classifiers.ova`; ``OneVsRestXMC``).
+
+    Attributes:""" + _LINEAR_DOC + """
+        negative_fraction: share of the negatives each label trains on (1 = all). Default 1.0.
+    """
+
+    loss: str = "squared_hinge"
+    C: float = 0.5
+    threshold: float = 0.1
+    tol: float = 0.2
+    normalize: bool = True
+    tasks: int = 16
+    seed: int = 0
+    negative_fraction: float = 1.0
+
+    def __post_init__(self) -> None:
+        _check_linear("ova", self)
+        _check(0 < self.negative_fraction <= 1, "ova.negative_fraction must be in (0, 1]")
 
 
 @dataclass(frozen=True)
 class PredictParams(BaseParams):
-    """Batch prediction and evaluation.
+    """Batch prediction (:func:`eagle_spark.classifiers.predict.predict`).
 
     Attributes:
         top_k: predictions kept per sample. Default 5.
         beam_size: tree: nodes kept per level by the beam search. Default 10.
-        batch_rows: rows scored together inside a task. Default 1000.
+        batch_rows: one-vs-all: rows scored together inside a task. Default 1000.
+    """
+
+    top_k: int = 5
+    beam_size: int = 10
+    batch_rows: int = 1000
+
+    def __post_init__(self) -> None:
+        _check(self.top_k >= 1, "predict.top_k must be >= 1")
+        _check(self.beam_size >= 1, "predict.beam_size must be >= 1")
+        _check(self.batch_rows >= 1, "predict.batch_rows must be >= 1")
+
+
+@dataclass(frozen=True)
+class EvaluateParams(BaseParams):
+    """Evaluation (:func:`eagle_spark.evaluation.evaluate.evaluate`).
+
+    Attributes:
         k: evaluate at 1..k. Default 5.
         propensity_a: A of the inverse propensity (Jain et al. 2016), finite, > 0. Default 0.55.
         propensity_b: B of the inverse propensity, finite, > 0 (a label seen 0 times gets
             (0 + B)^-A). Default 1.5.
     """
 
-    top_k: int = 5
-    beam_size: int = 10
-    batch_rows: int = 1000
     k: int = 5
     propensity_a: float = 0.55
     propensity_b: float = 1.5
 
     def __post_init__(self) -> None:
-        _check(self.top_k >= 1, "predict.top_k must be >= 1")
-        _check(self.beam_size >= 1, "predict.beam_size must be >= 1")
-        _check(self.batch_rows >= 1, "predict.batch_rows must be >= 1")
-        _check(self.k >= 1, "predict.k must be >= 1")
+        _check(self.k >= 1, "evaluate.k must be >= 1")
         _check(_finite(self.propensity_a) and self.propensity_a > 0,
-               f"predict.propensity_a must be a finite number > 0, got {self.propensity_a}")
+               f"evaluate.propensity_a must be a finite number > 0, got {self.propensity_a}")
         _check(_finite(self.propensity_b) and self.propensity_b > 0,
-               f"predict.propensity_b must be a finite number > 0, got {self.propensity_b}")
+               f"evaluate.propensity_b must be a finite number > 0, got {self.propensity_b}")
 
 
 @dataclass(frozen=True)
@@ -545,8 +596,11 @@ class Settings(BaseParams):
         synth: :class:`SynthParams`.
         embed: :class:`EmbedParams`.
         assign: :class:`AssignParams`.
-        train: :class:`TrainParams`.
-        predict: :class:`PredictParams` (also evaluation).
+        train: :class:`TrainParams` (which classifier).
+        tree: :class:`TreeParams`.
+        ova: :class:`OVAParams`.
+        predict: :class:`PredictParams`.
+        evaluate: :class:`EvaluateParams`.
         pipeline: :class:`PipelineParams`.
     """
 
@@ -557,7 +611,10 @@ class Settings(BaseParams):
     embed: EmbedParams = field(default_factory=EmbedParams)
     assign: AssignParams = field(default_factory=AssignParams)
     train: TrainParams = field(default_factory=TrainParams)
+    tree: TreeParams = field(default_factory=TreeParams)
+    ova: OVAParams = field(default_factory=OVAParams)
     predict: PredictParams = field(default_factory=PredictParams)
+    evaluate: EvaluateParams = field(default_factory=EvaluateParams)
     pipeline: PipelineParams = field(default_factory=PipelineParams)
 
     @classmethod
@@ -604,6 +661,10 @@ class Settings(BaseParams):
                     raise SettingsError(f"override {item!r}: {part!r} is not a section")
             node[parts[-1]] = value
         return typing.cast(Settings, cls.from_dict(data))
+
+    def classifier(self) -> "TreeParams | OVAParams":
+        """The settings section of the classifier ``train.model`` names (``tree`` or ``ova``)."""
+        return self.tree if self.train.model == "tree" else self.ova
 
     def replace(self, section: str, **changes: Any) -> "Settings":
         """A copy with some fields of one section changed (validated like a ``--set``).

@@ -10,8 +10,10 @@ One run folder holds every stage's output (each committed atomically by its stag
     <run>/predictions/<method>           top-k of the test set
     <run>/metrics/<method>               P@k, nDCG@k, PSP@k
     <run>/delta/<table>_<method>         Delta tables (``format: delta``): assignments, predictions
-    <run>/comparison.{json,md}           the paper's Table 2 layout (methods side by side)
-    <run>/report.{json,md}               per-stage status, wall time, rows, peak memory
+    <run>/comparison.{json,md}           the paper's Table 2 layout (methods side by side); every value
+                                         in percent, its JSON key says so (P_percent, ...)
+    <run>/report.{json,md}               the latest run: per-stage status, wall time, rows, peak memory
+    <run>/reports/<run id>.json          every run's report, kept
     <run>/logs/<run id>.log              each run's log lines with per-stage timings (local run folder);
                                          run id = UTC start time and pid, e.g. 20261123T020304Z-4242
     <run>/_stages/<stage>.json           what each finished stage was computed from
@@ -49,6 +51,7 @@ from eagle_spark.errors import BadInputError, strict_json
 from eagle_spark.io.fs import FileSystem, check_separate, input_read_errors
 from eagle_spark.io.lock import RunLock
 from eagle_spark.monitor import PeakRSS
+from eagle_spark.progress import SparkProgress, phase
 from eagle_spark.params import Settings
 
 log = logging.getLogger(__name__)
@@ -158,7 +161,7 @@ class Pipeline:
             return record["summary"]
         log.info("stage %s: start -> %s", stage.name, stage.output)
         started = time.monotonic()
-        with PeakRSS(interval=0.5) as memory, input_read_errors(stage.inputs):
+        with PeakRSS(interval=0.5) as memory, input_read_errors(stage.inputs), phase(self.spark, stage.name):
             summary = stage.run(True)
         seconds = round(time.monotonic() - started, 3)
         rows = summary.get(stage.rows)
@@ -225,7 +228,8 @@ def run_pipeline(spark: SparkSession, settings: Settings, force: bool = False) -
     with RunLock(spark, pipe.run_dir, run_id):
         handler = _file_log(pipe.run_dir, run_id)
         try:
-            return _run_stages(spark, settings, pipe, started)
+            with SparkProgress(spark):
+                return _run_stages(spark, settings, pipe, started, run_id)
         finally:
             if handler is not None:
                 logging.getLogger("eagle_spark").removeHandler(handler)
@@ -233,13 +237,11 @@ def run_pipeline(spark: SparkSession, settings: Settings, force: bool = False) -
 
 
 def _run_stages(spark: SparkSession, settings: Settings, pipe: "Pipeline",
-                started: float) -> dict[str, Any]:
+                started: float, run_id: str) -> dict[str, Any]:
     """The stages of :func:`run_pipeline`, once its inputs are checked and the run folder locked."""
-    from eagle_spark.aggregation.aggregate import aggregate
     from eagle_spark.classifiers.predict import PREDICTIONS
     from eagle_spark.data import embedded_path
     from eagle_spark.io.delta import publish_delta
-    from eagle_spark.io.ingest import ingest
 
     p = settings.pipeline
     # -- ingest ------------------------------------------------------------------------------
@@ -248,14 +250,14 @@ def _run_stages(spark: SparkSession, settings: Settings, pipe: "Pipeline",
         source = p.train or embedded_path("delicious", "train")
         train_data = pipe.path("data", "train")
         pipe.run_stage(Stage("ingest_train", train_data, [source], settings.ingest.to_dict(),
-                             lambda ow, s=source, o=train_data: ingest(spark, s, o, settings.ingest, ow),
+                             lambda ow, s=source, o=train_data: _ingest(spark, s, o, settings, ow),
                              "n_samples"))
     test_data = p.test_dataset
     if test_data is None and p.until in ("predict", "evaluate"):
         source = p.test or embedded_path("delicious", "test")
         test_data = pipe.path("data", "test")
         pipe.run_stage(Stage("ingest_test", test_data, [source], settings.ingest.to_dict(),
-                             lambda ow, s=source, o=test_data: ingest(spark, s, o, settings.ingest, ow),
+                             lambda ow, s=source, o=test_data: _ingest(spark, s, o, settings, ow),
                              "n_samples"))
 
     # -- aggregate ---------------------------------------------------------------------------
@@ -263,7 +265,7 @@ def _run_stages(spark: SparkSession, settings: Settings, pipe: "Pipeline",
     if p.aggregate:
         agg = pipe.path("data", "aggregated")
         pipe.run_stage(Stage("aggregate", agg, [train_data], settings.aggregate.to_dict(),
-                             lambda ow: aggregate(spark, train_data, agg, settings.aggregate, ow),
+                             lambda ow: _aggregate(spark, train_data, agg, settings, ow),
                              "n_groups"))
     grouping = _grouping_name(spark, agg)
 
@@ -292,25 +294,39 @@ def _run_stages(spark: SparkSession, settings: Settings, pipe: "Pipeline",
         log.info("comparison (%s) -> %s:\n%s", grouping, pipe.path("comparison.md"),
                  comparison_markdown(comparison))
     seconds = round(time.monotonic() - started, 3)
-    report = {"output": pipe.run_dir, "methods": list(p.methods), "grouping": grouping,
+    report = {"output": pipe.run_dir, "run_id": run_id, "methods": list(p.methods), "grouping": grouping,
               "seconds": seconds, "stages": pipe.rows, "delta": delta,
               "settings": settings.to_dict()}
-    _write_text(pipe, "report.json", strict_json(report, indent=2, default=str) + "\n")
+    report_json = strict_json(report, indent=2, default=str) + "\n"
+    _write_text(pipe, f"reports/{run_id}.json", report_json)  # every run's report is kept
+    _write_text(pipe, "report.json", report_json)  # the latest run's
     _write_text(pipe, "report.md", report_markdown(report) + "\n")
     return {"output": pipe.run_dir, "methods": list(p.methods), "grouping": grouping,
             "comparison": comparison, "stages": pipe.rows, "seconds": seconds}
 
 
+def _ingest(spark: SparkSession, source: str, out: str, settings: Settings, overwrite: bool) -> dict[str, Any]:
+    from eagle_spark.ml import Dataset
+
+    return Dataset.ingest(spark, source, out, overwrite=overwrite, **settings.ingest.to_dict()).manifest
+
+
+def _aggregate(spark: SparkSession, dataset: str, out: str, settings: Settings, overwrite: bool) -> dict[str, Any]:
+    from eagle_spark.ml import Dataset
+
+    a = settings.aggregate
+    return Dataset.at(spark, dataset).aggregate(
+        out, grouping=a.grouping, groupSize=a.group_size, depth=a.depth, noise=a.noise, seed=a.seed, merge=a.merge,
+        kmeansIterations=a.kmeans_iterations, onBadRow=a.on_bad_row, overwrite=overwrite).manifest
+
+
 def _run_method(pipe: Pipeline, method: str, agg: str, test_data: Optional[str],
                 train_data: str) -> dict[str, Any]:
     """embed (eagle / eagle0), assign, train, predict, evaluate for one method; returns its results."""
-    from eagle_spark.assignment.assign import assign
-    from eagle_spark.classifiers.ova import train_ova
-    from eagle_spark.classifiers.predict import predict
-    from eagle_spark.classifiers.tree import train_tree
     from eagle_spark.evaluation.evaluate import evaluate
-    from eagle_spark.grlr.embedding import embed
     from eagle_spark.io.tables import has_table
+    from eagle_spark.ml import GRLR, Dataset, GRLRModel, LabelTreeClassifier, OneVsRestXMC
+    from eagle_spark.ml.classifiers import model_at
 
     spark, settings, p = pipe.spark, pipe.settings, pipe.settings.pipeline
     out: dict[str, Any] = {}
@@ -322,39 +338,42 @@ def _run_method(pipe: Pipeline, method: str, agg: str, test_data: Optional[str],
         emb = pipe.path("embeddings", method)
         embed_params = settings.embed if method == "eagle" else _section(settings, "embed", iterations=0)
         pipe.run_stage(Stage(f"embed_{method}", emb, [agg], embed_params.to_dict(),
-                             lambda ow: embed(spark, agg, emb, embed_params, ow), "n_labels"))
+                             lambda ow: GRLR.fromSettings(embed_params).fitDataset(
+                                 Dataset.at(spark, agg), emb, overwrite=ow).summary, "n_labels"))
         assign_inputs = [agg, emb]
     # baseline ignores every assign setting but the method: keep its fingerprint independent of them
     depends = {"method": "baseline"} if method == "baseline" else assign_params.to_dict()
     summary = pipe.run_stage(Stage(
         f"assign_{method}", assigned, assign_inputs, depends,
-        lambda ow: assign(spark, agg, assigned, assign_params, embeddings=emb, overwrite=ow),
+        lambda ow: (GRLRModel.fromSettings(assign_params).atFolder(emb) if emb else GRLRModel.fromSettings(
+            assign_params)).transformDataset(Dataset.at(spark, agg), assigned, overwrite=ow).manifest,
         "n_assignments"))
     out["assignment"] = summary.get("quality")
     if p.until == "assign":
         return out
     model = pipe.path("models", method)
-    train_params = settings.train
+    kind, train_params = settings.train.model, settings.classifier()
 
     def train(ow: bool) -> dict[str, Any]:
-        if train_params.model == "tree":
-            return train_tree(spark, assigned, model, train_params, overwrite=ow)
-        return train_ova(spark, assigned, model, train_params, overwrite=ow)
+        estimator = (LabelTreeClassifier if kind == "tree" else OneVsRestXMC).fromSettings(train_params)
+        return estimator.fitDataset(Dataset.at(spark, assigned), model, overwrite=ow).metadata
 
-    pipe.run_stage(Stage(f"train_{method}", model, [assigned], train_params.to_dict(), train, "n_labels"))
+    pipe.run_stage(Stage(f"train_{method}", model, [assigned], {"model": kind, **train_params.to_dict()}, train,
+                         "n_labels"))
     if p.until == "train" or test_data is None:
         return out
     preds = pipe.path("predictions", method)
     pipe.run_stage(Stage(f"predict_{method}", preds, [model, test_data], settings.predict.to_dict(),
-                         lambda ow: predict(spark, model, test_data, preds, settings.predict, ow),
+                         lambda ow: model_at(spark, model, settings.predict).transformDataset(
+                             Dataset.at(spark, test_data), preds, overwrite=ow),
                          "n_samples"))
     if p.until == "predict":
         return out
     metrics = pipe.path("metrics", method)
     reference = train_data if has_table(spark, train_data, S.Y) else test_data
     out["metrics"] = pipe.run_stage(Stage(
-        f"evaluate_{method}", metrics, [preds, test_data, reference], settings.predict.to_dict(),
-        lambda ow: evaluate(spark, preds, test_data, settings.predict, output_path=metrics,
+        f"evaluate_{method}", metrics, [preds, test_data, reference], settings.evaluate.to_dict(),
+        lambda ow: evaluate(spark, preds, test_data, settings.evaluate, output_path=metrics,
                             propensity_from=reference, overwrite=ow), "n_samples"))
     return out
 
@@ -378,31 +397,36 @@ def _comparison(results: dict[str, dict[str, Any]], grouping: str, until: str) -
         quality = res.get("assignment") or {}
         methods[method] = {
             "name": METHOD_NAMES[method],
-            "P": [round(100 * v, 2) for v in metrics.get("P", [])],
-            "nDCG": [round(100 * v, 2) for v in metrics.get("nDCG", [])],
-            "PSP": [round(100 * v, 2) for v in metrics.get("PSP", [])],
-            "assignment_precision": quality.get("precision"),
-            "assignment_recall": quality.get("recall"),
+            "P_percent": [round(100 * v, 2) for v in metrics.get("P", [])],
+            "nDCG_percent": [round(100 * v, 2) for v in metrics.get("nDCG", [])],
+            "PSP_percent": [round(100 * v, 2) for v in metrics.get("PSP", [])],
+            "assignment_precision_percent": _percent(quality.get("precision")),
+            "assignment_recall_percent": _percent(quality.get("recall")),
         }
     return {"grouping": grouping, "until": until, "methods": methods}
 
 
+def _percent(fraction: Optional[float]) -> Optional[float]:
+    return None if fraction is None else round(100 * fraction, 2)
+
+
 def comparison_markdown(comparison: dict[str, Any]) -> str:
     """The paper's Table 2 layout: rows grouping x P@1/3/5, columns Baseline / EAGLE-0 / EAGLE,
-    plus assignment precision and recall (x100) when the true Y was known."""
+    plus assignment precision and recall when the true Y was known (every value in percent)."""
     methods = [m for m in METHODS if m in comparison["methods"]]
     cols = [comparison["methods"][m] for m in methods]
     lines = ["| grouping | metric | " + " | ".join(c["name"] for c in cols) + " |",
              "|---|---|" + "---|" * len(cols)]
     first = comparison["grouping"]
     for at in (1, 3, 5):
-        if all(len(c["P"]) >= at for c in cols) and cols:
-            lines.append(f"| {first} | P@{at} | " + " | ".join(f"{c['P'][at - 1]:.2f}" for c in cols) + " |")
+        if all(len(c["P_percent"]) >= at for c in cols) and cols:
+            lines.append(f"| {first} | P@{at} | " + " | ".join(f"{c['P_percent'][at - 1]:.2f}" for c in cols)
+                         + " |")
             first = ""
-    for key, label in (("assignment_precision", "assignment precision"),
-                       ("assignment_recall", "assignment recall")):
+    for key, label in (("assignment_precision_percent", "assignment precision"),
+                       ("assignment_recall_percent", "assignment recall")):
         if cols and all(c[key] is not None for c in cols):
-            lines.append(f"| {first} | {label} | " + " | ".join(f"{100 * c[key]:.2f}" for c in cols) + " |")
+            lines.append(f"| {first} | {label} | " + " | ".join(f"{c[key]:.2f}" for c in cols) + " |")
             first = ""
     return "\n".join(lines)
 

@@ -46,6 +46,13 @@ def spark_conf(params: SparkParams) -> dict[str, str]:
         "spark.sql.execution.arrow.maxRecordsPerBatch": str(params.arrow_batch_rows),
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.session.timeZone": "UTC",
+        # Local disks: Hadoop's raw local file system, so Spark writes no hidden .crc file beside each
+        # Parquet part (readers that take a folder, such as polars.read_parquet, refuse them); the
+        # Parquet footers and the pyarrow reads still detect damaged files.
+        "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
+        # and no _SUCCESS marker beside them either (every output is committed by its own atomic
+        # rename, and its manifest says it is complete)
+        "spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs": "false",
         "spark.pyspark.python": os.environ.get("PYSPARK_PYTHON", sys.executable),
         "spark.pyspark.driver.python": os.environ.get("PYSPARK_DRIVER_PYTHON", sys.executable),
     }

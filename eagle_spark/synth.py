@@ -42,7 +42,6 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from eagle_spark import schemas as S
 from eagle_spark.errors import BadInputError
 from eagle_spark.io.fs import atomic_output
-from eagle_spark.io.ingest import X_ARROW, Y_ARROW
 from eagle_spark.io.parts import PartWriters
 from eagle_spark.io.tables import new_manifest, read_table, write_manifest
 
@@ -255,7 +254,7 @@ def _generate_task(gen: Generator, split: int, out: str, batch_rows: int):
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         lcdf, fcdf = gen.label_cdf(), gen.feature_cdf()
         rows = nnz = positives = 0
-        with PartWriters(out, {S.X: X_ARROW, S.Y: Y_ARROW}) as writers:
+        with PartWriters(out, {S.X: S.X_ARROW, S.Y: S.Y_ARROW}) as writers:
             for batch in batches:
                 all_ids = np.asarray(batch.column(0), dtype=np.int64)
                 if not len(all_ids):
@@ -271,11 +270,11 @@ def _generate_task(gen: Generator, split: int, out: str, batch_rows: int):
                         pa.ListArray.from_arrays(pa.array(f_off.astype(np.int32)), pa.array(fids),
                                                  type=S.ARROW_INT_LIST),
                         pa.ListArray.from_arrays(pa.array(f_off.astype(np.int32)), pa.array(vals),
-                                                 type=S.ARROW_FLOAT_LIST)], schema=X_ARROW))
+                                                 type=S.ARROW_FLOAT_LIST)], schema=S.X_ARROW))
                     writers.write(S.Y, pa.RecordBatch.from_arrays([
                         sid, pa.ListArray.from_arrays(pa.array(lab_off.astype(np.int32)),
                                                       pa.array(labels.astype(np.int32)),
-                                                      type=S.ARROW_INT_LIST)], schema=Y_ARROW))
+                                                      type=S.ARROW_INT_LIST)], schema=S.Y_ARROW))
                     rows += len(ids)
                     nnz += len(fids)
                     positives += len(labels)

@@ -39,7 +39,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from eagle_spark import schemas as S
 from eagle_spark.errors import BadInputError, check_finite
 from eagle_spark.grlr.context import Context, choose_x_access, context_of_members, joined_members, load_context
-from eagle_spark.grlr.embedding import _batches_of
+from eagle_spark.grlr.embedding import batches_of
 from eagle_spark.grlr.kernel import PairBatch, score_with_embeddings, select_top
 from eagle_spark.io.fs import FileSystem, atomic_output, check_separate, local_path
 from eagle_spark.io.parts import filesystem_for
@@ -98,7 +98,7 @@ def _assign_file(ctx: Context, key: tuple, pairs: pa.Table, params: AssignParams
     emb_val_all = np.asarray(embs.column(S.EMB_VAL).combine_chunks().values, dtype=np.float64)
     sizes = ctx.group_sizes(groups)
     out = []
-    for lo, hi in _batches_of(labels, groups, sizes, params.batch_rows):
+    for lo, hi in batches_of(labels, groups, sizes, params.batch_rows):
         batch_labels, local = np.unique(labels[lo:hi], return_inverse=True)
         ptr, rows = ctx.rows_of_groups(groups[lo:hi])
         at = np.searchsorted(emb_labels, batch_labels)

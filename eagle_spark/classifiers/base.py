@@ -11,7 +11,6 @@ import posixpath
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.parquet as pq
 import scipy.sparse as sp
 from pyspark.sql import SparkSession
@@ -19,7 +18,7 @@ from pyspark.sql import SparkSession
 from eagle_spark import __version__
 from eagle_spark import schemas as S
 from eagle_spark.errors import BadInputError, strict_json
-from eagle_spark.executor_state import shared_arrays, sparse_arrays, sparse_from
+from eagle_spark.executor_state import shared_state, sparse_arrays, sparse_from
 from eagle_spark.io.fs import FileSystem
 from eagle_spark.io.parts import filesystem_for, folder_version, read_x
 from eagle_spark.io.tables import read_manifest, read_table
@@ -29,12 +28,7 @@ MODEL_FORMAT_VERSION = 1
 METADATA = "metadata.json"
 WEIGHTS = "data/weights"
 
-WEIGHTS_ARROW = pa.schema([
-    pa.field(S.LABEL_ID, pa.int32(), nullable=False),
-    pa.field("w_idx", S.ARROW_INT_LIST, nullable=False),
-    pa.field("w_val", S.ARROW_FLOAT_LIST, nullable=False),
-    pa.field("bias", pa.float32(), nullable=False),
-])
+WEIGHTS_ARROW = S.WEIGHTS_ARROW
 
 
 def training_set(spark: SparkSession, dataset: str) -> tuple[int, int]:
@@ -87,8 +81,6 @@ def read_metadata(spark: SparkSession, folder: str, cls: str) -> dict:
     return meta
 
 
-_xy: dict[tuple, tuple] = {}
-
 
 def load_xy(dataset: str, n_features: int, n_labels: int, normalize: bool) -> tuple[np.ndarray, sp.csr_matrix, sp.csc_matrix]:
     """(sample_ids, X CSR float32 (normalised when asked), Y CSC bool) of a dataset.
@@ -99,8 +91,6 @@ def load_xy(dataset: str, n_features: int, n_labels: int, normalize: bool) -> tu
     task slots.
     """
     key = (dataset, folder_version(dataset), n_features, n_labels, normalize)  # rewritten -> reread
-    if key in _xy:
-        return _xy[key]
 
     def build() -> dict[str, np.ndarray]:
         fs, root = filesystem_for(dataset)
@@ -116,8 +106,4 @@ def load_xy(dataset: str, n_features: int, n_labels: int, normalize: bool) -> tu
                           shape=(len(ids), n_labels)).tocsc()
         return {"ids": ids, **sparse_arrays(X, "X"), **sparse_arrays(Y, "Y")}
 
-    a = shared_arrays("xy", key, build)
-    out = (a["ids"], sparse_from(a, "X"), sparse_from(a, "Y", "csc"))
-    _xy.clear()
-    _xy[key] = out
-    return out
+    return shared_state("xy", key, build, lambda a: (a["ids"], sparse_from(a, "X"), sparse_from(a, "Y", "csc")))

@@ -119,7 +119,7 @@ def check_weights(rows: list, what: str) -> None:
     for row in rows:
         check_finite(np.r_[row[2], row[3]],
                      lambda _, r=row: f"{what} {int(r[0])}: the trained weights are not finite "
-                                      "(NaN or infinite); check the features and train.C")
+                                      "(NaN or infinite); check the features and the classifier's C")
 
 
 def _pruned(w: np.ndarray, bias: float, threshold: float) -> tuple[np.ndarray, np.ndarray, float]:

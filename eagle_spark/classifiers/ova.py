@@ -32,7 +32,7 @@ from eagle_spark.classifiers.base import (WEIGHTS, WEIGHTS_ARROW, load_xy, read_
                                           training_set, write_metadata)
 from eagle_spark.classifiers.linear import check_weights, train_binary
 from eagle_spark.errors import BadInputError, check_finite_scores
-from eagle_spark.executor_state import shared_arrays, sparse_arrays, sparse_from
+from eagle_spark.executor_state import shared_state, sparse_arrays, sparse_from
 from eagle_spark.io.fs import atomic_output, check_separate
 from eagle_spark.io.parts import PartWriters, folder_version, read_sparse_rows
 from eagle_spark.sparse import csr_from_arrow, l2_normalize_rows
@@ -70,14 +70,16 @@ def _train_task(dataset: str, out: str, n_features: int, n_labels: int, params: 
                     n_done += hi - lo
                     check_weights(rows, "train (one-vs-all): label")
                     if rows:
-                        writers.write("weights", _weights_batch(rows))
+                        writers.write("weights", weights_batch(rows))
         yield pa.RecordBatch.from_pydict({"labels": [n_done], "no_positive": [no_pos],
                                           "weights": [n_w]}, schema=_SUMMARY)
 
     return run
 
 
-def _weights_batch(rows: list) -> pa.RecordBatch:
+def weights_batch(rows: list) -> pa.RecordBatch:
+    """A record batch of the weights table from rows (label or node id, weight indices, weight
+    values, bias)."""
     lengths = [len(r[1]) for r in rows]
     offsets = pa.array(np.r_[0, np.cumsum(lengths)].astype(np.int32))
     return pa.RecordBatch.from_arrays([
@@ -121,20 +123,12 @@ def train_ova(spark: SparkSession, dataset: str, model_path: str, params: Any,
     return meta
 
 
-_PRED = pa.schema([pa.field(S.SAMPLE_ID, pa.int64(), nullable=False),
-                   pa.field(S.LABEL_IDS, S.ARROW_INT_LIST, nullable=False),
-                   pa.field("scores", S.ARROW_FLOAT_LIST, nullable=False)])
-PRED_SCHEMA = from_arrow_schema(_PRED)
-
-_weights_cache: dict[tuple, tuple] = {}
-
+PRED_SCHEMA = from_arrow_schema(S.PREDICTIONS_ARROW)
 
 def _load_weights(model_path: str, n_features: int, n_labels: int) -> tuple[sp.csc_matrix, np.ndarray]:
     """(W (d x L) CSC float32, bias (L,) float32) of a one-vs-all model, held once per executor
     (:mod:`eagle_spark.executor_state`; ~8 bytes per weight, whatever the number of task slots)."""
     key = (model_path, folder_version(model_path), n_features, n_labels)  # retrained -> reread
-    if key in _weights_cache:
-        return _weights_cache[key]
 
     def build() -> dict[str, np.ndarray]:
         WT, bias = read_sparse_rows(posixpath.join(model_path, WEIGHTS), S.LABEL_ID, "w_idx", "w_val",
@@ -142,11 +136,7 @@ def _load_weights(model_path: str, n_features: int, n_labels: int) -> tuple[sp.c
         # weights are stored as float32: the round trip through float64 is exact
         return {**sparse_arrays(WT.T.tocsc().astype(np.float32), "W"), "bias": bias.astype(np.float32)}
 
-    a = shared_arrays("ova", key, build)
-    out = (sparse_from(a, "W", "csc"), a["bias"])
-    _weights_cache.clear()
-    _weights_cache[key] = out
-    return out
+    return shared_state("ova", key, build, lambda a: (sparse_from(a, "W", "csc"), a["bias"]))
 
 
 def top_k(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -195,6 +185,6 @@ def predict_ova(spark: SparkSession, model_path: str, X: DataFrame, n_features: 
                     pa.ListArray.from_arrays(offsets, pa.array(labels.ravel().astype(np.int32)),
                                              type=S.ARROW_INT_LIST),
                     pa.ListArray.from_arrays(offsets, pa.array(vals.ravel().astype(np.float32)),
-                                             type=S.ARROW_FLOAT_LIST)], schema=_PRED)
+                                             type=S.ARROW_FLOAT_LIST)], schema=S.PREDICTIONS_ARROW)
 
     return X.select(S.SAMPLE_ID, S.FEAT_IDX, S.FEAT_VAL).mapInArrow(run, PRED_SCHEMA)

@@ -16,8 +16,7 @@ from eagle_spark.params import PredictParams
 
 log = logging.getLogger(__name__)
 
-PREDICTIONS = "predictions"
-"""Table of a predict output: sample_id long, label_ids array<int>, scores array<float> (best first)."""
+PREDICTIONS = S.PREDICTIONS
 
 MODEL_CLASSES = ("OVAModel", "TreeModel")
 

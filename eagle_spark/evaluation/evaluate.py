@@ -8,17 +8,16 @@ from typing import Any, Optional
 from pyspark.sql import SparkSession
 
 from eagle_spark import schemas as S
-from eagle_spark.classifiers.predict import PREDICTIONS
 from eagle_spark.evaluation.metrics import evaluate_frames, inv_propensity, label_counts, table
 from eagle_spark.errors import strict_json
 from eagle_spark.io.fs import FileSystem, atomic_output, check_separate, require_exists
 from eagle_spark.io.tables import new_manifest, read_manifest, read_table, write_manifest
-from eagle_spark.params import PredictParams
+from eagle_spark.params import EvaluateParams
 
 log = logging.getLogger(__name__)
 
 
-def evaluate(spark: SparkSession, predictions: str, dataset: str, params: PredictParams,
+def evaluate(spark: SparkSession, predictions: str, dataset: str, params: EvaluateParams,
              output_path: Optional[str] = None, propensity_from: Optional[str] = None,
              overwrite: bool = False) -> dict[str, Any]:
     """Evaluate predictions at 1..k (definitions of napkinXC, :mod:`eagle_spark.evaluation.metrics`).
@@ -44,12 +43,12 @@ def evaluate(spark: SparkSession, predictions: str, dataset: str, params: Predic
     if output_path:
         check_separate(output_path, [predictions, dataset, propensity_from])
     manifest = read_manifest(spark, dataset)
-    require_exists(spark, f"{predictions}/{PREDICTIONS}", "predictions table")
+    require_exists(spark, f"{predictions}/{S.PREDICTIONS}", "predictions table")
     reference = propensity_from or dataset
     counts, n_ref = label_counts(read_table(spark, reference, S.Y), int(manifest["n_labels"]))
     inv_ps = inv_propensity(counts, max(n_ref, 1), params.propensity_a, params.propensity_b)
     result = evaluate_frames(read_table(spark, dataset, S.Y),
-                             spark.read.parquet(f"{predictions}/{PREDICTIONS}"), params.k, inv_ps)
+                             spark.read.parquet(f"{predictions}/{S.PREDICTIONS}"), params.k, inv_ps)
     log.info("metrics of %s (x100):\n%s", predictions, table(result))
     if output_path:
         with atomic_output(spark, output_path, overwrite) as tmp:

@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 import scipy.sparse as sp
 
 from eagle_spark import schemas as S
-from eagle_spark.executor_state import shared_arrays, sparse_arrays, sparse_from
+from eagle_spark.executor_state import shared_state, sparse_arrays, sparse_from
 from eagle_spark.io.parts import filesystem_for, folder_version, read_x
 from eagle_spark.sparse import l2_normalize_rows
 
@@ -123,9 +123,6 @@ def context_of_members(members: pa.Table, n_features: int, normalize: bool) -> C
     return Context(a["sample_ids"], sparse_from(a, "X"), a["group_ids"], a["group_ptr"], a["member_rows"])
 
 
-_contexts: dict[tuple, Context] = {}
-
-
 def load_context(dataset: str, n_features: int, normalize: bool) -> Context:
     """The executor's Context for `dataset` (built by its first worker, then memory-mapped).
 
@@ -139,8 +136,6 @@ def load_context(dataset: str, n_features: int, normalize: bool) -> Context:
         ValueError: a sample of Y1 is not in X.
     """
     key = (dataset, folder_version(dataset), n_features, normalize)  # a rewritten dataset is reread
-    if key in _contexts:
-        return _contexts[key]
 
     def build() -> dict[str, np.ndarray]:
         sample_ids, X = read_x(dataset, n_features)
@@ -149,12 +144,8 @@ def load_context(dataset: str, n_features: int, normalize: bool) -> Context:
         return context_arrays(sample_ids, X, np.asarray(y1.column(S.GROUP_ID), dtype=np.int64),
                               np.asarray(y1.column(S.SAMPLE_ID), dtype=np.int64), normalize)
 
-    a = shared_arrays("grlr", key, build)
-    context = Context(a["sample_ids"], sparse_from(a, "X"), a["group_ids"], a["group_ptr"],
-                      a["member_rows"])
-    _contexts.clear()
-    _contexts[key] = context
-    return context
+    return shared_state("grlr", key, build, lambda a: Context(
+        a["sample_ids"], sparse_from(a, "X"), a["group_ids"], a["group_ptr"], a["member_rows"]))
 
 
 # ---------------------------------------------------------------- the joined path (embed.x_access)

@@ -45,11 +45,12 @@ from eagle_spark.aggregation.groups import dense_rank
 from eagle_spark.errors import BadInputError, check_finite
 from eagle_spark.grlr.context import (Context, choose_x_access, context_of_members, joined_members,
                                       load_context)
-from eagle_spark.grlr.kernel import LabelBlock, PairBatch, _segment_first_max, select_top_ranked
+from eagle_spark.grlr.kernel import LabelBlock, PairBatch, segment_first_max, select_top_ranked
 from eagle_spark.io.fs import atomic_output, check_separate
 from eagle_spark.io.parts import PartWriter, PartWriters
 from eagle_spark.io.tables import new_manifest, read_table, require_tables, write_manifest
 from eagle_spark.params import EmbedParams
+from eagle_spark.progress import step
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +89,7 @@ _SUMMARY = pa.schema([
 ])
 
 
-def _batches_of(labels: np.ndarray, groups: np.ndarray, sizes: np.ndarray, batch_rows: int):
+def batches_of(labels: np.ndarray, groups: np.ndarray, sizes: np.ndarray, batch_rows: int):
     """Split label-sorted pairs into batches of whole labels with about `batch_rows` rows."""
     starts = np.flatnonzero(np.r_[True, labels[1:] != labels[:-1]])
     ends = np.r_[starts[1:], len(labels)]
@@ -136,7 +137,7 @@ def _embed_bin(ctx: Context, key: tuple, table: pa.Table, out: str, params: Embe
     entries = 0
     with PartWriters(out, {S.LABEL_EMB: S.LABEL_EMB_ARROW, S.TOP_MEMBERS: S.TOP_MEMBERS_ARROW}) as writers:
         writers.name(f"part-{int(key[0].as_py()):05d}.parquet")
-        for lo, hi in _batches_of(labels, groups, sizes, params.batch_rows):
+        for lo, hi in batches_of(labels, groups, sizes, params.batch_rows):
             batch_labels, local = np.unique(labels[lo:hi], return_inverse=True)
             ptr, rows = ctx.rows_of_groups(groups[lo:hi])
             block = LabelBlock(ctx.X, PairBatch(local, ptr, rows, len(batch_labels)))
@@ -255,7 +256,7 @@ def _chunk_task(dataset: str, n_features: int, normalize: bool, e_by_label, mode
             e[idx] = val
             scores = A @ e
             if mode == "step":
-                seg_max, is_max, first_pos = _segment_first_max(scores, ptr)
+                seg_max, is_max, first_pos = segment_first_max(scores, ptr)
                 g = np.asarray(A.T @ is_max.astype(np.float64)).ravel()
                 first, sum_max = ctx.sample_ids[rows[first_pos]], float(seg_max.sum())
             else:
@@ -331,6 +332,7 @@ def _embed_heavy(spark: SparkSession, dataset: str, out: str, pairs: DataFrame, 
     first = {k: np.concatenate([np.asarray(r["first"]) for r in parts]) for k, parts in state.items()}
     stats["sum_max"][0] += sum(r["sum_max"] for parts in state.values() for r in parts)
     for t in range(1, T + 1):
+        step("GRLR iteration %d/%d of %d heavy labels", t, T, len(e))
         e = {k: _proj(e[k] + params.lr * _proj(combine(state[k]))) for k in e}
         state = run("step", e)
         new_first = {k: np.concatenate([np.asarray(r["first"]) for r in parts]) for k, parts in state.items()}

@@ -47,7 +47,7 @@ TIE_RTOL = 1e-9
 mathematically equal scores differ in the last bits, depending on the summation order)."""
 
 
-def _segment_first_max(values: np.ndarray, ptr: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def segment_first_max(values: np.ndarray, ptr: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per segment [ptr[p], ptr[p+1]): (max, is_max mask, index of the first maximum).
 
     A value attains the maximum when it is within TIE_RTOL x |max| of it.
@@ -141,14 +141,14 @@ class LabelBlock:
         """
         ptr = self.batch.pair_ptr
         e = self.project(self.AT @ np.ones(self.A.shape[0]))     # e0 = Proj(sum of candidates)
-        seg_max, is_max, first = _segment_first_max(self.scores(e), ptr)
+        seg_max, is_max, first = segment_first_max(self.scores(e), ptr)
         sum_max = np.zeros(iterations + 1)
         changed = np.zeros(iterations + 1, dtype=np.int64)
         sum_max[0] = seg_max.sum()
         for t in range(1, iterations + 1):
             g = self.project(self.AT @ is_max.astype(np.float64))  # g = Proj(sum of selected)
             e = self.project(e + lr * g)
-            seg_max, is_max, new_first = _segment_first_max(self.scores(e), ptr)
+            seg_max, is_max, new_first = segment_first_max(self.scores(e), ptr)
             sum_max[t] = seg_max.sum()
             changed[t] = int((new_first != first).sum())
             first = new_first
@@ -201,14 +201,14 @@ def select_top(scores: np.ndarray, ptr: np.ndarray, take: np.ndarray) -> np.ndar
 
     Order: score descending, then candidate position ascending (candidates are in sample_id order,
     so ties go to the smallest sample_id); scores within TIE_RTOL of the pair's maximum count as
-    the maximum, so the first is always Algorithm 2's argmax (:func:`_segment_first_max`) whatever
+    the maximum, so the first is always Algorithm 2's argmax (:func:`segment_first_max`) whatever
     `take` is. ``take = 1`` is the argmax alone.
 
     Returns:
         Candidate indices, pair by pair, best first.
     """
     n_pairs = len(ptr) - 1
-    seg_max, is_max, first = _segment_first_max(scores, ptr) if n_pairs else (None, None, ptr[:0])
+    seg_max, is_max, first = segment_first_max(scores, ptr) if n_pairs else (None, None, ptr[:0])
     if (take == 1).all():
         return first
     snapped = np.where(is_max, np.repeat(seg_max, np.diff(ptr)), scores)

@@ -42,20 +42,7 @@ log = logging.getLogger(__name__)
 
 _BLOCK = "_block"
 
-X_ARROW = pa.schema([
-    pa.field(S.SAMPLE_ID, pa.int64(), nullable=False),
-    pa.field(S.FEAT_IDX, S.ARROW_INT_LIST, nullable=False),
-    pa.field(S.FEAT_VAL, S.ARROW_FLOAT_LIST, nullable=False),
-])
-Y_ARROW = pa.schema([
-    pa.field(S.SAMPLE_ID, pa.int64(), nullable=False),
-    pa.field(S.LABEL_IDS, S.ARROW_INT_LIST, nullable=False),
-])
-REJECTED_ARROW = pa.schema([
-    pa.field(S.LINE, pa.int64(), nullable=False),
-    pa.field(S.TEXT, pa.string(), nullable=True),
-    pa.field(S.REASON, pa.string(), nullable=False),
-])
+X_ARROW, Y_ARROW, REJECTED_ARROW = S.X_ARROW, S.Y_ARROW, S.REJECTED_ARROW
 _SUMMARY = pa.schema([
     pa.field("lines", pa.int64(), nullable=False),
     pa.field("good", pa.int64(), nullable=False),

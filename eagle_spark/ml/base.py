@@ -24,7 +24,6 @@ from pyspark.sql import SparkSession
 
 from eagle_spark.errors import BadInputError, SettingsError
 from eagle_spark.io.fs import FileSystem, atomic_output, check_separate
-from eagle_spark.ml.frames import work_folder
 from eagle_spark.params import BaseParams
 
 P = TypeVar("P", bound=BaseParams)
@@ -54,6 +53,21 @@ class SettingsParams(Params):
         for cls, mapping in self._fields.items():
             defaults = cls()
             self._setDefault(**{name: getattr(defaults, field) for name, field in mapping.items()})
+
+    @classmethod
+    def fromSettings(cls, *sections: BaseParams) -> Any:
+        """A new instance whose Params take the values of settings sections (``EmbedParams``,
+        ``TreeParams``, ...): how the CLI and the pipeline, which read settings files, build the
+        estimators and models they run.
+
+        Raises:
+            KeyError: a section this class has no Params for.
+        """
+        instance = cls()
+        for section in sections:
+            mapping = cls._fields[type(section)]
+            instance._set(**{name: getattr(section, field) for name, field in mapping.items()})
+        return instance
 
     def settings(self, cls: Type[P], **fixed: Any) -> P:
         """The settings section `cls` from the current Param values (plus `fixed` fields).
@@ -171,26 +185,30 @@ class FolderModel:
     def _attach_data(self, path: str) -> None:
         self.dataPath = path
 
+    def atFolder(self, path: str) -> Any:
+        """This model, reading its data from a stage's output folder `path` (e.g. what
+        ``eagle-spark embed`` or ``train`` wrote; a saved model's folder is read by ``load``)."""
+        self._attach_data(path)
+        return self
+
     def _require_data(self) -> str:
         if not self.dataPath:
             raise ValueError(f"{type(self).__name__} has no data: fit an estimator or load a saved model")
         return self.dataPath
 
 
-def fitted(estimator: Params, model: M, spark: SparkSession, kind: str, run: Callable[[str], Any]) -> M:
-    """Run a training stage into a new work folder and return `model` holding it, with the
+def fitted(estimator: Params, model: M, path: str, run: Callable[[str], Any]) -> M:
+    """Run a training stage into the folder `path` and return `model` reading it, with the
     estimator's Params copied (pyspark.ml's ``_copyValues``).
 
     Args:
         estimator: the estimator being fitted.
         model: a new, empty model (a :class:`FolderModel`).
-        spark: the session.
-        kind: names the work folder (``embeddings``, ``tree``, ...).
+        path: the stage's output folder (a work folder for ``fit``, the caller's for ``fitDataset``).
         run: writes the stage's output folder given its path.
     """
-    out = work_folder(spark, kind)
-    run(out)
-    model._attach_data(out)  # type: ignore[attr-defined]
+    run(path)
+    model._attach_data(path)  # type: ignore[attr-defined]
     return estimator._copyValues(model)  # type: ignore[arg-type,return-value]
 
 

@@ -20,11 +20,12 @@ from pyspark.sql import DataFrame
 from eagle_spark import schemas as S
 from eagle_spark.classifiers.base import read_metadata
 from eagle_spark.classifiers.ova import train_ova
-from eagle_spark.classifiers.predict import PREDICTIONS, predict
+from eagle_spark.classifiers.predict import PREDICTIONS, model_class, predict
 from eagle_spark.classifiers.tree import train_tree
 from eagle_spark.ml.base import FolderModel, Persistent, SettingsParams, fitted, optional_int, settings_param
+from eagle_spark.ml.dataset import Dataset
 from eagle_spark.ml.frames import attach, source_for, work_folder
-from eagle_spark.params import PredictParams, TrainParams
+from eagle_spark.params import OVAParams, PredictParams, TreeParams
 
 
 class _XMCParams(HasFeaturesCol, HasPredictionCol, HasSeed, HasTol, SettingsParams):
@@ -53,28 +54,47 @@ class _XMCParams(HasFeaturesCol, HasPredictionCol, HasSeed, HasTol, SettingsPara
                          scoresCol="scores", numFeatures=None, numLabels=None)
         self._set_settings_defaults()
 
-    def _fit_source(self, dataset: DataFrame, where: str) -> Any:
-        return source_for(dataset, {"features": self.getFeaturesCol(), "labels": self.getOrDefault(self.labelsCol)},
-                          where, self.getOrDefault(self.numFeatures), self.getOrDefault(self.numLabels))
+    def _fit_frame(self, dataset: DataFrame, section: type, kind: str, where: str) -> Any:
+        """``fit``: check the Params, find or write the frame's folder, ``fitDataset`` into a work folder."""
+        self.settings(section)
+        self.settings(PredictParams)
+        src = source_for(dataset, {"features": self.getFeaturesCol(), "labels": self.getOrDefault(self.labelsCol)},
+                         where, self.getOrDefault(self.numFeatures), self.getOrDefault(self.numLabels))
+        spark = dataset.sparkSession
+        return self.fitDataset(Dataset.load(spark, src.path), work_folder(spark, kind))  # type: ignore[attr-defined]
 
 
 class _XMCModelBase(FolderModel):
     """transform and metadata of both classifier models."""
 
     def _predict_frame(self: Any, dataset: DataFrame, where: str) -> DataFrame:
-        params = self.settings(PredictParams)
+        self.settings(PredictParams)  # checked before any job
         spark = dataset.sparkSession
-        path = self._require_data()
+        self._require_data()
         meta = self.metadata
         src = source_for(dataset, {"features": self.getFeaturesCol()}, where, int(meta["n_features"]))
         if src.n_features > int(meta["n_features"]):
             raise ValueError(f"{where}: the frame's feature space ({src.n_features}) is larger than the "
                              f"model's ({meta['n_features']})")
         out = work_folder(spark, "predictions")
-        predict(spark, path, src.path, out, params)
+        self.transformDataset(Dataset.load(spark, src.path), out)
         preds = spark.read.parquet(f"{out}/{PREDICTIONS}")
         return attach(src, preds, {S.LABEL_IDS: self.getPredictionCol(),
                                    "scores": self.getOrDefault(self.scoresCol)}, where)
+
+    def transformDataset(self: Any, dataset: Dataset, path: str, overwrite: bool = False) -> dict:
+        """Predict the top-``topK`` labels of a dataset folder's X into `path` (``predictions/``:
+        sample_id, label_ids, scores; what ``transform`` does after it has the frame's folder;
+        ``eagle-spark predict`` calls it).
+
+        Returns:
+            The manifest written (n_samples, top_k, source).
+        Raises:
+            ValueError: a bad Param value, or a model without data; BadInputError /
+                OutputExistsError (ValueErrors) as :func:`eagle_spark.classifiers.predict.predict`.
+        """
+        params = self.settings(PredictParams)
+        return predict(dataset.spark, self._require_data(), dataset.path, path, params, overwrite=overwrite)
 
     @property
     def metadata(self: Any) -> dict:
@@ -101,12 +121,14 @@ class _TreeParams(_XMCParams):
     maxLeafWork = settings_param("maxLeafWork", "split a leaf further while positives x labels exceeds "
                                  "this (None: Parabel's leaves)", optional_int)
     beamSize = settings_param("beamSize", "nodes kept per level by the beam search", TypeConverters.toInt)
+    topLevels = settings_param("topLevels", "levels of every tree the indexer's first Spark stage splits "
+                               "(None: automatic)", optional_int)
     labelRepr = settings_param("labelRepr", "folder of label embeddings (a GRLR model's data, see "
                                "setLabelEmbeddings) clustered by the indexer; None: PIFA",
                                TypeConverters.toString)
 
-    _fields = {TrainParams: {**_XMCParams._common_train, "numTrees": "n_trees", "maxLeaf": "max_leaf",
-                             "maxLeafWork": "max_leaf_work"},
+    _fields = {TreeParams: {**_XMCParams._common_train, "numTrees": "n_trees", "maxLeaf": "max_leaf",
+                             "maxLeafWork": "max_leaf_work", "topLevels": "top_levels"},
                PredictParams: {"topK": "top_k", "beamSize": "beam_size"}}
 
     def __init__(self, *args: Any) -> None:
@@ -121,7 +143,8 @@ class LabelTreeClassifier(Estimator, _TreeParams, Persistent):
 
     Params: ``numTrees`` (3), ``maxLeaf`` (100), ``maxLeafWork`` (1,000,000), ``C`` (0.5), ``loss``
     (squared_hinge), ``tol`` (0.2), ``pruneThreshold`` (0.1), ``seed`` (0), ``numTasks`` (16),
-    ``normalize`` (true), ``labelRepr`` (None = PIFA); for the model's transform ``topK`` (5),
+    ``normalize`` (true), ``topLevels`` (None: automatic), ``labelRepr`` (None = PIFA); for the
+    model's transform ``topK`` (5),
     ``beamSize`` (10), ``predictionCol``, ``scoresCol``.
 
     Input: ``featuresCol`` SparseVector (n_features) and ``labelsCol`` array<int>. A frame from
@@ -152,21 +175,33 @@ class LabelTreeClassifier(Estimator, _TreeParams, Persistent):
                  tol: Optional[float] = None, pruneThreshold: Optional[float] = None,
                  seed: Optional[int] = None, numTasks: Optional[int] = None, normalize: Optional[bool] = None,
                  labelRepr: Optional[str] = None, topK: Optional[int] = None, beamSize: Optional[int] = None,
-                 numFeatures: Optional[int] = None, numLabels: Optional[int] = None) -> None:
+                 numFeatures: Optional[int] = None, numLabels: Optional[int] = None,
+                 topLevels: Optional[int] = None) -> None:
         super().__init__()
         self._set(**{k: v for k, v in self._input_kwargs.items() if v is not None})
+
+    def setLabelRepr(self, path: str) -> "LabelTreeClassifier":
+        """Cluster the labels by the embeddings in an ``embed`` output folder instead of PIFA."""
+        return self._set(labelRepr=path)
 
     def setLabelEmbeddings(self, model: Any) -> "LabelTreeClassifier":
         """Cluster the labels by a fitted or loaded ``GRLRModel``'s embeddings instead of PIFA."""
         return self._set(labelRepr=model._require_data())
 
     def _fit(self, dataset: DataFrame) -> "LabelTreeModel":
-        params = self.settings(TrainParams, model="tree")
-        self.settings(PredictParams)
-        src = self._fit_source(dataset, "LabelTreeClassifier.fit")
-        spark, label_repr = dataset.sparkSession, self.getOrDefault(self.labelRepr)
-        return fitted(self, LabelTreeModel(), spark, "tree",
-                      lambda out: train_tree(spark, src.path, out, params, label_repr=label_repr))
+        return self._fit_frame(dataset, TreeParams, "tree", "LabelTreeClassifier.fit")
+
+    def fitDataset(self, dataset: Dataset, path: str, overwrite: bool = False) -> "LabelTreeModel":
+        """Train on a dataset folder's X and Y and write the model folder to `path` (what ``fit``
+        does after it has the frame's folder; ``eagle-spark train --model tree`` calls it).
+
+        Raises:
+            ValueError: a bad Param value; BadInputError (a ValueError) for no samples or no Y;
+                OutputExistsError (a ValueError) when `path` exists and `overwrite` is false.
+        """
+        params, label_repr = self.settings(TreeParams), self.getOrDefault(self.labelRepr)
+        return fitted(self, LabelTreeModel(), path, lambda out: train_tree(
+            dataset.spark, dataset.path, out, params, label_repr=label_repr, overwrite=overwrite))
 
 
 class LabelTreeModel(Model, _TreeParams, _XMCModelBase, Persistent):
@@ -190,7 +225,7 @@ class _OVAParams(_XMCParams):
                                       TypeConverters.toFloat)
     batchRows = settings_param("batchRows", "rows scored together inside a task", TypeConverters.toInt)
 
-    _fields = {TrainParams: {**_XMCParams._common_train, "negativeFraction": "negative_fraction"},
+    _fields = {OVAParams: {**_XMCParams._common_train, "negativeFraction": "negative_fraction"},
                PredictParams: {"topK": "top_k", "batchRows": "batch_rows"}}
 
 
@@ -228,11 +263,19 @@ class OneVsRestXMC(Estimator, _OVAParams, Persistent):
         self._set(**{k: v for k, v in self._input_kwargs.items() if v is not None})
 
     def _fit(self, dataset: DataFrame) -> "OneVsRestXMCModel":
-        params = self.settings(TrainParams, model="ova")
-        self.settings(PredictParams)
-        src = self._fit_source(dataset, "OneVsRestXMC.fit")
-        spark = dataset.sparkSession
-        return fitted(self, OneVsRestXMCModel(), spark, "ova", lambda out: train_ova(spark, src.path, out, params))
+        return self._fit_frame(dataset, OVAParams, "ova", "OneVsRestXMC.fit")
+
+    def fitDataset(self, dataset: Dataset, path: str, overwrite: bool = False) -> "OneVsRestXMCModel":
+        """Train on a dataset folder's X and Y and write the model folder to `path` (what ``fit``
+        does after it has the frame's folder; ``eagle-spark train --model ova`` calls it).
+
+        Raises:
+            ValueError: a bad Param value; BadInputError (a ValueError) for no samples or no Y;
+                OutputExistsError (a ValueError) when `path` exists and `overwrite` is false.
+        """
+        params = self.settings(OVAParams)
+        return fitted(self, OneVsRestXMCModel(), path, lambda out: train_ova(
+            dataset.spark, dataset.path, out, params, overwrite=overwrite))
 
 
 class OneVsRestXMCModel(Model, _OVAParams, _XMCModelBase, Persistent):
@@ -251,4 +294,16 @@ class OneVsRestXMCModel(Model, _OVAParams, _XMCModelBase, Persistent):
         return self._predict_frame(dataset, "OneVsRestXMCModel.transform")
 
 
-__all__ = ["LabelTreeClassifier", "LabelTreeModel", "OneVsRestXMC", "OneVsRestXMCModel"]
+def model_at(spark: Any, path: str, predict_params: Optional[PredictParams] = None) -> Any:
+    """The model of a ``train`` output folder (``metadata.json`` + ``data/``): a LabelTreeModel or a
+    OneVsRestXMCModel reading it, with the prediction Params of `predict_params`.
+
+    Raises:
+        BadInputError (a ValueError): the folder has no model metadata or another class.
+    """
+    cls = {"TreeModel": LabelTreeModel, "OVAModel": OneVsRestXMCModel}[model_class(spark, path)]
+    model = cls.fromSettings(predict_params) if predict_params is not None else cls()
+    return model.atFolder(path)
+
+
+__all__ = ["LabelTreeClassifier", "LabelTreeModel", "OneVsRestXMC", "OneVsRestXMCModel", "model_at"]

@@ -37,6 +37,12 @@ class Dataset:
         self.manifest = manifest
 
     @classmethod
+    def at(cls, spark: SparkSession, path: str) -> "Dataset":
+        """A handle on the folder `path` that reads nothing yet: the stage given it checks the
+        folder and names what is missing (the CLI's way in; ``load`` checks at once)."""
+        return cls(spark, path, {})
+
+    @classmethod
     def load(cls, spark: SparkSession, path: str) -> "Dataset":
         """Open a dataset folder written by ``ingest``, ``aggregate``, ``synth``, ``assign`` or
         :meth:`from_samples`.
@@ -160,7 +166,8 @@ class Dataset:
 
     @classmethod
     def ingest(cls, spark: SparkSession, source: str, path: str, format: str = "xc", one_based: bool = False,
-               on_bad_line: str = "fail", overwrite: bool = False) -> "Dataset":
+               on_bad_line: str = "fail", n_features: Optional[int] = None, n_labels: Optional[int] = None,
+               overwrite: bool = False) -> "Dataset":
         """Read an Extreme Classification Repository / libsvm text file (plain or gzip) into a
         dataset folder with X and Y (:func:`eagle_spark.io.ingest.ingest`).
 
@@ -171,6 +178,7 @@ class Dataset:
             one_based: feature ids in the file start at 1.
             on_bad_line: ``fail`` (BadInputError naming ``file:line``) or ``skip`` (kept in
                 ``_rejected/``).
+            n_features, n_labels: libsvm only: the feature / label count (default: largest id + 1).
             overwrite: replace an existing folder.
         Raises:
             BadInputError (a ValueError): a bad line, header or count (``<file>:<line>: <problem>``).
@@ -179,12 +187,14 @@ class Dataset:
         from eagle_spark.io.ingest import ingest
         from eagle_spark.params import IngestParams
 
-        ingest(spark, source, path, IngestParams(format=format, one_based=one_based, on_bad_line=on_bad_line),
-               overwrite=overwrite)
+        ingest(spark, source, path, IngestParams(format=format, one_based=one_based, on_bad_line=on_bad_line,
+                                                 n_features=n_features, n_labels=n_labels), overwrite=overwrite)
         return cls.load(spark, path)
 
     def aggregate(self, path: str, grouping: str = "random", groupSize: int = 4, depth: int = 8,
-                  noise: float = 0.0, seed: int = 0, merge: str = "list", overwrite: bool = False) -> "Dataset":
+                  noise: float = 0.0, seed: int = 0, merge: str = "list", kmeansIterations: int = 20,
+                  y1: Optional[str] = None, y2: Optional[str] = None, onBadRow: str = "fail",
+                  overwrite: bool = False) -> "Dataset":
         """Group the samples and aggregate their labels (paper section 6: R-g random groups of g,
         or C-D hierarchical balanced 2-means clusters to depth D): writes X, Y, Y1, Y2 to `path`
         (:func:`eagle_spark.aggregation.aggregate.aggregate`).
@@ -197,21 +207,27 @@ class Dataset:
             noise: sigma of the Gaussian noise on the clustered features (cluster only).
             seed: seed.
             merge: Y2 count: ``list`` (multiplicity) or ``set`` (1).
+            kmeansIterations: 2-means rounds per cluster node.
+            y1, y2: your own Y1 and Y2 tables (Parquet or CSV files or folders; both or neither)
+                instead of building groups; checked against X.
+            onBadRow: your tables' bad rows: ``fail`` (BadInputError naming the table and row) or
+                ``skip`` (dropped and counted).
             overwrite: replace an existing folder.
         Raises:
-            ValueError: a bad setting (SettingsError) or a dataset without Y (BadInputError).
+            ValueError: a bad setting (SettingsError), a dataset without Y, or a bad row of your
+                tables (BadInputError).
         """
         from eagle_spark.aggregation.aggregate import aggregate
         from eagle_spark.params import AggregateParams
 
         aggregate(self.spark, self.path, path, AggregateParams(
-            grouping=grouping, group_size=groupSize, depth=depth, noise=noise, seed=seed, merge=merge),
-            overwrite=overwrite)
+            grouping=grouping, group_size=groupSize, depth=depth, noise=noise, seed=seed, merge=merge,
+            kmeans_iterations=kmeansIterations, on_bad_row=onBadRow), overwrite=overwrite, y1_path=y1, y2_path=y2)
         return type(self).load(self.spark, path)
 
     @classmethod
     def synth(cls, spark: SparkSession, path: str, preset: str = "wiki325k", scale: float = 1.0, seed: int = 0,
-              overwrite: bool = False) -> tuple["Dataset", "Dataset"]:
+              rows_per_task: int = 250_000, overwrite: bool = False) -> tuple["Dataset", "Dataset"]:
         """Generate a synthetic train / test pair of a benchmark's shape (:func:`eagle_spark.synth.synth`)
         under `path` (``train/``, ``test/``).
 
@@ -224,7 +240,7 @@ class Dataset:
 
         from eagle_spark.synth import synth
 
-        synth(spark, path, preset, scale, seed, overwrite=overwrite)
+        synth(spark, path, preset, scale, seed, rows_per_task, overwrite=overwrite)
         return cls.load(spark, posixpath.join(path, "train")), cls.load(spark, posixpath.join(path, "test"))
 
     def save(self, path: str, overwrite: bool = False) -> "Dataset":

@@ -23,6 +23,7 @@ from eagle_spark.assignment.assign import assign
 from eagle_spark.grlr.embedding import embed
 from eagle_spark.io.tables import read_manifest, read_table
 from eagle_spark.ml.base import FolderModel, Persistent, SettingsParams, fitted, optional_int, settings_param
+from eagle_spark.ml.dataset import Dataset
 from eagle_spark.ml.frames import attach, source_for, work_folder
 from eagle_spark.params import AssignParams, EmbedParams
 
@@ -40,6 +41,21 @@ class _GRLRParams(HasFeaturesCol, HasMaxIter, HasStepSize, SettingsParams):
     xAccess = settings_param("xAccess", "auto | cached | joined: how tasks get the groups' feature rows",
                              TypeConverters.toString)
     numTasks = settings_param("numTasks", "label bins, one Spark task each", TypeConverters.toInt)
+    batchRows = settings_param("batchRows", "candidate rows per vectorised batch inside a task",
+                               TypeConverters.toInt)
+    splitRows = settings_param("splitRows", "labels with more candidate rows are split into chunks (0: "
+                               "automatic)", TypeConverters.toInt)
+    cacheBudget = settings_param("cacheBudget", "the executor cache size xAccess=auto allows (a Spark "
+                                 "size such as 4g; None: half the Python worker memory or 4g)",
+                                 lambda v: None if v is None else TypeConverters.toString(v))
+    assignTasks = settings_param("assignTasks", "transform, when it recomputes assignments: label bins",
+                                 TypeConverters.toInt)
+    assignBatchRows = settings_param("assignBatchRows", "transform, when it recomputes assignments: rows "
+                                     "per batch", TypeConverters.toInt)
+    assignXAccess = settings_param("assignXAccess", "transform, when it recomputes assignments: auto | "
+                                   "cached | joined", TypeConverters.toString)
+    assignCacheBudget = settings_param("assignCacheBudget", "transform: the cache budget of assignXAccess=auto",
+                                       lambda v: None if v is None else TypeConverters.toString(v))
     method = settings_param("method", "transform: eagle (each group label to its best member, "
                             "Algorithm 2) or baseline (every member gets all its group's labels)",
                             TypeConverters.toString)
@@ -51,8 +67,11 @@ class _GRLRParams(HasFeaturesCol, HasMaxIter, HasStepSize, SettingsParams):
 
     _fields = {
         EmbedParams: {"maxIter": "iterations", "stepSize": "lr", "normalize": "normalize",
-                      "pruneBelow": "prune_below", "xAccess": "x_access", "numTasks": "tasks"},
-        AssignParams: {"method": "method", "multiplicity": "multiplicity"},
+                      "pruneBelow": "prune_below", "xAccess": "x_access", "numTasks": "tasks",
+                      "batchRows": "batch_rows", "splitRows": "split_rows", "cacheBudget": "cache_budget"},
+        AssignParams: {"method": "method", "multiplicity": "multiplicity", "assignTasks": "tasks",
+                       "assignBatchRows": "batch_rows", "assignXAccess": "x_access",
+                       "assignCacheBudget": "cache_budget"},
     }
 
     def __init__(self, *args: Any) -> None:
@@ -84,9 +103,12 @@ class GRLR(Estimator, _GRLRParams, Persistent):
     its folder; any other frame is first written once as a temporary dataset under the work folder
     (``spark.eagle_spark.workDir``, see :mod:`eagle_spark.ml.frames`).
 
-    Params: ``maxIter`` (T, default 20), ``stepSize`` (lambda, 0.1), ``normalize`` (true),
-    ``pruneBelow`` (0), ``xAccess`` (auto), ``numTasks`` (16); for the model's transform
-    ``method`` (eagle), ``multiplicity`` (false), ``labelsCol`` (labels).
+    Params (each is a field of the ``embed`` / ``assign`` settings, with its default):
+    ``maxIter`` (T, 20), ``stepSize`` (lambda, 0.1), ``normalize`` (true), ``pruneBelow`` (0),
+    ``xAccess`` (auto), ``cacheBudget``, ``numTasks`` (16), ``batchRows``, ``splitRows``; for the
+    model's transform ``method`` (eagle), ``multiplicity`` (false), ``labelsCol`` (labels), and, when
+    it recomputes assignments, ``assignTasks``, ``assignBatchRows``, ``assignXAccess``,
+    ``assignCacheBudget``.
 
     Raises (fit): ValueError / TypeError naming a missing or mistyped column or a bad Param value,
     before any Spark job.
@@ -112,17 +134,40 @@ class GRLR(Estimator, _GRLRParams, Persistent):
                  normalize: Optional[bool] = None, pruneBelow: Optional[float] = None,
                  xAccess: Optional[str] = None, numTasks: Optional[int] = None,
                  method: Optional[str] = None, multiplicity: Optional[bool] = None,
-                 numFeatures: Optional[int] = None, numLabels: Optional[int] = None) -> None:
+                 numFeatures: Optional[int] = None, numLabels: Optional[int] = None,
+                 batchRows: Optional[int] = None, splitRows: Optional[int] = None,
+                 cacheBudget: Optional[str] = None, assignTasks: Optional[int] = None,
+                 assignBatchRows: Optional[int] = None, assignXAccess: Optional[str] = None,
+                 assignCacheBudget: Optional[str] = None) -> None:
         super().__init__()
         self._set(**{k: v for k, v in self._input_kwargs.items() if v is not None})
 
     def _fit(self, dataset: DataFrame) -> "GRLRModel":
-        params = self.settings(EmbedParams)
+        self.settings(EmbedParams)
         self.settings(AssignParams)  # checked now, used by the model's transform
         src = source_for(dataset, self._columns(), "GRLR.fit", self.getOrDefault(self.numFeatures),
                          self.getOrDefault(self.numLabels))
         spark = dataset.sparkSession
-        return fitted(self, GRLRModel(), spark, "embeddings", lambda out: embed(spark, src.path, out, params))
+        return self.fitDataset(Dataset.load(spark, src.path), work_folder(spark, "embeddings"))
+
+    def fitDataset(self, dataset: Dataset, path: str, overwrite: bool = False) -> "GRLRModel":
+        """Fit on an aggregated dataset folder and write the label embeddings to `path` (what
+        ``fit`` does after it has the frame's folder; ``eagle-spark embed`` calls it).
+
+        Args:
+            dataset: aggregated dataset (X, Y1, Y2) on storage every executor reaches.
+            path: the ``embed`` output folder to write (atomic): ``label_emb/``, ``top_members/``
+                and the manifest (:func:`eagle_spark.grlr.embedding.embed`).
+            overwrite: replace an existing `path`.
+        Returns:
+            The model, reading `path`.
+        Raises:
+            ValueError: a bad Param value; BadInputError (a ValueError) for a dataset without Y1 /
+                Y2; OutputExistsError (a ValueError) when `path` exists and `overwrite` is false.
+        """
+        params = self.settings(EmbedParams)
+        return fitted(self, GRLRModel(), path,
+                      lambda out: embed(dataset.spark, dataset.path, out, params, overwrite=overwrite))
 
 
 class GRLRModel(Model, _GRLRParams, FolderModel, Persistent):
@@ -166,17 +211,36 @@ class GRLRModel(Model, _GRLRParams, FolderModel, Persistent):
         return SparkSession.active()
 
     def _transform(self, dataset: DataFrame) -> DataFrame:
-        params = self.settings(AssignParams)
+        params = self.settings(AssignParams)  # checked before any job
+        if params.method == "eagle":
+            self._require_data()
         labels_col = self.getOrDefault(self.labelsCol)
         src = source_for(dataset, self._columns(), "GRLRModel.transform", self.getOrDefault(self.numFeatures),
                          self.getOrDefault(self.numLabels))
         spark = dataset.sparkSession
         out = work_folder(spark, "assigned")
-        embeddings = self._require_data() if params.method == "eagle" else None
-        assign(spark, src.path, out, params, embeddings=embeddings)
+        self.transformDataset(Dataset.load(spark, src.path), out)
         y = read_table(spark, out, S.Y).select(S.SAMPLE_ID, F.sort_array(S.LABEL_IDS).alias(S.LABEL_IDS))
         return attach(src, y, {S.LABEL_IDS: labels_col}, "GRLRModel.transform",
                       backs=(out, {"features": src.columns["features"], "labels": labels_col}))
+
+
+    def transformDataset(self, dataset: Dataset, path: str, overwrite: bool = False) -> Dataset:
+        """Assign the group labels of an aggregated dataset folder (Algorithm 2, or Baseline) and
+        write the filtered dataset (X, Y = Y_filter, assignments) to `path` (what ``transform`` does
+        after it has the frame's folder; ``eagle-spark assign`` calls it).
+
+        Returns:
+            The written dataset; its ``manifest`` holds n_assignments, samples_with_labels and,
+            when the input has the true Y, the assignment ``quality`` (precision, recall).
+        Raises:
+            ValueError: a bad Param value, or method ``eagle`` on a model without embeddings;
+                BadInputError / OutputExistsError (ValueErrors) as :func:`eagle_spark.assignment.assign.assign`.
+        """
+        params = self.settings(AssignParams)
+        embeddings = self._require_data() if params.method == "eagle" else None
+        assign(dataset.spark, dataset.path, path, params, embeddings=embeddings, overwrite=overwrite)
+        return Dataset.load(dataset.spark, path)
 
 
 def embeddings_folder(model: GRLRModel) -> str:

@@ -24,7 +24,7 @@ from eagle_spark.errors import BadInputError, OutputExistsError
 from eagle_spark.evaluation.evaluate import evaluate as evaluate_folders
 from eagle_spark.grlr.embedding import embed
 from eagle_spark.io.tables import read_table
-from eagle_spark.params import AssignParams, EmbedParams, PredictParams, TrainParams
+from eagle_spark.params import AssignParams, EmbedParams, EvaluateParams, OVAParams, PredictParams, TreeParams
 from tests.conftest import ROOT
 
 
@@ -126,11 +126,11 @@ def test_tree_api_equals_the_stages(spark, r4, stages, test_set):
     """LabelTreeClassifier.fit on GRLR's output and transform on the test frame give the train /
     predict stages' predictions, and evaluate() gives the evaluate stage's metrics."""
     base = stages["base"]
-    params = TrainParams(model="tree", n_trees=1)
+    params = TreeParams(n_trees=1)
     train_tree(spark, stages["filtered"], str(base / "tree"), params)
     predict(spark, str(base / "tree"), test_set.path, str(base / "pred"), PredictParams())
     want = {r.sample_id: list(r.label_ids) for r in spark.read.parquet(f"{base}/pred/{PREDICTIONS}").collect()}
-    metrics = evaluate_folders(spark, str(base / "pred"), test_set.path, PredictParams())
+    metrics = evaluate_folders(spark, str(base / "pred"), test_set.path, EvaluateParams())
 
     samples = r4.samples(labelsCol=None)
     assigned = GRLR(multiplicity=True).fit(samples).transform(samples)
@@ -149,7 +149,7 @@ def test_tree_api_equals_the_stages(spark, r4, stages, test_set):
 
 def test_ova_api_equals_the_stages(spark, stages, test_set):
     base = stages["base"]
-    train_ova(spark, stages["filtered"], str(base / "ova"), TrainParams(model="ova"))
+    train_ova(spark, stages["filtered"], str(base / "ova"), OVAParams())
     predict(spark, str(base / "ova"), test_set.path, str(base / "ova_pred"), PredictParams(top_k=3))
     want = {r.sample_id: list(r.label_ids) for r in spark.read.parquet(f"{base}/ova_pred/{PREDICTIONS}").collect()}
     train = Dataset.load(spark, stages["filtered"]).samples()  # X and Y = Y_filter, backed
@@ -191,6 +191,32 @@ def test_save_load_and_pipeline(spark, r4, test_set, tmp_path):
         OneVsRestXMCModel.load(one)
     with pytest.raises(BadInputError, match="not a saved eagle_spark stage"):
         GRLRModel.load(str(tmp_path))
+
+
+@pytest.mark.parametrize("cls, unused", [
+    (GRLR, {}), (GRLRModel, {}),
+    (LabelTreeClassifier, {PredictParams: {"batch_rows"}}), (LabelTreeModel, {PredictParams: {"batch_rows"}}),
+    (OneVsRestXMC, {PredictParams: {"beam_size"}}), (OneVsRestXMCModel, {PredictParams: {"beam_size"}})])
+def test_every_setting_is_a_param(cls, unused):
+    """Each field of the settings sections an estimator uses is one of its Params (so the CLI's
+    settings reach the stages through the API), but prediction knobs of the other classifier."""
+    import dataclasses
+
+    for section, mapping in cls._fields.items():
+        fields = {f.name for f in dataclasses.fields(section)}
+        assert set(mapping.values()) == fields - unused.get(section, set()), (cls.__name__, section.__name__)
+        assert all(cls().hasParam(name) for name in mapping)
+
+
+def test_from_settings_sets_the_params():
+    est = GRLR.fromSettings(EmbedParams(iterations=3, lr=0.5, cache_budget="2g"),
+                            AssignParams(method="baseline", tasks=4))
+    assert (est.getOrDefault("maxIter"), est.getOrDefault("stepSize"), est.getOrDefault("cacheBudget")) == (3, 0.5, "2g")
+    assert (est.getOrDefault("method"), est.getOrDefault("assignTasks")) == ("baseline", 4)
+    assert est.settings(EmbedParams) == EmbedParams(iterations=3, lr=0.5, cache_budget="2g")
+    tree = LabelTreeClassifier.fromSettings(TreeParams(n_trees=2, max_leaf_work=None, top_levels=1))
+    assert tree.settings(TreeParams) == TreeParams(n_trees=2, max_leaf_work=None, top_levels=1)
+    assert OneVsRestXMC.fromSettings(OVAParams(C=2.0)).settings(OVAParams) == OVAParams(C=2.0)
 
 
 def test_errors_name_the_column_or_param_before_any_job(spark):

@@ -43,9 +43,9 @@ def test_compare_writes_table2_layout_consistent_with_stage_outputs(spark, compa
     # every number of the table is the one its stage wrote ...
     for method, row in comparison["methods"].items():
         metrics = json.loads((run / "metrics" / method / "metrics.json").read_text())
-        assert row["P"] == [round(100 * v, 2) for v in metrics["P"]]
+        assert row["P_percent"] == [round(100 * v, 2) for v in metrics["P"]]
         quality = json.loads((run / "assigned" / method / "_manifest.json").read_text())["quality"]
-        assert row["assignment_precision"] == quality["precision"]
+        assert row["assignment_precision_percent"] == round(100 * quality["precision"], 2)
         # ... and P@k agrees with a single-node recomputation from the predictions (napkinXC's formula)
         preds = {r.sample_id: list(r.label_ids)
                  for r in spark.read.parquet(str(run / "predictions" / method / "predictions")).collect()}
@@ -56,9 +56,24 @@ def test_compare_writes_table2_layout_consistent_with_stage_outputs(spark, compa
         np.testing.assert_allclose(twin["P"], metrics["P"], atol=1e-9)
     m = comparison["methods"]
     # assignment precision: EAGLE > EAGLE-0 > Baseline (paper section 6); Baseline keeps every pair
-    assert m["eagle"]["assignment_precision"] > m["eagle0"]["assignment_precision"] > m["baseline"][
-        "assignment_precision"]
-    assert m["baseline"]["assignment_recall"] == 1.0
+    assert m["eagle"]["assignment_precision_percent"] > m["eagle0"]["assignment_precision_percent"] > m[
+        "baseline"]["assignment_precision_percent"]
+    assert m["baseline"]["assignment_recall_percent"] == 100.0
+    # every value of comparison.json is in percent, and its key says so
+    assert all(key == "name" or key.endswith("_percent") for row in m.values() for key in row)
+
+
+def test_every_table_is_readable_as_a_folder_by_polars(compare_run):
+    """No .crc or marker file beside Parquet parts: polars.read_parquet(folder) reads every table."""
+    import polars as pl
+
+    run, _ = compare_run
+    tables = sorted({p.parent for p in run.rglob("*.parquet") if "delta" not in p.parts})
+    assert len(tables) >= 20  # X, Y, Y1, Y2, embeddings, assignments, predictions, ...
+    for folder in tables:
+        others = [p.name for p in folder.iterdir() if not p.name.endswith(".parquet")]
+        assert others == [], f"{folder}: {others}"
+        assert pl.read_parquet(str(folder)).height > 0
 
 
 def test_report_and_logs_cover_every_stage(compare_run):
@@ -81,6 +96,11 @@ def test_report_and_logs_cover_every_stage(compare_run):
     assert len(logs) == 1  # this run's own log file, named by its run id
     log_text = logs[0].read_text()
     assert "stage embed_eagle: done in" in log_text and "stage evaluate_eagle: done in" in log_text
+    # progress of the running Spark stages, labelled by the pipeline stage
+    assert "embed_eagle: stage " in log_text and " ended: [" in log_text
+    # the run's report is kept under its run id as well
+    assert (run / "reports" / f"{report['run_id']}.json").read_text() == (run / "report.json").read_text()
+    assert logs[0].stem == report["run_id"]
 
 
 def test_rerun_skips_unchanged_stages_and_reruns_what_a_setting_touches(spark, compare_run):
@@ -89,6 +109,7 @@ def test_rerun_skips_unchanged_stages_and_reruns_what_a_setting_touches(spark, c
     run, first = compare_run
     again = run_pipeline(spark, _settings(run, "pipeline.methods=[baseline,eagle0,eagle]"))
     assert {r["status"] for r in again["stages"]} == {"skipped"}
+    assert len(list((run / "reports").glob("*.json"))) == 2  # both runs' reports are kept
     assert again["comparison"] == first["comparison"]
 
     # one GRLR setting changes: EAGLE's chain reruns, Baseline / EAGLE-0 and the data do not

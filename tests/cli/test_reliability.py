@@ -61,13 +61,13 @@ SETTINGS = [
     ("embed.lr=.inf", "embed.lr", "finite"),
     ("embed.lr=.nan", "embed.lr", "finite"),
     ("embed.lr=0", "embed.lr", "finite number > 0"),
-    ("train.C=-.inf", "train.C", "finite"),
-    ("train.tol=.inf", "train.tol", "finite"),
-    ("train.threshold=.nan", "train.threshold", "finite"),
+    ("tree.C=-.inf", "tree.C", "finite"),
+    ("ova.tol=.inf", "ova.tol", "finite"),
+    ("tree.threshold=.nan", "tree.threshold", "finite"),
     ("aggregate.noise=.inf", "aggregate.noise", "finite"),
-    ("predict.propensity_a=.inf", "predict.propensity_a", "finite"),
-    ("predict.propensity_b=0", "predict.propensity_b", "finite number > 0"),
-    ("train.negative_fraction=.nan", "train.negative_fraction", "finite"),
+    ("evaluate.propensity_a=.inf", "evaluate.propensity_a", "finite"),
+    ("evaluate.propensity_b=0", "evaluate.propensity_b", "finite number > 0"),
+    ("ova.negative_fraction=.nan", "ova.negative_fraction", "finite"),
     ("spark.driver_memory=1m", "spark.driver_memory", "below 512m"),
     ("spark.executor_memory=100m", "spark.executor_memory", "below 512m"),
     ("spark.driver_memory=lots", "spark.driver_memory", "must be a size"),
@@ -89,10 +89,10 @@ def test_bad_setting_exits_2_before_spark_starts(agg, tmp_path, capsys, override
 
 def test_settings_objects_reject_non_finite_values_too():
     from eagle_spark.errors import SettingsError
-    from eagle_spark.params import EmbedParams, PredictParams, TrainParams
+    from eagle_spark.params import EmbedParams, EvaluateParams, TreeParams
 
-    for make in (lambda: EmbedParams(lr=float("inf")), lambda: TrainParams(C=float("nan")),
-                 lambda: PredictParams(propensity_a=float("inf"))):
+    for make in (lambda: EmbedParams(lr=float("inf")), lambda: TreeParams(C=float("nan")),
+                 lambda: EvaluateParams(propensity_a=float("inf"))):
         with pytest.raises(SettingsError, match="finite"):
             make()
 
@@ -177,6 +177,7 @@ def test_run_lock_refuses_a_second_holder_and_takes_over_a_dead_one(tmp_path, ca
     assert f"taking over the lock of pid {dead}" in caplog.text
 
 
+@pytest.mark.slow  # a second process holding the lock while a pipeline starts: ~15 s
 def test_second_pipeline_on_a_locked_run_folder_exits_2(spark, agg, tmp_path, capsys):
     from eagle_spark.io.lock import RunLock
 

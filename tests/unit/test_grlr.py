@@ -326,7 +326,7 @@ def _table_rows(spark, folder, table):
                   for r in read_table(spark, folder, table).collect())
 
 
-@pytest.mark.parametrize("split_rows", [0, 12])
+@pytest.mark.parametrize("split_rows", [0, pytest.param(12, marks=pytest.mark.slow)])  # 12: heavy labels, 40 s
 def test_joined_path_equals_cached(spark, small, tmp_path, split_rows):
     """embed.x_access=joined (pairs joined with the groups' member rows, no executor cache) writes
     the same embeddings and top members as the cached path, value for value; with split_rows=12 the

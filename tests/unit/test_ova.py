@@ -16,7 +16,7 @@ from eagle_spark.data import embedded_path
 from eagle_spark.errors import BadInputError
 from eagle_spark.io.ingest import ingest
 from eagle_spark.io.tables import read_table
-from eagle_spark.params import IngestParams, TrainParams
+from eagle_spark.params import IngestParams, OVAParams
 from eagle_spark.sparse import l2_normalize_rows
 from tests.conftest import dataset_matrices
 
@@ -39,7 +39,7 @@ def tiny(spark, tmp_path_factory):
 @pytest.fixture(scope="module")
 def model(spark, tiny, tmp_path_factory):
     path = str(tmp_path_factory.mktemp("model") / "ova")
-    meta = train_ova(spark, tiny["train"], path, TrainParams(tasks=4))
+    meta = train_ova(spark, tiny["train"], path, OVAParams(tasks=4))
     return path, meta
 
 
@@ -54,12 +54,20 @@ def test_spark_equals_twin(spark, tiny, model):
     Xn = l2_normalize_rows(X)
     got = weights(spark, path)
     assert sorted(got) == list(range(983))
-    for label in (0, 1, 5, 77, 500, 982):
-        idx, val, bias = train_binary(Xn, Y[:, label].toarray().ravel() > 0, C=meta["params"]["C"],
-                                       tol=meta["params"]["tol"])
-        assert got[label][0] == idx.tolist()
-        np.testing.assert_allclose(got[label][1], val, rtol=1e-6)
-        assert got[label][2] == pytest.approx(bias, rel=1e-6)
+    from sklearn.svm import LinearSVC
+
+    for label in (0, 1, 5, 77, 500, 982):  # the twin: scikit-learn's public LinearSVC, pruned here
+        y = Y[:, label].toarray().ravel() > 0
+        if not y.any():
+            assert got[label] == ([], [], -1.0)
+            continue
+        svc = LinearSVC(C=meta["params"]["C"], loss="squared_hinge", dual=True, tol=meta["params"]["tol"],
+                        max_iter=100, random_state=meta["params"]["seed"]).fit(Xn.astype(np.float64), y)
+        w = svc.coef_.ravel()
+        keep = np.flatnonzero(np.abs(w) >= meta["params"]["threshold"])
+        assert got[label][0] == keep.tolist()
+        np.testing.assert_allclose(got[label][1], w[keep], rtol=1e-5)
+        assert got[label][2] == pytest.approx(svc.intercept_[0], rel=1e-5)
     assert meta["n_labels_without_positives"] == int((np.asarray(Y.sum(axis=0)).ravel() == 0).sum())
     # predictions: X W + b, top-5, best first, ties by label id
     _, Xt, _, _ = dataset_matrices(spark, tiny["test"])
@@ -97,7 +105,7 @@ def test_save_load_predict_and_determinism(spark, tiny, model, tmp_path, capsys)
     a = sorted(map(tuple, spark.read.parquet(str(tmp_path / "pred_ova" / "predictions")).collect()))
     b = sorted(map(tuple, spark.read.parquet(str(tmp_path / "pred_elsewhere" / "predictions")).collect()))
     assert a == b and len(a) == 300
-    sampled = TrainParams(tasks=3, negative_fraction=0.5, seed=3)
+    sampled = OVAParams(tasks=3, negative_fraction=0.5, seed=3)
     train_ova(spark, tiny["train"], str(tmp_path / "s1"), sampled)
     train_ova(spark, tiny["train"], str(tmp_path / "s2"), sampled)
     assert _digests(tmp_path / "s1") == _digests(tmp_path / "s2")
@@ -133,7 +141,7 @@ def test_bad_inputs(spark, tiny, model, tmp_path, capsys, write_text):
     empty = write_text("empty.txt", "0 500 983\n")
     ingest(spark, empty, str(tmp_path / "empty"), IngestParams())
     with pytest.raises(BadInputError, match="has no samples to train on"):
-        train_ova(spark, str(tmp_path / "empty"), str(tmp_path / "m"), TrainParams())
+        train_ova(spark, str(tmp_path / "empty"), str(tmp_path / "m"), OVAParams())
     assert not (tmp_path / "m").exists()
 
 

@@ -179,19 +179,19 @@ def test_worker_at_the_minimum_cap_holds_its_data_only_with_the_system_pool(pool
 
 
 def test_train_max_leaf_work_is_a_positive_setting_or_none():
-    from eagle_spark.params import TrainParams
+    from eagle_spark.params import TreeParams
 
-    assert TrainParams().max_leaf_work == 1_000_000  # splits no leaf of bibtex or delicious
-    assert Settings.load(None, ["train.max_leaf_work=null"]).train.max_leaf_work is None
-    assert Settings.load(None, ["train.max_leaf_work=5000"]).train.max_leaf_work == 5000
-    with pytest.raises(SettingsError, match="train.max_leaf_work must be >= 1"):
-        TrainParams(max_leaf_work=0)
+    assert TreeParams().max_leaf_work == 1_000_000  # splits no leaf of bibtex or delicious
+    assert Settings.load(None, ["tree.max_leaf_work=null"]).tree.max_leaf_work is None
+    assert Settings.load(None, ["tree.max_leaf_work=5000"]).tree.max_leaf_work == 5000
+    with pytest.raises(SettingsError, match="tree.max_leaf_work must be >= 1"):
+        TreeParams(max_leaf_work=0)
 
 
 def test_train_tol_is_a_positive_setting():
-    from eagle_spark.params import TrainParams
+    from eagle_spark.params import TreeParams
 
-    assert TrainParams().tol == 0.2  # twice liblinear's and Parabel's eps (docs/design.md)
-    assert Settings.load(None, ["train.tol=0.1"]).train.tol == 0.1
-    with pytest.raises(SettingsError, match="train.tol must be a finite number > 0"):
-        TrainParams(tol=0.0)
+    assert TreeParams().tol == 0.2  # twice liblinear's and Parabel's eps (docs/design.md)
+    assert Settings.load(None, ["tree.tol=0.1"]).tree.tol == 0.1
+    with pytest.raises(SettingsError, match="tree.tol must be a finite number > 0"):
+        TreeParams(tol=0.0)

@@ -153,6 +153,7 @@ def _twin(y1, y2, n_x, n_labels):
     return sorted(y1), sorted(y2), counts
 
 
+@pytest.mark.slow  # 6 generated pairs of tables through Spark: ~20 s
 @settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
 @given(y1=st.lists(st.tuples(st.integers(-1, 9), st.integers(-1, 4)), min_size=1, max_size=12),
        y2=st.lists(st.tuples(st.integers(-1, 5), st.integers(-1, 5), st.integers(0, 3)), min_size=1,

@@ -5,10 +5,11 @@ import hashlib
 import pathlib
 
 import numpy as np
+import scipy.sparse as sp
 import pytest
 
 from eagle_spark.classifiers.base import load_xy
-from eagle_spark.classifiers.tree import (_load_model, _prob, _unit, beam_search, build_tree,
+from eagle_spark.classifiers.tree import (beam_search, build_tree, load_model, path_probability,
                                           compact_columns, deal, top_levels_for, ensemble_search,
                                           index_trees, pifa, predict_tree, rows_with, train_tree,
                                           tree_shape)
@@ -16,12 +17,12 @@ from eagle_spark.cli import main
 from eagle_spark.errors import BadInputError
 from eagle_spark.io.ingest import ingest
 from eagle_spark.io.tables import read_table
-from eagle_spark.params import IngestParams, TrainParams
+from eagle_spark.params import IngestParams, TreeParams
 from tests.unit.test_ova import tiny  # noqa: F401  (module fixture: 1500 delicious samples)
 
 # max_leaf_work 20000: 6 of the 32 leaves of tree 0 (positives x labels up to 30,194) are split
 # further, so the module's model has nodes below the shape's leaves and leaves at several depths
-PARAMS = TrainParams(model="tree", max_leaf=40, tasks=3, max_leaf_work=20000)
+PARAMS = TreeParams(max_leaf=40, tasks=3, max_leaf_work=20000)
 
 
 @pytest.fixture(scope="module")
@@ -143,7 +144,7 @@ def test_distributed_indexer_equals_twin(spark, tiny, top_levels, tasks, max_lea
     from eagle_spark.executor_state import forget, opened
 
     _, X, Y = load_xy(tiny["train"], 500, 983, True)
-    params = TrainParams(model="tree", max_leaf=20, tasks=tasks, n_trees=2, seed=5,
+    params = TreeParams(max_leaf=20, tasks=tasks, n_trees=2, seed=5,
                          top_levels=top_levels, max_leaf_work=max_leaf_work)
     forget("reps")
     trees = index_trees(spark, tiny["train"], 500, 983, params)
@@ -158,6 +159,66 @@ def test_distributed_indexer_equals_twin(spark, tiny, top_levels, tasks, max_lea
         np.testing.assert_array_equal(got.parent, twin.parent)
         np.testing.assert_array_equal(got.level, twin.level)
     assert not np.array_equal(trees[0].parent, trees[1].parent)  # seeds 5 and 6 differ
+
+
+def _twin_leaves(reps, max_leaf, seed, label_sets, max_work):
+    """An independent recursive Parabel indexer: {leaf labels: leaf node id, or None below a shape
+    leaf}. Node ids follow the convention the trees document: a node with more than max_leaf labels
+    gets two children numbered next (left: ceil half) when it is visited, right subtree first; node v
+    splits with seed [seed, v]; a leaf of >= 4 labels whose positive samples x labels exceed
+    max_work is split further, the node at path p below leaf v with seed [seed, v, 1 + p...]."""
+    from sklearn.preprocessing import normalize
+
+    from eagle_spark.kmeans import balanced_2means
+
+    reps = sp.csr_matrix(normalize(reps))
+    leaves, next_id = {}, [1]
+
+    def positives(labels):
+        want = set(labels.tolist())
+        return sum(1 for ls in label_sets if ls & want)
+
+    def visit(v, labels):  # a node of the size-determined shape
+        if len(labels) > max_leaf:
+            left, right = next_id[0], next_id[0] + 1
+            next_id[0] += 2
+            to_right = balanced_2means(reps[labels], seed=[seed, v], max_iter=20)
+            visit(right, labels[to_right])
+            visit(left, labels[~to_right])
+        else:
+            below(v, (), labels)
+
+    def below(v, path, labels):  # a shape leaf, split further while too heavy
+        if max_work is not None and len(labels) >= 4 and positives(labels) * len(labels) > max_work:
+            to_right = balanced_2means(reps[labels], seed=[seed, v, *[1 + b for b in path]], max_iter=20)
+            below(v, (*path, 1), labels[to_right])
+            below(v, (*path, 0), labels[~to_right])
+        else:
+            leaves[frozenset(labels.tolist())] = v if not path else None
+
+    visit(0, np.arange(reps.shape[0]))
+    return leaves
+
+
+@pytest.mark.parametrize("top_levels,max_leaf_work", [(0, None), (2, 5000)])
+def test_distributed_indexer_equals_an_independent_twin(spark, tiny, top_levels, max_leaf_work):  # noqa: F811
+    """The Spark indexer's leaves (and the ids of the shape's leaves) equal an independently
+    written recursive indexer over PIFA (Y^T X of the normalised rows) built here."""
+    _, X, Y = load_xy(tiny["train"], 500, 983, True)
+    reps = sp.csr_matrix(Y.T.astype(np.float64) @ sp.csr_matrix(X, dtype=np.float64))
+    Yr = Y.tocsr()
+    label_sets = [set(Yr.indices[Yr.indptr[i]:Yr.indptr[i + 1]].tolist()) for i in range(Yr.shape[0])]
+    params = TreeParams(max_leaf=20, tasks=3, n_trees=2, seed=5, top_levels=top_levels,
+                         max_leaf_work=max_leaf_work)
+    trees = index_trees(spark, tiny["train"], 500, 983, params)
+    for t, got in enumerate(trees):
+        want = _twin_leaves(reps, 20, 5 + t, label_sets, max_leaf_work)
+        leaf_of = got.parent[got.n_clusters:]
+        found = {}
+        for leaf in np.unique(leaf_of):
+            found[frozenset(np.flatnonzero(leaf_of == leaf).tolist())] = int(leaf) if leaf < 127 else None
+        assert found == want
+        assert (len(want) > 64) == (max_leaf_work is not None)
 
 
 def test_distributed_indexer_with_given_label_representations(spark, tiny, tmp_path):  # noqa: F811
@@ -175,7 +236,7 @@ def test_distributed_indexer_with_given_label_representations(spark, tiny, tmp_p
         S.EMB_VAL: [reps.data[reps.indptr[i]:reps.indptr[i + 1]].tolist() for i in range(983)],
         S.N_GROUPS: pa.array(np.ones(983, dtype=np.int32))},
         schema=S.LABEL_EMB_ARROW), tmp_path / "emb" / S.LABEL_EMB / "part-00000.parquet")
-    params = TrainParams(model="tree", max_leaf=20, tasks=2, n_trees=1, top_levels=1)
+    params = TreeParams(max_leaf=20, tasks=2, n_trees=1, top_levels=1)
     got = index_trees(spark, tiny["train"], 16, 983, params, label_repr=str(tmp_path / "emb"))[0]
     np.testing.assert_array_equal(got.parent, build_tree(reps, 20, 0).parent)
     assert not np.array_equal(got.parent, build_tree(pifa(*load_xy(tiny["train"], 500, 983, True)[1:]),
@@ -183,28 +244,59 @@ def test_distributed_indexer_with_given_label_representations(spark, tiny, tmp_p
 
 
 def test_spark_training_equals_twin(spark, tiny, tree_model):  # noqa: F811
+    """Every checked node classifier of the Spark-trained tree equals an independent twin: the
+    node's training set worked out here from the tree's parent array and the samples' label sets
+    (samples with a label under the node; positives: a label under the child), and scikit-learn's
+    public LinearSVC with the same C, tol and seed, pruned at the threshold."""
+    import pyarrow.parquet as pq
+    from sklearn.svm import LinearSVC
+
     path, meta = tree_model
-    ids, X, Y = load_xy(tiny["train"], 500, 983, True)
-    tree = build_tree(pifa(X, Y), PARAMS.max_leaf, PARAMS.seed, Y=Y,  # tree 0 uses seed + 0
-                      max_leaf_work=PARAMS.max_leaf_work)
-    assert meta["n_trees"] == 3 and tree.n_clusters == meta["n_clusters"][0] > 63
-    got_tree, WT, bias = _load_model(path, meta)[0]
-    np.testing.assert_array_equal(got_tree.parent, tree.parent)
-    under = tree.labels_under()
-    for node in (0, 1, tree.n_clusters - 1):
-        if not len(tree.children_of(node)):
-            continue
-        for child, idx, val, b in _unit(tree, under, X, Y, node, PARAMS):
-            row = WT.getrow(child)
-            assert row.indices.tolist() == idx.tolist()
-            np.testing.assert_allclose(row.data, val, rtol=1e-6)
-            assert bias[child] == pytest.approx(b, rel=1e-6)
+    _, X, Y = load_xy(tiny["train"], 500, 983, True)
+    assert meta["n_trees"] == 3 and meta["n_clusters"][0] > 63
+    n_clusters = int(meta["n_clusters"][0])
+    tt = pq.read_table(f"{path}/data/tree_0").to_pydict()
+    parent = dict(zip(tt["node_id"], tt["parent_id"], strict=True))
+    wt = pq.read_table(f"{path}/data/weights_0").to_pydict()
+    weights = {e: (i, v, b) for e, i, v, b in zip(wt["label_id"], wt["w_idx"], wt["w_val"], wt["bias"],
+                                                  strict=True)}
+    under: dict[int, set] = {}
+    for label in range(983):  # walk up from every label's element
+        node = n_clusters + label
+        while node >= 0:
+            under.setdefault(node, set()).add(label)
+            node = parent[node]
+    Yr = Y.tocsr()
+    labels_of = [set(Yr.indices[Yr.indptr[i]:Yr.indptr[i + 1]].tolist()) for i in range(Yr.shape[0])]
+    children: dict[int, list] = {}
+    for element, p in sorted(parent.items()):
+        children.setdefault(p, []).append(element)
+    internal = [n for n in sorted(children) if n >= 0]
+    checked = 0
+    for node in (internal[0], internal[len(internal) // 2], internal[-1]):
+        active = [i for i, ls in enumerate(labels_of) if node == 0 or ls & under[node]]
+        Xa = X[active].astype(np.float64)
+        for child in children[node][:4]:
+            y = np.array([bool(labels_of[i] & under[child]) for i in active])
+            w_idx, w_val, b = weights[child]
+            if y.all() or not y.any():
+                assert (list(w_idx), b) == ([], 1.0 if y.all() else -1.0)
+                continue
+            svc = LinearSVC(C=PARAMS.C, loss="squared_hinge", dual=True, tol=PARAMS.tol, max_iter=100,
+                            random_state=PARAMS.seed).fit(Xa, y)
+            w = svc.coef_.ravel()
+            keep = np.flatnonzero(np.abs(w) >= PARAMS.threshold)
+            assert list(w_idx) == keep.tolist()
+            np.testing.assert_allclose(w_val, w[keep], rtol=1e-5)
+            assert b == pytest.approx(svc.intercept_[0], rel=1e-5)
+            checked += 1
+    assert checked >= 6
 
 
 def exhaustive(tree, WT, bias, x, loss):
     """Twin: every label's path probability by walking up from the label."""
     scores = np.asarray((WT @ x.T).todense()).ravel() + bias
-    prob = _prob(scores, loss)
+    prob = path_probability(scores, loss)
     out = np.ones(tree.n_labels)
     for label in range(tree.n_labels):
         node = tree.n_clusters + label
@@ -216,7 +308,7 @@ def exhaustive(tree, WT, bias, x, loss):
 
 def test_wide_beam_equals_exhaustive(spark, tiny, tree_model):  # noqa: F811
     path, meta = tree_model
-    models = _load_model(path, meta)
+    models = load_model(path, meta)
     tree, WT, bias = models[0]
     _, Xt, _ = load_xy(tiny["test"], 500, 983, True)
     for i in range(5):
@@ -245,8 +337,8 @@ def test_cli_round_trip_and_determinism(spark, tiny, tree_model, tmp_path, capsy
     path, _ = tree_model
     again = tmp_path / "again"
     assert main(["train", "--model", "tree", "--input", tiny["train"], "--output", str(again),
-                 "--set", "train.max_leaf=40", "--set", "train.tasks=2",
-                 "--set", "train.max_leaf_work=20000"]) == 0
+                 "--set", "tree.max_leaf=40", "--set", "tree.tasks=2",
+                 "--set", "tree.max_leaf_work=20000"]) == 0
     rows = lambda m: sorted((t, r.label_id, tuple(r.w_idx), tuple(r.w_val), r.bias)  # noqa: E731
                             for t in range(3) for r in spark.read.parquet(f"{m}/data/weights_{t}").collect())
     assert rows(path) == rows(str(again))  # same seed, other task count: the same classifiers
@@ -281,7 +373,7 @@ def test_retrained_model_at_the_same_path_is_not_served_from_a_stale_cache(spark
     model, fresh = str(tmp_path / "m"), str(tmp_path / "fresh")
     train_tree(spark, tiny["train"], model, PARAMS)
     predict(spark, model, tiny["test"], str(tmp_path / "p1"), PredictParams())
-    other = TrainParams(model="tree", max_leaf=40, tasks=3, n_trees=1, C=0.05)
+    other = TreeParams(max_leaf=40, tasks=3, n_trees=1, C=0.05)
     train_tree(spark, tiny["train"], model, other, overwrite=True)   # same path, another model
     train_tree(spark, tiny["train"], fresh, other)
     predict(spark, model, tiny["test"], str(tmp_path / "p2"), PredictParams())
@@ -295,5 +387,5 @@ def test_empty_training_set_is_rejected_before_any_output(spark, tmp_path, write
     naming the dataset, and no model folder."""
     ingest(spark, write_text("empty.txt", "0 500 983\n"), str(tmp_path / "empty"), IngestParams())
     with pytest.raises(BadInputError, match=f"dataset {tmp_path / 'empty'} has no samples to train on"):
-        train_tree(spark, str(tmp_path / "empty"), str(tmp_path / "m"), TrainParams(model="tree"))
+        train_tree(spark, str(tmp_path / "empty"), str(tmp_path / "m"), TreeParams())
     assert not (tmp_path / "m").exists()

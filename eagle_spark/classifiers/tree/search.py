@@ -1,0 +1,177 @@
+"""Prediction with a label-tree ensemble: the model held once per executor, beam search per batch
+of rows, scores averaged over the trees. See :mod:`eagle_spark.classifiers.tree`."""
+
+from __future__ import annotations
+
+import logging
+import posixpath
+from typing import Iterator, Optional
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import scipy.sparse as sp
+from pyspark.sql import DataFrame, SparkSession
+
+from eagle_spark import schemas as S
+from eagle_spark.classifiers.base import (WEIGHTS, read_metadata)
+from eagle_spark.classifiers.ova import PRED_SCHEMA
+from eagle_spark.errors import BadInputError, check_finite_scores
+from eagle_spark.executor_state import shared_state, sparse_arrays, sparse_from
+from eagle_spark.io.parts import filesystem_for, folder_version, read_sparse_rows
+from eagle_spark.sparse import csr_from_arrow, l2_normalize_rows
+from eagle_spark.classifiers.tree.structure import TREE, Tree
+
+log = logging.getLogger(__name__)
+
+
+def load_model(model_path: str, meta: dict) -> list[tuple[Tree, sp.csr_matrix, np.ndarray]]:
+    """[(tree, W^T (n_elements x d) CSR float32, bias)] per tree of a model, held once per executor
+    (:mod:`eagle_spark.executor_state`; ~8 bytes per weight, whatever the number of task slots).
+    The weights stay float32 as stored (4 bytes less per weight); products with float64 X are
+    computed in float64, so the scores equal those of float64 weights."""
+    key = (model_path, folder_version(model_path))  # a model retrained at the same path is reread
+
+    def build() -> dict[str, np.ndarray]:
+        fs, root = filesystem_for(model_path)
+        arrays: dict[str, np.ndarray] = {}
+        for t in range(int(meta["n_trees"])):
+            tt = pq.read_table(f"{root}/{TREE}_{t}", filesystem=fs).sort_by("node_id")
+            parent = np.asarray(tt.column("parent_id"), dtype=np.int64)
+            WT, bias = read_sparse_rows(posixpath.join(model_path, f"{WEIGHTS}_{t}"), S.LABEL_ID,
+                                        "w_idx", "w_val", (len(parent), int(meta["n_features"])),
+                                        extra="bias", dtype=np.float32)  # as stored; products upcast
+            arrays |= {f"parent{t}": parent, f"level{t}": np.asarray(tt.column("level"), dtype=np.int64),
+                       f"bias{t}": bias, **sparse_arrays(WT, f"W{t}")}
+        return arrays
+
+    return shared_state("tree", key, build, lambda a: [
+        (Tree(a[f"parent{t}"], a[f"level{t}"], int(meta["n_clusters"][t]), int(meta["n_labels"])),
+         sparse_from(a, f"W{t}"), a[f"bias{t}"]) for t in range(int(meta["n_trees"]))])
+
+
+def ensemble_search(models: list, X: sp.csr_matrix, beam: int, k: int, loss: str,
+                    per_tree_k: Optional[int] = None) -> tuple[np.ndarray, np.ndarray]:
+    """Top-k labels by the mean over trees of the label probabilities; a label outside a tree's
+    `per_tree_k` best (default 2k) counts 0 in that tree (Parabel's ensemble)."""
+    n = X.shape[0]
+    rows, labels, scores = [], [], []
+    per_tree_k = per_tree_k or (2 * k if len(models) > 1 else k)
+    for tree, WT, bias in models:
+        lab, sc = beam_search(tree, WT, bias, X, beam, per_tree_k, loss)
+        keep = lab >= 0
+        rows.append(np.nonzero(keep)[0])
+        labels.append(lab[keep])
+        scores.append(sc[keep] / len(models))
+    rows_a, labels_a, scores_a = np.concatenate(rows), np.concatenate(labels), np.concatenate(scores)
+    key = rows_a * (int(labels_a.max(initial=0)) + 1) + labels_a
+    uniq, inverse = np.unique(key, return_inverse=True)
+    total = np.bincount(inverse, weights=scores_a)
+    width = int(labels_a.max(initial=0)) + 1
+    u_rows, u_labels = uniq // width, uniq % width
+    out_labels = np.full((n, k), -1, dtype=np.int64)
+    out_scores = np.zeros((n, k))
+    order, rank = _rank_within(u_rows, total, u_labels)
+    keep = rank < k
+    out_labels[u_rows[order][keep], rank[keep]] = u_labels[order][keep]
+    out_scores[u_rows[order][keep], rank[keep]] = total[order][keep]
+    return out_labels, out_scores
+
+
+def path_probability(scores: np.ndarray, loss: str) -> np.ndarray:
+    """A classifier score as the probability of its edge (Parabel): exp(-max(0, 1 - s)^2) for the
+    squared hinge, the sigmoid for the logistic loss; same shape as `scores`, values in (0, 1]."""
+    if loss == "logistic":
+        return 1.0 / (1.0 + np.exp(-scores))
+    return np.exp(-np.square(np.maximum(0.0, 1.0 - scores)))
+
+
+def _rank_within(rows: np.ndarray, keys_desc: np.ndarray, tie: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Order by (row, key descending, tie ascending); returns (order, rank of each within its row)."""
+    order = np.lexsort((tie, -keys_desc, rows))
+    r = rows[order]
+    starts = np.r_[0, np.flatnonzero(r[1:] != r[:-1]) + 1]
+    rank = np.arange(len(r)) - np.repeat(starts, np.diff(np.r_[starts, len(r)]))
+    return order, rank
+
+
+def beam_search(tree: Tree, WT: sp.csr_matrix, bias: np.ndarray, X: sp.csr_matrix, beam: int,
+                k: int, loss: str) -> tuple[np.ndarray, np.ndarray]:
+    """Top-k labels of every row of X by beam search (see the module docstring), vectorised over
+    the rows: each level scores all (row, child of a beam node) pairs with one sparse product.
+
+    Returns:
+        (labels (n, k) int64, scores (n, k) float64), best first (ties: smaller label id); rows
+        with fewer than k reachable labels are padded with label -1 and score 0.
+    """
+    n = X.shape[0]
+    b_row, b_node, b_prob = np.arange(n), np.zeros(n, dtype=np.int64), np.ones(n)
+    f_row, f_label, f_prob = [], [], []
+    while len(b_row):
+        counts = tree.child_ptr[b_node + 1] - tree.child_ptr[b_node]
+        total = int(counts.sum())
+        if total == 0:
+            break
+        starts = np.repeat(tree.child_ptr[b_node] - np.r_[0, np.cumsum(counts)[:-1]], counts)
+        kids = tree.children[starts + np.arange(total)]
+        rows = np.repeat(b_row, counts)
+        union, pos = np.unique(kids, return_inverse=True)
+        if n * len(union) <= 50_000_000:  # one product for the level, then pick the pairs
+            block = (X @ WT[union].T).toarray()
+            s = block[rows, pos] + bias[kids]
+        else:  # very wide levels: one sparse dot product per pair
+            s = np.asarray(X[rows].multiply(WT[kids]).sum(axis=1)).ravel() + bias[kids]
+        prob = np.repeat(b_prob, counts) * path_probability(s, loss)
+        is_label = kids >= tree.n_clusters
+        f_row.append(rows[is_label])
+        f_label.append(kids[is_label] - tree.n_clusters)
+        f_prob.append(prob[is_label])
+        rows, kids, prob = rows[~is_label], kids[~is_label], prob[~is_label]
+        order, rank = _rank_within(rows, prob, kids)
+        keep = order[rank < beam]
+        b_row, b_node, b_prob = rows[keep], kids[keep], prob[keep]
+    out_labels = np.full((n, k), -1, dtype=np.int64)
+    out_scores = np.zeros((n, k))
+    if f_row:
+        rows, labels, probs = np.concatenate(f_row), np.concatenate(f_label), np.concatenate(f_prob)
+        order, rank = _rank_within(rows, probs, labels)
+        keep = rank < k
+        out_labels[rows[order][keep], rank[keep]] = labels[order][keep]
+        out_scores[rows[order][keep], rank[keep]] = probs[order][keep]
+    return out_labels, out_scores
+
+
+def predict_tree(spark: SparkSession, model_path: str, X: DataFrame, n_features: int, k: int,
+                 beam: int, batch_rows: int = 256) -> DataFrame:
+    """Top-k predictions of a tree model by beam search, as a Spark job (mapInArrow).
+
+    Raises:
+        BadInputError: the model folder is missing or not a tree, or the data has more features.
+    """
+    meta = read_metadata(spark, model_path, "TreeModel")
+    if n_features > meta["n_features"]:
+        raise BadInputError(f"the data has {n_features} features, beyond the model's n_features="
+                            f"{meta['n_features']}")
+    normalize, loss = meta["params"]["normalize"], meta["params"]["loss"]
+    m_features = meta["n_features"]
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        models = load_model(model_path, meta)
+        for batch in batches:
+            for lo in range(0, batch.num_rows, batch_rows):
+                part = batch.slice(lo, batch_rows)
+                Xb = csr_from_arrow(part.column(1), part.column(2), m_features)
+                Xb = l2_normalize_rows(Xb, np.float64) if normalize else sp.csr_matrix(Xb, dtype=np.float64)
+                labels, scores = ensemble_search(models, Xb, beam, k, loss)
+                check_finite_scores(scores, part.column(0), "predict")
+                lengths = (labels >= 0).sum(axis=1)
+                offsets = pa.array(np.r_[0, np.cumsum(lengths)].astype(np.int32))
+                keep = labels >= 0
+                yield pa.RecordBatch.from_arrays([
+                    part.column(0),
+                    pa.ListArray.from_arrays(offsets, pa.array(labels[keep].astype(np.int32)),
+                                             type=S.ARROW_INT_LIST),
+                    pa.ListArray.from_arrays(offsets, pa.array(scores[keep].astype(np.float32)),
+                                             type=S.ARROW_FLOAT_LIST)], schema=S.PREDICTIONS_ARROW)
+
+    return X.select(S.SAMPLE_ID, S.FEAT_IDX, S.FEAT_VAL).mapInArrow(run, PRED_SCHEMA)

@@ -1,0 +1,176 @@
+"""Progress of long work: the running Spark stage's tasks (done / total), and named steps.
+
+:class:`SparkProgress` polls Spark's status tracker from a daemon thread of the driver and reports
+the active stages' tasks through the ``eagle_spark.progress`` logger at INFO (a line when a stage
+starts, then at most every ``log_every`` seconds while it runs, and when it ends), and, when
+stderr is an interactive terminal, as one redrawn bar line instead of the periodic lines. Nothing
+is reported when that logger is not enabled for INFO (``--log-level WARNING``).
+
+:func:`step` reports a named step inside a stage (a GRLR iteration of the heavy labels, a tree
+level, ...) through the same logger.
+
+The label of a line is the current *phase*: :func:`phase` sets it (the CLI sets the command name,
+the pipeline each stage's name), and Spark's job description shows it too (the Spark UI's jobs).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+import threading
+import time
+from typing import Any, Iterator, Optional
+
+log = logging.getLogger("eagle_spark.progress")
+
+_phase = threading.local()
+_current = {"name": ""}
+
+
+@contextlib.contextmanager
+def phase(spark: Any, name: str) -> Iterator[None]:
+    """Label the work done inside the block (progress lines, Spark job descriptions).
+
+    Args:
+        spark: the session (its job description is set for the block), or None.
+        name: e.g. ``embed`` or ``train_eagle``.
+    """
+    previous = _current["name"]
+    _current["name"] = name
+    sc = spark.sparkContext if spark is not None else None
+    old_desc = sc.getLocalProperty("spark.job.description") if sc is not None else None
+    if sc is not None:
+        sc.setJobDescription(name)
+    try:
+        yield
+    finally:
+        _current["name"] = previous
+        if sc is not None:
+            sc.setJobDescription(old_desc)
+
+
+def step(message: str, *args: Any) -> None:
+    """Report one step of the current phase at INFO (``<phase>: <message>``)."""
+    if log.isEnabledFor(logging.INFO):
+        log.info("%s: " + message, _current["name"] or "eagle_spark", *args)
+
+
+def bar(done: int, total: int, width: int = 30) -> str:
+    """A text progress bar: ``[#########.....]  9/15`` (`width` characters inside the brackets).
+
+    Raises:
+        ValueError: `total` < 0, `done` outside [0, total], or `width` < 1.
+    """
+    if total < 0 or not 0 <= done <= max(total, 0) or width < 1:
+        raise ValueError(f"bar needs 0 <= done <= total and width >= 1, got {done}/{total}, {width}")
+    filled = width if total == 0 else done * width // total
+    return f"[{'#' * filled}{'.' * (width - filled)}] {done:>{len(str(total))}}/{total}"
+
+
+class SparkProgress:
+    """Report the tasks of the running Spark stages until stopped (a context manager).
+
+    Args:
+        spark: the session whose status tracker is polled.
+        interval: seconds between polls (> 0).
+        log_every: seconds between the periodic log lines of a running stage (>= 0).
+        stream: where the terminal bar goes (default stderr); the bar is drawn only when it is a TTY.
+    Raises:
+        ValueError: `interval` <= 0 or `log_every` < 0.
+
+    Monitors nest: only the outermost one polls (the CLI wraps every command, the pipeline its run).
+
+    Memory and cost: one driver thread; each poll asks the JVM for the active stage ids and their
+    task counts (a few Py4J calls), never touching executors.
+    """
+
+    def __init__(self, spark: Any, interval: float = 1.0, log_every: float = 10.0,
+                 stream: Optional[Any] = None) -> None:
+        if interval <= 0 or log_every < 0:
+            raise ValueError(f"interval must be > 0 and log_every >= 0, got {interval}, {log_every}")
+        self.tracker = spark.sparkContext.statusTracker()
+        self.interval, self.log_every = interval, log_every
+        self.stream = stream if stream is not None else sys.stderr
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="eagle-spark-progress")
+        self._seen: dict[int, tuple[int, int, float]] = {}  # stage id -> (done, total, last logged)
+        self.lines: list[str] = []  # every line reported (for tests and the run log)
+
+    _running = 0  # monitors entered and not yet left: a nested one (pipeline inside the CLI) is idle
+
+    def __enter__(self) -> "SparkProgress":
+        self._outer = SparkProgress._running == 0
+        SparkProgress._running += 1
+        if self._outer and log.isEnabledFor(logging.INFO):
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        SparkProgress._running -= 1
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+        if self._outer:
+            self.poll(final=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.poll()
+            except Exception:  # noqa: BLE001 - a failed poll (JVM gone at shutdown) ends reporting
+                return
+
+    def poll(self, final: bool = False) -> None:
+        """Read the active stages once and report what changed (also called at the end)."""
+        if not log.isEnabledFor(logging.INFO):
+            return
+        now = time.monotonic()
+        active = set()
+        for stage_id in (() if final else self.tracker.getActiveStageIds()):
+            info = self.tracker.getStageInfo(stage_id)
+            if info is None:
+                continue
+            active.add(stage_id)
+            done, total = int(info.numCompletedTasks), int(info.numTasks)
+            previous = self._seen.get(stage_id)
+            if previous is None:
+                self._report(f"stage {stage_id} started: {bar(min(done, total), total)} tasks ({info.name})")
+                self._seen[stage_id] = (done, total, now)
+            elif done != previous[0]:
+                if self.tty:
+                    self._draw(f"stage {stage_id} {bar(min(done, total), total)} tasks")
+                    self._seen[stage_id] = (done, total, previous[2])
+                elif now - previous[2] >= self.log_every:
+                    self._report(f"stage {stage_id}: {bar(min(done, total), total)} tasks")
+                    self._seen[stage_id] = (done, total, now)
+                else:
+                    self._seen[stage_id] = (done, total, previous[2])
+        for stage_id in [s for s in self._seen if s not in active]:
+            done, total, _ = self._seen.pop(stage_id)
+            info = self.tracker.getStageInfo(stage_id)
+            failed = 0
+            if info is not None:
+                total, failed = int(info.numTasks), int(info.numFailedTasks)
+                done = max(done, int(info.numCompletedTasks))
+                if int(info.numActiveTasks) == 0 and failed == 0:
+                    done = total  # no longer active, nothing running or failed: the listener lags
+            extra = f", {failed} failed" if failed else ""
+            self._report(f"stage {stage_id} ended: {bar(min(done, total), total)} tasks{extra}")
+
+    def _report(self, text: str) -> None:
+        line = f"{_current['name'] or 'spark'}: {text}"
+        self.lines.append(line)
+        if self.tty:
+            self.stream.write("\r\033[K")
+        log.info("%s", line)
+
+    def _draw(self, text: str) -> None:
+        line = f"{_current['name'] or 'spark'}: {text}"
+        self.lines.append(line)
+        self.stream.write(f"\r\033[K{line}")
+        self.stream.flush()
+
+
+__all__ = ["SparkProgress", "bar", "phase", "step"]

@@ -1,0 +1,62 @@
+"""Progress reporting: the bar, Spark stage tasks through the logger, quiet below INFO."""
+
+from __future__ import annotations
+
+import io
+import logging
+import time
+
+import pytest
+
+from eagle_spark.progress import SparkProgress, bar, phase, step
+
+
+def test_bar_hand_worked():
+    assert bar(0, 4, width=8) == "[........] 0/4"
+    assert bar(3, 4, width=8) == "[######..] 3/4"
+    assert bar(16, 16, width=4) == "[####] 16/16"
+    assert bar(0, 0, width=3) == "[###] 0/0"
+    with pytest.raises(ValueError):
+        bar(5, 4)
+
+
+def _slow_job(spark, tasks: int) -> int:
+    def slow(rows):
+        time.sleep(0.6)
+        yield sum(1 for _ in rows)
+    return sum(spark.sparkContext.parallelize(range(tasks * 10), tasks).mapPartitions(slow).collect())
+
+
+def test_stage_tasks_are_reported_at_info(spark, caplog):
+    caplog.set_level(logging.INFO, logger="eagle_spark.progress")
+    with phase(spark, "unit-test"):
+        with SparkProgress(spark, interval=0.2, log_every=0.0, stream=io.StringIO()) as progress:
+            assert _slow_job(spark, 4) == 40
+        step("level %d of %d", 2, 5)
+    lines = progress.lines
+    assert any(line.startswith("unit-test: stage ") and " started: " in line for line in lines), lines
+    assert any(line.endswith("] 4/4 tasks") and " ended: " in line for line in lines), lines
+    assert "unit-test: level 2 of 5" in caplog.text
+    assert spark.sparkContext.getLocalProperty("spark.job.description") is None  # restored
+
+
+def test_quiet_below_info(spark, caplog):
+    caplog.set_level(logging.WARNING, logger="eagle_spark.progress")
+    with SparkProgress(spark, interval=0.2, log_every=0.0, stream=io.StringIO()) as progress:
+        _slow_job(spark, 2)
+    step("not shown")
+    assert progress.lines == [] and "not shown" not in caplog.text
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_bar_redrawn_on_a_terminal(spark, caplog):
+    caplog.set_level(logging.INFO, logger="eagle_spark.progress")
+    term = _Terminal()
+    with SparkProgress(spark, interval=0.1, log_every=100.0, stream=term):
+        _slow_job(spark, 6)
+    drawn = term.getvalue()
+    assert "\r\x1b[K" in drawn and "tasks" in drawn
