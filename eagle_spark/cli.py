@@ -28,6 +28,8 @@ from typing import Sequence
 from eagle_spark import __version__
 from eagle_spark.errors import (EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_OK, EagleError, OutputExistsError,
                                 from_task_failure, strict_json)
+from eagle_spark.logs import configure as configure_logging
+from eagle_spark.logs import to_log4j
 from eagle_spark.params import Settings
 
 log = logging.getLogger("eagle_spark")
@@ -65,16 +67,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _configure_logging(level: str) -> None:
-    logging.basicConfig(
-        level=getattr(logging, level),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-        force=True,
-    )
-    logging.getLogger("py4j").setLevel(logging.WARNING)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns the exit code (0 ok, 1 internal failure, 2 bad usage or input).
 
@@ -86,7 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse: --help/--version exit 0, bad usage exits 2
         return int(exc.code or 0)
-    _configure_logging(args.log_level)
+    configure_logging(args.log_level)
     try:
         settings = Settings.load(args.conf, args.overrides)
     except EagleError as err:
@@ -131,10 +123,13 @@ def _run(name: str, args: argparse.Namespace, settings: Settings) -> int:
             if isinstance(getattr(args, flag, None), str):
                 check_separate(getattr(args, flag), inputs)
         spark = build_spark(settings.spark)
+        to_log4j(spark, args.log_level)  # under spark-submit: stdout is for the summary line only
         log.info("%s: started", name)
         with input_read_errors(inputs), phase(spark, name), SparkProgress(spark):
             summary = run(spark, args, settings)
         strict_json(summary)  # NumericalError naming the key if a NaN / inf reached the summary
+        seconds = round(time.monotonic() - started, 3)
+        log.info("%s: done in %.1f s", name, seconds)
     except Exception as exc:  # noqa: BLE001 - every failure becomes an exit code
         err = from_task_failure(exc)
         if err is None:  # internal failure: full traceback for the bug report
@@ -148,8 +143,6 @@ def _run(name: str, args: argparse.Namespace, settings: Settings) -> int:
     finally:
         if owned and spark is not None:
             spark.stop()
-    seconds = round(time.monotonic() - started, 3)
-    log.info("%s: done in %.1f s", name, seconds)
     line = strict_json({"command": name, **summary, "seconds": seconds}, sort_keys=False)
     if args.summary:
         _write_summary(args.summary, line)

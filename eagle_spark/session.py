@@ -19,14 +19,10 @@ import sys
 
 from pyspark.sql import SparkSession
 
+from eagle_spark.logs import under_spark_submit
 from eagle_spark.params import SparkParams
 
 log = logging.getLogger(__name__)
-
-
-def _under_spark_submit() -> bool:
-    """True when this Python process was started by spark-submit (the JVM gateway already exists)."""
-    return "PYSPARK_GATEWAY_PORT" in os.environ
 
 
 def spark_conf(params: SparkParams) -> dict[str, str]:
@@ -87,7 +83,7 @@ def build_spark(params: SparkParams) -> SparkSession:
     if params.loopback:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     builder = SparkSession.builder
-    submitted = _under_spark_submit()
+    submitted = under_spark_submit()
     if not submitted:
         builder = builder.master(params.master)
     for key, value in spark_conf(params).items():

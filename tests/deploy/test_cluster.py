@@ -60,8 +60,10 @@ class Processes:
         self.seen: dict[int, psutil.Process] = {}
 
     def start(self, name: str, args: list[str], env: dict) -> subprocess.Popen:
-        out = open(self.logs / f"{name}.log", "wb")
-        proc = subprocess.Popen(args, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
+        """Start `args`; stderr goes to <name>.log, stdout to <name>.out."""
+        err, out = open(self.logs / f"{name}.log", "wb"), open(self.logs / f"{name}.out", "wb")
+        proc = subprocess.Popen(args, env=env, stdout=out, stderr=err, cwd=ROOT)
+        err.close()
         out.close()
         self.started.append(proc)
         return proc
@@ -162,6 +164,9 @@ def test_pipeline_on_standalone_cluster_survives_a_lost_worker(spark, tmp_path):
         assert done and _log_time(done[0]) > killed_at, "the worker was not lost while GRLR ran"
         assert (_json(ui) or {}).get("aliveworkers") == 1
         assert (run / "comparison.json").exists() and (run / "report.json").exists()
+        # under spark-submit the job's JSON summary is the only line on stdout (logs go to stderr)
+        stdout = (logs / "submit.out").read_text().splitlines()
+        assert len(stdout) == 1 and json.loads(stdout[0])["command"] == "pipeline", stdout[:5]
     finally:
         procs.stop()
     for p in procs.started:
@@ -179,3 +184,91 @@ def test_pipeline_on_standalone_cluster_survives_a_lost_worker(spark, tmp_path):
     local_rows = spark.read.parquet(str(tmp_path / "assigned_local" / "assignments")).select(*cols).collect()
     assert len(cluster_rows) > 200_000
     assert sorted(map(tuple, cluster_rows)) == sorted(map(tuple, local_rows))
+
+
+def _start_cluster(procs: Processes, tmp_path: pathlib.Path, env: dict, spark_home: str) -> int:
+    """Master + one 2-core worker; returns the master's port."""
+    spark_class = os.path.join(spark_home, "bin", "spark-class")
+    port, ui, wui = _free_port(), _free_port(), _free_port()
+    master = procs.start("master", [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                                    "--port", str(port), "--webui-port", str(ui)], env)
+    _wait(lambda: _json(ui) is not None, 90, "the master's web UI", [master])
+    (tmp_path / "work").mkdir()
+    worker = procs.start("worker", [spark_class, "org.apache.spark.deploy.worker.Worker", f"spark://127.0.0.1:{port}",
+                                    "--host", "127.0.0.1", "--cores", "2", "--memory", "4g", "--webui-port", str(wui),
+                                    "--work-dir", str(tmp_path / "work")], env)
+    _wait(lambda: (_json(ui) or {}).get("aliveworkers") == 1, 90, "an alive worker", [master, worker])
+    return port
+
+
+@pytest.mark.slow
+def test_jobs_readme_recipes_ship_the_library_zip_and_the_packed_environment(spark, delicious, tmp_path):
+    """jobs/README.md's two ways to get eagle_spark to executors that do not have it, on a real
+    standalone cluster: (1) the library as a zip with --py-files, the dependencies installed on the
+    node; (2) the whole environment packed with venv-pack2 and shipped with --archives, executors
+    running ./environment/bin/python. Both embed runs equal a local-mode embed."""
+    import pyspark
+
+    from eagle_spark.aggregation.aggregate import aggregate
+    from eagle_spark.grlr.embedding import embed
+    from eagle_spark.params import AggregateParams, EmbedParams
+
+    agg = str(tmp_path / "r4")
+    aggregate(spark, delicious, agg, AggregateParams(group_size=4))
+    embed(spark, agg, str(tmp_path / "emb_local"), EmbedParams(iterations=3))
+
+    # the recipes' build steps, as jobs/README.md writes them
+    clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # the new environment's own paths only
+    envdir, dist = tmp_path / "environment", tmp_path / "dist"
+    dist.mkdir()
+    subprocess.run([sys.executable, "-m", "zipfile", "-c", str(dist / "eagle_spark.zip"), "eagle_spark"],
+                   cwd=ROOT, check=True)
+    # --copies: the interpreter as a file, not a link to an absolute path (Spark refuses to unpack
+    # an archive entry that points outside the folder it unpacks into)
+    subprocess.run([sys.executable, "-m", "venv", "--copies", str(envdir)], check=True)
+    pip = [str(envdir / "bin" / "python"), "-m", "pip", "install", "-q"]
+    subprocess.run([*pip, str(ROOT)], check=True, stdout=subprocess.DEVNULL, env=clean)  # the library + its deps
+    subprocess.run([sys.executable, "-m", "venv_pack", "-p", str(envdir), "-o", str(dist / "environment.tar.gz"),
+                    "--compress-level", "1", "--exclude", "lib/python3*/site-packages/pyspark/jars/*", "--quiet"],
+                   check=True)
+    # a node with the dependencies but not the library, for the --py-files recipe
+    subprocess.run([str(envdir / "bin" / "python"), "-m", "pip", "uninstall", "-q", "-y", "eagle_spark"], check=True,
+                   env=clean)
+    probe = subprocess.run([str(envdir / "bin" / "python"), "-c", "import eagle_spark"], capture_output=True,
+                           cwd=tmp_path, env=clean)  # not the checkout, whose folder would be on the path
+    assert probe.returncode != 0  # so executors can only get it from the zip
+
+    spark_home = os.path.dirname(pyspark.__file__)
+    env = {**os.environ, "SPARK_HOME": spark_home, "SPARK_LOCAL_IP": "127.0.0.1",
+           "PYSPARK_DRIVER_PYTHON": sys.executable}
+    for name in ("PYSPARK_GATEWAY_PORT", "PYTHONPATH", "PYSPARK_PYTHON"):
+        env.pop(name, None)  # executors see only what the recipe ships
+    procs = Processes(tmp_path)
+    outputs = {}
+    try:
+        port = _start_cluster(procs, tmp_path, env, spark_home)
+        submit = [os.path.join(spark_home, "bin", "spark-submit"), "--master", f"spark://127.0.0.1:{port}",
+                  "--conf", "spark.driver.host=127.0.0.1", "--conf", "spark.driver.bindAddress=127.0.0.1",
+                  "--conf", f"spark.pyspark.driver.python={sys.executable}", "--conf", "spark.ui.enabled=false",
+                  "--executor-memory", "2g"]
+        recipes = {
+            "py_files": ["--conf", f"spark.pyspark.python={envdir}/bin/python",
+                         "--py-files", str(dist / "eagle_spark.zip")],
+            "archives": ["--conf", "spark.pyspark.python=./environment/bin/python",
+                         "--archives", f"{dist / 'environment.tar.gz'}#environment"],
+        }
+        for name, flags in recipes.items():
+            out, summary = tmp_path / f"emb_{name}", tmp_path / f"{name}.json"
+            job = procs.start(f"submit_{name}", [
+                *submit, *flags, str(ROOT / "jobs" / "embed.py"), "--input", agg, "--output", str(out),
+                "--iterations", "3", "--summary", str(summary), "--conf", str(ROOT / "conf" / "cluster.yaml")], env)
+            assert job.wait(timeout=900) == 0, (tmp_path / f"submit_{name}.log").read_text()[-4000:]
+            outputs[name] = (out, json.loads(summary.read_text()))
+            assert (tmp_path / f"submit_{name}.out").read_text() == ""  # --summary: nothing on stdout
+    finally:
+        procs.stop()
+    want = sorted(map(tuple, spark.read.parquet(str(tmp_path / "emb_local" / "label_emb")).collect()))
+    for name, (out, summary) in outputs.items():
+        assert summary["command"] == "embed" and summary["n_labels"] == 983, name
+        got = sorted(map(tuple, spark.read.parquet(str(out / "label_emb")).collect()))
+        assert got == want, name
