@@ -257,6 +257,20 @@ def test_transform_never_overwrites_a_column(spark, r4):
         model.transform(samples)
 
 
+def test_array_features_equal_vector_features(spark):
+    """features given as feat_idx / feat_val arrays train and predict like the SparseVector column."""
+    rows = [([0, 2], [1.0, 0.5], [0]), ([1], [1.0], [1]), ([2, 3], [1.0, 2.0], [2]), ([0, 3], [0.3, 1.0], [0, 2])]
+    arrays = spark.createDataFrame(rows, ["feat_idx", "feat_val", "labels"])
+    vectors = spark.createDataFrame([(SparseVector(4, i, v), y) for i, v, y in rows], ["features", "labels"])
+    got = {}
+    for name, frame in (("arrays", arrays), ("vectors", vectors)):
+        model = OneVsRestXMC(topK=2, numFeatures=4 if name == "arrays" else None).fit(frame)
+        got[name] = sorted((tuple(r.labels), tuple(r.prediction), tuple(round(x, 6) for x in r.scores))
+                           for r in model.transform(frame).collect())
+    assert got["arrays"] == got["vectors"]
+    assert all(p[0] in y for y, p, _ in got["vectors"])  # a label of the sample's own ranks first
+
+
 def test_feature_ids_beyond_the_space_are_refused(spark):
     frame = spark.createDataFrame([([0, 7], [1.0, 1.0], [0]), ([1], [1.0], [1])],
                                   ["feat_idx", "feat_val", "labels"])
@@ -282,6 +296,7 @@ def test_evaluate_hand_worked(spark):
     assert m["PSP@1"] == pytest.approx(inv0 / (inv1 + inv1))
 
 
+@pytest.mark.slow  # the whole example: ingest, aggregate, GRLR, a 3-tree ensemble, save, load, predict (~25 s)
 def test_readme_from_python_runs(spark, tmp_path):
     """The README's "From Python" example runs as written, on the test session, with its
     ``runs/py/`` folder moved under tmp_path (the JVM's working folder cannot follow a chdir)."""

@@ -263,6 +263,7 @@ def test_truncated_gzip_xc_file_exits_2_naming_the_file(spark, tmp_path, capsys)
 
 # ---------------------------------------------------------------------------------- 4. one checker
 
+@pytest.mark.slow  # aggregate + a whole pipeline run on user tables (~13 s)
 def test_user_tables_with_uncovered_samples_and_featureless_members_pass_the_pipeline_check(
         spark, agg, tmp_path, capsys):
     """aggregate --y1/--y2 and pipeline --no-aggregate share one definition of valid (check.py)."""
