@@ -277,8 +277,7 @@ def materialise(df: DataFrame, columns: Mapping[str, str], path: str, where: str
         "frame", **stats, **manifest_fields, source={"frame": where},
         tables=[t for t, role in ((S.X, "features"), (S.Y, "labels"), (S.Y1, "group"),
                                   (S.Y2, "group_labels")) if role in columns]))
-    keyed = rows
-    return Source(path=path, columns=dict(columns), keyed=keyed, key=KEY,
+    return Source(path=path, columns=dict(columns), keyed=rows, key=KEY,
                   n_features=int(stats.get("n_features", n_features or 0)),
                   n_labels=int(stats.get("n_labels", n_labels or 0)))
 

@@ -7,7 +7,6 @@ on Spark through :func:`eagle_spark.grlr.embedding.embed`; ``GRLRModel.transform
 
 from __future__ import annotations
 
-import posixpath
 from typing import Any, Optional
 
 from pyspark import keyword_only
@@ -243,10 +242,4 @@ class GRLRModel(Model, _GRLRParams, FolderModel, Persistent):
         return Dataset.load(dataset.spark, path)
 
 
-def embeddings_folder(model: GRLRModel) -> str:
-    """The ``embed`` output folder behind a fitted or loaded model (for ``LabelTreeClassifier``'s
-    GRLR label representations)."""
-    return posixpath.normpath(model._require_data())
-
-
-__all__ = ["GRLR", "GRLRModel", "embeddings_folder"]
+__all__ = ["GRLR", "GRLRModel"]
