@@ -3,7 +3,7 @@
 The contract every stage keeps:
 
 * commands ``ingest``, ``export``, ``synth``, ``aggregate``, ``embed``, ``assign``, ``train``,
-  ``predict``, ``evaluate``, ``pipeline`` (each added by the issue that builds it; ``eagle-spark
+  ``predict``, ``evaluate``, ``pipeline``, ``experiment`` (each added by the issue that builds it; ``eagle-spark
   --help`` lists the ones this version has);
 * every command takes ``--conf FILE`` (YAML shaped like :class:`eagle_spark.params.Settings`),
   repeated ``--set section.key=value`` and ``--print-defaults`` (prints the merged settings as
@@ -122,11 +122,16 @@ def _run(name: str, args: argparse.Namespace, settings: Settings) -> int:
         for flag in OUTPUT_FLAGS:  # before anything runs
             if isinstance(getattr(args, flag, None), str):
                 check_separate(getattr(args, flag), inputs)
-        spark = build_spark(settings.spark)
-        to_log4j(spark, args.log_level)  # under spark-submit: stdout is for the summary line only
-        log.info("%s: started", name)
-        with input_read_errors(inputs), phase(spark, name), SparkProgress(spark):
-            summary = run(spark, args, settings)
+        needs_spark = getattr(run, "needs_spark", None)
+        if needs_spark is not None and not needs_spark(args):  # e.g. a numpy-only simulation
+            log.info("%s: started (no Spark session)", name)
+            summary = run(None, args, settings)
+        else:
+            spark = build_spark(settings.spark)
+            to_log4j(spark, args.log_level)  # under spark-submit: stdout is for the summary line only
+            log.info("%s: started", name)
+            with input_read_errors(inputs), phase(spark, name), SparkProgress(spark):
+                summary = run(spark, args, settings)
         strict_json(summary)  # NumericalError naming the key if a NaN / inf reached the summary
         seconds = round(time.monotonic() - started, 3)
         log.info("%s: done in %.1f s", name, seconds)

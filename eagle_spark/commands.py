@@ -189,8 +189,9 @@ def _assign_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--output", required=True, help="filtered dataset to write (X, Y = Y_filter)")
     p.add_argument("--method", choices=["eagle", "baseline"], default=None,
                    help="eagle (default): argmax member per group label; baseline: Y1 Y2")
-    p.add_argument("--multiplicity", action="store_const", const=True, default=None,
-                   help="a label of count c goes to the top-c members")
+    p.add_argument("--multiplicity", action=argparse.BooleanOptionalAction, default=None,
+                   help="a label of count c goes to the top-c members; --no-multiplicity "
+                        "(the default): to its best member only (Algorithm 2 as printed)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output")
 
 
@@ -328,3 +329,61 @@ def run_pipeline_command(spark: Any, args: argparse.Namespace, settings: Setting
             "comparison": result["comparison"]["methods"],
             "stages_run": sum(r["status"] == "ran" for r in result["stages"]),
             "stages_skipped": sum(r["status"] == "skipped" for r in result["stages"])}
+
+
+def _experiment_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("kind", choices=["table2", "ablation", "regression"],
+                   help="table2: Table 2 with the Oracle; ablation: Figure 3; regression: Figure 2 "
+                        "(Theorem 1's simulation, numpy only, no Spark)")
+    p.add_argument("--output", required=True, help="experiment folder (resumable; report.md inside)")
+    p.add_argument("--train", default=None, help="training set text file (default: embedded delicious)")
+    p.add_argument("--test", default=None, help="test set text file (default: embedded delicious)")
+    p.add_argument("--dataset", default=None, help="existing training dataset (X, Y) instead of --train")
+    p.add_argument("--test-dataset", default=None, help="existing test dataset (X, Y) instead of --test")
+    p.add_argument("--groupings", nargs="+", default=["R-4", "R-10", "C"],
+                   help="table2: R-<g>, C (depth aggregate.depth), C-<depth>, C-<depth>-n<noise> "
+                        "(default R-4 R-10 C)")
+    p.add_argument("--axis", choices=["group-size", "depth", "noise"], default=None,
+                   help="ablation: what varies (Figure 3 left, middle, right)")
+    p.add_argument("--values", nargs="+", type=float, default=None,
+                   help="ablation: the axis' values (e.g. 2 4 8 16); regression: sigma_2 values")
+    p.add_argument("--methods", nargs="+", choices=["baseline", "eagle0", "eagle"], default=None,
+                   help="methods beside the Oracle (default all three)")
+    p.add_argument("--validation", type=float, default=0.0,
+                   help="hold out this share of the training set and evaluate on it instead of the "
+                        "test set (for tuning; default 0: the test set)")
+    p.add_argument("--seeds", type=int, default=None, help="regression: draws per sigma_2 (default 10)")
+    p.add_argument("--force", action="store_true", help="rerun every stage, even unchanged ones")
+
+
+def _experiment_needs_spark(args: argparse.Namespace) -> bool:
+    return args.kind != "regression"
+
+
+@command("experiment", "The paper's experiments: table2 (Table 2 with the Oracle), ablation (Figure 3), "
+         "regression (Figure 2); tables, PNG figures and report.md in --output.", _experiment_args)
+def run_experiment(spark: Any, args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
+    from eagle_spark.experiments import xmc
+
+    if args.kind == "regression":
+        from eagle_spark.experiments.regression import RegressionSetting, run
+
+        setting = RegressionSetting(**{k: v for k, v in (("sigma2", tuple(args.values or ()) or None),
+                                                         ("seeds", args.seeds)) if v is not None})
+        result = run(setting, args.output)
+        return {"output": args.output, "kind": "regression", "rows": result["rows"]}
+    settings = settings.replace("pipeline", **_flags(args, {
+        "train": "train", "test": "test", "dataset": "dataset", "test_dataset": "test_dataset"}))
+    methods = tuple(args.methods or ("baseline", "eagle0", "eagle"))
+    if args.kind == "table2":
+        result = xmc.table2(spark, settings, args.groupings, args.output, methods, args.validation, args.force)
+        return {"output": args.output, "kind": "table2", "oracle": result["oracle"],
+                "groupings": result["groupings"]}
+    if args.axis is None or not args.values:
+        raise BadInputError("experiment ablation needs --axis and --values")
+    out = xmc.ablation(spark, settings, args.axis, args.values, args.output, methods, args.validation, args.force)
+    return {"output": args.output, "kind": "ablation", "axis": out["axis"], "groupings": out["groupings"],
+            "decrement_percent": out["decrement_percent"]}
+
+
+run_experiment.needs_spark = _experiment_needs_spark  # type: ignore[attr-defined]

@@ -73,6 +73,8 @@ def configure(level: str) -> None:
         logging.basicConfig(level=getattr(logging, level), handlers=[handler], force=True)
     else:
         logging.basicConfig(level=getattr(logging, level), format=FORMAT, stream=sys.stderr, force=True)
+    for handler in logging.getLogger().handlers:  # a run's log file may lower the logger's level
+        handler.setLevel(getattr(logging, level))  # to INFO; stderr keeps the level asked for
     logging.getLogger("py4j").setLevel(logging.WARNING)
 
 

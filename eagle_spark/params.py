@@ -368,7 +368,12 @@ class AssignParams(BaseParams):
         method: ``eagle`` (each group label to its member with the highest <e_k, x_i>, ties to the
             smallest sample_id) or ``baseline`` (every member gets all its group's labels, Y1 Y2).
             Default ``eagle``.
-        multiplicity: a label of list-merge count c goes to the top-c distinct members. Default false.
+        multiplicity: a label of list-merge count c goes to the top-c distinct members (top-c);
+            false: to its best member only (Algorithm 2 as printed). Default false (the paper);
+            conf/local.yaml turns it on: on R-4, R-10 and C-8 groupings of bibtex and delicious
+            (validation splits of train) the label tree on top-c assignments beat the Baseline by
+            11.7 / 7.1 / 5.8 points of P@1 / 3 / 5 on average while the printed argmax lost to it
+            (benchmarks/reports/assignment_variants.json); on synthetic eurlex4k both lose.
         tasks: label bins, one Spark task each. Default 16.
         batch_rows: candidate rows per vectorised batch inside a task. Default 200000.
         x_access: as in ``embed``, for when the assignments are recomputed from stored
@@ -403,7 +408,12 @@ _LINEAR_DOC = """
         normalize: L2-normalise the rows of X. Default true.
         tasks: label blocks / training units dealt into this many Spark tasks. Default 16.
         seed: seed of the solver's sample order (and the tree's 2-means, the negative sampling).
-            Default 0."""
+            Default 0.
+        unassigned: trained on EAGLE's assignments, what a member of a group labelled k that was
+            not assigned k is for label k: ``negative`` (the paper: every sample without k is a
+            negative of k) or ``ignore`` (left out of k's training set, neither positive nor
+            negative: the tree leaves it out of the ranker of k in k's leaf). No effect on other
+            training data. Default ``negative``."""
 
 
 def _check_linear(section: str, p: Any) -> None:
@@ -414,6 +424,8 @@ def _check_linear(section: str, p: Any) -> None:
            f"{section}.threshold must be a finite number >= 0, got {p.threshold}")
     _check(_finite(p.tol) and p.tol > 0, f"{section}.tol must be a finite number > 0, got {p.tol}")
     _check(p.tasks >= 1, f"{section}.tasks must be >= 1")
+    _check(p.unassigned in ("negative", "ignore"),
+           f"{section}.unassigned must be negative or ignore, got {p.unassigned!r}")
 
 
 @dataclass(frozen=True)
@@ -461,6 +473,7 @@ class TreeParams(BaseParams):
     max_leaf_work: Optional[int] = 1_000_000
     n_trees: int = 3
     top_levels: Optional[int] = None
+    unassigned: str = "negative"
 
     def __post_init__(self) -> None:
         _check_linear("tree", self)
@@ -488,6 +501,7 @@ class OVAParams(BaseParams):
     tasks: int = 16
     seed: int = 0
     negative_fraction: float = 1.0
+    unassigned: str = "negative"
 
     def __post_init__(self) -> None:
         _check_linear("ova", self)

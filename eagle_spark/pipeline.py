@@ -35,6 +35,7 @@ setting, an input, or an output by hand reruns that stage and everything downstr
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -42,7 +43,7 @@ import logging
 import os
 import posixpath
 import time
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 from pyspark.sql import SparkSession
 
@@ -201,12 +202,44 @@ def run_pipeline(spark: SparkSession, settings: Settings, force: bool = False) -
             tables, labels out of range, empty groups, samples without features, groups without
             members (all checked before the first stage writes anything).
     """
-    from eagle_spark.aggregation.check import check_aggregated, check_dataset
-
-    p = settings.pipeline
     pipe = Pipeline(spark, settings, force)
     started = time.monotonic()
-    # -- inputs: validate everything given before anything is written ----------------------------
+    check_inputs(pipe)
+
+    with open_run(pipe) as run_id:
+        return _run_stages(spark, settings, pipe, started, run_id)
+
+
+@contextlib.contextmanager
+def open_run(pipe: Pipeline) -> Iterator[str]:
+    """Hold the run folder for one run: its lock (``_lock``), its log file ``logs/<run id>.log``
+    and Spark progress logging; yields the run id (UTC start time and pid).
+
+    Raises:
+        RunFolderInUseError: another live process holds the folder.
+    """
+    run_id = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + f"-{os.getpid()}"
+    with RunLock(pipe.spark, pipe.run_dir, run_id):
+        handler = _file_log(pipe.run_dir, run_id)
+        try:
+            with SparkProgress(pipe.spark):
+                yield run_id
+        finally:
+            if handler is not None:
+                logging.getLogger("eagle_spark").removeHandler(handler)
+                handler.close()
+
+
+def check_inputs(pipe: Pipeline) -> None:
+    """Validate every input ``pipeline`` names before anything is written.
+
+    Raises:
+        BadInputError: no test set where prediction is asked, a missing file, a dataset with the
+            wrong tables or schema (see :func:`run_pipeline`), or a run folder overlapping an input.
+    """
+    from eagle_spark.aggregation.check import check_aggregated, check_dataset
+
+    spark, p = pipe.spark, pipe.settings.pipeline
     default_data = p.train is None and p.dataset is None
     if p.test is None and p.test_dataset is None and not default_data and p.until in ("predict", "evaluate"):
         raise BadInputError("pipeline.test or pipeline.test_dataset is needed to predict and evaluate "
@@ -224,41 +257,16 @@ def run_pipeline(spark: SparkSession, settings: Settings, force: bool = False) -
             raise BadInputError(f"input file {path} does not exist")
     check_separate(pipe.run_dir, [p.train, p.test, p.dataset, p.test_dataset])
 
-    run_id = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + f"-{os.getpid()}"
-    with RunLock(spark, pipe.run_dir, run_id):
-        handler = _file_log(pipe.run_dir, run_id)
-        try:
-            with SparkProgress(spark):
-                return _run_stages(spark, settings, pipe, started, run_id)
-        finally:
-            if handler is not None:
-                logging.getLogger("eagle_spark").removeHandler(handler)
-                handler.close()
 
 
 def _run_stages(spark: SparkSession, settings: Settings, pipe: "Pipeline",
                 started: float, run_id: str) -> dict[str, Any]:
     """The stages of :func:`run_pipeline`, once its inputs are checked and the run folder locked."""
     from eagle_spark.classifiers.predict import PREDICTIONS
-    from eagle_spark.data import embedded_path
     from eagle_spark.io.delta import publish_delta
 
     p = settings.pipeline
-    # -- ingest ------------------------------------------------------------------------------
-    train_data = p.dataset
-    if train_data is None:
-        source = p.train or embedded_path("delicious", "train")
-        train_data = pipe.path("data", "train")
-        pipe.run_stage(Stage("ingest_train", train_data, [source], settings.ingest.to_dict(),
-                             lambda ow, s=source, o=train_data: _ingest(spark, s, o, settings, ow),
-                             "n_samples"))
-    test_data = p.test_dataset
-    if test_data is None and p.until in ("predict", "evaluate"):
-        source = p.test or embedded_path("delicious", "test")
-        test_data = pipe.path("data", "test")
-        pipe.run_stage(Stage("ingest_test", test_data, [source], settings.ingest.to_dict(),
-                             lambda ow, s=source, o=test_data: _ingest(spark, s, o, settings, ow),
-                             "n_samples"))
+    train_data, test_data = ingest_inputs(pipe)
 
     # -- aggregate ---------------------------------------------------------------------------
     agg = train_data
@@ -305,6 +313,31 @@ def _run_stages(spark: SparkSession, settings: Settings, pipe: "Pipeline",
             "comparison": comparison, "stages": pipe.rows, "seconds": seconds}
 
 
+def ingest_inputs(pipe: Pipeline) -> tuple[str, Optional[str]]:
+    """Stages ``ingest_train`` / ``ingest_test``: the training and test sets as dataset folders
+    (``pipeline.dataset`` / ``test_dataset`` used in place; XC files ingested into ``data/``; the
+    embedded delicious files when nothing is given). Returns (train dataset, test dataset or None
+    when ``pipeline.until`` stops before prediction)."""
+    from eagle_spark.data import embedded_path
+
+    spark, settings, p = pipe.spark, pipe.settings, pipe.settings.pipeline
+    train_data = p.dataset
+    if train_data is None:
+        source = p.train or embedded_path("delicious", "train")
+        train_data = pipe.path("data", "train")
+        pipe.run_stage(Stage("ingest_train", train_data, [source], settings.ingest.to_dict(),
+                             lambda ow, s=source, o=train_data: _ingest(spark, s, o, settings, ow),
+                             "n_samples"))
+    test_data = p.test_dataset
+    if test_data is None and p.until in ("predict", "evaluate"):
+        source = p.test or embedded_path("delicious", "test")
+        test_data = pipe.path("data", "test")
+        pipe.run_stage(Stage("ingest_test", test_data, [source], settings.ingest.to_dict(),
+                             lambda ow, s=source, o=test_data: _ingest(spark, s, o, settings, ow),
+                             "n_samples"))
+    return train_data, test_data
+
+
 def _ingest(spark: SparkSession, source: str, out: str, settings: Settings, overwrite: bool) -> dict[str, Any]:
     from eagle_spark.ml import Dataset
 
@@ -323,10 +356,7 @@ def _aggregate(spark: SparkSession, dataset: str, out: str, settings: Settings, 
 def _run_method(pipe: Pipeline, method: str, agg: str, test_data: Optional[str],
                 train_data: str) -> dict[str, Any]:
     """embed (eagle / eagle0), assign, train, predict, evaluate for one method; returns its results."""
-    from eagle_spark.evaluation.evaluate import evaluate
-    from eagle_spark.io.tables import has_table
-    from eagle_spark.ml import GRLR, Dataset, GRLRModel, LabelTreeClassifier, OneVsRestXMC
-    from eagle_spark.ml.classifiers import model_at
+    from eagle_spark.ml import GRLR, Dataset, GRLRModel
 
     spark, settings, p = pipe.spark, pipe.settings, pipe.settings.pipeline
     out: dict[str, Any] = {}
@@ -351,31 +381,45 @@ def _run_method(pipe: Pipeline, method: str, agg: str, test_data: Optional[str],
     out["assignment"] = summary.get("quality")
     if p.until == "assign":
         return out
-    model = pipe.path("models", method)
+    return {**out, **classify(pipe, method, assigned, test_data, train_data)}
+
+
+def classify(pipe: Pipeline, name: str, training: str, test_data: Optional[str],
+             train_data: str) -> dict[str, Any]:
+    """Stages ``train_<name>``, ``predict_<name>``, ``evaluate_<name>`` (as far as
+    ``pipeline.until``): the classifier of ``train.model`` fitted on `training`'s X and Y into
+    ``models/<name>``, its top-k of `test_data` and their metrics (propensities from `train_data`'s
+    Y when it has one). Returns {"metrics": ...} once evaluated, else {}."""
+    from eagle_spark.evaluation.evaluate import evaluate
+    from eagle_spark.io.tables import has_table
+    from eagle_spark.ml import Dataset, LabelTreeClassifier, OneVsRestXMC
+    from eagle_spark.ml.classifiers import model_at
+
+    spark, settings, p = pipe.spark, pipe.settings, pipe.settings.pipeline
+    model = pipe.path("models", name)
     kind, train_params = settings.train.model, settings.classifier()
 
     def train(ow: bool) -> dict[str, Any]:
         estimator = (LabelTreeClassifier if kind == "tree" else OneVsRestXMC).fromSettings(train_params)
-        return estimator.fitDataset(Dataset.at(spark, assigned), model, overwrite=ow).metadata
+        return estimator.fitDataset(Dataset.at(spark, training), model, overwrite=ow).metadata
 
-    pipe.run_stage(Stage(f"train_{method}", model, [assigned], {"model": kind, **train_params.to_dict()}, train,
+    pipe.run_stage(Stage(f"train_{name}", model, [training], {"model": kind, **train_params.to_dict()}, train,
                          "n_labels"))
     if p.until == "train" or test_data is None:
-        return out
-    preds = pipe.path("predictions", method)
-    pipe.run_stage(Stage(f"predict_{method}", preds, [model, test_data], settings.predict.to_dict(),
+        return {}
+    preds = pipe.path("predictions", name)
+    pipe.run_stage(Stage(f"predict_{name}", preds, [model, test_data], settings.predict.to_dict(),
                          lambda ow: model_at(spark, model, settings.predict).transformDataset(
                              Dataset.at(spark, test_data), preds, overwrite=ow),
                          "n_samples"))
     if p.until == "predict":
-        return out
-    metrics = pipe.path("metrics", method)
+        return {}
+    metrics = pipe.path("metrics", name)
     reference = train_data if has_table(spark, train_data, S.Y) else test_data
-    out["metrics"] = pipe.run_stage(Stage(
-        f"evaluate_{method}", metrics, [preds, test_data, reference], settings.evaluate.to_dict(),
+    return {"metrics": pipe.run_stage(Stage(
+        f"evaluate_{name}", metrics, [preds, test_data, reference], settings.evaluate.to_dict(),
         lambda ow: evaluate(spark, preds, test_data, settings.evaluate, output_path=metrics,
-                            propensity_from=reference, overwrite=ow), "n_samples"))
-    return out
+                            propensity_from=reference, overwrite=ow), "n_samples"))}
 
 
 def _grouping_name(spark: SparkSession, agg: str) -> str:
@@ -465,4 +509,5 @@ def _file_log(run_dir: str, run_id: str) -> Optional[logging.Handler]:
     return handler
 
 
-__all__ = ["METHODS", "Pipeline", "Stage", "comparison_markdown", "report_markdown", "run_pipeline"]
+__all__ = ["METHODS", "Pipeline", "Stage", "check_inputs", "classify", "comparison_markdown", "ingest_inputs",
+           "open_run", "report_markdown", "run_pipeline"]

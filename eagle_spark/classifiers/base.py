@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import logging
 import posixpath
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -23,6 +24,8 @@ from eagle_spark.io.fs import FileSystem
 from eagle_spark.io.parts import filesystem_for, folder_version, read_x
 from eagle_spark.io.tables import read_manifest, read_table
 from eagle_spark.sparse import l2_normalize_rows
+
+log = logging.getLogger(__name__)
 
 MODEL_FORMAT_VERSION = 1
 METADATA = "metadata.json"
@@ -107,3 +110,83 @@ def load_xy(dataset: str, n_features: int, n_labels: int, normalize: bool) -> tu
         return {"ids": ids, **sparse_arrays(X, "X"), **sparse_arrays(Y, "Y")}
 
     return shared_state("xy", key, build, lambda a: (a["ids"], sparse_from(a, "X"), sparse_from(a, "Y", "csc")))
+
+
+UNASSIGNED = ("negative", "ignore")
+"""What a classifier does with a group member that was not assigned one of its group's labels:
+``negative`` (a negative of that label, as the paper trains) or ``ignore`` (left out of that
+label's training set)."""
+
+
+def groups_source(spark: SparkSession, dataset: str) -> Optional[str]:
+    """The aggregated dataset (X, Y1, Y2) an ``assign`` output was made from, or None when
+    `dataset` is not an EAGLE assignment (a clean dataset, a Baseline assignment: no member of a
+    group lacks any of its group's labels there).
+
+    Raises:
+        BadInputError: the assignment's source dataset is gone or lacks Y1 / Y2.
+    """
+    manifest = read_manifest(spark, dataset)
+    if manifest.get("kind") != "assign" or (manifest.get("parameters") or {}).get("method") != "eagle":
+        return None
+    source = (manifest.get("source") or {}).get("dataset")
+    fs = FileSystem(spark)
+    if not source or not all(fs.exists(posixpath.join(source, t)) for t in (S.Y1, S.Y2)):
+        raise BadInputError(f"{dataset}: unassigned=ignore needs the groups (Y1, Y2) of the dataset it "
+                            f"was assigned from, {source!r}, which is gone or has no Y1 / Y2")
+    return source
+
+
+def load_unassigned(dataset: str, groups: str, ids: np.ndarray, Y: sp.csc_matrix) -> sp.csc_matrix:
+    """U (n_samples x n_labels, CSC bool): U[i, k] when sample i's group has label k (Y2) but i was
+    not assigned k (Y[i, k] false): the pairs ``unassigned=ignore`` leaves out of training.
+
+    Held once per executor (:mod:`eagle_spark.executor_state`) like X and Y. Memory: ~5 bytes per
+    (member, group label) pair, i.e. about group size x labels per group per sample, whatever the
+    number of task slots; built only when a classifier asks for it.
+
+    Args:
+        dataset: the assigned dataset (rows of U follow `ids`, its sorted sample ids).
+        groups: the aggregated dataset with Y1 and Y2 (:func:`groups_source`).
+        ids: (n_samples,) sorted sample ids of `dataset`'s X.
+        Y: (n_samples, n_labels) the assigned labels (Y_filter).
+    Source: this project (issue "training that knows what it does not know"), beyond the paper.
+    """
+    key = (dataset, folder_version(dataset), groups, folder_version(groups))
+
+    def build() -> dict[str, np.ndarray]:
+        fs, root = filesystem_for(groups)
+        y1 = pq.read_table(f"{root}/{S.Y1}", filesystem=fs, columns=[S.SAMPLE_ID, S.GROUP_ID])
+        y2 = pq.read_table(f"{root}/{S.Y2}", filesystem=fs, columns=[S.GROUP_ID, S.LABEL_ID])
+        sid = np.asarray(y1.column(S.SAMPLE_ID), dtype=np.int64)
+        row = np.searchsorted(ids, sid)
+        inside = (row < len(ids)) & (ids[np.minimum(row, len(ids) - 1)] == sid)
+        g1 = np.asarray(y1.column(S.GROUP_ID), dtype=np.int64)
+        g2 = np.asarray(y2.column(S.GROUP_ID), dtype=np.int64)
+        groups_, inv = np.unique(np.r_[g1, g2], return_inverse=True)
+        member = sp.csr_matrix((np.ones(int(inside.sum()), dtype=np.float32), (row[inside], inv[:len(g1)][inside])),
+                               shape=(len(ids), len(groups_)))
+        labels = sp.csr_matrix((np.ones(len(g2), dtype=np.float32),
+                                (inv[len(g1):], np.asarray(y2.column(S.LABEL_ID), dtype=np.int64))),
+                               shape=(len(groups_), Y.shape[1]))
+        G = (member @ labels).astype(bool).tocsc()
+        U = (G > Y.astype(bool)).tocsc()  # in the group's labels, not assigned
+        U.sort_indices()
+        return sparse_arrays(U, "U")
+
+    return shared_state("unassigned", key, build, lambda a: sparse_from(a, "U", "csc"))
+
+
+def unassigned_groups(spark: SparkSession, dataset: str, unassigned: str, who: str) -> Optional[str]:
+    """The driver's side of ``unassigned``: the groups folder the tasks read U from
+    (:func:`load_unassigned`), or None when every sample is trained as usual (``negative``, or
+    training data that is not an EAGLE assignment, which is logged)."""
+    if unassigned != "ignore":
+        return None
+    groups = groups_source(spark, dataset)
+    if groups is None:
+        log.info("%s: unassigned=ignore has no effect on %s (not an EAGLE assignment)", who, dataset)
+    else:
+        log.info("%s: unassigned=ignore: group members not assigned a label of their group are left "
+                 "out of that label's training set (groups of %s)", who, groups)
+    return groups

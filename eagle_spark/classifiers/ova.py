@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import posixpath
-from typing import Any, Iterator
+from typing import Any, Iterator, Optional
 
 import numpy as np
 import pyarrow as pa
@@ -28,8 +28,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from eagle_spark import schemas as S
-from eagle_spark.classifiers.base import (WEIGHTS, WEIGHTS_ARROW, load_xy, read_metadata,
-                                          training_set, write_metadata)
+from eagle_spark.classifiers.base import (WEIGHTS, WEIGHTS_ARROW, load_unassigned, load_xy, read_metadata,
+                                          training_set, unassigned_groups, write_metadata)
 from eagle_spark.classifiers.linear import check_weights, train_binary
 from eagle_spark.errors import BadInputError, check_finite_scores
 from eagle_spark.executor_state import shared_state, sparse_arrays, sparse_from
@@ -44,9 +44,11 @@ _SUMMARY = pa.schema([pa.field("labels", pa.int64(), nullable=False),
                       pa.field("weights", pa.int64(), nullable=False)])
 
 
-def _train_task(dataset: str, out: str, n_features: int, n_labels: int, params: Any, blocks: int):
+def _train_task(dataset: str, out: str, n_features: int, n_labels: int, params: Any, blocks: int,
+                groups: Optional[str]):
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         ids, X, Y = load_xy(dataset, n_features, n_labels, params.normalize)
+        U = load_unassigned(dataset, groups, ids, Y) if groups is not None else None
         n_done = no_pos = n_w = 0
         with PartWriters(out, {"weights": WEIGHTS_ARROW}) as writers:
             for batch in batches:
@@ -56,11 +58,15 @@ def _train_task(dataset: str, out: str, n_features: int, n_labels: int, params: 
                     rows = []
                     for label in range(lo, hi):
                         y = Y[:, label].toarray().ravel()
-                        Xl, yl = X, y
+                        keep = None
                         if params.negative_fraction < 1.0 and y.any():
                             rng = np.random.default_rng([params.seed, label])
                             keep = y | (rng.random(len(y)) < params.negative_fraction)
-                            Xl, yl = X[keep], y[keep]
+                        if U is not None and U.indptr[label + 1] > U.indptr[label]:
+                            known = np.ones(len(y), dtype=bool)  # unassigned members: not negatives
+                            known[U.indices[U.indptr[label]:U.indptr[label + 1]]] = False
+                            keep = known if keep is None else keep & known
+                        Xl, yl = (X, y) if keep is None else (X[keep], y[keep])
                         w_idx, w_val, bias = train_binary(Xl, yl, params.loss, params.C,
                                                           params.threshold, tol=params.tol,
                                                           seed=params.seed)
@@ -101,20 +107,23 @@ def train_ova(spark: SparkSession, dataset: str, model_path: str, params: Any,
             executor reaches.
         model_path: model folder to write (atomic): metadata.json + data/weights (label_id, w_idx,
             w_val, bias).
-        params: the ``train`` settings section (loss, C, threshold, normalize, tasks,
-            negative_fraction, seed).
+        params: the ``ova`` settings section (loss, C, threshold, normalize, tasks,
+            negative_fraction, seed, unassigned: with ``ignore`` a member of a group labelled k
+            that EAGLE did not assign k is left out of k's problem).
         overwrite: replace an existing model.
     Returns:
         The model metadata (with n_labels_without_positives and n_weights).
     Raises:
-        BadInputError: the dataset has no samples or no Y.
+        BadInputError: the dataset has no samples or no Y; ``unassigned=ignore`` on an assignment
+            whose source groups are gone.
     """
     check_separate(model_path, [dataset])
     n_features, n_labels = training_set(spark, dataset)
     blocks = max(1, min(params.tasks, n_labels))
+    groups = unassigned_groups(spark, dataset, params.unassigned, "ova")
     with atomic_output(spark, model_path, overwrite) as tmp:
         rows = spark.range(0, blocks, numPartitions=blocks).mapInArrow(
-            _train_task(dataset, posixpath.join(tmp, "data"), n_features, n_labels, params, blocks),
+            _train_task(dataset, posixpath.join(tmp, "data"), n_features, n_labels, params, blocks, groups),
             from_arrow_schema(_SUMMARY)).collect()
         meta = write_metadata(spark, tmp, "OVAModel", params.to_dict(), n_features, n_labels,
                               n_labels_without_positives=sum(r["no_positive"] for r in rows),

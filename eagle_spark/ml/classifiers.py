@@ -43,9 +43,13 @@ class _XMCParams(HasFeaturesCol, HasPredictionCol, HasSeed, HasTol, SettingsPara
     numFeatures = settings_param("numFeatures", "feature space of array features (default: from the "
                                  "data)", optional_int)
     numLabels = settings_param("numLabels", "label space (default: largest label id + 1)", optional_int)
+    unassigned = settings_param("unassigned", "negative (the paper) or ignore: a member of a group labelled k "
+                                "that EAGLE did not assign k is left out of k's training set (fit on "
+                                "GRLRModel.transform's output)", TypeConverters.toString)
 
     _common_train = {"loss": "loss", "C": "C", "pruneThreshold": "threshold", "tol": "tol",
-                     "normalize": "normalize", "numTasks": "tasks", "seed": "seed"}
+                     "normalize": "normalize", "numTasks": "tasks", "seed": "seed",
+                     "unassigned": "unassigned"}
     _model_kind = ""
 
     def __init__(self, *args: Any) -> None:

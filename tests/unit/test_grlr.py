@@ -117,12 +117,12 @@ def test_spark_equals_twin(spark, small, tmp_path, T, split_rows):
     y2 = read_table(spark, agg, "Y2").collect()
     assert len(top) == sum(min(r["count"], len(groups[r.group_id])) for r in y2)  # top-count
     assert len(top) > len(expected)  # some counts are above 1
-    out = assign(spark, agg, str(tmp_path / "asg"), AssignParams(tasks=3), embeddings=str(tmp_path / "emb"))
+    out = assign(spark, agg, str(tmp_path / "asg"), AssignParams(tasks=3, multiplicity=False), embeddings=str(tmp_path / "emb"))
     assert out["source"]["top_members"] == "from embed"
     rows = read_table(spark, str(tmp_path / "asg"), "assignments").collect()
     assert {(r.group_id, r.label_id): r.sample_id for r in rows} == expected
     # the recomputing path (stored embeddings + X) makes the same choices
-    again = eagle_assignments(spark, agg, str(tmp_path / "emb"), AssignParams(tasks=3), X.shape[1], True)
+    again = eagle_assignments(spark, agg, str(tmp_path / "emb"), AssignParams(tasks=3, multiplicity=False), X.shape[1], True)
     assert {(r.group_id, r.label_id): r.sample_id for r in again.collect()} == expected
     assert m["n_pairs"] == sum(len(v) for v in label_groups.values())
 
@@ -273,7 +273,8 @@ def test_multiplicity_gives_top_c(spark, tmp_path, write_text):
         else:
             got = read_table(spark, str(out), "assignments")
         assert {(r.group_id, r.label_id, r.sample_id) for r in got.collect()} == expected
-    plain = assign(spark, agg, str(tmp_path / "plain"), AssignParams(), embeddings=str(tmp_path / "emb"))
+    plain = assign(spark, agg, str(tmp_path / "plain"), AssignParams(multiplicity=False),
+                   embeddings=str(tmp_path / "emb"))
     assert plain["n_assignments"] == 4  # without multiplicity: the argmax of each pair
 
 

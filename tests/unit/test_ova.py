@@ -181,3 +181,50 @@ def test_direct_solver_call_equals_the_estimators(loss, seed, monkeypatch):
         # logistic solver does not shuffle): another seed, other weights, so the seed is passed on
         other = train_binary(X, y, loss=loss, threshold=0.0, seed=seed + 1)
         assert not np.array_equal(other[1], direct[1])
+
+
+def test_unassigned_ignore_equals_twin(spark, tiny, tmp_path):
+    """unassigned=ignore: label k's problem leaves out the members of groups labelled k that EAGLE
+    did not assign k; the twin finds them from Y1, Y2 and Y_filter with plain Python sets."""
+    from eagle_spark.aggregation.aggregate import aggregate
+    from eagle_spark.assignment.assign import assign
+    from eagle_spark.grlr.embedding import embed
+    from eagle_spark.params import AggregateParams, AssignParams, EmbedParams
+
+    agg, emb, assigned = (str(tmp_path / n) for n in ("agg", "emb", "assigned"))
+    aggregate(spark, tiny["train"], agg, AggregateParams(group_size=4))
+    embed(spark, agg, emb, EmbedParams(iterations=2, tasks=2))
+    assign(spark, agg, assigned, AssignParams(), embeddings=emb)
+    model_path = str(tmp_path / "ova_ignore")
+    train_ova(spark, assigned, model_path, OVAParams(tasks=2, unassigned="ignore"))
+    ids, X, Y, _ = dataset_matrices(spark, assigned)
+    group_of = {r.sample_id: r.group_id for r in read_table(spark, agg, "Y1").collect()}
+    group_labels: dict = {}
+    for r in read_table(spark, agg, "Y2").collect():
+        group_labels.setdefault(r.group_id, set()).add(r.label_id)
+    Xn = l2_normalize_rows(X)
+    got = weights(spark, model_path)
+    checked = 0
+    for label in range(983):
+        y = Y[:, label].toarray().ravel() > 0
+        unknown = [i for i, sid in enumerate(ids)
+                   if not y[i] and label in group_labels.get(group_of.get(sid), set())]
+        if not unknown or not y.any():
+            continue
+        keep = np.ones(len(ids), dtype=bool)
+        keep[unknown] = False
+        w_idx, w_val, bias = train_binary(Xn[keep].astype(np.float64), y[keep], "squared_hinge", 0.5, 0.1,
+                                          tol=0.2, seed=0)
+        g_idx, g_val, g_bias = got[label]
+        assert list(g_idx) == list(w_idx)
+        assert np.allclose(g_val, w_val, atol=1e-6) and g_bias == pytest.approx(bias, abs=1e-6)
+        checked += 1
+        if checked == 6:
+            break
+    assert checked == 6
+    # the Baseline gives every member all its group's labels: nothing to leave out, same model
+    base, base_model = str(tmp_path / "base"), str(tmp_path / "ova_base")
+    assign(spark, agg, base, AssignParams(method="baseline"))
+    train_ova(spark, base, base_model, OVAParams(tasks=2, unassigned="ignore"))
+    train_ova(spark, base, str(tmp_path / "ova_base_neg"), OVAParams(tasks=2))
+    assert weights(spark, base_model) == weights(spark, str(tmp_path / "ova_base_neg"))

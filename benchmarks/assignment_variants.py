@@ -1,0 +1,115 @@
+"""Which way of training on EAGLE's assignments beats the Baseline: the assignment variants of
+issue "training that knows what it does not know", on a validation split of the training sets.
+
+    python benchmarks/assignment_variants.py [--datasets bibtex delicious] [--groupings R-4 R-10 C]
+    python benchmarks/assignment_variants.py --datasets synth:eurlex4k:0.5 --report assignment_variants_synth
+
+For each data set (../shared/data/xc, or a synthetic preset) the training set is split 80 / 20 by a seeded hash of
+sample_id (``experiment table2 --validation 0.2``: the test sets are never looked at), and the
+label tree (conf/local.yaml) is trained on the Oracle's true labels, the Baseline's group labels
+and EAGLE's assignments (T = 20) under four variants:
+
+* ``argmax``: Algorithm 2 as printed (each group label to its best member), unassigned members
+  are negatives (the paper);
+* ``top-c``: a label of list-merge count c to the top-c members (``assign.multiplicity``);
+* ``argmax+ignore`` / ``top-c+ignore``: the same, with ``tree.unassigned=ignore`` (a member of a
+  group labelled k that was not assigned k is left out of k's ranker instead of being a negative).
+
+The variants share one experiment folder per data set, so the aggregation, the embeddings and
+the Oracle are computed once (the experiment's stages are resumable). Writes
+benchmarks/reports/assignment_variants.json and prints P@1/3/5 per data set, grouping and variant,
+and the mean over groupings and data sets of (variant - Baseline).
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import sys
+import time
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from _common import write_report  # noqa: E402
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "data" / "xc"
+VARIANTS = {"argmax": (False, "negative"), "top-c": (True, "negative"),
+            "argmax+ignore": (False, "ignore"), "top-c+ignore": (True, "ignore")}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--datasets", nargs="+", default=["bibtex", "delicious"],
+                        help="names under ../shared/data/xc, or synth:<preset>:<scale> (e.g. synth:eurlex4k:0.5)")
+    parser.add_argument("--report", default="assignment_variants", help="report name under benchmarks/reports")
+    parser.add_argument("--groupings", nargs="+", default=["R-4", "R-10", "C"])
+    parser.add_argument("--validation", type=float, default=0.2)
+    parser.add_argument("--work", default="/tmp/eagle_assignment_variants")
+    parser.add_argument("--master", default="local[2]")
+    args = parser.parse_args()
+
+    from eagle_spark.experiments import xmc
+    from eagle_spark.params import Settings
+    from eagle_spark.session import build_spark
+    from eagle_spark.synth import synth
+
+    base = Settings.load(str(ROOT / "conf" / "local.yaml"), [f"spark.master={args.master}"])
+    spark = build_spark(base.spark)
+    rows, started = [], time.monotonic()
+    for name in args.datasets:
+        if name.startswith("synth:"):  # synth:<preset>:<scale>, generated once into the work folder
+            _, preset, scale = name.split(":")
+            pair = f"{args.work}/{preset}_{scale}_data"
+            if not pathlib.Path(pair).exists():
+                synth(spark, pair, preset, float(scale), seed=0)
+            settings = base.replace("pipeline", dataset=f"{pair}/train", test_dataset=f"{pair}/test")
+        else:
+            folder = DATA / name
+            if not folder.exists():
+                sys.exit(f"{folder} is missing: this benchmark needs ../shared/data")
+            settings = base.replace("pipeline", train=str(folder / "train.txt.gz"), test=str(folder / "test.txt.gz"))
+        out = f"{args.work}/{name.replace(':', '_')}"  # no ':' in Hadoop paths
+        first = True
+        for variant, (multiplicity, unassigned) in VARIANTS.items():
+            s = settings.replace("assign", multiplicity=multiplicity).replace("tree", unassigned=unassigned)
+            t0 = time.monotonic()
+            methods = ("baseline", "eagle0", "eagle") if first else ("eagle",)
+            res = xmc.table2(spark, s, args.groupings, out, methods, args.validation)
+            seconds = round(time.monotonic() - t0, 1)
+            for g, by_method in res["groupings"].items():
+                if first:
+                    for m, label in (("oracle", "Oracle"), ("baseline", "Baseline"), ("eagle0", "EAGLE-0 argmax")):
+                        row = res["oracle"] if m == "oracle" else by_method[m]
+                        rows.append({"dataset": name, "grouping": g, "variant": label,
+                                     **{f"P@{k}": row["P_percent"][k - 1] for k in (1, 3, 5)},
+                                     "PSP@5": row["PSP_percent"][4], "seconds": None})
+                e = by_method["eagle"]
+                rows.append({"dataset": name, "grouping": g, "variant": f"EAGLE {variant}",
+                             **{f"P@{k}": e["P_percent"][k - 1] for k in (1, 3, 5)},
+                             "PSP@5": e["PSP_percent"][4], "seconds": seconds})
+            first = False
+    summary = []
+    for variant in VARIANTS:
+        diffs = {k: [] for k in ("P@1", "P@3", "P@5")}
+        for r in rows:
+            if r["variant"] != f"EAGLE {variant}":
+                continue
+            b = next(x for x in rows if x["dataset"] == r["dataset"] and x["grouping"] == r["grouping"]
+                     and x["variant"] == "Baseline")
+            for k in diffs:
+                diffs[k].append(r[k] - b[k])
+        summary.append({"variant": variant, **{f"mean {k} - Baseline": round(sum(v) / len(v), 2)
+                                               for k, v in diffs.items()}})
+    write_report(args.report, rows, {
+        "datasets": args.datasets, "groupings": args.groupings, "validation": args.validation,
+        "classifier": "tree (conf/local.yaml)", "summary": summary,
+        "seconds": round(time.monotonic() - started, 1)})
+    print()
+    from _common import print_table
+
+    print_table(summary)
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()
