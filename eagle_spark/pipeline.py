@@ -435,19 +435,20 @@ def _grouping_name(spark: SparkSession, agg: str) -> str:
 
 
 def _comparison(results: dict[str, dict[str, Any]], grouping: str, until: str) -> dict[str, Any]:
-    methods = {}
-    for method, res in results.items():
-        metrics = res.get("metrics") or {}
-        quality = res.get("assignment") or {}
-        methods[method] = {
-            "name": METHOD_NAMES[method],
-            "P_percent": [round(100 * v, 2) for v in metrics.get("P", [])],
+    methods = {method: {"name": METHOD_NAMES[method], **percent_row(res.get("metrics"), res.get("assignment"))}
+               for method, res in results.items()}
+    return {"grouping": grouping, "until": until, "methods": methods}
+
+
+def percent_row(metrics: Optional[dict[str, Any]], quality: Optional[dict[str, Any]]) -> dict[str, Any]:
+    """One column of the comparison: P / nDCG / PSP @1..k and assignment precision / recall, in
+    percent rounded to 2 decimals (None where not known, e.g. no true Y)."""
+    metrics, quality = metrics or {}, quality or {}
+    return {"P_percent": [round(100 * v, 2) for v in metrics.get("P", [])],
             "nDCG_percent": [round(100 * v, 2) for v in metrics.get("nDCG", [])],
             "PSP_percent": [round(100 * v, 2) for v in metrics.get("PSP", [])],
             "assignment_precision_percent": _percent(quality.get("precision")),
-            "assignment_recall_percent": _percent(quality.get("recall")),
-        }
-    return {"grouping": grouping, "until": until, "methods": methods}
+            "assignment_recall_percent": _percent(quality.get("recall"))}
 
 
 def _percent(fraction: Optional[float]) -> Optional[float]:
@@ -510,4 +511,4 @@ def _file_log(run_dir: str, run_id: str) -> Optional[logging.Handler]:
 
 
 __all__ = ["METHODS", "Pipeline", "Stage", "check_inputs", "classify", "comparison_markdown", "ingest_inputs",
-           "open_run", "report_markdown", "run_pipeline"]
+           "open_run", "percent_row", "report_markdown", "run_pipeline"]

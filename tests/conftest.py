@@ -101,3 +101,18 @@ def dataset_matrices(spark, dataset):
          np.concatenate([[0], np.cumsum([len(l) for l in labels])])),
         shape=(len(xr), manifest["n_labels"]))
     return ids, X, Y, manifest
+
+
+def delicious_slice(folder, split: str, n: int) -> str:
+    """Write the first `n` samples of the embedded delicious `split` as an XC file in `folder`;
+    returns its path."""
+    import gzip
+
+    from eagle_spark.data import embedded_path
+
+    with gzip.open(embedded_path("delicious", split), "rt") as fh:
+        next(fh)
+        lines = [next(fh) for _ in range(n)]
+    path = pathlib.Path(folder) / f"{split}.txt"
+    path.write_text(f"{n} 500 983\n" + "".join(lines))
+    return str(path)

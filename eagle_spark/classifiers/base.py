@@ -112,12 +112,6 @@ def load_xy(dataset: str, n_features: int, n_labels: int, normalize: bool) -> tu
     return shared_state("xy", key, build, lambda a: (a["ids"], sparse_from(a, "X"), sparse_from(a, "Y", "csc")))
 
 
-UNASSIGNED = ("negative", "ignore")
-"""What a classifier does with a group member that was not assigned one of its group's labels:
-``negative`` (a negative of that label, as the paper trains) or ``ignore`` (left out of that
-label's training set)."""
-
-
 def groups_source(spark: SparkSession, dataset: str) -> Optional[str]:
     """The aggregated dataset (X, Y1, Y2) an ``assign`` output was made from, or None when
     `dataset` is not an EAGLE assignment (a clean dataset, a Baseline assignment: no member of a

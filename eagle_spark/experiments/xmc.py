@@ -39,7 +39,7 @@ from eagle_spark.io.fs import FileSystem, atomic_output
 from eagle_spark.experiments.report import refresh
 from eagle_spark.params import Settings
 from eagle_spark.pipeline import (METHOD_NAMES, METHODS, Pipeline, Stage, check_inputs, classify,
-                                  ingest_inputs, open_run, run_pipeline)
+                                  ingest_inputs, open_run, percent_row, run_pipeline)
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +47,6 @@ AXES = ("group-size", "depth", "noise")
 """The ablation axes of Figure 3: random group size, cluster depth, clustering noise."""
 
 _NAME = re.compile(r"^(?:R-(?P<size>\d+)|C(?:-(?P<depth>\d+))?(?:-n(?P<noise>\d+(?:\.\d+)?))?)$")
-COLUMNS = ("oracle",) + METHODS
-"""Table 2's columns: the Oracle, then the methods."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,17 +123,6 @@ def axis_groupings(axis: str, values: Sequence[float], settings: Settings) -> li
             out.append(Grouping.parse(f"R-{int(v)}" if axis == "group-size" else f"C-{int(v)}",
                                       settings.aggregate.depth))
     return out
-
-
-def _percent_row(metrics: Optional[dict], quality: Optional[dict]) -> dict[str, Any]:
-    metrics = metrics or {}
-    quality = quality or {}
-    pct = lambda v: None if v is None else round(100 * v, 2)  # noqa: E731
-    return {"P_percent": [pct(v) for v in metrics.get("P", [])],
-            "nDCG_percent": [pct(v) for v in metrics.get("nDCG", [])],
-            "PSP_percent": [pct(v) for v in metrics.get("PSP", [])],
-            "assignment_precision_percent": pct(quality.get("precision")),
-            "assignment_recall_percent": pct(quality.get("recall"))}
 
 
 def _split_stage(pipe: Pipeline, train_data: str, validation: float, seed: int) -> tuple[str, str]:
@@ -216,7 +203,7 @@ def run_groupings(spark: SparkSession, settings: Settings, groupings: Sequence[G
                                for m, row in res["comparison"]["methods"].items()}
     return {"output": output, "validation": validation,
             "evaluated_on": "validation split of train" if validation > 0 else "test set",
-            "model": settings.train.model, "oracle": _percent_row(oracle.get("metrics"), None),
+            "model": settings.train.model, "oracle": percent_row(oracle.get("metrics"), None),
             "groupings": results}
 
 

@@ -3,14 +3,13 @@ regression from the command line, on a 400-sample slice of the embedded deliciou
 
 from __future__ import annotations
 
-import gzip
 import json
 
 import numpy as np
 import pytest
 
 from eagle_spark.cli import main
-from eagle_spark.data import embedded_path
+from tests.conftest import delicious_slice
 
 FAST = ["--set", "ova.tasks=2", "--set", "embed.tasks=2", "--set", "assign.tasks=2", "--set", "spark.master=local[2]"]
 
@@ -18,15 +17,7 @@ FAST = ["--set", "ova.tasks=2", "--set", "embed.tasks=2", "--set", "assign.tasks
 @pytest.fixture(scope="module")
 def slice_files(tmp_path_factory):
     root = tmp_path_factory.mktemp("experiment_data")
-    out = {}
-    for split, n in (("train", 400), ("test", 150)):
-        with gzip.open(embedded_path("delicious", split), "rt") as fh:
-            next(fh)
-            lines = [next(fh) for _ in range(n)]
-        path = root / f"{split}.txt"
-        path.write_text(f"{n} 500 983\n" + "".join(lines))
-        out[split] = str(path)
-    return out
+    return {split: delicious_slice(root, split, n) for split, n in (("train", 400), ("test", 150))}
 
 
 def _run(capsys, *argv):

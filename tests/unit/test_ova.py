@@ -1,6 +1,5 @@
 """One-vs-all on Spark == single-node twin; model folder round trip; determinism; bad inputs."""
 
-import gzip
 import hashlib
 import json
 import pathlib
@@ -12,13 +11,12 @@ import pytest
 from eagle_spark.classifiers.linear import train_binary
 from eagle_spark.classifiers.ova import predict_ova, top_k, train_ova
 from eagle_spark.cli import main
-from eagle_spark.data import embedded_path
 from eagle_spark.errors import BadInputError
 from eagle_spark.io.ingest import ingest
 from eagle_spark.io.tables import read_table
 from eagle_spark.params import IngestParams, OVAParams
 from eagle_spark.sparse import l2_normalize_rows
-from tests.conftest import dataset_matrices
+from tests.conftest import dataset_matrices, delicious_slice
 
 
 @pytest.fixture(scope="module")
@@ -27,12 +25,8 @@ def tiny(spark, tmp_path_factory):
     root = tmp_path_factory.mktemp("ova")
     out = {}
     for split, n in (("train", 1500), ("test", 300)):
-        with gzip.open(embedded_path("delicious", split), "rt") as fh:
-            next(fh)
-            lines = [next(fh) for _ in range(n)]
-        (root / f"{split}.txt").write_text(f"{n} 500 983\n" + "".join(lines))
         out[split] = str(root / split)
-        ingest(spark, str(root / f"{split}.txt"), out[split], IngestParams())
+        ingest(spark, delicious_slice(root, split, n), out[split], IngestParams())
     return out
 
 
@@ -183,6 +177,7 @@ def test_direct_solver_call_equals_the_estimators(loss, seed, monkeypatch):
         assert not np.array_equal(other[1], direct[1])
 
 
+@pytest.mark.slow
 def test_unassigned_ignore_equals_twin(spark, tiny, tmp_path):
     """unassigned=ignore: label k's problem leaves out the members of groups labelled k that EAGLE
     did not assign k; the twin finds them from Y1, Y2 and Y_filter with plain Python sets."""

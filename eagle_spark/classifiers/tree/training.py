@@ -89,14 +89,9 @@ def train_unit(tree: Tree, under: list, X: sp.csr_matrix, Y: sp.csc_matrix, node
         Xc = Xa
         if U is not None and child >= tree.n_clusters:
             lab = labels[0]
-            unknown = U.indices[U.indptr[lab]:U.indptr[lab + 1]]
-            pos = np.searchsorted(active, unknown)
-            hit = pos[(pos < len(active)) & (active[np.minimum(pos, len(active) - 1)] == unknown)]
-            if len(hit):
-                keep = np.ones(len(active), dtype=bool)
-                keep[hit] = False
-                keep |= y
-                Xc, y = Xa[keep], y[keep]
+            unknown = np.isin(active, U.indices[U.indptr[lab]:U.indptr[lab + 1]]) & ~y
+            if unknown.any():
+                Xc, y = Xa[~unknown], y[~unknown]
         w_idx, w_val, bias = train_binary(Xc, y, params.loss, params.C, params.threshold, tol=params.tol,
                                           seed=params.seed)
         rows.append((child, cols[w_idx].astype(np.int32), w_val, bias))
