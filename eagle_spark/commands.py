@@ -190,8 +190,8 @@ def _assign_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--method", choices=["eagle", "baseline"], default=None,
                    help="eagle (default): argmax member per group label; baseline: Y1 Y2")
     p.add_argument("--multiplicity", action=argparse.BooleanOptionalAction, default=None,
-                   help="a label of count c goes to the top-c members; --no-multiplicity "
-                        "(the default): to its best member only (Algorithm 2 as printed)")
+                   help="a label of count c goes to the top-c members (the default); "
+                        "--no-multiplicity: to its best member only (Algorithm 2 as printed)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output")
 
 

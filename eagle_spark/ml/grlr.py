@@ -105,7 +105,7 @@ class GRLR(Estimator, _GRLRParams, Persistent):
     Params (each is a field of the ``embed`` / ``assign`` settings, with its default):
     ``maxIter`` (T, 20), ``stepSize`` (lambda, 0.1), ``normalize`` (true), ``pruneBelow`` (0),
     ``xAccess`` (auto), ``cacheBudget``, ``numTasks`` (16), ``batchRows``, ``splitRows``; for the
-    model's transform ``method`` (eagle), ``multiplicity`` (false), ``labelsCol`` (labels), and, when
+    model's transform ``method`` (eagle), ``multiplicity`` (true: top-c), ``labelsCol`` (labels), and, when
     it recomputes assignments, ``assignTasks``, ``assignBatchRows``, ``assignXAccess``,
     ``assignCacheBudget``.
 
