@@ -46,6 +46,7 @@ def main() -> None:
     parser.add_argument("--validation", type=float, default=0.2)
     parser.add_argument("--work", default="/tmp/eagle_assignment_variants")
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--difficulty", type=float, default=None, help="synth difficulty in [0, 1] (default: the preset's calibrated value; 0: the easy data of the reports before 2026-11-23)")
     args = parser.parse_args()
 
     from eagle_spark.experiments import xmc
@@ -59,9 +60,9 @@ def main() -> None:
     for name in args.datasets:
         if name.startswith("synth:"):  # synth:<preset>:<scale>, generated once into the work folder
             _, preset, scale = name.split(":")
-            pair = f"{args.work}/{preset}_{scale}_data"
+            pair = f"{args.work}/{preset}_{scale}_d{args.difficulty}_data"
             if not pathlib.Path(pair).exists():
-                synth(spark, pair, preset, float(scale), seed=0)
+                synth(spark, pair, preset, float(scale), seed=0, difficulty=args.difficulty)
             settings = base.replace("pipeline", dataset=f"{pair}/train", test_dataset=f"{pair}/test")
         else:
             folder = DATA / name
@@ -102,6 +103,7 @@ def main() -> None:
                                                for k, v in diffs.items()}})
     write_report(args.report, rows, {
         "datasets": args.datasets, "groupings": args.groupings, "validation": args.validation,
+        "synth_difficulty": args.difficulty,
         "classifier": "tree (conf/local.yaml)", "summary": summary,
         "seconds": round(time.monotonic() - started, 1)})
     print()

@@ -147,6 +147,7 @@ def main() -> None:
     ap.add_argument("--floor-labels", type=int, default=3000)
     ap.add_argument("--x-access", default="auto", choices=["auto", "cached", "joined"],
                     help="embed.x_access / assign.x_access for every step")
+    ap.add_argument("--difficulty", type=float, default=None, help="synth difficulty in [0, 1] (default: the preset's calibrated value; 0: the easy data of the reports before 2026-11-23)")
     ap.add_argument("--tasks", type=int, default=16, help="embed.tasks (label bins)")
     args = ap.parse_args()
 
@@ -166,10 +167,12 @@ def main() -> None:
     ea = {**xa, "tasks": args.tasks}
     rows, extra = [], {}
     for scale in args.scales:
-        data, agg = work / f"wiki325k_{scale}", work / f"wiki325k_{scale}_R10"
+        tag = "" if args.difficulty is None else f"_d{args.difficulty:g}"
+        data, agg = work / f"wiki325k_{scale}{tag}", work / f"wiki325k_{scale}{tag}_R10"
         if not (agg / "_manifest.json").exists():
             if not (data / "_manifest.json").exists():
-                synth(spark, str(data), "wiki325k", scale=scale, seed=0, overwrite=True)
+                synth(spark, str(data), "wiki325k", scale=scale, seed=0, overwrite=True,
+                      difficulty=args.difficulty)
             aggregate(spark, str(data / "train"), str(agg), AggregateParams(group_size=10, seed=0),
                       overwrite=True)
         steps = [
@@ -257,6 +260,7 @@ def main() -> None:
         if key in shuffle:
             row["shuffle_MB"] = round(shuffle[key] / 1e6, 1)
     suffix = ("" if args.x_access == "auto" else f"_{args.x_access}") + ("" if args.tasks == 16 else f"_tasks{args.tasks}")
+    extra["synth_difficulty"] = args.difficulty
     write_report("grlr_scale_" + "_".join(str(s) for s in args.scales) + suffix, rows, extra)
 
 

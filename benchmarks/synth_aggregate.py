@@ -23,6 +23,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--scales", type=float, nargs="+", default=[0.1, 1.0])
     ap.add_argument("--workdir", default="/tmp/eagle-bench-synth")
+    ap.add_argument("--difficulty", type=float, default=None, help="synth difficulty in [0, 1] (default: the preset's calibrated value; 0: the easy data of the reports before 2026-11-23)")
     ap.add_argument("--keep", action="store_true", help="keep the generated data (for grlr_scale.py)")
     args = ap.parse_args()
 
@@ -40,7 +41,8 @@ def main() -> None:
         out = work / f"wiki325k_{scale}"
         with PeakRSS() as rss:
             t0 = time.monotonic()
-            pair = synth(spark, str(out), "wiki325k", scale=scale, seed=0, overwrite=True)
+            pair = synth(spark, str(out), "wiki325k", scale=scale, seed=0, overwrite=True,
+                         difficulty=args.difficulty)
             gen_s = time.monotonic() - t0
         rows.append({"step": "synth", "scale": scale, "seconds": round(gen_s, 1),
                      "peak_rss_GB": round(rss.peak_bytes / 2**30, 2),
@@ -64,6 +66,7 @@ def main() -> None:
     spark.stop()
     target = PRESETS["wiki325k"]
     write_report("synth_aggregate", rows, {
+        "synth_difficulty": args.difficulty,
         "target_shape": target.__dict__ | {"samples_per_label": 17.46},
         "generated": stats, "memory_target_GB": 16})
     for scale in args.scales:

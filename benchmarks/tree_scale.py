@@ -29,6 +29,7 @@ def main() -> None:
     ap.add_argument("--workdir", default="/tmp/eagle-bench-synth")
     ap.add_argument("--test-rows", type=int, default=60000)
     ap.add_argument("--n-trees", type=int, default=3)
+    ap.add_argument("--difficulty", type=float, default=None, help="synth difficulty in [0, 1] (default: the preset's calibrated value; 0: the easy data of the reports before 2026-11-23)")
     ap.add_argument("--tol", type=float, default=None, help="tree.tol (default: TreeParams')")
     ap.add_argument("--max-leaf-work", default=None,
                     help="tree.max_leaf_work, or 'none' for Parabel's leaves (default: TreeParams')")
@@ -52,12 +53,13 @@ def main() -> None:
     app_id = spark.sparkContext.applicationId
     rows = []
     for scale in args.scales:
-        data = work / f"wiki325k_{scale}"
+        tag = "" if args.difficulty is None else f"_d{args.difficulty:g}"
+        data = work / f"wiki325k_{scale}{tag}"
         if not (data / "_manifest.json").exists():
-            synth(spark, str(data), "wiki325k", scale=scale, seed=0, overwrite=True)
+            synth(spark, str(data), "wiki325k", scale=scale, seed=0, overwrite=True, difficulty=args.difficulty)
         train, test = str(data / "train"), str(data / "test")
         if args.test_rows:  # a prefix of the test set, as its own dataset
-            sub = work / f"wiki325k_{scale}_test{args.test_rows}"
+            sub = work / f"wiki325k_{scale}{tag}_test{args.test_rows}"
             if not (sub / "_manifest.json").exists():
                 for name in ("X", "Y"):
                     (spark.read.parquet(f"{test}/{name}").where(F.col("sample_id") < args.test_rows)
@@ -101,7 +103,7 @@ def main() -> None:
     phases = stage_times(events, app_id)
     print("Spark stages of at least 1 s (from the event log):")
     print_table(phases)
-    write_report("tree_scale_" + "_".join(str(s) for s in args.scales), rows, extra={"stages": phases})
+    write_report("tree_scale_" + "_".join(str(s) for s in args.scales), rows, extra={"stages": phases, "synth_difficulty": args.difficulty})
 
 
 if __name__ == "__main__":

@@ -138,6 +138,9 @@ def _synth_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--preset", choices=sorted(PRESETS), default=None, help="shape (default wiki325k)")
     p.add_argument("--scale", type=float, default=None, help="count multiplier in (0, 1] (default 1)")
     p.add_argument("--seed", type=int, default=None, help="seed (default 0)")
+    p.add_argument("--difficulty", type=float, default=None,
+                   help="in [0, 1]: how confusable labels are (default: the preset's calibrated "
+                        "value; 0: the easy data of earlier versions)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output")
 
 
@@ -147,11 +150,13 @@ def run_synth(spark: Any, args: argparse.Namespace, settings: Settings) -> dict[
     from eagle_spark.ml import Dataset
 
     settings = settings.replace("synth", **_flags(args, {"preset": "preset", "scale": "scale",
-                                                         "seed": "seed"}))
+                                                         "seed": "seed", "difficulty": "difficulty"}))
     p = settings.synth
-    Dataset.synth(spark, args.output, p.preset, p.scale, p.seed, p.rows_per_task, overwrite=args.overwrite)
+    Dataset.synth(spark, args.output, p.preset, p.scale, p.seed, p.rows_per_task, overwrite=args.overwrite,
+                  difficulty=p.difficulty)
     pair = read_manifest(spark, args.output)
     return {"output": args.output, "preset": p.preset, "scale": p.scale,
+            "difficulty": pair["parameters"]["difficulty"],
             **{f"{split}_{k}": v for split, stats in pair["splits"].items()
                for k, v in stats.items() if k in ("n_samples", "nnz_per_sample", "labels_per_sample")},
             "n_features": pair["shape"]["n_features"], "n_labels": pair["shape"]["n_labels"]}

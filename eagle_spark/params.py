@@ -300,16 +300,23 @@ class SynthParams(BaseParams):
         scale: in (0, 1]; sample, feature and label counts are multiplied by it. Default 1.0.
         seed: base seed; the same seed gives byte-identical tables. Default 0.
         rows_per_task: samples generated per Spark task. Default 250000.
+        difficulty: in [0, 1], how confusable the labels are (topics sharing words, weaker
+            evidence, distractor labels, louder noise words); null: the preset's calibrated
+            default (wiki325k 1.0, eurlex4k 0.4, wiki10-31k 0.7, amazoncat13k 0.35: omikuji's
+            P@1 near the real data set's); 0: the easy data of earlier versions. Default null.
     """
 
     preset: str = "wiki325k"
     scale: float = 1.0
     seed: int = 0
     rows_per_task: int = 250000
+    difficulty: Optional[float] = None
 
     def __post_init__(self) -> None:
         _check(0 < self.scale <= 1, f"synth.scale must be in (0, 1], got {self.scale}")
         _check(self.rows_per_task >= 1, "synth.rows_per_task must be >= 1")
+        _check(self.difficulty is None or (_finite(self.difficulty) and 0 <= self.difficulty <= 1),
+               f"synth.difficulty must be in [0, 1] or null, got {self.difficulty}")
 
 
 @dataclass(frozen=True)

@@ -227,20 +227,23 @@ class Dataset:
 
     @classmethod
     def synth(cls, spark: SparkSession, path: str, preset: str = "wiki325k", scale: float = 1.0, seed: int = 0,
-              rows_per_task: int = 250_000, overwrite: bool = False) -> tuple["Dataset", "Dataset"]:
+              rows_per_task: int = 250_000, overwrite: bool = False,
+              difficulty: Optional[float] = None) -> tuple["Dataset", "Dataset"]:
         """Generate a synthetic train / test pair of a benchmark's shape (:func:`eagle_spark.synth.synth`)
-        under `path` (``train/``, ``test/``).
+        under `path` (``train/``, ``test/``). `difficulty` in [0, 1] (None: the preset's calibrated
+        default; 0: the easy data of earlier versions).
 
         Returns:
             (train, test) datasets.
         Raises:
-            BadInputError (a ValueError): unknown preset or scale out of (0, 1].
+            BadInputError (a ValueError): unknown preset, scale out of (0, 1], difficulty out of
+                [0, 1].
         """
         import posixpath
 
         from eagle_spark.synth import synth
 
-        synth(spark, path, preset, scale, seed, rows_per_task, overwrite=overwrite)
+        synth(spark, path, preset, scale, seed, rows_per_task, overwrite=overwrite, difficulty=difficulty)
         return cls.load(spark, posixpath.join(path, "train")), cls.load(spark, posixpath.join(path, "test"))
 
     def save(self, path: str, overwrite: bool = False) -> "Dataset":
