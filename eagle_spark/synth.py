@@ -247,38 +247,32 @@ class Generator:
         np.cumsum(counts, out=offsets[1:])
         return offsets, flat
 
+    def _planted(self, split: int, ids: np.ndarray, owner: np.ndarray, lab: np.ndarray, slot: np.ndarray,
+                 keep: float, keep_salt: int, value_salt: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The prototype features a sample shows of one label each: (row, feature id, value) of the
+        kept slots, for rows `owner`, labels `lab` at place `slot` in their sample, kept at rate `keep`."""
+        j = np.arange(self.prototype_size)[None, :]
+        sid, slot = ids[owner][:, None], slot[:, None]
+        kept = self._uniform(split, sid, keep_salt + slot, j + 10_000) < keep
+        val = (0.5 + self._uniform(3, lab[:, None], j)) * (0.5 + self._uniform(split, sid, value_salt + j, slot))
+        return (np.broadcast_to(owner[:, None], kept.shape)[kept], self.prototype_features(lab)[kept],
+                val[kept])
+
     def features(self, split: int, ids: np.ndarray, lab_off: np.ndarray, labels: np.ndarray,
                  fcdf: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Sparse rows: (offsets int64 (n+1), feature ids int32, values float32), L2-normalised."""
         n = len(ids)
-        n_lab = np.diff(lab_off)
-        p = self.prototype_size
-        owner = np.repeat(np.arange(n), n_lab)                        # sample of each positive
-        lab = labels                                                  # label of each positive
-        j = np.arange(p)[None, :]
-        proto_fid = self.prototype_features(lab)
-        proto_w = 0.5 + self._uniform(3, lab[:, None], j)
-        pos_index = np.arange(len(lab))[:, None]
-        kept = self._uniform(split, ids[owner][:, None], 1000 + pos_index - lab_off[owner][:, None],
-                             j + 10_000) < self.keep
-        val = proto_w * (0.5 + self._uniform(split, ids[owner][:, None], 20_000 + j,
-                                             pos_index - lab_off[owner][:, None]))
-        rows_p = np.broadcast_to(owner[:, None], kept.shape)[kept]
-        fid_p, val_p = proto_fid[kept], val[kept]
+        owner = np.repeat(np.arange(n), np.diff(lab_off))             # sample of each positive
+        slot = np.arange(len(labels)) - lab_off[owner]                # its place among the sample's labels
+        rows_p, fid_p, val_p = self._planted(split, ids, owner, labels, slot, self.keep, 1000, 20_000)
         md = self.distractors
         if md:  # prototype features of labels the sample does not have (drawn like labels)
-            slot = np.arange(md)
-            draws = np.searchsorted(self._label_cdf, self._uniform(split, ids[:, None], 50_000 + slot[None, :]),
+            draws = np.searchsorted(self._label_cdf, self._uniform(split, ids[:, None], 50_000 + np.arange(md)[None, :]),
                                     side="right")
             d_lab = np.minimum(draws, self.shape.n_labels - 1).ravel()
-            d_owner = np.repeat(np.arange(n), md)
-            d_slot = np.tile(slot, n)[:, None]
-            d_kept = self._uniform(split, ids[d_owner][:, None], 60_000 + d_slot, j + 10_000) < 0.5 * self.keep
-            d_val = (0.5 + self._uniform(3, d_lab[:, None], j)) * (
-                0.5 + self._uniform(split, ids[d_owner][:, None], 70_000 + j, d_slot))
-            rows_p = np.concatenate([rows_p, np.broadcast_to(d_owner[:, None], d_kept.shape)[d_kept]])
-            fid_p = np.concatenate([fid_p, self.prototype_features(d_lab)[d_kept]])
-            val_p = np.concatenate([val_p, d_val[d_kept]])
+            d = self._planted(split, ids, np.repeat(np.arange(n), md), d_lab, np.tile(np.arange(md), n),
+                              0.5 * self.keep, 60_000, 70_000)
+            rows_p, fid_p, val_p = (np.concatenate([a, b]) for a, b in zip((rows_p, fid_p, val_p), d))
         m = self.noise_words()
         jn = np.arange(m)[None, :]
         fid_n = np.searchsorted(fcdf, self._uniform(split, ids[:, None], 30_000 + jn), side="right")
