@@ -2,7 +2,7 @@
 
     python benchmarks/executor_memory.py [--scale 0.05] [--slots 1 4] [--model tree]
         [--steps train predict] [--test-rows N] [--workdir /tmp/eagle-bench-memory] [--code DIR]
-        [--name executor_memory]
+        [--name executor_memory] [--evaluate] [--driver-memory 6g]
 
 Synthetic Wiki-325K at `--scale` (made once in the workdir); for each number of slots c in
 `--slots`, ``eagle-spark train`` then ``eagle-spark predict`` (the model trained at the first c,
@@ -17,7 +17,9 @@ only, the model is trained once at local[2] (not measured; reused across runs of
 `--test-rows N` predicts the first N test samples only. `--steps hold` measures the loaders
 alone: c plain processes (no Spark) load the tree model (as prediction tasks do) or X and Y (as
 training tasks do) with the checkout's code, touch every page, and the sum of their PSS is taken
-once all hold it.
+once all hold it. `--evaluate` adds, after each prediction, ``eagle-spark evaluate`` of it against
+the test set's Y (P@1/3/5, nDCG@5, PSP@5 with the Wikipedia propensities A = 0.5, B = 0.4 and the
+train set's label frequencies), timed and sampled the same way, its metrics in the report row.
 
 Target (executor-state issue): peak PSS at local[4] / local[1] <= 1.5 for train and for predict.
 """
@@ -25,6 +27,7 @@ Target (executor-state issue): peak PSS at local[4] / local[1] <= 1.5 for train 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import pathlib
 import subprocess
@@ -92,10 +95,13 @@ def measure(args: list[str], env: dict, log: pathlib.Path, cwd: str) -> dict:
             "python_workers": peak["n_workers"]}
 
 
+def _n_samples(dataset: pathlib.Path) -> int:
+    """The number of samples a local dataset's manifest states."""
+    return int(json.loads((dataset / "_manifest.json").read_text())["n_samples"])
+
+
 def _prefix(dataset: pathlib.Path, out: pathlib.Path, n: int) -> pathlib.Path:
     """The first `n` samples (by sample_id) of a local dataset, as a dataset of their own."""
-    import json
-
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
@@ -165,6 +171,8 @@ def main() -> None:
     ap.add_argument("--name", default="executor_memory", help="report name")
     ap.add_argument("--steps", nargs="+", choices=["train", "predict", "hold"], default=["train", "predict"])
     ap.add_argument("--test-rows", type=int, default=0, help="predict the first N test rows (0: all)")
+    ap.add_argument("--evaluate", action="store_true", help="evaluate every prediction (P@k, nDCG@k, PSP@k)")
+    ap.add_argument("--driver-memory", default="6g", help="spark.driver_memory of the measured commands")
     args = ap.parse_args()
 
     work = pathlib.Path(args.workdir)
@@ -188,7 +196,7 @@ def main() -> None:
                             "--set", "spark.driver_memory=8g"], env=env, check=True, cwd=args.code,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     for slots in args.slots:
-        master = ["--set", f"spark.master=local[{slots}]", "--set", "spark.driver_memory=6g"]
+        master = ["--set", f"spark.master=local[{slots}]", "--set", f"spark.driver_memory={args.driver_memory}"]
         if "train" in args.steps:
             out = work / f"model_{args.name}_{slots}"
             row = measure([*cli, "train", "--input", str(data / "train"), "--output", str(out),
@@ -202,8 +210,18 @@ def main() -> None:
             row = measure([*cli, "predict", "--model", str(model), "--input", str(test),
                            "--output", str(pred), "--overwrite", *master], env,
                           work / f"predict_{slots}.log", args.code)
-            rows.append({"step": "predict", "slots": slots, **row,
+            rows.append({"step": "predict", "slots": slots, **row, "test_rows": _n_samples(test),
                          "model_mb": round(folder_bytes(model) / 2**20, 1)})
+            if args.evaluate:
+                summary = work / f"metrics_{args.name}_{slots}.json"
+                row = measure([*cli, "evaluate", "--predictions", str(pred), "--input", str(test),
+                               "--propensity-a", "0.5", "--propensity-b", "0.4",
+                               "--propensity-from", str(data / "train"), "--summary", str(summary),
+                               *master], env, work / f"evaluate_{slots}.log", args.code)
+                m = json.loads(summary.read_text())
+                rows.append({"step": "evaluate", "slots": slots, **row, "test_rows": m["n_samples"],
+                             **{f"P@{k}": round(100 * m["P"][k - 1], 2) for k in (1, 3, 5)},
+                             "nDCG@5": round(100 * m["nDCG"][4], 2), "PSP@5": round(100 * m["PSP"][4], 2)})
     if "hold" in args.steps:  # the loaders alone: c processes holding the model / X and Y
         model = model or work / f"model_{args.model}_{args.scale}"
         for what, path in (("model", model), ("xy", data / "train")):

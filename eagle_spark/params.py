@@ -422,7 +422,18 @@ _LINEAR_DOC = """
             not assigned k is for label k: ``negative`` (the paper: every sample without k is a
             negative of k) or ``ignore`` (left out of k's training set, neither positive nor
             negative: the tree leaves it out of the ranker of k in k's leaf). No effect on other
-            training data. Default ``negative``."""
+            training data. Default ``negative``.
+        x_access: how training tasks get their units' rows of X. ``cached``: every executor reads X
+            and Y once into its memory-mapped cache (~8 bytes per nonzero of X per machine).
+            ``joined``: each task receives only the rows its units train on through a Spark join
+            of (task, sample) pairs with X (the tree: the samples positive under its nodes, all of
+            them for the root; one-vs-all: its labels' positives and drawn negatives, so every
+            sample when negative_fraction is 1), and the tree's PIFA label representations are
+            summed by a join too; Y stays cached (~5 bytes per positive). ``auto``: ``cached``
+            while the cache fits ``cache_budget``, else ``joined``; the log says which and why.
+            Same models either way. Default ``auto``.
+        cache_budget: the executor cache size ``auto`` allows, a Spark size (``4g``); null: half of
+            ``spark.python_worker_memory`` when set, else 4g. Default null."""
 
 
 def _check_linear(section: str, p: Any) -> None:
@@ -435,6 +446,7 @@ def _check_linear(section: str, p: Any) -> None:
     _check(p.tasks >= 1, f"{section}.tasks must be >= 1")
     _check(p.unassigned in ("negative", "ignore"),
            f"{section}.unassigned must be negative or ignore, got {p.unassigned!r}")
+    _check_x_access(section, p.x_access, p.cache_budget)
 
 
 @dataclass(frozen=True)
@@ -483,6 +495,8 @@ class TreeParams(BaseParams):
     n_trees: int = 3
     top_levels: Optional[int] = None
     unassigned: str = "negative"
+    x_access: str = "auto"
+    cache_budget: Optional[str] = None
 
     def __post_init__(self) -> None:
         _check_linear("tree", self)
@@ -511,6 +525,8 @@ class OVAParams(BaseParams):
     seed: int = 0
     negative_fraction: float = 1.0
     unassigned: str = "negative"
+    x_access: str = "auto"
+    cache_budget: Optional[str] = None
 
     def __post_init__(self) -> None:
         _check_linear("ova", self)

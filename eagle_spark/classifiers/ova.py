@@ -1,8 +1,9 @@
 """Distributed one-vs-all: one binary linear classifier per label, labels in blocks per Spark task.
 
 Training: labels 0..L-1 are cut into ``tasks`` contiguous blocks; each task (``spark.range`` +
-``mapInArrow``) loads X and Y once per Python worker from the dataset's Parquet files
-(:func:`eagle_spark.classifiers.base.load_xy`), trains its labels one after the other with
+``mapInArrow``) maps X and Y from the executor state (:func:`eagle_spark.classifiers.base.load_xy`,
+once per executor; or, with ``x_access=joined``, receives its block's rows through a join,
+:mod:`eagle_spark.classifiers.joined`), trains its labels one after the other with
 :func:`eagle_spark.classifiers.linear.train_binary` (all samples as negatives, or a seeded sample
 of them with ``negative_fraction`` < 1) and writes the pruned weights straight to a Parquet part
 file. Never one Spark job per label.
@@ -30,6 +31,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from eagle_spark import schemas as S
 from eagle_spark.classifiers.base import (WEIGHTS, WEIGHTS_ARROW, load_unassigned, load_xy, read_metadata,
                                           training_set, unassigned_groups, write_metadata)
+from eagle_spark.classifiers.joined import ProportionalBlocks, training_access
 from eagle_spark.classifiers.linear import check_weights, train_binary
 from eagle_spark.errors import BadInputError, check_finite_scores
 from eagle_spark.executor_state import shared_state, sparse_arrays, sparse_from
@@ -46,41 +48,97 @@ _SUMMARY = pa.schema([pa.field("labels", pa.int64(), nullable=False),
 
 def _train_task(dataset: str, out: str, n_features: int, n_labels: int, params: Any, blocks: int,
                 groups: Optional[str]):
+    """mapInArrow: block ids -> weights part files, from the executor cache of X and Y
+    (``x_access=cached``)."""
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         ids, X, Y = load_xy(dataset, n_features, n_labels, params.normalize)
         U = load_unassigned(dataset, groups, ids, Y) if groups is not None else None
-        n_done = no_pos = n_w = 0
-        with PartWriters(out, {"weights": WEIGHTS_ARROW}) as writers:
-            for batch in batches:
-                for block in np.asarray(batch.column(0), dtype=np.int64):
-                    writers.name(f"part-{int(block):05d}.parquet")
-                    lo, hi = block * n_labels // blocks, (block + 1) * n_labels // blocks
-                    rows = []
-                    for label in range(lo, hi):
-                        y = Y[:, label].toarray().ravel()
-                        keep = None
-                        if params.negative_fraction < 1.0 and y.any():
-                            rng = np.random.default_rng([params.seed, label])
-                            keep = y | (rng.random(len(y)) < params.negative_fraction)
-                        if U is not None and U.indptr[label + 1] > U.indptr[label]:
-                            known = np.ones(len(y), dtype=bool)  # unassigned members: not negatives
-                            known[U.indices[U.indptr[label]:U.indptr[label + 1]]] = False
-                            keep = known if keep is None else keep & known
-                        Xl, yl = (X, y) if keep is None else (X[keep], y[keep])
-                        w_idx, w_val, bias = train_binary(Xl, yl, params.loss, params.C,
-                                                          params.threshold, tol=params.tol,
-                                                          seed=params.seed)
-                        no_pos += int(not y.any())
-                        n_w += len(w_idx)
-                        rows.append((label, w_idx, w_val, bias))
-                    n_done += hi - lo
-                    check_weights(rows, "train (one-vs-all): label")
-                    if rows:
-                        writers.write("weights", weights_batch(rows))
-        yield pa.RecordBatch.from_pydict({"labels": [n_done], "no_positive": [no_pos],
-                                          "weights": [n_w]}, schema=_SUMMARY)
+        done = np.zeros(3, dtype=np.int64)
+        for batch in batches:
+            for block in np.asarray(batch.column(0), dtype=np.int64):
+                done += _train_block(out, int(block), X, Y, U, None, len(ids), params, n_labels, blocks)
+        yield pa.RecordBatch.from_pydict({"labels": [int(done[0])], "no_positive": [int(done[1])],
+                                          "weights": [int(done[2])]}, schema=_SUMMARY)
 
     return run
+
+
+def _train_block(out: str, block: int, X: sp.csr_matrix, Y: sp.csc_matrix, U: Optional[sp.csc_matrix],
+                 rows: Optional[np.ndarray], n_all: int, params: Any, n_labels: int, blocks: int) -> np.ndarray:
+    """Train the labels of `block` and write their weights to ``part-<block>.parquet``.
+
+    X, Y, U: the rows at hand in sample_id order: all of them (`rows` None) or the global rows
+    `rows` of the whole data (the join path; they hold every row the block's labels train on,
+    :func:`_rows_of_block`). The negatives drawn with ``negative_fraction`` < 1 are drawn over the
+    `n_all` samples of the whole data, so both give the same training sets in the same order.
+    Returns [labels, labels without a positive, weights].
+    """
+    lo, hi = ProportionalBlocks(n_labels, blocks).labels(block)
+    trained, no_pos, n_w = [], 0, 0
+    for label in range(lo, hi):
+        y = Y[:, label].toarray().ravel()
+        keep = None
+        if params.negative_fraction < 1.0 and y.any():
+            draw = np.random.default_rng([params.seed, label]).random(n_all) < params.negative_fraction
+            keep = y | (draw if rows is None else draw[rows])
+        if U is not None and U.indptr[label + 1] > U.indptr[label]:
+            known = np.ones(len(y), dtype=bool)  # unassigned members: not negatives
+            known[U.indices[U.indptr[label]:U.indptr[label + 1]]] = False
+            keep = known if keep is None else keep & known
+        Xl, yl = (X, y) if keep is None else (X[keep], y[keep])
+        w_idx, w_val, bias = train_binary(Xl, yl, params.loss, params.C, params.threshold,
+                                          tol=params.tol, seed=params.seed)
+        no_pos += int(not y.any())
+        n_w += len(w_idx)
+        trained.append((label, w_idx, w_val, bias))
+    check_weights(trained, "train (one-vs-all): label")
+    with PartWriters(out, {"weights": WEIGHTS_ARROW}) as writers:
+        writers.name(f"part-{block:05d}.parquet")
+        if trained:
+            writers.write("weights", weights_batch(trained))
+    return np.array([hi - lo, no_pos, n_w], dtype=np.int64)
+
+
+def _rows_of_block(params: Any, n_labels: int, blocks: int) -> Any:
+    """The join path's needs of one-vs-all: block b needs every row when ``negative_fraction`` is
+    1 or one of its labels has no positive (all samples are that label's negatives), else its
+    labels' positives and drawn negatives."""
+    def rows_of_bin(b: int, ids: np.ndarray, Y: sp.csc_matrix) -> np.ndarray:
+        lo, hi = ProportionalBlocks(n_labels, blocks).labels(b)
+        if params.negative_fraction >= 1.0 or any(Y.indptr[k + 1] == Y.indptr[k] for k in range(lo, hi)):
+            return np.arange(len(ids))
+        need = np.zeros(len(ids), dtype=bool)
+        for label in range(lo, hi):
+            need |= np.random.default_rng([params.seed, label]).random(len(ids)) < params.negative_fraction
+            need[Y.indices[Y.indptr[label]:Y.indptr[label + 1]]] = True
+        return np.flatnonzero(need)
+
+    return rows_of_bin
+
+
+def _train_joined(spark: SparkSession, dataset: str, out: str, n_features: int, n_labels: int, params: Any,
+                  blocks: int, groups: Optional[str]) -> list:
+    """The join path of training (``x_access=joined``): a block's rows arrive through a join
+    (:mod:`eagle_spark.classifiers.joined`). A task holds its block's rows (~8 bytes per nonzero;
+    all of X when every sample is a negative) and the executor's cache of Y."""
+    from eagle_spark.classifiers.joined import check_delivered, joined_stage, load_y, local_rows
+
+    rows_of_bin = _rows_of_block(params, n_labels, blocks)
+
+    def train_bin(b: int, table: pa.Table) -> pa.Table:
+        ids, Y = load_y(dataset, n_labels)
+        rows, Xb, Yb = local_rows(table, ids, Y, n_features, params.normalize, "train (one-vs-all)")
+        check_delivered(dataset, n_labels, blocks, rows_of_bin, b, rows, "train (one-vs-all)")
+        U = None
+        if groups is not None:
+            U = load_unassigned(dataset, groups, ids, Y)[rows, :].tocsc()
+            U.sort_indices()
+        done = _train_block(out, b, Xb, Yb, U, rows, len(ids), params, n_labels, blocks)
+        return pa.table({"labels": [int(done[0])], "no_positive": [int(done[1])], "weights": [int(done[2])]},
+                        schema=_SUMMARY)
+
+    return joined_stage(spark, dataset, n_labels, blocks, rows_of_bin, train_bin,
+                        "labels long, no_positive long, weights long")
 
 
 def weights_batch(rows: list) -> pa.RecordBatch:
@@ -109,25 +167,34 @@ def train_ova(spark: SparkSession, dataset: str, model_path: str, params: Any,
             w_val, bias).
         params: the ``ova`` settings section (loss, C, threshold, normalize, tasks,
             negative_fraction, seed, unassigned: with ``ignore`` a member of a group labelled k
-            that EAGLE did not assign k is left out of k's problem).
+            that EAGLE did not assign k is left out of k's problem; x_access / cache_budget: the
+            blocks' rows from the executor cache or through a join, same model either way).
         overwrite: replace an existing model.
     Returns:
-        The model metadata (with n_labels_without_positives and n_weights).
+        The model metadata (with n_labels_without_positives, n_weights and x_access).
     Raises:
         BadInputError: the dataset has no samples or no Y; ``unassigned=ignore`` on an assignment
             whose source groups are gone.
+        Spark's PythonException (from a ValueError) on the joined path: a sample of Y has no row in
+            X (named by sample_id); nothing is written.
     """
     check_separate(model_path, [dataset])
     n_features, n_labels = training_set(spark, dataset)
     blocks = max(1, min(params.tasks, n_labels))
     groups = unassigned_groups(spark, dataset, params.unassigned, "ova")
+    access = training_access(spark, dataset, params, "ova")
     with atomic_output(spark, model_path, overwrite) as tmp:
-        rows = spark.range(0, blocks, numPartitions=blocks).mapInArrow(
-            _train_task(dataset, posixpath.join(tmp, "data"), n_features, n_labels, params, blocks, groups),
-            from_arrow_schema(_SUMMARY)).collect()
+        if access == "joined":
+            rows = _train_joined(spark, dataset, posixpath.join(tmp, "data"), n_features, n_labels, params,
+                                 blocks, groups)
+        else:
+            rows = spark.range(0, blocks, numPartitions=blocks).mapInArrow(
+                _train_task(dataset, posixpath.join(tmp, "data"), n_features, n_labels, params, blocks, groups),
+                from_arrow_schema(_SUMMARY)).collect()
         meta = write_metadata(spark, tmp, "OVAModel", params.to_dict(), n_features, n_labels,
                               n_labels_without_positives=sum(r["no_positive"] for r in rows),
-                              n_weights=sum(r["weights"] for r in rows), source={"dataset": dataset})
+                              n_weights=sum(r["weights"] for r in rows), source={"dataset": dataset},
+                              x_access=access)
     log.info("ova: %d labels, %d weights", n_labels, meta["n_weights"])
     return meta
 

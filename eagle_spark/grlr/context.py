@@ -154,14 +154,15 @@ DEFAULT_CACHE_BUDGET_MIB = 4096
 """The executor cache budget when neither the setting nor a Python worker cap gives one."""
 
 
-def cache_bytes(n_nonzeros: int, n_rows: int, n_y1: int) -> int:
-    """Estimated executor-side bytes of the cached Context: 12 per nonzero of X (float64 value,
-    int32 id), 16 per row (id, offset) and 16 per Y1 row (group id, member row)."""
-    return 12 * n_nonzeros + 16 * n_rows + 16 * n_y1
+def cache_bytes(n_nonzeros: int, n_rows: int, n_y1: int, bytes_per_nonzero: int = 12) -> int:
+    """Estimated executor-side bytes of a cached X: `bytes_per_nonzero` per nonzero (12 for the
+    GRLR Context's float64 value + int32 id), 16 per row (id, offset) and 16 per Y1 row (group id,
+    member row)."""
+    return bytes_per_nonzero * n_nonzeros + 16 * n_rows + 16 * n_y1
 
 
-def choose_x_access(spark: Any, X: Any, Y1: Any, mode: str, budget: str | None, stage: str
-                    ) -> tuple[str, str]:
+def choose_x_access(spark: Any, X: Any, Y1: Any, mode: str, budget: str | None, stage: str,
+                    bytes_per_nonzero: int = 12) -> tuple[str, str]:
     """Resolve ``x_access`` (``auto`` / ``cached`` / ``joined``) for a stage, and say why.
 
     ``auto`` measures X (nonzeros, rows) and Y1 with one Spark aggregation each and picks
@@ -172,7 +173,10 @@ def choose_x_access(spark: Any, X: Any, Y1: Any, mode: str, budget: str | None, 
 
     Args:
         spark: the session. X, Y1: the dataset's DataFrames. mode: the setting.
-        budget: the ``cache_budget`` setting or None. stage: ``embed`` / ``assign`` (for the log).
+        budget: the ``cache_budget`` setting or None. stage: ``embed`` / ``assign`` / ``tree`` /
+            ``ova`` (for the log). Y1: None when the cache holds no Y1 (the classifiers').
+        bytes_per_nonzero: the cache's bytes per nonzero of X (12: GRLR's float64 values; 8: the
+            classifiers' float32).
     Returns:
         (``cached`` or ``joined``, a sentence saying why).
     Raises:
@@ -194,9 +198,9 @@ def choose_x_access(spark: Any, X: Any, Y1: Any, mode: str, budget: str | None, 
     else:
         budget_mib, origin = float(DEFAULT_CACHE_BUDGET_MIB), "the default"
     stats = X.agg(F.sum(F.size(S.FEAT_IDX)), F.count(F.lit(1))).first()
-    need = cache_bytes(int(stats[0] or 0), int(stats[1]), Y1.count())
+    need = cache_bytes(int(stats[0] or 0), int(stats[1]), 0 if Y1 is None else Y1.count(), bytes_per_nonzero)
     chosen = "cached" if need <= budget_mib * 2**20 else "joined"
-    return chosen, (f"{stage}.x_access=auto: the executor cache of X and Y1 needs ~{need / 2**20:,.0f} MiB, "
+    return chosen, (f"{stage}.x_access=auto: the executor cache of X{'' if Y1 is None else ' and Y1'} needs ~{need / 2**20:,.0f} MiB, "
                     f"the budget ({origin}) is {budget_mib:,.0f} MiB")
 
 

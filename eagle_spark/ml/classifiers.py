@@ -47,9 +47,15 @@ class _XMCParams(HasFeaturesCol, HasPredictionCol, HasSeed, HasTol, SettingsPara
                                 "that EAGLE did not assign k is left out of k's training set (fit on "
                                 "GRLRModel.transform's output)", TypeConverters.toString)
 
+    xAccess = settings_param("xAccess", "auto | cached | joined: how training tasks get their units' "
+                             "rows of X (executor cache or a join)", TypeConverters.toString)
+    cacheBudget = settings_param("cacheBudget", "the executor cache size xAccess=auto allows (a Spark "
+                                 "size such as 4g; None: half the Python worker memory or 4g)",
+                                 lambda v: None if v is None else TypeConverters.toString(v))
+
     _common_train = {"loss": "loss", "C": "C", "pruneThreshold": "threshold", "tol": "tol",
                      "normalize": "normalize", "numTasks": "tasks", "seed": "seed",
-                     "unassigned": "unassigned"}
+                     "unassigned": "unassigned", "xAccess": "x_access", "cacheBudget": "cache_budget"}
     _model_kind = ""
 
     def __init__(self, *args: Any) -> None:
@@ -147,7 +153,8 @@ class LabelTreeClassifier(Estimator, _TreeParams, Persistent):
 
     Params: ``numTrees`` (3), ``maxLeaf`` (100), ``maxLeafWork`` (1,000,000), ``C`` (0.5), ``loss``
     (squared_hinge), ``tol`` (0.2), ``pruneThreshold`` (0.1), ``seed`` (0), ``numTasks`` (16),
-    ``normalize`` (true), ``topLevels`` (None: automatic), ``labelRepr`` (None = PIFA); for the
+    ``normalize`` (true), ``topLevels`` (None: automatic), ``labelRepr`` (None = PIFA), ``xAccess``
+    (auto: the units' rows from the executor cache, or through a join beyond ``cacheBudget``); for the
     model's transform ``topK`` (5),
     ``beamSize`` (10), ``predictionCol``, ``scoresCol``.
 
@@ -180,7 +187,8 @@ class LabelTreeClassifier(Estimator, _TreeParams, Persistent):
                  seed: Optional[int] = None, numTasks: Optional[int] = None, normalize: Optional[bool] = None,
                  labelRepr: Optional[str] = None, topK: Optional[int] = None, beamSize: Optional[int] = None,
                  numFeatures: Optional[int] = None, numLabels: Optional[int] = None,
-                 topLevels: Optional[int] = None) -> None:
+                 topLevels: Optional[int] = None, xAccess: Optional[str] = None,
+                 cacheBudget: Optional[str] = None) -> None:
         super().__init__()
         self._set(**{k: v for k, v in self._input_kwargs.items() if v is not None})
 
@@ -238,7 +246,8 @@ class OneVsRestXMC(Estimator, _OVAParams, Persistent):
     tasks by :func:`eagle_spark.classifiers.ova.train_ova` (never one Spark job per label).
 
     Params: ``C`` (0.5), ``loss`` (squared_hinge), ``tol`` (0.2), ``pruneThreshold`` (0.1), ``seed``
-    (0), ``numTasks`` (16), ``negativeFraction`` (1.0), ``normalize`` (true); for the model's
+    (0), ``numTasks`` (16), ``negativeFraction`` (1.0), ``normalize`` (true), ``xAccess`` (auto),
+    ``cacheBudget``; for the model's
     transform ``topK`` (5), ``batchRows`` (1000), ``predictionCol``, ``scoresCol``.
 
     Raises (fit): ValueError / TypeError naming a missing or mistyped column or a bad Param value,
@@ -262,7 +271,8 @@ class OneVsRestXMC(Estimator, _OVAParams, Persistent):
                  numTasks: Optional[int] = None, normalize: Optional[bool] = None,
                  negativeFraction: Optional[float] = None, topK: Optional[int] = None,
                  batchRows: Optional[int] = None, numFeatures: Optional[int] = None,
-                 numLabels: Optional[int] = None) -> None:
+                 numLabels: Optional[int] = None, xAccess: Optional[str] = None,
+                 cacheBudget: Optional[str] = None) -> None:
         super().__init__()
         self._set(**{k: v for k, v in self._input_kwargs.items() if v is not None})
 

@@ -1,6 +1,6 @@
 """A real Spark standalone cluster on 127.0.0.1: master + two workers started with the pyspark
 package's own ``spark-class``, the pipeline submitted with ``spark-submit`` with GRLR on the joined
-path (``embed.x_access=joined``), one worker SIGKILLed while GRLR runs. The job must finish, and its
+path (``embed.x_access=joined``, ``tree.x_access=joined``), one worker SIGKILLed while GRLR runs. The job must finish, and its
 assignments must equal a local-mode run's on the cached path.
 
 Every process the test starts is stopped by PID at the end (with the descendants it saw)."""
@@ -140,7 +140,7 @@ def test_pipeline_on_standalone_cluster_survives_a_lost_worker(spark, tmp_path):
             "--conf", "spark.task.maxFailures=8", "--executor-memory", "2g",
             str(ROOT / "jobs" / "pipeline.py"), "--conf", str(ROOT / "conf" / "cluster.yaml"),
             "--set", f"pipeline.output={run}", "--set", f"embed.iterations={ITERATIONS}",
-            "--set", "embed.x_access=joined"], env)
+            "--set", "embed.x_access=joined", "--set", "tree.x_access=joined"], env)
 
         def log_text() -> str:  # the run's own log, logs/<run id>.log
             found = sorted((run / "logs").glob("*.log")) if (run / "logs").exists() else []
@@ -184,6 +184,20 @@ def test_pipeline_on_standalone_cluster_survives_a_lost_worker(spark, tmp_path):
     local_rows = spark.read.parquet(str(tmp_path / "assigned_local" / "assignments")).select(*cols).collect()
     assert len(cluster_rows) > 200_000
     assert sorted(map(tuple, cluster_rows)) == sorted(map(tuple, local_rows))
+    # the label trees were trained on the joined path too (each task received its units' rows
+    # through a join); trained again in local mode on the cached path: the same trees and weights
+    model = run / "models" / "eagle"
+    assert json.loads((model / "metadata.json").read_text())["x_access"] == "joined"
+    from dataclasses import replace
+
+    from eagle_spark.classifiers.tree import train_tree
+
+    local_model = tmp_path / "tree_local"
+    train_tree(spark, str(run / "assigned" / "eagle"), str(local_model), replace(settings.tree, x_access="cached"))
+    for table in sorted(p.name for p in (model / "data").iterdir()):
+        got = sorted(map(tuple, spark.read.parquet(str(model / "data" / table)).collect()))
+        want = sorted(map(tuple, spark.read.parquet(str(local_model / "data" / table)).collect()))
+        assert got == want, table
 
 
 def _start_cluster(procs: Processes, tmp_path: pathlib.Path, env: dict, spark_home: str) -> int:

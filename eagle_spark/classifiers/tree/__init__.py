@@ -23,8 +23,10 @@ from it and numbered after the shape's (:func:`tree_from_leaves`), and a node's 
 depends only on its name, so the result equals the single-node :func:`build_tree` wherever the
 split happens. Training units (one per internal node: its children;
 one per leaf: its labels) are independent, dealt into ``tasks`` bins by their positive samples
-times their classifiers (:func:`deal`), and each task trains its units from the executor-side X/Y cache, labels in batches inside
-the task. Never one Spark job per label. A unit's samples and features are restricted to the ones
+times their classifiers (:func:`deal`), and each task trains its units from the executor-side X/Y cache
+(``x_access=cached``) or from the rows a join delivered to its bin (``x_access=joined``: the samples
+positive under its nodes, PIFA summed by a join too; :mod:`eagle_spark.classifiers.joined`), labels in
+batches inside the task. Never one Spark job per label. A unit's samples and features are restricted to the ones
 it uses (:func:`compact_columns`), so its cost does not grow with n_samples or n_features.
 
 Prediction: beam search per batch of rows; a child's probability is exp(-max(0, 1 - s)^2) for the

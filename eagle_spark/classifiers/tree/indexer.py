@@ -15,7 +15,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from eagle_spark import schemas as S
-from eagle_spark.classifiers.base import (load_xy)
+from eagle_spark.classifiers.base import load_xy
+from eagle_spark.classifiers.joined import load_y
 from eagle_spark.errors import BadInputError
 from eagle_spark.evaluation.metrics import label_counts
 from eagle_spark.executor_state import shared_state, sparse_arrays, sparse_from
@@ -138,8 +139,8 @@ _SPLIT = pa.schema([pa.field("tree", pa.int32(), False), pa.field("node", pa.int
 
 def _split_stage(spark: SparkSession, dataset: str, n_features: int, n_labels: int, params: Any,
                  label_repr: Optional[str], shape: TreeShape, units_by_bin: dict,
-                 stop_level: Optional[int],
-                 label_freq: Optional[np.ndarray]) -> list[tuple[int, int, str, np.ndarray, float]]:
+                 stop_level: Optional[int], label_freq: Optional[np.ndarray],
+                 y_only: bool = False) -> list[tuple[int, int, str, np.ndarray, float]]:
     """One Spark stage of the indexer: task b splits the sub-trees (tree, node, labels) of
     ``units_by_bin[b]`` down to their leaves, or to the nodes at `stop_level`.
 
@@ -158,7 +159,8 @@ def _split_stage(spark: SparkSession, dataset: str, n_features: int, n_labels: i
         row_work = np.diff(reps.indptr).astype(np.float64) + 1.0
         work = None
         if max_work is not None:
-            work = LeafWork(max_work, label_freq, lambda: load_xy(dataset, n_features, n_labels, normalize)[2])
+            work = LeafWork(max_work, label_freq, (lambda: load_y(dataset, n_labels)[1]) if y_only else
+                            (lambda: load_xy(dataset, n_features, n_labels, normalize)[2]))
         for batch in batches:
             for b in np.asarray(batch.column(0), dtype=np.int64):
                 for t, node, labels in units_by_bin.get(int(b), []):
@@ -180,7 +182,8 @@ def _split_stage(spark: SparkSession, dataset: str, n_features: int, n_labels: i
 
 
 def index_trees(spark: SparkSession, dataset: str, n_features: int, n_labels: int, params: Any,
-                label_repr: Optional[str] = None, label_freq: Optional[np.ndarray] = None) -> list[Tree]:
+                label_repr: Optional[str] = None, label_freq: Optional[np.ndarray] = None,
+                y_only: bool = False) -> list[Tree]:
     """The distributed indexer: the label trees of an ensemble, equal to :func:`build_tree` with
     seeds ``params.seed + t``.
 
@@ -212,7 +215,7 @@ def index_trees(spark: SparkSession, dataset: str, n_features: int, n_labels: in
     if levels > 0 and shape.kids[0][0] >= 0:
         tops = {t: [(t, 0, everything)] for t in range(params.n_trees)}
         found = _split_stage(spark, dataset, n_features, n_labels, params, label_repr, shape, tops,
-                             stop_level=levels, label_freq=label_freq)
+                             stop_level=levels, label_freq=label_freq, y_only=y_only)
     else:  # whole trees, each the second stage's sub-tree
         found = [(t, 0, "", everything.astype(np.int64), 1.0) for t in range(params.n_trees)]
     leaves: list[list] = [[] for _ in range(params.n_trees)]
@@ -228,6 +231,6 @@ def index_trees(spark: SparkSession, dataset: str, n_features: int, n_labels: in
         for t, node, path, labels, _ in _split_stage(
                 spark, dataset, n_features, n_labels, params, label_repr, shape,
                 {b: [units[i] for i in idx] for b, idx in enumerate(dealt)}, stop_level=None,
-                label_freq=label_freq):
+                label_freq=label_freq, y_only=y_only):
             leaves[t].append((node, path, labels))
     return [tree_from_leaves(shape, leaves[t], n_labels) for t in range(params.n_trees)]

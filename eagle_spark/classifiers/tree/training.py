@@ -19,19 +19,21 @@ from eagle_spark.classifiers.linear import check_weights, train_binary
 from eagle_spark.classifiers.ova import weights_batch
 from eagle_spark.evaluation.metrics import label_counts
 from eagle_spark.executor_state import forget
-from eagle_spark.io.fs import atomic_output, check_separate
+from eagle_spark.classifiers.joined import training_access
+from eagle_spark.io.fs import FileSystem, atomic_output, check_separate
 from eagle_spark.io.parts import PartWriter, PartWriters
 from eagle_spark.io.tables import read_table
 from eagle_spark.progress import step
 from eagle_spark.classifiers.tree.indexer import index_trees
-from eagle_spark.classifiers.tree.structure import TREE, TREE_ARROW, Tree, deal, compact_columns, rows_with
+from eagle_spark.classifiers.tree.structure import TREE, TREE_ARROW, Tree, compact_columns, deal, rows_with
 
 log = logging.getLogger(__name__)
 
 
 def _train_units_task(dataset: str, out: str, n_features: int, n_labels: int, params: Any,
                       trees: list, units_by_bin: dict, groups: Optional[str] = None):
-    """mapInArrow: bin ids -> weights part files of every tree (one classifier per scored element).
+    """mapInArrow: bin ids -> weights part files of every tree (one classifier per scored element),
+    from the executor cache of X and Y (``x_access=cached``).
 
     `trees` holds (parent array, n_clusters) per tree; a unit is (tree index, cluster node).
     """
@@ -40,24 +42,95 @@ def _train_units_task(dataset: str, out: str, n_features: int, n_labels: int, pa
         forget("reps")  # the indexer's label representations are not needed any more
         ids, X, Y = load_xy(dataset, n_features, n_labels, params.normalize)
         U = load_unassigned(dataset, groups, ids, Y) if groups is not None else None
-        built = [Tree(parent, np.zeros(len(parent)), n_clusters, n_labels) for parent, n_clusters in trees]
-        under = [t.labels_under() for t in built]
-        trained = 0
-        schemas = {f"weights_{t}": WEIGHTS_ARROW for t in range(len(trees))}
-        with PartWriters(out, schemas) as writers:
-            for batch in batches:
-                for b in np.asarray(batch.column(0), dtype=np.int64):
-                    writers.name(f"part-{int(b):05d}.parquet")
-                    for t, node in units_by_bin.get(int(b), []):
-                        rows = train_unit(built[t], under[t], X, Y, node, params, U)
-                        check_weights(rows, f"train (tree {t}): node")
-                        trained += len(rows)
-                        if rows:
-                            writers.write(f"weights_{t}", weights_batch(rows))
-        yield pa.RecordBatch.from_pydict({"trained": [trained]},
+        trainer = _BinTrainer(out, n_labels, params, trees, units_by_bin)
+        for batch in batches:
+            for b in np.asarray(batch.column(0), dtype=np.int64):
+                trainer.train(int(b), X, Y, U)
+        yield pa.RecordBatch.from_pydict({"trained": [trainer.trained]},
                                          schema=pa.schema([pa.field("trained", pa.int64(), False)]))
 
     return run
+
+
+class _BinTrainer:
+    """Trains the units of a bin on given rows and writes their weights to the bin's part files
+    (``part-<bin>.parquet`` of every tree's weights table): the same code for the cached rows and
+    for the rows a join delivered."""
+
+    def __init__(self, out: str, n_labels: int, params: Any, trees: list, units_by_bin: dict) -> None:
+        self.out, self.params, self.units_by_bin = out, params, units_by_bin
+        self.trees, self.n_labels = trees, n_labels
+        self.trained = 0
+        self._built: Optional[tuple[list, list]] = None
+
+    def __getstate__(self) -> dict:  # ship the parent arrays only; the tasks rebuild the rest
+        return {**self.__dict__, "_built": None}
+
+    @property
+    def built(self) -> list:
+        """The trees (built on first use, in the task)."""
+        if self._built is None:
+            built = [Tree(parent, np.zeros(len(parent)), n_clusters, self.n_labels) for parent, n_clusters in self.trees]
+            self._built = (built, [t.labels_under() for t in built])
+        return self._built[0]
+
+    @property
+    def under(self) -> list:
+        """labels_under() of every tree."""
+        if self._built is None:
+            self.built  # noqa: B018 (builds both)
+        return self._built[1]
+
+    def train(self, b: int, X: sp.csr_matrix, Y: sp.csc_matrix, U: Optional[sp.csc_matrix]) -> int:
+        """Train bin `b`'s units on X / Y (rows in sample_id order, all the units' samples among
+        them) and write their weights; returns the classifiers trained."""
+        schemas = {f"weights_{t}": WEIGHTS_ARROW for t in range(len(self.built))}
+        before = self.trained
+        with PartWriters(self.out, schemas) as writers:
+            writers.name(f"part-{b:05d}.parquet")
+            for t, node in self.units_by_bin.get(b, []):
+                rows = train_unit(self.built[t], self.under[t], X, Y, node, self.params, U)
+                check_weights(rows, f"train (tree {t}): node")
+                self.trained += len(rows)
+                if rows:
+                    writers.write(f"weights_{t}", weights_batch(rows))
+        return self.trained - before
+
+    def rows_of_bin(self, b: int, ids: np.ndarray, Y: sp.csc_matrix) -> np.ndarray:
+        """Global rows bin `b`'s units train on: every row when it holds a root, else the samples
+        positive under its nodes."""
+        units = self.units_by_bin.get(b, [])
+        if any(node == 0 for _, node in units):
+            return np.arange(len(ids))
+        labels = [self.under[t][node] for t, node in units]
+        if not labels:
+            return np.zeros(0, dtype=np.int64)
+        return rows_with(Y, np.unique(np.concatenate(labels)).astype(np.int64))
+
+
+def _train_joined(spark: SparkSession, dataset: str, out: str, n_features: int, n_labels: int,
+                  params: Any, trees: list, units_by_bin: dict, groups: Optional[str]) -> None:
+    """The join path of training (``x_access=joined``): each bin's rows arrive through a join
+    (:mod:`eagle_spark.classifiers.joined`); a task holds its bin's rows (~8 bytes per nonzero)
+    and the executor's cache of Y (and U with ``unassigned=ignore``), never all of X unless its
+    bin holds a root."""
+    from eagle_spark.classifiers.joined import check_delivered, joined_stage, load_y, local_rows
+
+    trainer = _BinTrainer(out, n_labels, params, trees, units_by_bin)
+    bins = max(units_by_bin) + 1 if units_by_bin else 1
+
+    def train_bin(b: int, table: pa.Table) -> pa.Table:
+        forget("reps")
+        ids, Y = load_y(dataset, n_labels)
+        rows, Xb, Yb = local_rows(table, ids, Y, n_features, params.normalize, "train (tree)")
+        check_delivered(dataset, n_labels, bins, trainer.rows_of_bin, b, rows, "train (tree)")
+        U = None
+        if groups is not None:
+            U = load_unassigned(dataset, groups, ids, Y)[rows, :].tocsc()
+            U.sort_indices()
+        return pa.table({"trained": pa.array([trainer.train(b, Xb, Yb, U)], pa.int64())})
+
+    joined_stage(spark, dataset, n_labels, bins, trainer.rows_of_bin, train_bin, "trained long")
 
 
 def train_unit(tree: Tree, under: list, X: sp.csr_matrix, Y: sp.csc_matrix, node: int,
@@ -107,18 +180,42 @@ def train_tree(spark: SparkSession, dataset: str, model_path: str, params: Any,
         model_path: model folder (atomic).
         params: the ``tree`` section (loss, C, threshold, normalize, tasks, max_leaf, n_trees,
             top_levels, seed, unassigned: with ``ignore`` the ranker of label k leaves out the
-            members of groups labelled k that EAGLE did not assign k).
+            members of groups labelled k that EAGLE did not assign k; x_access / cache_budget:
+            the units' rows from the executor cache or through a join, same model either way).
         label_repr: folder with ``label_emb`` (e.g. the output of embed) to cluster instead of PIFA.
     Returns:
-        The model metadata (n_clusters, depth, ...).
+        The model metadata (n_clusters, depth, x_access, ...).
     Raises:
         BadInputError: no samples or no Y (:func:`training_set`), or label_repr lacks label_emb.
+        Spark's PythonException (from a ValueError) on the joined path: a sample of Y has no row in
+            X (named by sample_id); nothing is written.
     """
     check_separate(model_path, [dataset, label_repr])
     n_features, n_labels = training_set(spark, dataset)  # X stays off the driver: tasks index and train
     groups = unassigned_groups(spark, dataset, params.unassigned, "tree")
+    access = training_access(spark, dataset, params, "tree")
     label_freq, _ = label_counts(read_table(spark, dataset, S.Y), n_labels)  # positives per label
-    trees = index_trees(spark, dataset, n_features, n_labels, params, label_repr, label_freq)
+    with atomic_output(spark, model_path, overwrite) as tmp:
+        meta = _train_tree_into(spark, dataset, tmp, params, label_repr, n_features, n_labels, groups,
+                                access, label_freq)
+    log.info("tree: %d labels, %d trees, depth %d", n_labels, len(meta["n_clusters"]), meta["depth"])
+    return meta
+
+
+def _train_tree_into(spark: SparkSession, dataset: str, tmp: str, params: Any, label_repr: Optional[str],
+                     n_features: int, n_labels: int, groups: Optional[str], access: str,
+                     label_freq: np.ndarray) -> dict:
+    """Index, train and write the model into the atomic output's temporary folder `tmp`."""
+    pifa_tmp = None
+    if access == "joined" and label_repr is None:  # PIFA by a join, in a scratch folder of the output
+        from eagle_spark.classifiers.joined import joined_pifa
+
+        pifa_tmp = joined_pifa(spark, dataset, posixpath.join(tmp, "_pifa"), n_features, n_labels,
+                               params.normalize, params.tasks)
+    trees = index_trees(spark, dataset, n_features, n_labels, params, pifa_tmp or label_repr, label_freq,
+                        y_only=access == "joined")
+    if pifa_tmp is not None:
+        FileSystem(spark).delete(pifa_tmp)
     units, work = [], []
     for t, tree in enumerate(trees):
         under = tree.labels_under()
@@ -129,22 +226,25 @@ def train_tree(spark: SparkSession, dataset: str, model_path: str, params: Any,
     bins = max(1, min(params.tasks, len(units)))
     step("%d trees indexed; training %d units (nodes with children) in %d tasks", len(trees), len(units), bins)
     units_by_bin = {b: [units[i] for i in idx] for b, idx in enumerate(deal(np.array(work), bins))}
-    with atomic_output(spark, model_path, overwrite) as tmp:
+    task_trees = [(tr.parent, tr.n_clusters) for tr in trees]
+    if access == "joined":
+        _train_joined(spark, dataset, posixpath.join(tmp, "data"), n_features, n_labels, params,
+                      task_trees, units_by_bin, groups)
+    else:
         task = _train_units_task(dataset, posixpath.join(tmp, "data"), n_features, n_labels, params,
-                                 [(tr.parent, tr.n_clusters) for tr in trees], units_by_bin, groups)
+                                 task_trees, units_by_bin, groups)
         spark.range(0, bins, numPartitions=bins).mapInArrow(task, "trained long").collect()
-        for t, tree in enumerate(trees):
-            writer = PartWriter(posixpath.join(tmp, f"{TREE}_{t}"), "part-00000.parquet", TREE_ARROW)
-            n_el = len(tree.parent)
-            writer.write(pa.RecordBatch.from_arrays([
-                pa.array(np.arange(n_el, dtype=np.int32)), pa.array(tree.parent.astype(np.int32)),
-                pa.array(tree.level.astype(np.int32)),
-                pa.array(np.where(np.arange(n_el) >= tree.n_clusters, np.arange(n_el) - tree.n_clusters,
-                                  -1).astype(np.int32))], schema=TREE_ARROW))
-            writer.close()
-        meta = write_metadata(spark, tmp, "TreeModel", params.to_dict(), n_features, n_labels,
-                              n_trees=len(trees), n_clusters=[tr.n_clusters for tr in trees],
-                              depth=int(max(tr.level.max() for tr in trees)),
-                              label_repr=label_repr or "pifa", source={"dataset": dataset})
-    log.info("tree: %d labels, %d trees, depth %d", n_labels, len(trees), meta["depth"])
-    return meta
+    for t, tree in enumerate(trees):
+        writer = PartWriter(posixpath.join(tmp, f"{TREE}_{t}"), "part-00000.parquet", TREE_ARROW)
+        n_el = len(tree.parent)
+        writer.write(pa.RecordBatch.from_arrays([
+            pa.array(np.arange(n_el, dtype=np.int32)), pa.array(tree.parent.astype(np.int32)),
+            pa.array(tree.level.astype(np.int32)),
+            pa.array(np.where(np.arange(n_el) >= tree.n_clusters, np.arange(n_el) - tree.n_clusters,
+                              -1).astype(np.int32))], schema=TREE_ARROW))
+        writer.close()
+    return write_metadata(spark, tmp, "TreeModel", params.to_dict(), n_features, n_labels,
+                          n_trees=len(trees), n_clusters=[tr.n_clusters for tr in trees],
+                          depth=int(max(tr.level.max() for tr in trees)),
+                          label_repr=label_repr or "pifa", source={"dataset": dataset},
+                          x_access=access)
