@@ -12,6 +12,7 @@ import posixpath
 from typing import Any, Optional
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import scipy.sparse as sp
 from pyspark.sql import SparkSession
@@ -102,14 +103,20 @@ def load_xy(dataset: str, n_features: int, n_labels: int, normalize: bool) -> tu
         if not np.array_equal(ids, np.asarray(yt.column(S.SAMPLE_ID), dtype=np.int64)):
             raise ValueError(f"{dataset}: X and Y do not have the same sample_ids")
         X = l2_normalize_rows(X) if normalize else X
-        lab = yt.column(S.LABEL_IDS).combine_chunks()
-        indptr = np.asarray(lab.offsets, dtype=np.int64)
-        indices = np.asarray(lab.values, dtype=np.int64)
-        Y = sp.csr_matrix((np.ones(len(indices), dtype=bool), indices, indptr - indptr[0]),
-                          shape=(len(ids), n_labels)).tocsc()
-        return {"ids": ids, **sparse_arrays(X, "X"), **sparse_arrays(Y, "Y")}
+        return {"ids": ids, **sparse_arrays(X, "X"), **sparse_arrays(y_matrix(yt, n_labels), "Y")}
 
     return shared_state("xy", key, build, lambda a: (a["ids"], sparse_from(a, "X"), sparse_from(a, "Y", "csc")))
+
+
+def y_matrix(yt: pa.Table, n_labels: int) -> sp.csc_matrix:
+    """Y (rows of `yt` x n_labels) CSC bool with sorted indices, from a Y table's label_ids lists."""
+    lab = yt.column(S.LABEL_IDS).combine_chunks()
+    indptr = np.asarray(lab.offsets, dtype=np.int64)
+    indices = np.asarray(lab.values, dtype=np.int64)
+    Y = sp.csr_matrix((np.ones(len(indices), dtype=bool), indices, indptr - indptr[0]),
+                      shape=(yt.num_rows, n_labels)).tocsc()
+    Y.sort_indices()
+    return Y
 
 
 def groups_source(spark: SparkSession, dataset: str) -> Optional[str]:

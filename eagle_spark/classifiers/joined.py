@@ -70,16 +70,13 @@ def load_y(dataset: str, n_labels: int) -> tuple[np.ndarray, sp.csc_matrix]:
     def build() -> dict[str, np.ndarray]:
         fs, root = filesystem_for(dataset)
         yt = pq.read_table(f"{root}/{S.Y}", filesystem=fs, columns=[S.SAMPLE_ID, S.LABEL_IDS]).sort_by(S.SAMPLE_ID)
+        from eagle_spark.classifiers.base import y_matrix
+
         ids = np.asarray(yt.column(S.SAMPLE_ID), dtype=np.int64)
-        lab = yt.column(S.LABEL_IDS).combine_chunks()
-        indptr = np.asarray(lab.offsets, dtype=np.int64)
-        indices = np.asarray(lab.values, dtype=np.int64)
-        if len(indices) and (indices.min() < 0 or indices.max() >= n_labels):
+        values = np.asarray(yt.column(S.LABEL_IDS).combine_chunks().values)
+        if len(values) and (values.min() < 0 or values.max() >= n_labels):
             raise ValueError(f"{dataset}: a label id of Y is outside [0, {n_labels})")
-        Y = sp.csr_matrix((np.ones(len(indices), dtype=bool), indices, indptr - indptr[0]),
-                          shape=(len(ids), n_labels)).tocsc()
-        Y.sort_indices()
-        return {"ids": ids, **sparse_arrays(Y, "Y")}
+        return {"ids": ids, **sparse_arrays(y_matrix(yt, n_labels), "Y")}
 
     return shared_state("y", key, build, lambda a: (a["ids"], sparse_from(a, "Y", "csc")))
 

@@ -66,30 +66,23 @@ class _BinTrainer:
     def __getstate__(self) -> dict:  # ship the parent arrays only; the tasks rebuild the rest
         return {**self.__dict__, "_built": None}
 
-    @property
-    def built(self) -> list:
-        """The trees (built on first use, in the task)."""
+    def _trees(self) -> tuple[list, list]:
+        """(trees, labels_under() of each), built on first use in the task."""
         if self._built is None:
             built = [Tree(parent, np.zeros(len(parent)), n_clusters, self.n_labels) for parent, n_clusters in self.trees]
             self._built = (built, [t.labels_under() for t in built])
-        return self._built[0]
-
-    @property
-    def under(self) -> list:
-        """labels_under() of every tree."""
-        if self._built is None:
-            self.built  # noqa: B018 (builds both)
-        return self._built[1]
+        return self._built
 
     def train(self, b: int, X: sp.csr_matrix, Y: sp.csc_matrix, U: Optional[sp.csc_matrix]) -> int:
         """Train bin `b`'s units on X / Y (rows in sample_id order, all the units' samples among
         them) and write their weights; returns the classifiers trained."""
-        schemas = {f"weights_{t}": WEIGHTS_ARROW for t in range(len(self.built))}
+        built, under = self._trees()
+        schemas = {f"weights_{t}": WEIGHTS_ARROW for t in range(len(built))}
         before = self.trained
         with PartWriters(self.out, schemas) as writers:
             writers.name(f"part-{b:05d}.parquet")
             for t, node in self.units_by_bin.get(b, []):
-                rows = train_unit(self.built[t], self.under[t], X, Y, node, self.params, U)
+                rows = train_unit(built[t], under[t], X, Y, node, self.params, U)
                 check_weights(rows, f"train (tree {t}): node")
                 self.trained += len(rows)
                 if rows:
@@ -102,7 +95,8 @@ class _BinTrainer:
         units = self.units_by_bin.get(b, [])
         if any(node == 0 for _, node in units):
             return np.arange(len(ids))
-        labels = [self.under[t][node] for t, node in units]
+        under = self._trees()[1]
+        labels = [under[t][node] for t, node in units]
         if not labels:
             return np.zeros(0, dtype=np.int64)
         return rows_with(Y, np.unique(np.concatenate(labels)).astype(np.int64))
