@@ -57,8 +57,10 @@ def _is_python_worker(proc: psutil.Process) -> bool:
         return False
 
 
-def measure(args: list[str], env: dict, log: pathlib.Path, cwd: str) -> dict:
-    """Run `args` in `cwd`, sampling the PSS of its process tree; returns seconds and peaks (MB).
+def measure(args: list[str], env: dict, log: pathlib.Path, cwd: str, every: float = 0.2) -> dict:
+    """Run `args` in `cwd`, sampling the PSS of its process tree every `every` seconds; returns
+    seconds and peaks (MB). Reading PSS walks each process's page map, so with gigabytes mapped a
+    sample costs ~0.1 s of CPU: sample less often for long runs (--sample-every).
 
     `cwd` must be the checkout whose code runs: ``python -m`` and ``-c`` put the working folder
     first on sys.path, before PYTHONPATH (Spark's local-mode workers start there too)."""
@@ -80,7 +82,7 @@ def measure(args: list[str], env: dict, log: pathlib.Path, cwd: str) -> dict:
             peak["total"] = max(peak["total"], total)
             peak["workers"] = max(peak["workers"], sum(_pss(p) for p in workers))
             peak["n_workers"] = max(peak["n_workers"], len(workers))
-            done.wait(0.2)
+            done.wait(every)
 
     thread = threading.Thread(target=sample, daemon=True)
     thread.start()
@@ -173,6 +175,7 @@ def main() -> None:
     ap.add_argument("--test-rows", type=int, default=0, help="predict the first N test rows (0: all)")
     ap.add_argument("--evaluate", action="store_true", help="evaluate every prediction (P@k, nDCG@k, PSP@k)")
     ap.add_argument("--driver-memory", default="6g", help="spark.driver_memory of the measured commands")
+    ap.add_argument("--sample-every", type=float, default=0.2, help="seconds between PSS samples")
     args = ap.parse_args()
 
     work = pathlib.Path(args.workdir)
@@ -201,7 +204,7 @@ def main() -> None:
             out = work / f"model_{args.name}_{slots}"
             row = measure([*cli, "train", "--input", str(data / "train"), "--output", str(out),
                            "--model", args.model, "--overwrite", *master], env, work / f"train_{slots}.log",
-                          args.code)
+                          args.code, args.sample_every)
             rows.append({"step": "train", "slots": slots, **row,
                          "model_mb": round(folder_bytes(out) / 2**20, 1)})
             model = model or out
@@ -209,7 +212,7 @@ def main() -> None:
             pred = work / f"pred_{args.name}_{slots}"
             row = measure([*cli, "predict", "--model", str(model), "--input", str(test),
                            "--output", str(pred), "--overwrite", *master], env,
-                          work / f"predict_{slots}.log", args.code)
+                          work / f"predict_{slots}.log", args.code, args.sample_every)
             rows.append({"step": "predict", "slots": slots, **row, "test_rows": _n_samples(test),
                          "model_mb": round(folder_bytes(model) / 2**20, 1)})
             if args.evaluate:
@@ -217,7 +220,7 @@ def main() -> None:
                 row = measure([*cli, "evaluate", "--predictions", str(pred), "--input", str(test),
                                "--propensity-a", "0.5", "--propensity-b", "0.4",
                                "--propensity-from", str(data / "train"), "--summary", str(summary),
-                               *master], env, work / f"evaluate_{slots}.log", args.code)
+                               *master], env, work / f"evaluate_{slots}.log", args.code, args.sample_every)
                 m = json.loads(summary.read_text())
                 rows.append({"step": "evaluate", "slots": slots, **row, "test_rows": m["n_samples"],
                              **{f"P@{k}": round(100 * m["P"][k - 1], 2) for k in (1, 3, 5)},

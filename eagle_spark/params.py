@@ -541,16 +541,28 @@ class PredictParams(BaseParams):
         top_k: predictions kept per sample. Default 5.
         beam_size: tree: nodes kept per level by the beam search. Default 10.
         batch_rows: one-vs-all: rows scored together inside a task. Default 1000.
+        tasks: Spark tasks scoring X. 0 = automatic: when X is read as fewer than two
+            partitions per core (``spark.default.parallelism`` x 2) and has at least
+            :data:`PREDICT_MIN_TASK_ROWS` rows per such task, its rows are range-partitioned by
+            sample_id into that many tasks (a few large files otherwise leave cores idle); else as
+            read. N > 0: always N range partitions. Default 0.
     """
 
     top_k: int = 5
     beam_size: int = 10
     batch_rows: int = 1000
+    tasks: int = 0
 
     def __post_init__(self) -> None:
         _check(self.top_k >= 1, "predict.top_k must be >= 1")
         _check(self.beam_size >= 1, "predict.beam_size must be >= 1")
         _check(self.batch_rows >= 1, "predict.batch_rows must be >= 1")
+        _check(self.tasks >= 0, "predict.tasks must be >= 0 (0: automatic)")
+
+
+PREDICT_MIN_TASK_ROWS = 5000
+"""predict.tasks=0 splits X only when every task gets at least this many rows (a shuffle of X is
+not worth it for less)."""
 
 
 @dataclass(frozen=True)

@@ -6,13 +6,13 @@ import json
 import logging
 from typing import Any
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from eagle_spark import schemas as S
 from eagle_spark.errors import BadInputError
 from eagle_spark.io.fs import FileSystem, atomic_output, check_separate
 from eagle_spark.io.tables import new_manifest, read_manifest, read_table, write_manifest
-from eagle_spark.params import PredictParams
+from eagle_spark.params import PREDICT_MIN_TASK_ROWS, PredictParams
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +41,34 @@ def model_class(spark: SparkSession, model_path: str) -> str:
     return cls
 
 
+def split_for_prediction(spark: SparkSession, X: DataFrame, n_samples: int, tasks: int) -> DataFrame:
+    """X as the partitions prediction runs on (``predict.tasks``, :class:`PredictParams`).
+
+    Prediction costs the same per row, so one task per Parquet split leaves cores idle when a
+    dataset has a few large files (3 splits on 2 cores: one core idle for a third of the run). With
+    ``tasks=0`` X is range-partitioned by sample_id into ``2 x spark.default.parallelism`` tasks
+    when it is read as fewer partitions and each task gets at least
+    :data:`eagle_spark.params.PREDICT_MIN_TASK_ROWS` rows; ``tasks > 0`` always gives that many.
+    Rows are sorted by sample_id within each partition, so the output does not depend on the order
+    in which the shuffle delivered them.
+
+    Args:
+        X: the dataset's X table (sample_id, feat_idx, feat_val).
+        n_samples: rows of X (the dataset's manifest).
+        tasks: ``predict.tasks``.
+    Returns:
+        X, repartitioned or as read (logged either way).
+    """
+    parts = X.rdd.getNumPartitions()
+    want = tasks or 2 * spark.sparkContext.defaultParallelism
+    if tasks == 0 and (parts >= want or n_samples < want * PREDICT_MIN_TASK_ROWS):
+        log.info("predict: %d tasks as X is read (%d rows)", parts, n_samples)
+        return X
+    log.info("predict: X (%d rows, %d partitions) range-partitioned by sample_id into %d tasks",
+             n_samples, parts, want)
+    return X.repartitionByRange(want, S.SAMPLE_ID).sortWithinPartitions(S.SAMPLE_ID)
+
+
 def predict(spark: SparkSession, model_path: str, dataset: str, output_path: str, params: PredictParams,
             overwrite: bool = False) -> dict[str, Any]:
     """Score every sample of a dataset's X and write its top-k labels (paper section 6 protocol).
@@ -51,7 +79,7 @@ def predict(spark: SparkSession, model_path: str, dataset: str, output_path: str
         dataset: dataset with X (n_samples x n_features, the model's feature space).
         output_path: folder to write: ``predictions/`` (sample_id, label_ids array<int>, scores
             array<float>, best first, top_k entries) and ``_manifest.json``; committed atomically.
-        params: the ``predict`` settings (top_k, beam_size, batch_rows).
+        params: the ``predict`` settings (top_k, beam_size, batch_rows, tasks).
         overwrite: replace an existing output.
     Returns:
         The manifest written (n_samples, top_k, source).
@@ -66,6 +94,7 @@ def predict(spark: SparkSession, model_path: str, dataset: str, output_path: str
     check_separate(output_path, [model_path, dataset])
     manifest = read_manifest(spark, dataset)
     X = read_table(spark, dataset, S.X)
+    X = split_for_prediction(spark, X, int(manifest.get("n_samples") or X.count()), params.tasks)
     cls = model_class(spark, model_path)
     n_features = int(manifest["n_features"])
     if cls == "TreeModel":
@@ -83,4 +112,4 @@ def predict(spark: SparkSession, model_path: str, dataset: str, output_path: str
     return out
 
 
-__all__ = ["PREDICTIONS", "model_class", "predict"]
+__all__ = ["PREDICTIONS", "model_class", "predict", "split_for_prediction"]

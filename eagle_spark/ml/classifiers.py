@@ -40,6 +40,8 @@ class _XMCParams(HasFeaturesCol, HasPredictionCol, HasSeed, HasTol, SettingsPara
     numTasks = settings_param("numTasks", "Spark tasks training label blocks / tree units",
                               TypeConverters.toInt)
     topK = settings_param("topK", "predictions per sample", TypeConverters.toInt)
+    predictTasks = settings_param("predictTasks", "Spark tasks scoring X in transform (0: at least two "
+                                  "per core when X is read as fewer partitions)", TypeConverters.toInt)
     numFeatures = settings_param("numFeatures", "feature space of array features (default: from the "
                                  "data)", optional_int)
     numLabels = settings_param("numLabels", "label space (default: largest label id + 1)", optional_int)
@@ -139,7 +141,7 @@ class _TreeParams(_XMCParams):
 
     _fields = {TreeParams: {**_XMCParams._common_train, "numTrees": "n_trees", "maxLeaf": "max_leaf",
                              "maxLeafWork": "max_leaf_work", "topLevels": "top_levels"},
-               PredictParams: {"topK": "top_k", "beamSize": "beam_size"}}
+               PredictParams: {"topK": "top_k", "beamSize": "beam_size", "predictTasks": "tasks"}}
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
@@ -156,7 +158,7 @@ class LabelTreeClassifier(Estimator, _TreeParams, Persistent):
     ``normalize`` (true), ``topLevels`` (None: automatic), ``labelRepr`` (None = PIFA), ``xAccess``
     (auto: the units' rows from the executor cache, or through a join beyond ``cacheBudget``); for the
     model's transform ``topK`` (5),
-    ``beamSize`` (10), ``predictionCol``, ``scoresCol``.
+    ``beamSize`` (10), ``predictTasks`` (0: automatic), ``predictionCol``, ``scoresCol``.
 
     Input: ``featuresCol`` SparseVector (n_features) and ``labelsCol`` array<int>. A frame from
     ``GRLRModel.transform`` or :meth:`Dataset.samples` is read from its folder; any other is first
@@ -188,7 +190,7 @@ class LabelTreeClassifier(Estimator, _TreeParams, Persistent):
                  labelRepr: Optional[str] = None, topK: Optional[int] = None, beamSize: Optional[int] = None,
                  numFeatures: Optional[int] = None, numLabels: Optional[int] = None,
                  topLevels: Optional[int] = None, xAccess: Optional[str] = None,
-                 cacheBudget: Optional[str] = None) -> None:
+                 cacheBudget: Optional[str] = None, predictTasks: Optional[int] = None) -> None:
         super().__init__()
         self._set(**{k: v for k, v in self._input_kwargs.items() if v is not None})
 
@@ -238,7 +240,7 @@ class _OVAParams(_XMCParams):
     batchRows = settings_param("batchRows", "rows scored together inside a task", TypeConverters.toInt)
 
     _fields = {OVAParams: {**_XMCParams._common_train, "negativeFraction": "negative_fraction"},
-               PredictParams: {"topK": "top_k", "batchRows": "batch_rows"}}
+               PredictParams: {"topK": "top_k", "batchRows": "batch_rows", "predictTasks": "tasks"}}
 
 
 class OneVsRestXMC(Estimator, _OVAParams, Persistent):
@@ -248,7 +250,8 @@ class OneVsRestXMC(Estimator, _OVAParams, Persistent):
     Params: ``C`` (0.5), ``loss`` (squared_hinge), ``tol`` (0.2), ``pruneThreshold`` (0.1), ``seed``
     (0), ``numTasks`` (16), ``negativeFraction`` (1.0), ``normalize`` (true), ``xAccess`` (auto),
     ``cacheBudget``; for the model's
-    transform ``topK`` (5), ``batchRows`` (1000), ``predictionCol``, ``scoresCol``.
+    transform ``topK`` (5), ``batchRows`` (1000), ``predictTasks`` (0: automatic), ``predictionCol``,
+    ``scoresCol``.
 
     Raises (fit): ValueError / TypeError naming a missing or mistyped column or a bad Param value,
     before any Spark job.
@@ -272,7 +275,7 @@ class OneVsRestXMC(Estimator, _OVAParams, Persistent):
                  negativeFraction: Optional[float] = None, topK: Optional[int] = None,
                  batchRows: Optional[int] = None, numFeatures: Optional[int] = None,
                  numLabels: Optional[int] = None, xAccess: Optional[str] = None,
-                 cacheBudget: Optional[str] = None) -> None:
+                 cacheBudget: Optional[str] = None, predictTasks: Optional[int] = None) -> None:
         super().__init__()
         self._set(**{k: v for k, v in self._input_kwargs.items() if v is not None})
 

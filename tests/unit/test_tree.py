@@ -5,6 +5,7 @@ import hashlib
 import pathlib
 
 import numpy as np
+import pyarrow.parquet as pq
 import scipy.sparse as sp
 import pytest
 
@@ -13,6 +14,8 @@ from eagle_spark.classifiers.tree import (beam_search, build_tree, load_model, p
                                           compact_columns, deal, top_levels_for, ensemble_search,
                                           index_trees, pifa, predict_tree, rows_with, train_tree,
                                           tree_shape)
+from eagle_spark.classifiers import predict as predict_module
+from eagle_spark.classifiers.predict import split_for_prediction
 from eagle_spark.cli import main
 from eagle_spark.errors import BadInputError
 from eagle_spark.io.ingest import ingest
@@ -350,6 +353,30 @@ def test_cli_round_trip_and_determinism(spark, tiny, tree_model, tmp_path, capsy
     X = read_table(spark, tiny["test"], "X")
     direct = {r.sample_id: r.label_ids for r in predict_tree(spark, path, X, 500, 5, 5).collect()}
     assert preds == direct and len(preds) == 300 and all(len(v) == 5 for v in preds.values())
+    # in 3 tasks (range partitions of sample_id, sorted within): the same predictions, 3 files
+    assert main(["predict", "--model", str(again), "--input", tiny["test"], "--output",
+                 str(tmp_path / "pred3"), "--beam-size", "5", "--set", "predict.tasks=3"]) == 0
+    files = sorted((tmp_path / "pred3" / "predictions").glob("part-*.parquet"))
+    ids = [pq.read_table(f).column("sample_id").to_pylist() for f in files]
+    assert len(files) == 3 and all(part == sorted(part) and part for part in ids)
+    assert max(ids[0]) < min(ids[1]) and max(ids[1]) < min(ids[2])
+    assert {r.sample_id: r.label_ids for r in spark.read.parquet(str(tmp_path / "pred3" / "predictions")).collect()} == preds
+
+
+def test_split_for_prediction(spark, tiny, monkeypatch):  # noqa: F811
+    X = read_table(spark, tiny["test"], "X")
+    parts = X.rdd.getNumPartitions()
+    want = 2 * spark.sparkContext.defaultParallelism
+    assert parts < want  # the tiny test set is one small file
+    # automatic: too few rows per task (300 < 2 x cores x 5000) -> as read
+    assert split_for_prediction(spark, X, 300, 0).rdd.getNumPartitions() == parts
+    monkeypatch.setattr(predict_module, "PREDICT_MIN_TASK_ROWS", 10)
+    split = split_for_prediction(spark, X, 300, 0)
+    assert split.rdd.getNumPartitions() == want
+    rows = split.rdd.glom().map(lambda part: [r.sample_id for r in part]).collect()
+    assert sorted(i for part in rows for i in part) == sorted(r.sample_id for r in X.collect())
+    assert all(part == sorted(part) for part in rows)
+    assert split_for_prediction(spark, X, 300, 5).rdd.getNumPartitions() == 5
 
 
 def test_bad_model(spark, tiny, tmp_path, capsys):  # noqa: F811

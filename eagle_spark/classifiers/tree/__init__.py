@@ -1,6 +1,6 @@
 """Parabel-like label tree on Spark (a package: :mod:`.structure` nodes, shape and shared helpers,
 :mod:`.indexer` the label clustering, :mod:`.training` the node classifiers, :mod:`.search` beam-search
-prediction): indexer (balanced 2-means over label representations),
+prediction, :mod:`.scoring` its kernel): indexer (balanced 2-means over label representations),
 matcher/ranker classifiers trained in parallel tasks, and beam-search prediction.
 
 Tree: node 0 is the root; internal nodes are split by balanced spherical 2-means
@@ -29,7 +29,8 @@ positive under its nodes, PIFA summed by a join too; :mod:`eagle_spark.classifie
 batches inside the task. Never one Spark job per label. A unit's samples and features are restricted to the ones
 it uses (:func:`compact_columns`), so its cost does not grow with n_samples or n_features.
 
-Prediction: beam search per batch of rows; a child's probability is exp(-max(0, 1 - s)^2) for the
+Prediction: beam search per batch of rows, every node's score of a block of rows computed in one
+scatter pass over the rows' features with the weights held feature-major (:mod:`.scoring`); a child's probability is exp(-max(0, 1 - s)^2) for the
 squared hinge (Parabel) or the sigmoid for the logistic loss, a path's the product along the path;
 the ``beam_size`` best nodes are kept per level; label scores are the leaf path probability times the
 label's probability; the top-k labels are returned.

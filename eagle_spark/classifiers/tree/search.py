@@ -20,17 +20,26 @@ from eagle_spark.errors import BadInputError, check_finite_scores
 from eagle_spark.executor_state import shared_state, sparse_arrays, sparse_from
 from eagle_spark.io.parts import filesystem_for, folder_version, read_sparse_rows
 from eagle_spark.sparse import csr_from_arrow, l2_normalize_rows
+from eagle_spark.classifiers.tree.scoring import feature_major, node_scores, rows_per_block
 from eagle_spark.classifiers.tree.structure import TREE, Tree
 
 log = logging.getLogger(__name__)
 
 
 def load_model(model_path: str, meta: dict) -> list[tuple[Tree, sp.csr_matrix, np.ndarray]]:
-    """[(tree, W^T (n_elements x d) CSR float32, bias)] per tree of a model, held once per executor
-    (:mod:`eagle_spark.executor_state`; ~8 bytes per weight, whatever the number of task slots).
-    The weights stay float32 as stored (4 bytes less per weight); products with float64 X are
-    computed in float64, so the scores equal those of float64 weights."""
-    key = (model_path, folder_version(model_path))  # a model retrained at the same path is reread
+    """[(tree, W (n_elements x d) CSC float32, bias (n_elements,))] per tree of a model, held once
+    per executor (:mod:`eagle_spark.executor_state`; ~8 bytes per weight, whatever the number of
+    task slots).
+
+    W is feature-major (CSC: the nodes having a feature are contiguous) for the prediction kernel
+    (:mod:`.scoring`). The weights stay float32 as stored (4 bytes less per weight); products with
+    float64 X are computed in float64, so the scores equal those of float64 weights.
+
+    Memory: the builder (one worker per executor) reads one tree's node-major weights and converts
+    them, so it holds the finished trees plus two copies of one tree at its peak (~16 bytes per
+    weight of a tree on top), then every worker maps the files."""
+    # a model retrained at the same path is reread; "csc" names the layout of the files
+    key = (model_path, folder_version(model_path), "csc")
 
     def build() -> dict[str, np.ndarray]:
         fs, root = filesystem_for(model_path)
@@ -41,13 +50,15 @@ def load_model(model_path: str, meta: dict) -> list[tuple[Tree, sp.csr_matrix, n
             WT, bias = read_sparse_rows(posixpath.join(model_path, f"{WEIGHTS}_{t}"), S.LABEL_ID,
                                         "w_idx", "w_val", (len(parent), int(meta["n_features"])),
                                         extra="bias", dtype=np.float32)  # as stored; products upcast
+            W = feature_major(WT)
+            del WT
             arrays |= {f"parent{t}": parent, f"level{t}": np.asarray(tt.column("level"), dtype=np.int64),
-                       f"bias{t}": bias, **sparse_arrays(WT, f"W{t}")}
+                       f"bias{t}": bias, **sparse_arrays(W, f"W{t}")}
         return arrays
 
     return shared_state("tree", key, build, lambda a: [
         (Tree(a[f"parent{t}"], a[f"level{t}"], int(meta["n_clusters"][t]), int(meta["n_labels"])),
-         sparse_from(a, f"W{t}"), a[f"bias{t}"]) for t in range(int(meta["n_trees"]))])
+         sparse_from(a, f"W{t}", "csc"), a[f"bias{t}"]) for t in range(int(meta["n_trees"]))])
 
 
 def ensemble_search(models: list, X: sp.csr_matrix, beam: int, k: int, loss: str,
@@ -57,8 +68,8 @@ def ensemble_search(models: list, X: sp.csr_matrix, beam: int, k: int, loss: str
     n = X.shape[0]
     rows, labels, scores = [], [], []
     per_tree_k = per_tree_k or (2 * k if len(models) > 1 else k)
-    for tree, WT, bias in models:
-        lab, sc = beam_search(tree, WT, bias, X, beam, per_tree_k, loss)
+    for tree, W, bias in models:
+        lab, sc = beam_search(tree, W, bias, X, beam, per_tree_k, loss)
         keep = lab >= 0
         rows.append(np.nonzero(keep)[0])
         labels.append(lab[keep])
@@ -95,16 +106,42 @@ def _rank_within(rows: np.ndarray, keys_desc: np.ndarray, tie: np.ndarray) -> tu
     return order, rank
 
 
-def beam_search(tree: Tree, WT: sp.csr_matrix, bias: np.ndarray, X: sp.csr_matrix, beam: int,
+def beam_search(tree: Tree, W: sp.spmatrix, bias: np.ndarray, X: sp.csr_matrix, beam: int,
                 k: int, loss: str) -> tuple[np.ndarray, np.ndarray]:
-    """Top-k labels of every row of X by beam search (see the module docstring), vectorised over
-    the rows: each level scores all (row, child of a beam node) pairs with one sparse product.
+    """Top-k labels of every row of X by beam search (see the package docstring), vectorised over
+    the rows: a block of rows gets every node's score in one pass (:func:`.scoring.node_scores`),
+    then each level keeps the `beam` best (row, child of a beam node) pairs of each row.
 
+    Args:
+        tree: the tree's structure.
+        W: (n_elements, d) weights; CSC (feature-major, as :func:`load_model` holds them) is read in
+            place, another format is converted first.
+        bias: (n_elements,) biases.
+        X: (n, d) CSR float64 rows.
+        beam, k: nodes kept per level, labels returned per row.
+        loss: the loss the classifiers were trained with (:func:`path_probability`).
     Returns:
         (labels (n, k) int64, scores (n, k) float64), best first (ties: smaller label id); rows
         with fewer than k reachable labels are padded with label -1 and score 0.
+
+    Memory: one block of scores, at most :data:`.scoring.SCORE_BLOCK_BYTES` (64 MB) whatever n.
     """
     n = X.shape[0]
+    W = feature_major(W)
+    out_labels = np.full((n, k), -1, dtype=np.int64)
+    out_scores = np.zeros((n, k))
+    step = rows_per_block(W.shape[0])
+    for lo in range(0, n, step):
+        S = node_scores(X[lo:lo + step], W)
+        labels, scores = _search_block(tree, S, bias, beam, k, loss)
+        out_labels[lo:lo + len(S)], out_scores[lo:lo + len(S)] = labels, scores
+    return out_labels, out_scores
+
+
+def _search_block(tree: Tree, S: np.ndarray, bias: np.ndarray, beam: int, k: int,
+                  loss: str) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`beam_search` over a block of rows whose node scores (without bias) are S (n, n_elements)."""
+    n = S.shape[0]
     b_row, b_node, b_prob = np.arange(n), np.zeros(n, dtype=np.int64), np.ones(n)
     f_row, f_label, f_prob = [], [], []
     while len(b_row):
@@ -115,12 +152,7 @@ def beam_search(tree: Tree, WT: sp.csr_matrix, bias: np.ndarray, X: sp.csr_matri
         starts = np.repeat(tree.child_ptr[b_node] - np.r_[0, np.cumsum(counts)[:-1]], counts)
         kids = tree.children[starts + np.arange(total)]
         rows = np.repeat(b_row, counts)
-        union, pos = np.unique(kids, return_inverse=True)
-        if n * len(union) <= 50_000_000:  # one product for the level, then pick the pairs
-            block = (X @ WT[union].T).toarray()
-            s = block[rows, pos] + bias[kids]
-        else:  # very wide levels: one sparse dot product per pair
-            s = np.asarray(X[rows].multiply(WT[kids]).sum(axis=1)).ravel() + bias[kids]
+        s = S[rows, kids] + bias[kids]
         prob = np.repeat(b_prob, counts) * path_probability(s, loss)
         is_label = kids >= tree.n_clusters
         f_row.append(rows[is_label])
