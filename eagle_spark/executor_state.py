@@ -30,7 +30,7 @@ import os
 import shutil
 import tempfile
 import threading
-from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, TypeVar, Union
 
 import numpy as np
 
@@ -40,6 +40,8 @@ if TYPE_CHECKING:  # pragma: no cover
 _lock = threading.RLock()  # a build may need another kind of state (PIFA reads X and Y)
 _opened: dict[str, tuple[tuple, dict[str, np.ndarray]]] = {}
 _fallback_root: Optional[str] = None
+Built = Union[Mapping[str, np.ndarray], Iterable[tuple[str, np.ndarray]]]
+"""What a state's build function returns: name -> array, or (name, array) pairs made one by one."""
 
 
 def state_root() -> str:
@@ -65,12 +67,17 @@ def _folder(kind: str, key: tuple) -> str:
     return os.path.join(state_root(), f"{kind}-{digest}")
 
 
-def _write(folder: str, arrays: dict[str, np.ndarray]) -> None:
+def _write(folder: str, arrays: Built) -> None:
     tmp = f"{folder}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(tmp)
-    for name, value in arrays.items():
-        np.save(os.path.join(tmp, f"{name}.npy"), np.ascontiguousarray(value), allow_pickle=False)
+    try:
+        for name, value in (arrays.items() if isinstance(arrays, Mapping) else arrays):
+            np.save(os.path.join(tmp, f"{name}.npy"), np.ascontiguousarray(value), allow_pickle=False)
+            del value  # a generator's array is freed before it makes the next
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)  # a failed build leaves nothing behind
+        raise
     os.rename(tmp, folder)  # complete files only: the folder appears whole
 
 
@@ -93,22 +100,24 @@ def _open(folder: str) -> dict[str, np.ndarray]:
             for name in sorted(os.listdir(folder)) if name.endswith(".npy")}
 
 
-def shared_arrays(kind: str, key: tuple, build: Callable[[], dict[str, np.ndarray]]
-                  ) -> dict[str, np.ndarray]:
+def shared_arrays(kind: str, key: tuple, build: Callable[[], Built]) -> dict[str, np.ndarray]:
     """Arrays of one piece of state, built once per executor and memory-mapped by every worker.
 
     Args:
         kind: the kind of state (one open entry per kind and process).
         key: identifies the content (paths, folder versions, settings): equal keys, equal arrays.
         build: makes the arrays (name -> numpy array, any dtype but object) when no worker of this
-            executor has yet; runs in one worker only, under the lock.
+            executor has yet; runs in one worker only, under the lock. It may return an iterable
+            of (name, array) pairs instead of a dict: each array is written as it comes, so a
+            generator that makes its arrays one part at a time (one tree of a model) never holds
+            the whole state in its heap.
     Returns:
         name -> read-only ``numpy.memmap`` (0-d arrays for scalars).
     Raises:
         Whatever `build` raises (nothing is written then, and the next caller tries again).
 
     Memory: the builder holds the arrays in its heap while building and writing them (once per
-    executor); afterwards every worker maps the files, so the executor's resident memory for this
+    executor; a generator: only the part being made); afterwards every worker maps the files, so the executor's resident memory for this
     state is its size once, whatever the number of task slots.
     """
     with _lock:
@@ -135,7 +144,7 @@ T = TypeVar("T")
 _views: dict[str, tuple[tuple, Any]] = {}
 
 
-def shared_state(kind: str, key: tuple, build: Callable[[], dict[str, np.ndarray]],
+def shared_state(kind: str, key: tuple, build: Callable[[], Built],
                  view: Callable[[dict[str, np.ndarray]], T]) -> T:
     """One piece of executor state as the object its users want, made from the mapped arrays once
     per process: the single cache every loader goes through (X and Y, GRLR's context, label

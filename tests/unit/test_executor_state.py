@@ -85,6 +85,30 @@ def test_a_failed_build_writes_nothing_and_can_be_retried(tmp_path, monkeypatch)
     assert ES.shared_arrays("demo", ("bad",), lambda: {"x": np.ones(2)})["x"].tolist() == [1.0, 1.0]
 
 
+def test_a_generator_build_is_written_part_by_part(tmp_path, monkeypatch):
+    """A build may yield (name, array) pairs: each is on disk before the next is made (so the
+    builder holds one part), and a failure half-way leaves no folder behind."""
+    monkeypatch.setenv("EAGLE_SPARK_STATE_DIR", str(tmp_path))
+    ES.forget()
+    seen = []
+
+    def parts(fail_at=None):
+        for t in range(3):
+            if t == fail_at:
+                raise ValueError(f"tree {t} is damaged")
+            seen.append(sorted(p.name for p in tmp_path.glob("demo-*.tmp-*/*.npy")))
+            yield f"w{t}", np.full(4, float(t))
+
+    with pytest.raises(ValueError, match="tree 2 is damaged"):
+        ES.shared_arrays("demo", ("g", 1), lambda: parts(fail_at=2))
+    assert seen == [[], ["w0.npy"]]
+    assert not [p for p in tmp_path.iterdir() if p.is_dir()]
+    seen.clear()
+    a = ES.shared_arrays("demo", ("g", 1), parts)
+    assert seen == [[], ["w0.npy"], ["w0.npy", "w1.npy"]]
+    assert [a[f"w{t}"].tolist() for t in range(3)] == [[0.0] * 4, [1.0] * 4, [2.0] * 4]
+
+
 def test_training_data_equals_a_direct_read(spark, delicious, tmp_path, monkeypatch):
     """load_xy's mapped X and Y against an independent pyarrow + scipy reading of the tables."""
     import pyarrow.parquet as pq

@@ -26,7 +26,7 @@ from eagle_spark.classifiers.tree.structure import TREE, Tree
 log = logging.getLogger(__name__)
 
 
-def load_model(model_path: str, meta: dict) -> list[tuple[Tree, sp.csr_matrix, np.ndarray]]:
+def load_model(model_path: str, meta: dict) -> list[tuple[Tree, sp.csc_matrix, np.ndarray]]:
     """[(tree, W (n_elements x d) CSC float32, bias (n_elements,))] per tree of a model, held once
     per executor (:mod:`eagle_spark.executor_state`; ~8 bytes per weight, whatever the number of
     task slots).
@@ -35,26 +35,28 @@ def load_model(model_path: str, meta: dict) -> list[tuple[Tree, sp.csr_matrix, n
     (:mod:`.scoring`). The weights stay float32 as stored (4 bytes less per weight); products with
     float64 X are computed in float64, so the scores equal those of float64 weights.
 
-    Memory: the builder (one worker per executor) reads one tree's node-major weights and converts
-    them, so it holds the finished trees plus two copies of one tree at its peak (~16 bytes per
-    weight of a tree on top), then every worker maps the files."""
+    Memory: the builder (one worker per executor) reads, converts and writes one tree at a time,
+    so its heap peaks at about two copies of one tree's weights (node-major as read, feature-major
+    as held: ~16 bytes per weight of the largest tree), whatever the number of trees; then every
+    worker maps the files."""
     # a model retrained at the same path is reread; "csc" names the layout of the files
     key = (model_path, folder_version(model_path), "csc")
 
-    def build() -> dict[str, np.ndarray]:
+    def build() -> Iterator[tuple[str, np.ndarray]]:  # one tree at a time (load_model's Memory)
         fs, root = filesystem_for(model_path)
-        arrays: dict[str, np.ndarray] = {}
         for t in range(int(meta["n_trees"])):
             tt = pq.read_table(f"{root}/{TREE}_{t}", filesystem=fs).sort_by("node_id")
             parent = np.asarray(tt.column("parent_id"), dtype=np.int64)
+            yield f"parent{t}", parent
+            yield f"level{t}", np.asarray(tt.column("level"), dtype=np.int64)
             WT, bias = read_sparse_rows(posixpath.join(model_path, f"{WEIGHTS}_{t}"), S.LABEL_ID,
                                         "w_idx", "w_val", (len(parent), int(meta["n_features"])),
                                         extra="bias", dtype=np.float32)  # as stored; products upcast
+            yield f"bias{t}", bias
             W = feature_major(WT)
-            del WT
-            arrays |= {f"parent{t}": parent, f"level{t}": np.asarray(tt.column("level"), dtype=np.int64),
-                       f"bias{t}": bias, **sparse_arrays(W, f"W{t}")}
-        return arrays
+            del WT, tt, parent, bias
+            yield from sparse_arrays(W, f"W{t}").items()
+            del W
 
     return shared_state("tree", key, build, lambda a: [
         (Tree(a[f"parent{t}"], a[f"level{t}"], int(meta["n_clusters"][t]), int(meta["n_labels"])),
