@@ -74,7 +74,7 @@ def _write(folder: str, arrays: Built) -> None:
     try:
         for name, value in (arrays.items() if isinstance(arrays, Mapping) else arrays):
             np.save(os.path.join(tmp, f"{name}.npy"), np.ascontiguousarray(value), allow_pickle=False)
-            del value  # a generator's array is freed before it makes the next
+            del value  # no reference kept here while a generator makes its next array
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)  # a failed build leaves nothing behind
         raise
@@ -117,8 +117,9 @@ def shared_arrays(kind: str, key: tuple, build: Callable[[], Built]) -> dict[str
         Whatever `build` raises (nothing is written then, and the next caller tries again).
 
     Memory: the builder holds the arrays in its heap while building and writing them (once per
-    executor; a generator: only the part being made); afterwards every worker maps the files, so the executor's resident memory for this
-    state is its size once, whatever the number of task slots.
+    executor; a generator: only the part being made); afterwards every worker maps the files, so
+    the executor's resident memory for this state is its size once, whatever the number of task
+    slots.
     """
     with _lock:
         entry = _opened.get(kind)
