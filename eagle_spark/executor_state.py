@@ -24,13 +24,14 @@ entry per kind of state (``x``, ``grlr``, ``reps``, ``tree``, ``ova``), so a new
 from __future__ import annotations
 
 import atexit
+import contextlib
 import fcntl
 import hashlib
 import os
 import shutil
 import tempfile
 import threading
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Optional, TypeVar, Union
 
 import numpy as np
 
@@ -191,6 +192,37 @@ def sparse_from(arrays: dict[str, np.ndarray], prefix: str, fmt: str = "csr") ->
                shape=shape, copy=False)
 
 
+@contextlib.contextmanager
+def executor_lock(name: str, wait: bool = True) -> Iterator[bool]:
+    """An exclusive lock shared by every Python worker of this executor (an ``flock`` on
+    ``<state_root>/<name>.lock``): at most one holder per executor at a time, released when the
+    block ends or the holder dies.
+
+    Args:
+        name: the lock's name (a file name: letters, digits, ``-``, ``_``).
+        wait: block until the lock is free (True), or give up at once when another holds it.
+    Yields:
+        True when this block holds the lock; False only with ``wait=False`` when another holder has
+        it (the block then runs without it and must not do what the lock guards).
+    Raises:
+        ValueError: `name` is not a plain file name.
+    """
+    if not name or not all(c.isalnum() or c in "-_" for c in name):
+        raise ValueError(f"executor lock name must be letters, digits, - or _, got {name!r}")
+    root = state_root()
+    os.makedirs(root, exist_ok=True)
+    fd = os.open(os.path.join(root, f"{name}.lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        yield True  # closing the descriptor below releases the lock
+    finally:
+        os.close(fd)
+
+
 def opened(kind: str) -> Optional[tuple]:
     """The key of the `kind` state this process has open, or None (for tests and diagnostics)."""
     entry = _opened.get(kind)
@@ -208,4 +240,4 @@ def forget(kind: Optional[str] = None) -> None:
             _views.pop(kind, None)
 
 
-__all__ = ["forget", "opened", "shared_arrays", "shared_state", "sparse_arrays", "sparse_from", "state_root"]
+__all__ = ["executor_lock", "forget", "opened", "shared_arrays", "shared_state", "sparse_arrays", "sparse_from", "state_root"]

@@ -481,6 +481,13 @@ class TreeParams(BaseParams):
             are balanced (0: no first stage, whole trees in the second). Default None: the fewest
             levels that leave at least two sub-trees per core of the session
             (``n_trees * 2**levels >= 2 * defaultParallelism``; 1 for 3 trees on 2 cores).
+        heavy_unit_memory: a training unit (a node's children trained on the samples positive
+            under it) whose working memory, estimated at 40 bytes per nonzero of its rows (the
+            rows in float64 for liblinear and liblinear's own copy; measured 36-40), exceeds this
+            Spark size is heavy: an executor trains one heavy unit at a time, whatever its task
+            slots, and a task whose heavy unit must wait trains its other units first. This keeps
+            training's peak memory from growing with the slots (the root's unit alone is ~2 GB at
+            Wiki-325K scale). Null: no bound. Same model either way. Default ``64m``.
     """
 
     loss: str = "squared_hinge"
@@ -497,9 +504,12 @@ class TreeParams(BaseParams):
     unassigned: str = "negative"
     x_access: str = "auto"
     cache_budget: Optional[str] = None
+    heavy_unit_memory: Optional[str] = "64m"
 
     def __post_init__(self) -> None:
         _check_linear("tree", self)
+        if self.heavy_unit_memory is not None:
+            memory_mib(self.heavy_unit_memory, "tree.heavy_unit_memory")
         _check(self.n_trees >= 1, "tree.n_trees must be >= 1")
         _check(self.top_levels is None or self.top_levels >= 0,
                "tree.top_levels must be >= 0 (or null for automatic)")

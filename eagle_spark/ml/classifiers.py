@@ -135,12 +135,17 @@ class _TreeParams(_XMCParams):
     beamSize = settings_param("beamSize", "nodes kept per level by the beam search", TypeConverters.toInt)
     topLevels = settings_param("topLevels", "levels of every tree the indexer's first Spark stage splits "
                                "(None: automatic)", optional_int)
+    heavyUnitMemory = settings_param("heavyUnitMemory", "training units estimated above this working "
+                                     "memory (a Spark size, ~40 bytes per nonzero of their rows) train one "
+                                     "at a time per executor (None: no bound)",
+                                     lambda v: None if v is None else TypeConverters.toString(v))
     labelRepr = settings_param("labelRepr", "folder of label embeddings (a GRLR model's data, see "
                                "setLabelEmbeddings) clustered by the indexer; None: PIFA",
                                TypeConverters.toString)
 
     _fields = {TreeParams: {**_XMCParams._common_train, "numTrees": "n_trees", "maxLeaf": "max_leaf",
-                             "maxLeafWork": "max_leaf_work", "topLevels": "top_levels"},
+                             "maxLeafWork": "max_leaf_work", "topLevels": "top_levels",
+                             "heavyUnitMemory": "heavy_unit_memory"},
                PredictParams: {"topK": "top_k", "beamSize": "beam_size", "predictTasks": "tasks"}}
 
     def __init__(self, *args: Any) -> None:
@@ -156,8 +161,9 @@ class LabelTreeClassifier(Estimator, _TreeParams, Persistent):
     Params: ``numTrees`` (3), ``maxLeaf`` (100), ``maxLeafWork`` (1,000,000), ``C`` (0.5), ``loss``
     (squared_hinge), ``tol`` (0.2), ``pruneThreshold`` (0.1), ``seed`` (0), ``numTasks`` (16),
     ``normalize`` (true), ``topLevels`` (None: automatic), ``labelRepr`` (None = PIFA), ``xAccess``
-    (auto: the units' rows from the executor cache, or through a join beyond ``cacheBudget``); for the
-    model's transform ``topK`` (5),
+    (auto: the units' rows from the executor cache, or through a join beyond ``cacheBudget``),
+    ``heavyUnitMemory`` (64m: heavier units train one at a time per executor); for the model's
+    transform ``topK`` (5),
     ``beamSize`` (10), ``predictTasks`` (0: automatic), ``predictionCol``, ``scoresCol``.
 
     Input: ``featuresCol`` SparseVector (n_features) and ``labelsCol`` array<int>. A frame from
@@ -190,7 +196,8 @@ class LabelTreeClassifier(Estimator, _TreeParams, Persistent):
                  labelRepr: Optional[str] = None, topK: Optional[int] = None, beamSize: Optional[int] = None,
                  numFeatures: Optional[int] = None, numLabels: Optional[int] = None,
                  topLevels: Optional[int] = None, xAccess: Optional[str] = None,
-                 cacheBudget: Optional[str] = None, predictTasks: Optional[int] = None) -> None:
+                 cacheBudget: Optional[str] = None, predictTasks: Optional[int] = None,
+                 heavyUnitMemory: Optional[str] = None) -> None:
         super().__init__()
         self._set(**{k: v for k, v in self._input_kwargs.items() if v is not None})
 

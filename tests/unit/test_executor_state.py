@@ -128,3 +128,21 @@ def test_training_data_equals_a_direct_read(spark, delicious, tmp_path, monkeypa
     assert all(sorted(Y.getrow(i).indices.tolist()) == sorted(y[s])
                for i, s in enumerate(x["sample_id"][:200]))
     assert not X.data.flags.writeable and not Y.indices.flags.writeable  # mapped, read-only
+
+
+def test_executor_lock_excludes_other_holders(tmp_path, monkeypatch):
+    """One holder at a time: a second open of the lock (another worker) fails without waiting
+    while the first holds it, and gets it once the first block has ended; names are file names."""
+    monkeypatch.setenv("EAGLE_SPARK_STATE_DIR", str(tmp_path))
+    with ES.executor_lock("unit") as first:
+        assert first is True
+        with ES.executor_lock("unit", wait=False) as second:
+            assert second is False
+        with ES.executor_lock("other", wait=False) as other:  # another name is another lock
+            assert other is True
+    with ES.executor_lock("unit", wait=False) as again:
+        assert again is True
+    assert (tmp_path / "unit.lock").exists()
+    with pytest.raises(ValueError, match="executor lock name must be letters, digits"):
+        with ES.executor_lock("../x"):
+            pass

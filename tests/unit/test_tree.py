@@ -296,6 +296,56 @@ def test_spark_training_equals_twin(spark, tiny, tree_model):  # noqa: F811
     assert checked >= 6
 
 
+def test_heavy_units_wait_for_the_executor_lock_and_train_the_same(spark, tiny, tree_model, tmp_path,  # noqa: F811
+                                                                     monkeypatch):
+    """tree.heavy_unit_memory: while another worker holds the executor's heavy-unit lock, a task
+    trains its light units and its heavy ones wait (blocked: the light units' classifiers only);
+    once the lock is free they train, and every weight equals the Spark-trained model's."""
+    import dataclasses
+    import threading
+    import time
+
+    from eagle_spark.classifiers.tree.structure import Tree
+    from eagle_spark.classifiers.tree.training import HEAVY_UNIT_LOCK, _BinTrainer, unit_memory, unit_rows
+    from eagle_spark.executor_state import executor_lock
+
+    monkeypatch.setenv("EAGLE_SPARK_STATE_DIR", str(tmp_path / "state"))
+    path, meta = tree_model
+    _, X, Y = load_xy(tiny["train"], 500, 983, True)
+    trees, units, size = [], [], {}
+    for t in range(meta["n_trees"]):
+        tt = pq.read_table(f"{path}/data/tree_{t}").sort_by("node_id")
+        parent, nc = tt.column("parent_id").to_numpy(), int(meta["n_clusters"][t])
+        trees.append((parent, nc))
+        tree = Tree(parent, np.zeros(len(parent)), nc, 983)
+        under = tree.labels_under()
+        for node in range(nc):
+            if len(tree.children_of(node)):
+                units.append((t, node, len(tree.children_of(node))))
+                size[t, node] = unit_memory(X, unit_rows(under, X, Y, node))
+    limit_k = int(np.median(list(size.values()))) // 1024
+    heavy = [u for u in units if size[u[0], u[1]] > limit_k * 1024]
+    light_classifiers = sum(k for t, n, k in units if size[t, n] <= limit_k * 1024)
+    assert 0 < len(heavy) < len(units) and size[0, 0] == 40 * X.nnz  # the root: every nonzero
+    params = dataclasses.replace(PARAMS, heavy_unit_memory=f"{limit_k}k")
+    trainer = _BinTrainer(str(tmp_path / "out"), 983, params, trees, {0: [(t, n) for t, n, _ in units]})
+    thread = threading.Thread(target=trainer.train, args=(0, X, Y, None))
+    with executor_lock(HEAVY_UNIT_LOCK) as held:  # another worker trains a heavy unit
+        assert held
+        thread.start()
+        deadline = time.monotonic() + 120
+        while trainer.trained < light_classifiers and time.monotonic() < deadline:
+            time.sleep(0.05)
+        thread.join(0.5)
+        assert thread.is_alive() and trainer.trained == light_classifiers  # heavy units wait
+    thread.join(120)
+    assert not thread.is_alive() and trainer.trained == sum(k for _, _, k in units)
+    for t in range(meta["n_trees"]):
+        got = sorted(map(str, pq.read_table(tmp_path / "out" / f"weights_{t}").to_pylist()))
+        want = sorted(map(str, pq.read_table(f"{path}/data/weights_{t}").to_pylist()))
+        assert got == want
+
+
 def exhaustive(tree, WT, bias, x, loss):
     """Twin: every label's path probability by walking up from the label."""
     scores = np.asarray((WT @ x.T).todense()).ravel() + bias
