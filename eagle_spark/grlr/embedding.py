@@ -396,7 +396,9 @@ def embed(spark: SparkSession, dataset: str, output_path: str, params: EmbedPara
         pairs = Y2.select(S.GROUP_ID, S.LABEL_ID, S.COUNT)
         light = pairs.join(bins.select(S.LABEL_ID, _BIN), S.LABEL_ID)
         if x_access == "cached":
-            summaries = light.groupBy(_BIN).applyInArrow(
+            # the bins hashed into `tasks` partitions: adaptive execution would otherwise coalesce a
+            # small pairs shuffle (few labels, e.g. 10 digits) into one task running every bin in turn
+            summaries = light.repartition(params.tasks, _BIN).groupBy(_BIN).applyInArrow(
                 _embed_task(dataset, tmp, n_features, params), from_arrow_schema(_SUMMARY))
         else:
             members = joined_members(X, Y1, light.select(_BIN, S.GROUP_ID).distinct(), [_BIN])
