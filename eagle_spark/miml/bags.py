@@ -134,9 +134,25 @@ def multiset_dataset(images: str, bags: Bags, path: str) -> str:
     return path
 
 
-def label_embeddings(spark: Any, dataset: str, out: str, iterations: int, step: float) -> np.ndarray:
+GRLR_BYTES_PER_NONZERO = 85
+"""Peak memory of the GRLR kernel's label block per candidate nonzero, bytes: a g = 50 digit's
+306,000 dense rows x 784 pixels (240 M nonzeros) took 10.6 GB of anonymous memory when the
+out-of-memory killer stopped two such tasks at once, and one such task alone peaked at ~20 GB
+resident (1-second samples of its RSS)."""
+
+
+def embed_tasks(bags: Bags, n_features: int, budget_bytes: int = 4 << 30, tasks: int = 16) -> int:
+    """Spark tasks for the bags' GRLR: `tasks`, or 1 when one digit's label block (its candidate
+    rows x n_features dense nonzeros x :data:`GRLR_BYTES_PER_NONZERO`) exceeds `budget_bytes`,
+    so that two such blocks never run at once on one machine (one g = 50 block needs up to ~20 GB)."""
+    rows = int((bags.counts.sum(axis=0) * bags.group_size).max())
+    return 1 if rows * n_features * GRLR_BYTES_PER_NONZERO > budget_bytes else tasks
+
+
+def label_embeddings(spark: Any, dataset: str, out: str, iterations: int, step: float,
+                     tasks: int = 16) -> np.ndarray:
     """GRLR label embeddings (paper Algorithm 1) of an aggregated dataset, by the ``embed`` job
-    (:class:`eagle_spark.ml.grlr.GRLR`; rows L2-normalised), written to `out`.
+    (:class:`eagle_spark.ml.grlr.GRLR`; rows L2-normalised, `tasks` its ``numTasks``), written to `out`.
 
     Returns:
         (n_labels, n_features) float32, a unit-norm row per label (zeros for an empty embedding).
@@ -145,7 +161,7 @@ def label_embeddings(spark: Any, dataset: str, out: str, iterations: int, step: 
     from eagle_spark.ml.grlr import GRLR
 
     ds = Dataset.load(spark, dataset)
-    GRLR(maxIter=iterations, stepSize=step).fitDataset(ds, out, overwrite=True)
+    GRLR(maxIter=iterations, stepSize=step, numTasks=tasks).fitDataset(ds, out, overwrite=True)
     n_labels, d = int(ds.manifest["n_labels"]), int(ds.manifest["n_features"])
     emb = np.zeros((n_labels, d), dtype=np.float32)
     table = pq.read_table(os.path.join(out, S.LABEL_EMB))

@@ -118,6 +118,7 @@ class Bags:
 
     @property
     def group_size(self) -> int:
+        """g, images per bag."""
         return int(self.members.shape[1])
 
 

@@ -33,7 +33,8 @@ from typing import Any, Optional
 
 import numpy as np
 
-from eagle_spark.miml.bags import label_embeddings, multiset_dataset, spark_bags, write_images_dataset
+from eagle_spark.miml.bags import (embed_tasks, label_embeddings, multiset_dataset, spark_bags,
+                                   write_images_dataset)
 from eagle_spark.miml.data import Bags, Images, centre, load_mnist, make_bags
 from eagle_spark.miml.training import NetConfig, train_bags, train_distributed
 
@@ -175,7 +176,7 @@ def run_miml(spark: Any, images_dir: str, output: str, setting: MIMLSetting) -> 
             t0 = time.monotonic()
             iters = 0 if method == "eagle0" else setting.iterations
             embeddings[method] = label_embeddings(spark, multiset, os.path.join(work, f"emb_{method}"), iters,
-                                                  setting.step)
+                                                  setting.step, embed_tasks(bags, x.shape[1]))
             seconds[f"grlr_{method}"] = round(time.monotonic() - t0, 1)
     finally:
         shutil.rmtree(work, ignore_errors=True)

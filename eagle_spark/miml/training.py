@@ -64,12 +64,13 @@ def train_bags(x: np.ndarray, bags: Bags, config: NetConfig, label_emb: Optional
         bags: members (n_bags, g) into x and counts (n_bags, L).
         config: the settings; ``config.tau`` applies only when `label_emb` is given.
         label_emb: (L, d) GRLR label embeddings for the co-attention mask; None: Deep-MIML.
-        val: (x_val (m, d), y_val (m,)) single images to score after every epoch (rank 0 only).
+        val: (x_val (m, d), y_val (m,)) single images to score after every epoch.
         rank, world: this process's rank and the number of processes (data-parallel shards).
         ddp: wrap the network in DistributedDataParallel (needs an initialised process group).
     Returns:
         (parameters as numpy arrays, one {"epoch", "loss", "val_accuracy"} per epoch; loss is
-        this process's mean training loss, val_accuracy in % or NaN without `val`).
+        the epoch's mean training loss, averaged over the processes with `ddp`, so every process
+        returns the same; val_accuracy in % or NaN without `val`).
     """
     import torch
 
@@ -100,14 +101,24 @@ def train_bags(x: np.ndarray, bags: Bags, config: NetConfig, label_emb: Optional
             loss.backward()
             opt.step()
             total, steps = total + loss.item(), steps + 1
-        acc = accuracy(net, *val) if val is not None and rank == 0 else float("nan")
-        history.append({"epoch": epoch + 1, "loss": total / max(steps, 1), "val_accuracy": acc})
+        mean_loss = total / max(steps, 1)
+        if ddp and world > 1:  # every process ends with the same history (any one's result is returned)
+            import torch.distributed as dist
+
+            both = torch.tensor([mean_loss], dtype=torch.float64)
+            dist.all_reduce(both)
+            mean_loss = float(both) / world
+        acc = accuracy(net, *val) if val is not None else float("nan")
+        history.append({"epoch": epoch + 1, "loss": mean_loss, "val_accuracy": acc})
     return state_numpy(net), history
 
 
-def _distributed_main(data_path: str, config: dict, with_val: bool) -> Optional[tuple]:
+def _distributed_main(data_path: str, config: dict, with_val: bool) -> tuple:
     """Body of each TorchDistributor process: joins the gloo process group torchrun set up (RANK,
-    WORLD_SIZE, MASTER_ADDR/PORT), trains its shard, and returns the result from rank 0."""
+    WORLD_SIZE, MASTER_ADDR/PORT), trains its shard and returns the result. Every process returns
+    it (identical: DDP keeps the parameters equal, the losses are all-reduced): in local mode each
+    process pickles its return value to the same output file, so a None from one rank could be
+    the one TorchDistributor reads."""
     import torch
     import torch.distributed as dist
 
@@ -122,7 +133,7 @@ def _distributed_main(data_path: str, config: dict, with_val: bool) -> Optional[
                             val, rank=rank, world=world, ddp=True)
     finally:
         dist.destroy_process_group()
-    return result if rank == 0 else None
+    return result
 
 
 def train_distributed(x: np.ndarray, bags: Bags, config: NetConfig, label_emb: Optional[np.ndarray],
@@ -136,7 +147,7 @@ def train_distributed(x: np.ndarray, bags: Bags, config: NetConfig, label_emb: O
     it must be on storage the executors reach: set ``TMPDIR`` to such a folder).
 
     Returns:
-        What rank 0's :func:`train_bags` returns.
+        What :func:`train_bags` returns (the same in every process).
     Raises:
         ValueError: num_processes < 1.
         RuntimeError: from TorchDistributor when a process fails (its log is in the message).

@@ -14,7 +14,7 @@ import pytest
 
 from eagle_spark.data import mnist_sample
 from eagle_spark.errors import BadInputError
-from eagle_spark.miml.data import centre, load_mnist, make_bags, read_idx
+from eagle_spark.miml.data import Bags, centre, load_mnist, make_bags, read_idx
 
 torch = pytest.importorskip("torch", reason="the [miml] extra (PyTorch) is not installed")
 
@@ -128,6 +128,20 @@ def test_bags_by_aggregate_and_multiset_embeddings_equal_a_count_weighted_twin(s
     assert json.loads((tmp_path / "multiset" / "_manifest.json").read_text())["n_groups"] == 120
 
 
+def test_embed_tasks_keep_dense_label_blocks_apart():
+    """1,200 bags of 50 with 5 images of each digit: a digit's candidate rows are 1,200 x 5 x 50 =
+    300,000 rows of 784 pixels, 20 GB of label block at 85 bytes per nonzero: one task. 15,000
+    bags of 4 with one image of each of 4 digits: 60,000 rows, 4.0 GB (< 4 GiB): the default 16."""
+    from eagle_spark.miml.bags import embed_tasks
+
+    counts = np.full((1200, 10), 5)
+    assert embed_tasks(Bags(np.zeros((1200, 50), np.int64), counts), 784) == 1
+    counts = np.zeros((15000, 10), np.int64)
+    counts[:, :4] = 1
+    assert embed_tasks(Bags(np.zeros((15000, 4), np.int64), counts), 784) == 16
+    assert embed_tasks(Bags(np.zeros((15000, 4), np.int64), counts), 784, budget_bytes=2 << 30) == 1
+
+
 def test_training_lowers_the_loss_and_learns_digits():
     from eagle_spark.miml.training import NetConfig, train_bags
 
@@ -158,6 +172,8 @@ def test_torch_distributor_two_processes_equal_one_process_with_the_doubled_batc
     for name in one:
         np.testing.assert_allclose(two[name], one[name], rtol=1e-4, atol=1e-6)
     assert len(hist2) == 2 and math.isnan(hist2[0]["val_accuracy"])
+    for a, b in zip(hist1, hist2, strict=True):  # the losses all-reduced: the one process's
+        assert b["loss"] == pytest.approx(a["loss"], rel=1e-5)
 
 
 @pytest.mark.slow
