@@ -79,7 +79,9 @@ def spark_bags(spark: Any, images: str, out: str, group_size: int, seed: int) ->
     from eagle_spark.aggregation.aggregate import aggregate
     from eagle_spark.params import AggregateParams
 
-    manifest = json.load(open(os.path.join(images, S.MANIFEST), encoding="utf-8"))
+    from eagle_spark.io.tables import read_manifest
+
+    manifest = read_manifest(spark, images)
     n, n_labels = int(manifest["n_samples"]), int(manifest["n_labels"])
     if n % group_size:
         raise ValueError(f"miml: {n} images do not fill bags of {group_size} (use a multiple of it)")
@@ -126,7 +128,8 @@ def multiset_dataset(images: str, bags: Bags, path: str) -> str:
                                 S.COUNT: np.ones(n_groups, dtype=np.int32)})):
         os.makedirs(os.path.join(tmp, table))
         pq.write_table(pa.table(data), os.path.join(tmp, table, "part-00000.parquet"))
-    manifest = json.load(open(os.path.join(images, S.MANIFEST), encoding="utf-8"))
+    with open(os.path.join(images, S.MANIFEST), encoding="utf-8") as fh:
+        manifest = json.load(fh)
     _manifest(tmp, n_samples=manifest["n_samples"], n_features=manifest["n_features"],
               n_labels=manifest["n_labels"], n_groups=int(n_groups), n_bags=int(n_bags))
     shutil.rmtree(path, ignore_errors=True)
