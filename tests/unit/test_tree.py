@@ -374,8 +374,7 @@ def test_wide_beam_equals_exhaustive(spark, tiny, tree_model):  # noqa: F811
         np.testing.assert_allclose(scores[0], full[order], rtol=1e-9)
         # the ensemble with wide beams averages every tree's exhaustive path probabilities
         mean = np.mean([exhaustive(t, w, b, x, "squared_hinge") for t, w, b in models], axis=0)
-        labels, scores = ensemble_search(models, x, beam=10**6, k=5,
-                                         loss="squared_hinge", per_tree_k=983)
+        labels, scores = ensemble_search(models, x, beam=10**6, k=5, loss="squared_hinge")
         top = np.lexsort((np.arange(len(mean)), -mean))[:5]
         assert labels[0].tolist() == top.tolist()
         np.testing.assert_allclose(scores[0], mean[top], rtol=1e-9)

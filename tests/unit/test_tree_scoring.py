@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from eagle_spark.classifiers.tree import beam_search, path_probability
+from eagle_spark.classifiers.tree import beam_search, ensemble_search, path_probability
 from eagle_spark.classifiers.tree import scoring
 from eagle_spark.classifiers.tree.scoring import feature_major, node_scores, rows_per_block
 from eagle_spark.classifiers.tree.structure import Tree
@@ -96,3 +96,60 @@ def test_beam_search_by_blocks_of_rows(monkeypatch):
         assert wide_labels[i].tolist() == order.tolist()
         np.testing.assert_allclose(wide_scores[i], full[order], rtol=1e-12)
     assert path_probability(np.array([1.0]), "squared_hinge")[0] == 1.0
+
+
+def _flat_tree(probs):
+    """A tree whose root's children are the labels, each reached with probability probs[l] (W = 0,
+    bias = 1 - sqrt(-ln p), so exp(-max(0, 1 - s)^2) = p)."""
+    n = len(probs)
+    tree = Tree(np.r_[-1, np.zeros(n, dtype=np.int64)], np.r_[0, np.ones(n, dtype=np.int64)], 1, n)
+    bias = np.r_[0.0, 1 - np.sqrt(-np.log(np.asarray(probs)))]
+    return tree, sp.csr_matrix((n + 1, 4), dtype=np.float32), bias
+
+
+def test_ensemble_counts_every_reached_label_hand_worked():
+    # tree A: labels 0, 1, 2 at 0.9, 0.8, 0.7; tree B at 0.1, 0.2, 0.95. Means: 0.5, 0.5, 0.825, so
+    # label 2 is best (an ensemble keeping only each tree's 2 best would average 0.45, 0.5, 0.475
+    # and pick label 1), then labels 0 and 1 tie at 0.5 (smaller id first)
+    models = [_flat_tree([0.9, 0.8, 0.7]), _flat_tree([0.1, 0.2, 0.95])]
+    X = sp.csr_matrix(np.ones((1, 4)))
+    labels, scores = ensemble_search(models, X, beam=10, k=1, loss="squared_hinge")
+    assert labels.tolist() == [[2]] and scores[0, 0] == pytest.approx(0.825, rel=1e-12)
+    labels, scores = ensemble_search(models, X, beam=10, k=3, loss="squared_hinge")
+    assert labels.tolist() == [[2, 0, 1]]
+    np.testing.assert_allclose(scores, [[0.825, 0.5, 0.5]], rtol=1e-12)
+    labels, scores = ensemble_search(models, X, beam=10, k=5, loss="squared_hinge")
+    assert labels.tolist() == [[2, 0, 1, -1, -1]] and scores[0, 3:].tolist() == [0.0, 0.0]
+
+
+def _loop_beam(tree, W, bias, x, beam):
+    """Twin: one row's beam search as a plain loop over the beam's nodes; {label: probability}."""
+    s = W.toarray().astype(np.float64) @ x + bias
+    p = np.exp(-np.square(np.maximum(0.0, 1.0 - s)))
+    frontier, found = [(0, 1.0)], {}
+    while frontier:
+        nodes = []
+        for node, prob in frontier:
+            for child in np.flatnonzero(tree.parent == node):
+                if child >= tree.n_clusters:
+                    found[int(child) - tree.n_clusters] = prob * p[child]
+                else:
+                    nodes.append((int(child), prob * p[child]))
+        frontier = sorted(nodes, key=lambda e: (-e[1], e[0]))[:beam]
+    return found
+
+
+def test_ensemble_equals_a_loop_twin_with_narrow_beams():
+    rng = np.random.default_rng(7)
+    models = [_random_tree(rng) for _ in range(3)]
+    X = sp.random(25, 60, density=0.2, format="csr", random_state=rng, dtype=np.float64)
+    labels, scores = ensemble_search(models, X, beam=1, k=6, loss="squared_hinge")
+    for i in range(X.shape[0]):
+        total = np.zeros(11)
+        for tree, W, bias in models:
+            for label, prob in _loop_beam(tree, W, bias, X[i].toarray().ravel(), 1).items():
+                total[label] += prob / 3
+        reached = np.flatnonzero(total > 0)
+        order = reached[np.lexsort((reached, -total[reached]))][:6]
+        assert labels[i][labels[i] >= 0].tolist() == order.tolist()
+        np.testing.assert_allclose(scores[i][:len(order)], total[order], rtol=1e-12)

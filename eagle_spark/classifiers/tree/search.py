@@ -1,11 +1,11 @@
 """Prediction with a label-tree ensemble: the model held once per executor, beam search per batch
-of rows, scores averaged over the trees. See :mod:`eagle_spark.classifiers.tree`."""
+of rows, every reached label's probability averaged over the trees. See :mod:`eagle_spark.classifiers.tree`."""
 
 from __future__ import annotations
 
 import logging
 import posixpath
-from typing import Iterator, Optional
+from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -63,31 +63,45 @@ def load_model(model_path: str, meta: dict) -> list[tuple[Tree, sp.csc_matrix, n
          sparse_from(a, f"W{t}", "csc"), a[f"bias{t}"]) for t in range(int(meta["n_trees"]))])
 
 
-def ensemble_search(models: list, X: sp.csr_matrix, beam: int, k: int, loss: str,
-                    per_tree_k: Optional[int] = None) -> tuple[np.ndarray, np.ndarray]:
-    """Top-k labels by the mean over trees of the label probabilities; a label outside a tree's
-    `per_tree_k` best (default 2k) counts 0 in that tree (Parabel's ensemble)."""
-    n = X.shape[0]
-    rows, labels, scores = [], [], []
-    per_tree_k = per_tree_k or (2 * k if len(models) > 1 else k)
-    for tree, W, bias in models:
-        lab, sc = beam_search(tree, W, bias, X, beam, per_tree_k, loss)
-        keep = lab >= 0
-        rows.append(np.nonzero(keep)[0])
-        labels.append(lab[keep])
-        scores.append(sc[keep] / len(models))
-    rows_a, labels_a, scores_a = np.concatenate(rows), np.concatenate(labels), np.concatenate(scores)
-    key = rows_a * (int(labels_a.max(initial=0)) + 1) + labels_a
-    uniq, inverse = np.unique(key, return_inverse=True)
-    total = np.bincount(inverse, weights=scores_a)
-    width = int(labels_a.max(initial=0)) + 1
-    u_rows, u_labels = uniq // width, uniq % width
+def ensemble_search(models: list, X: sp.csr_matrix, beam: int, k: int,
+                    loss: str) -> tuple[np.ndarray, np.ndarray]:
+    """Top-k labels of every row of X by the mean over the trees of the label probabilities
+    (Parabel's ensemble, as omikuji): every label a tree's beam reaches adds its probability / n_trees,
+    a label a tree's beam does not reach adds 0 there.
+
+    Args:
+        models: [(tree, W, bias)] as :func:`load_model` returns.
+        X: (n, d) CSR float64 rows.
+        beam, k, loss: as :func:`beam_search`.
+    Returns:
+        (labels (n, k) int64, scores (n, k) float64) as :func:`beam_search`.
+
+    Memory: one block of node scores (:func:`beam_search`) and the reached labels of all trees,
+    up to n x n_trees x beam x max_leaf (row, label, probability) triples (~24 bytes each).
+    """
+    found = [beam_candidates(tree, W, bias, X, beam, loss) for tree, W, bias in models]
+    rows = np.concatenate([r for r, _, _ in found])
+    labels = np.concatenate([lab for _, lab, _ in found])
+    probs = np.concatenate([p for _, _, p in found]) / len(models)
+    if len(models) > 1 and len(rows):  # a label reached by several trees: sum its shares
+        width = int(labels.max()) + 1
+        keys, inverse = np.unique(rows * width + labels, return_inverse=True)
+        probs = np.bincount(inverse, weights=probs)
+        rows, labels = keys // width, keys % width
+    return _top_k(X.shape[0], rows, labels, probs, k)
+
+
+def _top_k(n: int, rows: np.ndarray, labels: np.ndarray, scores: np.ndarray,
+           k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(labels (n, k), scores (n, k)) of the k best (row, label, score) triples of each row, best
+    first, ties by smaller label; padded with label -1 and score 0."""
     out_labels = np.full((n, k), -1, dtype=np.int64)
     out_scores = np.zeros((n, k))
-    order, rank = _rank_within(u_rows, total, u_labels)
-    keep = rank < k
-    out_labels[u_rows[order][keep], rank[keep]] = u_labels[order][keep]
-    out_scores[u_rows[order][keep], rank[keep]] = total[order][keep]
+    if len(rows):
+        order, rank = _rank_within(rows, scores, labels)
+        keep = rank < k
+        out_labels[rows[order][keep], rank[keep]] = labels[order][keep]
+        out_scores[rows[order][keep], rank[keep]] = scores[order][keep]
     return out_labels, out_scores
 
 
@@ -110,9 +124,7 @@ def _rank_within(rows: np.ndarray, keys_desc: np.ndarray, tie: np.ndarray) -> tu
 
 def beam_search(tree: Tree, W: sp.spmatrix, bias: np.ndarray, X: sp.csr_matrix, beam: int,
                 k: int, loss: str) -> tuple[np.ndarray, np.ndarray]:
-    """Top-k labels of every row of X by beam search (see the package docstring), vectorised over
-    the rows: a block of rows gets every node's score in one pass (:func:`.scoring.node_scores`),
-    then each level keeps the `beam` best (row, child of a beam node) pairs of each row.
+    """Top-k labels of every row of X by beam search in one tree (see the package docstring).
 
     Args:
         tree: the tree's structure.
@@ -126,26 +138,44 @@ def beam_search(tree: Tree, W: sp.spmatrix, bias: np.ndarray, X: sp.csr_matrix, 
         (labels (n, k) int64, scores (n, k) float64), best first (ties: smaller label id); rows
         with fewer than k reachable labels are padded with label -1 and score 0.
 
-    Memory: one block of scores, at most :data:`.scoring.SCORE_BLOCK_BYTES` (64 MB) whatever n.
+    Memory: as :func:`beam_candidates`.
     """
-    n = X.shape[0]
+    return _top_k(X.shape[0], *beam_candidates(tree, W, bias, X, beam, loss), k)
+
+
+def beam_candidates(tree: Tree, W: sp.spmatrix, bias: np.ndarray, X: sp.csr_matrix, beam: int,
+                    loss: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every label the beam search reaches for each row of X, with its probability (the product of
+    the edge probabilities on its path, :func:`path_probability`), vectorised over the rows: a
+    block of rows gets every node's score in one pass (:func:`.scoring.node_scores`), then each
+    level keeps the `beam` best (row, child of a beam node) pairs of each row; the labels of the
+    leaves it enters are the candidates.
+
+    Args: as :func:`beam_search`.
+    Returns:
+        (rows, labels, probabilities): 1-D arrays of equal length, int64 / int64 / float64, one
+        entry per (row, reached label); rows index X.
+
+    Memory: one block of scores, at most :data:`.scoring.SCORE_BLOCK_BYTES` (64 MB) whatever n, and
+    the candidates, at most n x beam x (labels per leaf) triples.
+    """
     W = feature_major(W)
-    out_labels = np.full((n, k), -1, dtype=np.int64)
-    out_scores = np.zeros((n, k))
     step = rows_per_block(W.shape[0])
-    for lo in range(0, n, step):
-        S = node_scores(X[lo:lo + step], W)
-        labels, scores = _search_block(tree, S, bias, beam, k, loss)
-        out_labels[lo:lo + len(S)], out_scores[lo:lo + len(S)] = labels, scores
-    return out_labels, out_scores
+    found = []
+    for lo in range(0, X.shape[0], step):
+        rows, labels, probs = _search_block(tree, node_scores(X[lo:lo + step], W), bias, beam, loss)
+        found.append((rows + lo, labels, probs))
+    if not found:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0)
+    return tuple(np.concatenate(parts) for parts in zip(*found))
 
 
-def _search_block(tree: Tree, S: np.ndarray, bias: np.ndarray, beam: int, k: int,
-                  loss: str) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`beam_search` over a block of rows whose node scores (without bias) are S (n, n_elements)."""
+def _search_block(tree: Tree, S: np.ndarray, bias: np.ndarray, beam: int,
+                  loss: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`beam_candidates` over a block of rows whose node scores (without bias) are S (n, n_elements)."""
     n = S.shape[0]
     b_row, b_node, b_prob = np.arange(n), np.zeros(n, dtype=np.int64), np.ones(n)
-    f_row, f_label, f_prob = [], [], []
+    f_row, f_label, f_prob = [np.zeros(0, dtype=np.int64)], [np.zeros(0, dtype=np.int64)], [np.zeros(0)]
     while len(b_row):
         counts = tree.child_ptr[b_node + 1] - tree.child_ptr[b_node]
         total = int(counts.sum())
@@ -164,15 +194,7 @@ def _search_block(tree: Tree, S: np.ndarray, bias: np.ndarray, beam: int, k: int
         order, rank = _rank_within(rows, prob, kids)
         keep = order[rank < beam]
         b_row, b_node, b_prob = rows[keep], kids[keep], prob[keep]
-    out_labels = np.full((n, k), -1, dtype=np.int64)
-    out_scores = np.zeros((n, k))
-    if f_row:
-        rows, labels, probs = np.concatenate(f_row), np.concatenate(f_label), np.concatenate(f_prob)
-        order, rank = _rank_within(rows, probs, labels)
-        keep = rank < k
-        out_labels[rows[order][keep], rank[keep]] = labels[order][keep]
-        out_scores[rows[order][keep], rank[keep]] = probs[order][keep]
-    return out_labels, out_scores
+    return np.concatenate(f_row), np.concatenate(f_label), np.concatenate(f_prob)
 
 
 def predict_tree(spark: SparkSession, model_path: str, X: DataFrame, n_features: int, k: int,
