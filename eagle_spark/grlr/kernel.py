@@ -72,11 +72,21 @@ def _label_columns(A: sp.csr_matrix, cand_label: np.ndarray, n_labels: int
     Returns:
         ((col_label int64, col_feature int32) of each distinct pair, inverse (A.nnz,) int64: the
         pair of each stored entry of A). Sorting is done by two counting sorts (scipy's CSR/CSC
-        transposes, linear in nnz + n_features) instead of a comparison sort of the keys.
+        transposes, linear in nnz + n_features) instead of a comparison sort of the keys; a batch
+        of one label (a heavy label, e.g. a digit of the centred MNIST bags: 306,000 rows x 784
+        nonzeros) needs no sort: its columns are the used features in order, found by marking
+        them (two passes over A's column indices, ~40x less time than the transposes there).
     """
     nnz = A.nnz
     if nnz == 0:
         return (np.zeros(0, np.int64), np.zeros(0, np.int32)), np.zeros(0, np.int64)
+    if n_labels == 1:
+        used = np.zeros(A.shape[1], dtype=bool)
+        used[A.indices] = True
+        feature = np.flatnonzero(used)
+        column = np.full(A.shape[1], -1, dtype=np.int64)
+        column[feature] = np.arange(len(feature))
+        return (np.zeros(len(feature), np.int64), feature.astype(np.int32)), column[A.indices]
     row_ptr = A.indptr.astype(np.int64)
     label_nnz_ptr = row_ptr[np.searchsorted(cand_label, np.arange(n_labels + 1))]
     by_label = sp.csr_matrix((np.arange(nnz, dtype=np.int64), A.indices, label_nnz_ptr),
@@ -107,7 +117,10 @@ class LabelBlock:
         A = X[batch.cand_rows]
         cand_label = np.repeat(batch.pair_label, np.diff(batch.pair_ptr)).astype(np.int64)
         columns, inverse = _label_columns(A, cand_label, batch.n_labels)
-        self.A = sp.csr_matrix((A.data, inverse, A.indptr), shape=(A.shape[0], len(columns[0])))
+        # int32 indices whenever they fit: scipy's transpose below is ~4x slower on int64 ones
+        index = np.int32 if max(A.nnz, len(columns[0])) < np.iinfo(np.int32).max else np.int64
+        self.A = sp.csr_matrix((A.data, inverse.astype(index), A.indptr.astype(index)),
+                               shape=(A.shape[0], len(columns[0])))
         self.AT = self.A.T.tocsr()
         self.col_label, self.col_feature = columns
         self.label_ptr = np.searchsorted(self.col_label, np.arange(batch.n_labels + 1))

@@ -381,3 +381,23 @@ def test_auto_picks_the_path_by_the_cache_budget(spark, small, tmp_path, caplog)
     assert "the executor cache of X and Y1 needs ~0 MiB, the budget (embed.cache_budget) is 4,096 MiB" in big["x_access_reason"]
     assert "embed: joined path (embed.x_access=auto" in caplog.text
     assert _table_rows(spark, str(tmp_path / "a"), "top_members") == _table_rows(spark, str(tmp_path / "b"), "top_members")
+
+
+@pytest.mark.parametrize("n_labels", [1, 3])
+def test_label_columns_equal_a_unique_twin(n_labels):
+    """The batch's (label, feature) columns and each entry's column, for one label (the marking
+    fast path) and several (the transposes), against np.unique over label * d + feature keys."""
+    from eagle_spark.grlr.kernel import _label_columns
+
+    rng = np.random.default_rng(n_labels)
+    A = sp.random(30, 50, density=0.15, format="csr", random_state=rng)
+    A[4] = 0  # an empty candidate row
+    A = sp.csr_matrix(A)
+    A.data[:] = 1.0
+    cand_label = np.sort(rng.integers(0, n_labels, size=30))
+    (col_label, col_feature), inverse = _label_columns(A, cand_label, n_labels)
+    entry_label = np.repeat(cand_label, np.diff(A.indptr))
+    keys, want_inverse = np.unique(entry_label * 50 + A.indices, return_inverse=True)
+    assert col_label.tolist() == (keys // 50).tolist()
+    assert col_feature.tolist() == (keys % 50).tolist() and col_feature.dtype == np.int32
+    assert inverse.tolist() == want_inverse.ravel().tolist()
