@@ -411,7 +411,12 @@ def _miml_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-size", type=int, default=None, help="bags per step (default 64)")
     p.add_argument("--hidden", type=int, default=None, help="width of the first layer (default 256)")
     p.add_argument("--concepts", type=int, default=None, help="K, the concept size (default 4)")
-    p.add_argument("--tau", type=float, default=None, help="co-attention hardness (default 10)")
+    p.add_argument("--tau", type=float, default=None, help="co-attention hardness (default 3)")
+    p.add_argument("--mask-mix", default=None,
+                   help="the mask: alpha in (0, 1] for the max-normalised mask mixed with 1 (default "
+                        "0.5), or 'paper' for M = g softmax as printed")
+    p.add_argument("--no-centring", action="store_true",
+                   help="use the GRLR embeddings as they are (default: without their shared component)")
     p.add_argument("--iterations", type=int, default=20, help="GRLR's T for eagle (default 20)")
     p.add_argument("--train-images", type=int, default=0, help="use the first N training images (0: all)")
     p.add_argument("--test-images", type=int, default=0, help="use the first N test images (0: all)")
@@ -431,13 +436,21 @@ def run_miml_command(spark: Any, args: argparse.Namespace, settings: Settings) -
         from eagle_spark.miml.training import NetConfig
     except ImportError as exc:
         raise BadInputError(str(exc)) from exc
-    net = NetConfig(**_flags(args, {"epochs": "epochs", "lr": "lr", "batch_size": "batch_size",
-                                    "hidden": "hidden", "concepts": "concepts", "tau": "tau"}))
     try:
+        flags = _flags(args, {"epochs": "epochs", "lr": "lr", "batch_size": "batch_size",
+                              "hidden": "hidden", "concepts": "concepts", "tau": "tau"})
+        if args.mask_mix is not None and args.mask_mix != "paper":
+            try:
+                flags["mask_mix"] = float(args.mask_mix)
+            except ValueError:
+                raise ValueError(f"--mask-mix must be a number in (0, 1] or 'paper', got {args.mask_mix!r}") from None
+        elif args.mask_mix == "paper":
+            flags["mask_mix"] = None
+        net = NetConfig(**flags)
         setting = MIMLSetting(group_size=args.group_size, methods=tuple(args.methods), seeds=args.seeds,
                               iterations=args.iterations, net=net, tune_lr=tuple(args.tune_lr or ()),
                               train_images=args.train_images, test_images=args.test_images,
-                              num_processes=args.num_processes)
+                              num_processes=args.num_processes, centre_embeddings=not args.no_centring)
     except ValueError as exc:
         raise BadInputError(str(exc)) from exc
     result = run_miml(spark, args.images or mnist_sample(), args.output, setting)

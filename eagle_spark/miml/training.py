@@ -34,6 +34,8 @@ class NetConfig:
         hidden: width of the base model's first layer. concepts: K, the concept size.
         epochs: passes over the bags. lr: Adam's learning rate. batch_size: bags per step.
         tau: the co-attention's hardness for methods with label embeddings (0 for Deep-MIML).
+        mask_mix: the mask's form (:class:`eagle_spark.miml.network.DeepMIML`): None the paper's
+            M = g softmax, alpha in (0, 1] the max-normalised mask mixed with 1. Default 0.5.
         seed: network initialisation and bag order.
     """
 
@@ -42,7 +44,8 @@ class NetConfig:
     epochs: int = 10
     lr: float = 1e-3
     batch_size: int = 64
-    tau: float = 10.0
+    tau: float = 3.0
+    mask_mix: Optional[float] = 0.5
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -52,6 +55,8 @@ class NetConfig:
             raise ValueError(f"miml: lr must be a finite number > 0, got {self.lr}")
         if not (np.isfinite(self.tau) and self.tau >= 0):
             raise ValueError(f"miml: tau must be a finite number >= 0, got {self.tau}")
+        if self.mask_mix is not None and not 0 < self.mask_mix <= 1:
+            raise ValueError(f"miml: mask_mix must be in (0, 1] or None, got {self.mask_mix}")
 
 
 def train_bags(x: np.ndarray, bags: Bags, config: NetConfig, label_emb: Optional[np.ndarray] = None,
@@ -79,7 +84,7 @@ def train_bags(x: np.ndarray, bags: Bags, config: NetConfig, label_emb: Optional
     torch.manual_seed(config.seed)
     n_labels = bags.counts.shape[1]
     net = DeepMIML(x.shape[1], n_labels, config.hidden, config.concepts, label_emb,
-                   config.tau if label_emb is not None else 0.0)
+                   config.tau if label_emb is not None else 0.0, config.mask_mix)
     model: Any = net
     if ddp:
         model = torch.nn.parallel.DistributedDataParallel(net)

@@ -92,6 +92,32 @@ def test_mask_hand_worked_and_tau_zero_is_deep_miml():
         DeepMIML(2, 2, label_emb=np.eye(3, dtype=np.float32), tau=1.0)
 
 
+def test_normalised_mask_hand_worked_and_centred_embeddings():
+    """The mask of the hand-worked case above, M = [[1.5, 0.5], [0.5, 1.5]] (instances x labels),
+    divided by each label's maximum over the instances: [[1, 1/3], [1/3, 1]]; mixed half with 1:
+    [[1, 2/3], [2/3, 1]]. Centring e0 = (1, 0), e1 = (0, 1): minus the mean (1/2, 1/2), normalised."""
+    from eagle_spark.miml.bags import centre_embeddings
+    from eagle_spark.miml.network import DeepMIML
+    from eagle_spark.miml.training import NetConfig
+
+    emb = np.eye(2, dtype=np.float32)
+    x = torch.tensor([[[1.0, 0.0], [0.0, 2.0]]])
+    half = DeepMIML(2, 2, hidden=3, concepts=2, label_emb=emb, tau=math.log(3), mask_mix=0.5)
+    np.testing.assert_allclose(half.mask(x)[0].numpy(), [[1, 2 / 3], [2 / 3, 1]], rtol=1e-6)
+    full = DeepMIML(2, 2, hidden=3, concepts=2, label_emb=emb, tau=math.log(3), mask_mix=1.0)
+    np.testing.assert_allclose(full.mask(x)[0].numpy(), [[1, 1 / 3], [1 / 3, 1]], rtol=1e-6)
+    assert half.mask(x[:, :1, :]).numpy().tolist() == [[[1.0, 1.0]]]  # a bag of one: M' = 1
+    with pytest.raises(ValueError, match="mask_mix must be in"):
+        DeepMIML(2, 2, label_emb=emb, tau=1.0, mask_mix=0.0)
+    with pytest.raises(ValueError, match="mask_mix must be in"):
+        NetConfig(mask_mix=1.5)
+    r = 1 / math.sqrt(2)
+    np.testing.assert_allclose(centre_embeddings(emb), [[r, -r], [-r, r]], rtol=1e-6)
+    assert not centre_embeddings(np.ones((3, 2), dtype=np.float32)).any()  # all alike: nothing left
+    with pytest.raises(ValueError, match="n_labels >= 2"):
+        centre_embeddings(emb[:1])
+
+
 def test_proportion_loss_hand_worked():
     from eagle_spark.miml.network import proportion_loss
 
