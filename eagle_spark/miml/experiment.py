@@ -8,7 +8,8 @@ One run, for one group size g:
    seed sees the same bags; :mod:`eagle_spark.miml.bags`);
 2. the label embeddings by the ``embed`` job (GRLR, :class:`eagle_spark.ml.grlr.GRLR`) on the bags
    with their repeated digits (:func:`eagle_spark.miml.bags.multiset_dataset`); T = 0 gives
-   EAGLE-0's embeddings, T = ``iterations`` EAGLE's;
+   EAGLE-0's embeddings, T = ``iterations`` EAGLE's; then centred
+   (:func:`eagle_spark.miml.bags.centre_embeddings`) unless ``centre_embeddings`` is False;
 3. optionally the learning rate and the number of epochs tuned once, for Deep-MIML, on a held-out
    share of the training images scored as single images, then used for every method (as the
    paper does);

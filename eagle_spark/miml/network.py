@@ -8,7 +8,8 @@ For a bag X of g instances (g x d):
 * V2 = max over the K concepts (g x L, the multi-instance logits);
 * EAGLE: M = g * softmax_i(tau * x_i . e_j), the softmax taken over the g instances of each
   label's column, x_i the L2-normalised instance and e_j label j's GRLR embedding; V2 <- M * V2
-  (tau = 0 gives M = 1: plain Deep-MIML);
+  (tau = 0 gives M = 1: plain Deep-MIML). By default the mask is M' = 1/2 + 1/2 M / max_i M
+  (``mask_mix``; :class:`DeepMIML` says why the printed M fails at g = 50);
 * the bag's logits: max over the g instances of V2 (length L).
 
 A single test image is a bag of one, where M = 1: the mask steers training only.
