@@ -70,8 +70,8 @@ def _label_columns(A: sp.csr_matrix, cand_label: np.ndarray, n_labels: int
         cand_label: (n_candidates,) local label of each row, non-decreasing.
         n_labels: labels of the batch.
     Returns:
-        ((col_label int64, col_feature int32) of each distinct pair, inverse (A.nnz,) int64: the
-        pair of each stored entry of A). Sorting is done by two counting sorts (scipy's CSR/CSC
+        ((col_label int64, col_feature int32) of each distinct pair, inverse (A.nnz,): the pair
+        of each stored entry of A, int64, or int32 on the one-label path when A has < 2^31 columns). Sorting is done by two counting sorts (scipy's CSR/CSC
         transposes, linear in nnz + n_features) instead of a comparison sort of the keys; a batch
         of one label (a heavy label, e.g. a digit of the centred MNIST bags: 306,000 rows x 784
         nonzeros) needs no sort: its columns are the used features in order, found by marking
@@ -84,7 +84,8 @@ def _label_columns(A: sp.csr_matrix, cand_label: np.ndarray, n_labels: int
         used = np.zeros(A.shape[1], dtype=bool)
         used[A.indices] = True
         feature = np.flatnonzero(used)
-        column = np.full(A.shape[1], -1, dtype=np.int64)
+        # int32 when it fits, as LabelBlock keeps it: no int64 copy of the nnz-long inverse
+        column = np.full(A.shape[1], -1, dtype=np.int32 if A.shape[1] < np.iinfo(np.int32).max else np.int64)
         column[feature] = np.arange(len(feature))
         return (np.zeros(len(feature), np.int64), feature.astype(np.int32)), column[A.indices]
     row_ptr = A.indptr.astype(np.int64)
@@ -119,7 +120,7 @@ class LabelBlock:
         columns, inverse = _label_columns(A, cand_label, batch.n_labels)
         # int32 indices whenever they fit: scipy's transpose below is ~4x slower on int64 ones
         index = np.int32 if max(A.nnz, len(columns[0])) < np.iinfo(np.int32).max else np.int64
-        self.A = sp.csr_matrix((A.data, inverse.astype(index), A.indptr.astype(index)),
+        self.A = sp.csr_matrix((A.data, inverse.astype(index, copy=False), A.indptr.astype(index, copy=False)),
                                shape=(A.shape[0], len(columns[0])))
         self.AT = self.A.T.tocsr()
         self.col_label, self.col_feature = columns
