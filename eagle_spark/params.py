@@ -414,6 +414,8 @@ _LINEAR_DOC = """
             twice liblinear's and Parabel's 0.1: it trained the tree ~20% faster on delicious and
             ~9% faster on synthetic Wiki-325K with the same P@1 on bibtex, delicious and the
             synthetic set (measured in docs/design.md).
+        max_iter: liblinear's cap on passes of its dual coordinate descent over a classifier's
+            samples, >= 1. Default 100.
         normalize: L2-normalise the rows of X. Default true.
         tasks: label blocks / training units dealt into this many Spark tasks. Default 16.
         seed: seed of the solver's sample order (and the tree's 2-means, the negative sampling).
@@ -443,6 +445,8 @@ def _check_linear(section: str, p: Any) -> None:
     _check(_finite(p.threshold) and p.threshold >= 0,
            f"{section}.threshold must be a finite number >= 0, got {p.threshold}")
     _check(_finite(p.tol) and p.tol > 0, f"{section}.tol must be a finite number > 0, got {p.tol}")
+    _check(isinstance(p.max_iter, int) and p.max_iter >= 1,
+           f"{section}.max_iter must be an integer >= 1, got {p.max_iter!r}")
     _check(p.tasks >= 1, f"{section}.tasks must be >= 1")
     _check(p.unassigned in ("negative", "ignore"),
            f"{section}.unassigned must be negative or ignore, got {p.unassigned!r}")
@@ -494,6 +498,7 @@ class TreeParams(BaseParams):
     C: float = 0.5
     threshold: float = 0.1
     tol: float = 0.2
+    max_iter: int = 100
     normalize: bool = True
     tasks: int = 16
     seed: int = 0
@@ -530,6 +535,7 @@ class OVAParams(BaseParams):
     C: float = 0.5
     threshold: float = 0.1
     tol: float = 0.2
+    max_iter: int = 100
     normalize: bool = True
     tasks: int = 16
     seed: int = 0

@@ -87,7 +87,8 @@ def _train_block(out: str, block: int, X: sp.csr_matrix, Y: sp.csc_matrix, U: Op
             keep = known if keep is None else keep & known
         Xl, yl = (X, y) if keep is None else (X[keep], y[keep])
         w_idx, w_val, bias = train_binary(Xl, yl, params.loss, params.C, params.threshold,
-                                          tol=params.tol, seed=params.seed)
+                                          tol=params.tol, max_iter=params.max_iter,
+                                          seed=params.seed)
         no_pos += int(not y.any())
         n_w += len(w_idx)
         trained.append((label, w_idx, w_val, bias))

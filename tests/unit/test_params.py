@@ -41,6 +41,8 @@ def test_overrides_typed():
         ("ingest.one_based=1", "'ingest.one_based' must be true or false"),
         ("spark.extra.foo=bar", "must start with 'spark.'"),
         ("novalue", "must look like section.key=value"),
+        ("tree.max_iter=0", "tree.max_iter must be an integer >= 1, got 0"),
+        ("ova.max_iter=2.5", "'ova.max_iter' must be an integer"),
     ],
 )
 def test_bad_settings_rejected(override, message):

@@ -465,3 +465,33 @@ def test_empty_training_set_is_rejected_before_any_output(spark, tmp_path, write
     with pytest.raises(BadInputError, match=f"dataset {tmp_path / 'empty'} has no samples to train on"):
         train_tree(spark, str(tmp_path / "empty"), str(tmp_path / "m"), TreeParams())
     assert not (tmp_path / "m").exists()
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_train_unit_passes_the_solver_settings():
+    """train_unit's matchers follow tree.C / tol / max_iter: the twin is scikit-learn's public
+    LinearSVC with the same settings (one pass of the solver here differs from its converged
+    answer, so a setting that is not passed through changes the weights)."""
+    from sklearn.svm import LinearSVC
+
+    from eagle_spark.classifiers.tree import train_unit
+    from eagle_spark.classifiers.tree.structure import Tree
+    from eagle_spark.params import TreeParams
+
+    X = sp.random(60, 15, density=0.5, format="csr", random_state=3, dtype=np.float64)
+    y0 = np.random.default_rng(3).random(60) < 0.5
+    Y = sp.csc_matrix(np.c_[y0, ~y0])
+    tree = Tree(np.array([-1, 0, 0]), np.array([0, 1, 1]), 1, 2)
+    under = tree.labels_under()
+    got = {}
+    for max_iter in (1, 100):
+        params = TreeParams(C=2.0, tol=1e-3, max_iter=max_iter, threshold=0.0)
+        got[max_iter] = {c: (i, v, b) for c, i, v, b in train_unit(tree, under, X, Y, 0, params)}
+        svc = LinearSVC(C=2.0, loss="squared_hinge", dual=True, tol=1e-3, max_iter=max_iter,
+                        random_state=params.seed).fit(X, y0)
+        w_idx, w_val, bias = got[max_iter][1]
+        dense = np.zeros(15)
+        dense[w_idx] = w_val
+        np.testing.assert_allclose(dense, svc.coef_.ravel(), rtol=1e-5, atol=1e-6)
+        assert bias == pytest.approx(svc.intercept_[0], rel=1e-5)
+    assert not np.allclose(got[1][1][1], got[100][1][1], rtol=1e-3)

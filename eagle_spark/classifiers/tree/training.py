@@ -219,7 +219,7 @@ def train_unit(tree: Tree, under: list, X: sp.csr_matrix, Y: sp.csc_matrix, node
             if unknown.any():
                 Xc, y = Xa[~unknown], y[~unknown]
         w_idx, w_val, bias = train_binary(Xc, y, params.loss, params.C, params.threshold, tol=params.tol,
-                                          seed=params.seed)
+                                          max_iter=params.max_iter, seed=params.seed)
         rows.append((child, cols[w_idx].astype(np.int32), w_val, bias))
     return rows
 
