@@ -14,7 +14,7 @@ from typing import Any, Optional
 from pyspark import keyword_only
 from pyspark.ml import Estimator, Model
 from pyspark.ml.param import TypeConverters
-from pyspark.ml.param.shared import HasFeaturesCol, HasPredictionCol, HasSeed, HasTol
+from pyspark.ml.param.shared import HasFeaturesCol, HasMaxIter, HasPredictionCol, HasSeed, HasTol
 from pyspark.sql import DataFrame
 
 from eagle_spark import schemas as S
@@ -28,7 +28,7 @@ from eagle_spark.ml.frames import attach, source_for, work_folder
 from eagle_spark.params import OVAParams, PredictParams, TreeParams
 
 
-class _XMCParams(HasFeaturesCol, HasPredictionCol, HasSeed, HasTol, SettingsParams):
+class _XMCParams(HasFeaturesCol, HasMaxIter, HasPredictionCol, HasSeed, HasTol, SettingsParams):
     labelsCol = settings_param("labelsCol", "the sample's labels, array<int> (fit)", TypeConverters.toString)
     scoresCol = settings_param("scoresCol", "output: scores of the predicted labels, array<float>",
                                TypeConverters.toString)
@@ -56,7 +56,7 @@ class _XMCParams(HasFeaturesCol, HasPredictionCol, HasSeed, HasTol, SettingsPara
                                  lambda v: None if v is None else TypeConverters.toString(v))
 
     _common_train = {"loss": "loss", "C": "C", "pruneThreshold": "threshold", "tol": "tol",
-                     "normalize": "normalize", "numTasks": "tasks", "seed": "seed",
+                     "maxIter": "max_iter", "normalize": "normalize", "numTasks": "tasks", "seed": "seed",
                      "unassigned": "unassigned", "xAccess": "x_access", "cacheBudget": "cache_budget"}
     _model_kind = ""
 
@@ -159,7 +159,8 @@ class LabelTreeClassifier(Estimator, _TreeParams, Persistent):
     :func:`eagle_spark.classifiers.tree.train_tree`.
 
     Params: ``numTrees`` (3), ``maxLeaf`` (100), ``maxLeafWork`` (1,000,000), ``C`` (0.5), ``loss``
-    (squared_hinge), ``tol`` (0.2), ``pruneThreshold`` (0.1), ``seed`` (0), ``numTasks`` (16),
+    (squared_hinge), ``tol`` (0.2), ``maxIter`` (100: liblinear's passes), ``pruneThreshold`` (0.1),
+    ``seed`` (0), ``numTasks`` (16),
     ``normalize`` (true), ``topLevels`` (None: automatic), ``labelRepr`` (None = PIFA), ``xAccess``
     (auto: the units' rows from the executor cache, or through a join beyond ``cacheBudget``),
     ``heavyUnitMemory`` (64m: heavier units train one at a time per executor); for the model's
@@ -191,7 +192,8 @@ class LabelTreeClassifier(Estimator, _TreeParams, Persistent):
                  predictionCol: str = "prediction", scoresCol: str = "scores",
                  numTrees: Optional[int] = None, maxLeaf: Optional[int] = None,
                  maxLeafWork: Optional[int] = None, C: Optional[float] = None, loss: Optional[str] = None,
-                 tol: Optional[float] = None, pruneThreshold: Optional[float] = None,
+                 tol: Optional[float] = None, maxIter: Optional[int] = None,
+                 pruneThreshold: Optional[float] = None,
                  seed: Optional[int] = None, numTasks: Optional[int] = None, normalize: Optional[bool] = None,
                  labelRepr: Optional[str] = None, topK: Optional[int] = None, beamSize: Optional[int] = None,
                  numFeatures: Optional[int] = None, numLabels: Optional[int] = None,
@@ -254,8 +256,8 @@ class OneVsRestXMC(Estimator, _OVAParams, Persistent):
     """One binary linear classifier per label (one-vs-all), trained in label blocks inside Spark
     tasks by :func:`eagle_spark.classifiers.ova.train_ova` (never one Spark job per label).
 
-    Params: ``C`` (0.5), ``loss`` (squared_hinge), ``tol`` (0.2), ``pruneThreshold`` (0.1), ``seed``
-    (0), ``numTasks`` (16), ``negativeFraction`` (1.0), ``normalize`` (true), ``xAccess`` (auto),
+    Params: ``C`` (0.5), ``loss`` (squared_hinge), ``tol`` (0.2), ``maxIter`` (100: liblinear's
+    passes), ``pruneThreshold`` (0.1), ``seed`` (0), ``numTasks`` (16), ``negativeFraction`` (1.0), ``normalize`` (true), ``xAccess`` (auto),
     ``cacheBudget``; for the model's
     transform ``topK`` (5), ``batchRows`` (1000), ``predictTasks`` (0: automatic), ``predictionCol``,
     ``scoresCol``.
@@ -277,6 +279,7 @@ class OneVsRestXMC(Estimator, _OVAParams, Persistent):
     def __init__(self, *, featuresCol: str = "features", labelsCol: str = "labels",
                  predictionCol: str = "prediction", scoresCol: str = "scores",
                  C: Optional[float] = None, loss: Optional[str] = None, tol: Optional[float] = None,
+                 maxIter: Optional[int] = None,
                  pruneThreshold: Optional[float] = None, seed: Optional[int] = None,
                  numTasks: Optional[int] = None, normalize: Optional[bool] = None,
                  negativeFraction: Optional[float] = None, topK: Optional[int] = None,

@@ -217,6 +217,8 @@ def test_from_settings_sets_the_params():
     tree = LabelTreeClassifier.fromSettings(TreeParams(n_trees=2, max_leaf_work=None, top_levels=1))
     assert tree.settings(TreeParams) == TreeParams(n_trees=2, max_leaf_work=None, top_levels=1)
     assert OneVsRestXMC.fromSettings(OVAParams(C=2.0)).settings(OVAParams) == OVAParams(C=2.0)
+    assert OneVsRestXMC(maxIter=20).settings(OVAParams) == OVAParams(max_iter=20)
+    assert LabelTreeClassifier(maxIter=20).settings(TreeParams) == TreeParams(max_iter=20)
 
 
 def test_errors_name_the_column_or_param_before_any_job(spark):
