@@ -445,7 +445,7 @@ def _check_linear(section: str, p: Any) -> None:
     _check(_finite(p.threshold) and p.threshold >= 0,
            f"{section}.threshold must be a finite number >= 0, got {p.threshold}")
     _check(_finite(p.tol) and p.tol > 0, f"{section}.tol must be a finite number > 0, got {p.tol}")
-    _check(isinstance(p.max_iter, int) and p.max_iter >= 1,
+    _check(isinstance(p.max_iter, int) and not isinstance(p.max_iter, bool) and p.max_iter >= 1,
            f"{section}.max_iter must be an integer >= 1, got {p.max_iter!r}")
     _check(p.tasks >= 1, f"{section}.tasks must be >= 1")
     _check(p.unassigned in ("negative", "ignore"),

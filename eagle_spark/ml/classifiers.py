@@ -257,8 +257,8 @@ class OneVsRestXMC(Estimator, _OVAParams, Persistent):
     tasks by :func:`eagle_spark.classifiers.ova.train_ova` (never one Spark job per label).
 
     Params: ``C`` (0.5), ``loss`` (squared_hinge), ``tol`` (0.2), ``maxIter`` (100: liblinear's
-    passes), ``pruneThreshold`` (0.1), ``seed`` (0), ``numTasks`` (16), ``negativeFraction`` (1.0), ``normalize`` (true), ``xAccess`` (auto),
-    ``cacheBudget``; for the model's
+    passes), ``pruneThreshold`` (0.1), ``seed`` (0), ``numTasks`` (16), ``negativeFraction``
+    (1.0), ``normalize`` (true), ``xAccess`` (auto), ``cacheBudget``; for the model's
     transform ``topK`` (5), ``batchRows`` (1000), ``predictTasks`` (0: automatic), ``predictionCol``,
     ``scoresCol``.
 
