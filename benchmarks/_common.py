@@ -24,8 +24,11 @@ def folder_bytes(path: str | os.PathLike) -> int:
     return sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
 
 
-def write_report(name: str, rows: Sequence[dict[str, Any]], extra: dict[str, Any] | None = None) -> pathlib.Path:
-    """Write ``benchmarks/reports/<name>.json`` and print the rows as a table; returns the path."""
+def write_report(name: str, rows: Sequence[dict[str, Any]], extra: dict[str, Any] | None = None,
+                 table: bool = True) -> pathlib.Path:
+    """Write ``benchmarks/reports/<name>.json`` atomically (a temporary file renamed over it, so a
+    run killed mid-write leaves the previous report) and, with `table`, print the rows as a table;
+    returns the path."""
     REPORTS.mkdir(parents=True, exist_ok=True)
     report = {
         "benchmark": name,
@@ -36,9 +39,12 @@ def write_report(name: str, rows: Sequence[dict[str, Any]], extra: dict[str, Any
         "rows": list(rows),
     }
     path = REPORTS / f"{name}.json"
-    path.write_text(json.dumps(report, indent=2) + "\n")
-    print_table(rows)
-    print(f"report: {path}")
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(report, indent=2) + "\n")
+    os.replace(tmp, path)
+    if table:
+        print_table(rows)
+        print(f"report: {path}")
     return path
 
 

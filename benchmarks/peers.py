@@ -13,10 +13,14 @@ Data: a name under ../shared/data/xc (bibtex, delicious), ``xc:TRAIN,TEST`` (XC 
 model reads the same text). Reports per model: P@1/3/5 and PSP@5 (propensities from the training
 set, A=0.55, B=1.5; the same metric code for every model), train seconds, predict ms per row per
 core (wall ms per row x the cores the model used: eagle-spark and napkinXC --cores, omikuji's
-per-row Python calls 1), model MB and peak RSS of all processes. "Spark start excluded": before
-timing, each eagle_spark model is trained once on the first data set's *test* split (untimed,
-reported as warmup_s), so the timed run still reads its own training data cold (executor caches
-are keyed by dataset); --no-warmup times cold. --peers picks the peer libraries (napkinXC needs
+per-row Python calls 1), model MB and peak RSS (of the process tree that trained the model).
+Processes: the data and eagle_spark's models run in a child process with its own Spark; it ends
+(and its JVM with it) before the peers run in this process, so neither crowds the other's memory,
+and the report is rewritten after each row ("complete": false until the end), so a run killed
+in a peer keeps the rows before it. "Spark start excluded": before timing, each eagle_spark
+model is trained once on the first data set's *test* split (untimed, reported as warmup_s), so
+the timed run still reads its own training data cold (executor caches are keyed by dataset);
+--no-warmup times cold. --peers picks the peer libraries (napkinXC needs
 the training features in this process's memory; omikuji reads the text file itself). Needs the
 bench extra: pip install -e ".[bench]".
 Targets (the label-tree parity issue): tree P@1/3/5 >= omikuji's - 0.3, train time <= omikuji's,
@@ -27,8 +31,10 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import json
 import pathlib
 import shutil
+import subprocess
 import sys
 import time
 
@@ -102,8 +108,8 @@ def main() -> None:
     ap.add_argument("--data", nargs="+", default=["bibtex", "delicious"])
     ap.add_argument("--report", default=None, help="report name (default peers_<data names>)")
     ap.add_argument("--test-rows", type=int, default=0, help="evaluate on the first N test rows (0: all)")
-    ap.add_argument("--models", nargs="+", default=["tree", "ova"], choices=["tree", "ova"],
-                    help="eagle_spark's models to run (the one-vs-all is slow beyond ~10K labels)")
+    ap.add_argument("--models", nargs="*", default=["tree", "ova"], choices=["tree", "ova"],
+                    help="eagle_spark's models to run (none: the peers only; the one-vs-all is slow beyond ~10K labels)")
     ap.add_argument("--cores", type=int, default=2, help="Spark local[N] and napkinXC threads")
     ap.add_argument("--workdir", default="/tmp/eagle-bench-peers")
     ap.add_argument("--tree-variant", action="append", default=[], metavar="KEY=VALUE[,KEY=VALUE]",
@@ -111,37 +117,90 @@ def main() -> None:
     ap.add_argument("--peers", nargs="*", default=["omikuji", "napkinxc"], choices=["omikuji", "napkinxc"],
                     help="peer libraries to run (none: eagle_spark's models only)")
     ap.add_argument("--no-warmup", action="store_true", help="time the first training of the session")
+    ap.add_argument("--spark-phase", default=None, help=argparse.SUPPRESS)  # internal: the child's output file
     args = ap.parse_args()
+    if args.spark_phase:
+        spark_phase(args)
+        return
 
+    work = pathlib.Path(args.workdir)
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    # The data and eagle_spark's models run in a child process: when it exits, so does its Spark JVM,
+    # and the peers (which run in this process, after it) get the whole machine's memory.
+    phase_out = work / "spark_phase.json"
+    subprocess.run([sys.executable, __file__, *sys.argv[1:], "--spark-phase", str(phase_out)], check=True)
+    phase = json.loads(phase_out.read_text())
+    name_of_report = args.report or "peers_" + "_".join(d["name"] for d in phase["datasets"])
+    rows = []
+
+    def save(complete: bool) -> None:
+        write_report(name_of_report, rows, {
+            "data": args.data, "test_rows": args.test_rows, "tree_variants": args.tree_variant,
+            "cores": args.cores, "peers": args.peers, "warmup_s": phase["warmup_s"],
+            "warmup": "one untimed training per model on the first dataset's test split",
+            "processes": "eagle_spark in a child process (its Spark JVM ends before the peers start)",
+            "complete": complete}, table=complete)
+
+    for ds in phase["datasets"]:
+        rows.extend(ds["rows"])
+        save(False)
+        train_file, test_file = pathlib.Path(ds["train_file"]), pathlib.Path(ds["test_file"])
+        Xtr, Ytr, _, L = read_xc(train_file, features="napkinxc" in args.peers)
+        Xte, Yte, _, _ = read_xc(test_file, max_rows=args.test_rows)
+        inv_ps = propensities(Ytr, L)
+        if "omikuji" in args.peers:
+            rows.append(run_omikuji(work, ds["name"], train_file, Xte, Yte, inv_ps, args.cores))
+            print(rows[-1], flush=True)
+            save(False)
+        if "napkinxc" in args.peers:
+            rows.append(run_napkinxc(work, ds["name"], Xtr, Ytr, Xte, Yte, inv_ps, args.cores))
+            print(rows[-1], flush=True)
+            save(False)
+        del Xtr, Xte
+    save(True)
+
+
+def propensities(Y: list[list[int]], n_labels: int) -> np.ndarray:
+    """Inverse propensities (A=0.55, B=1.5) of the labels from the training label lists."""
+    from eagle_spark.evaluation.metrics import inv_propensity
+
+    return inv_propensity(np.bincount([l for t in Y for l in t], minlength=n_labels), len(Y))
+
+
+def spark_phase(args: argparse.Namespace) -> None:
+    """The child process: build or read each data set (XC files, and the ingested tables), train and
+    evaluate eagle_spark's models, and write {"datasets": [{name, train_file, test_file, rows}],
+    "warmup_s"} to ``args.spark_phase``."""
     from eagle_spark.classifiers.ova import predict_ova, train_ova
     from eagle_spark.classifiers.tree import predict_tree, train_tree
-    from eagle_spark.evaluation.metrics import inv_propensity
     from eagle_spark.io.ingest import ingest
     from eagle_spark.io.tables import read_table
     from eagle_spark.params import IngestParams, OVAParams, Settings, TreeParams
     from eagle_spark.session import build_spark
 
     work = pathlib.Path(args.workdir)
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
     spark = build_spark(Settings.load(overrides=[f"spark.master=local[{args.cores}]",
                                                  "spark.driver_memory=8g"]).spark)
-    rows, warmup, names = [], {}, []
+    datasets, warmup = [], {}
     for spec in args.data:
         name, train_file, test_file = resolve(spark, spec, work)
-        names.append(name)
-        Xtr, Ytr, d, L = read_xc(train_file, features="napkinxc" in args.peers)
-        Xte, Yte, _, _ = read_xc(test_file, max_rows=args.test_rows)
-        if args.test_rows and args.test_rows == Xte.shape[0]:
+        _, Ytr, d, L = read_xc(train_file, features=False)
+        _, Yte, _, _ = read_xc(test_file, features=False, max_rows=args.test_rows)
+        if args.test_rows and args.test_rows == len(Yte):
             with gzip.open(test_file, "rt") as fi, gzip.open(work / f"{name}_test_prefix.txt.gz", "wt") as fo:
                 n0, d0, l0 = fi.readline().split()
                 fo.write(f"{args.test_rows} {d0} {l0}\n")
                 for _, line in zip(range(args.test_rows), fi):
                     fo.write(line)
             test_file = work / f"{name}_test_prefix.txt.gz"
-        n_test = Xte.shape[0]
-        counts = np.bincount([l for t in Ytr for l in t], minlength=L)
-        inv_ps = inv_propensity(counts, len(Ytr))
+        n_test = len(Yte)
+        inv_ps = propensities(Ytr, L)
+        del Ytr
+        rows = []
+        datasets.append({"name": name, "train_file": str(train_file), "test_file": str(test_file), "rows": rows})
+        if not args.models:
+            continue
         for split, f in (("train", train_file), ("test", test_file)):
             ingest(spark, str(f), str(work / f"{name}_{split}"), IngestParams())
         if not args.no_warmup and not warmup:
@@ -176,18 +235,8 @@ def main() -> None:
                          "predict_ms_row_core": round(1000 * predict_s * args.cores / n_test, 3),
                          "model_MB": round(folder_bytes(out) / 1e6, 2), "peak_rss_GB": round(rss.peak_bytes / 2**30, 2)})
             print(rows[-1], flush=True)
-
-        if "omikuji" in args.peers:
-            rows.append(run_omikuji(work, name, train_file, Xte, Yte, inv_ps, args.cores))
-            print(rows[-1], flush=True)
-        if "napkinxc" in args.peers:
-            rows.append(run_napkinxc(work, name, Xtr, Ytr, Xte, Yte, inv_ps, args.cores))
-            print(rows[-1], flush=True)
     spark.stop()
-    write_report(args.report or "peers_" + "_".join(names), rows, {
-        "data": args.data, "test_rows": args.test_rows, "tree_variants": args.tree_variant, "cores": args.cores,
-        "peers": args.peers, "warmup_s": warmup,
-        "warmup": "one untimed training per model on the first dataset's test split"})
+    pathlib.Path(args.spark_phase).write_text(json.dumps({"datasets": datasets, "warmup_s": warmup}))
 
 
 def run_omikuji(work, name, train_file, Xte, Yte, inv_ps, cores) -> dict:

@@ -1,4 +1,5 @@
-"""benchmarks/_common.stage_times: phases of a run from a hand-written Spark event log."""
+"""benchmarks/_common: stage_times (phases of a run from a hand-written Spark event log) and
+write_report (the JSON report, replaced atomically)."""
 
 import json
 import pathlib
@@ -7,7 +8,8 @@ import sys
 import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "benchmarks"))
-from _common import stage_times  # noqa: E402
+import _common  # noqa: E402
+from _common import stage_times, write_report  # noqa: E402
 
 
 def _events(stage_id, name, submitted, completed, tasks):
@@ -62,3 +64,23 @@ def test_shuffle_bytes_are_summed_per_job_group(tmp_path):
     ]
     (tmp_path / "app-2").write_text("".join(json.dumps(e) + "\n" for e in events))
     assert shuffle_bytes_by_job_group(tmp_path, "app-2") == {"embed": 1000, "assign": 300, "": 5}
+
+
+def test_write_report_replaces_the_report_whole(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(_common, "REPORTS", tmp_path)
+    first = [{"model": "tree", "P@1": 64.69}]
+    path = write_report("peers_x", first, {"complete": False}, table=False)
+    assert capsys.readouterr().out == ""
+    assert json.loads(path.read_text())["rows"] == first and json.loads(path.read_text())["complete"] is False
+
+    def write_half(self, text, *a, **k):  # a run killed mid-write: half the bytes, then the error
+        with open(self, "w") as fh:
+            fh.write(text[: len(text) // 2])
+        raise OSError("disk full")
+
+    monkeypatch.setattr(pathlib.Path, "write_text", write_half)
+    with pytest.raises(OSError, match="disk full"):
+        write_report("peers_x", first + [{"model": "omikuji", "P@1": 63.34}], {"complete": True})
+    monkeypatch.undo()
+    assert json.loads(path.read_text())["rows"] == first  # the earlier report, whole
+    assert [f.name for f in tmp_path.iterdir() if f.name.endswith(".json")] == ["peers_x.json"]
