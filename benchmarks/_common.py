@@ -1,13 +1,16 @@
-"""Shared pieces of the benchmark scripts: peak RSS of the process tree, JSON report, table."""
+"""Shared pieces of the benchmark scripts: peak RSS of the process tree, a memory-capped child
+process, JSON report, table."""
 
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import pathlib
 import platform
+import queue
 import time
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import psutil
 
@@ -22,6 +25,50 @@ def folder_bytes(path: str | os.PathLike) -> int:
     if p.is_file():
         return p.stat().st_size
     return sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
+
+
+def run_capped(fn: Callable[..., dict], kwargs: dict[str, Any], cap_bytes: int,
+               interval: float = 0.5) -> dict:
+    """``fn(**kwargs)`` (a report row) in a child process (spawned: it shares no memory with this
+    one) whose RSS, with its own children's, is checked every `interval` seconds; above
+    `cap_bytes` the child is killed, so a peer that would run the machine out of memory ends alone
+    instead of through the kernel's OOM killer. Returns fn's row, or ``{"error": ...,
+    "peak_rss_GB": ..., "stopped_after_s": ...}`` when the child was stopped or died without one.
+    `fn` must be importable by name (a module-level function) and its row picklable."""
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    child = ctx.Process(target=_capped_child, args=(fn, kwargs, out), daemon=True)
+    t0 = time.monotonic()
+    child.start()
+    proc, peak = psutil.Process(child.pid), 0
+    while True:
+        try:
+            return out.get(timeout=interval)  # the row arrived: the child exits by itself
+        except queue.Empty:
+            pass
+        rss = 0
+        for p in [proc, *(proc.children(recursive=True) if child.is_alive() else [])]:
+            try:
+                rss += p.memory_info().rss
+            except psutil.Error:  # ended between listing and reading
+                pass
+        peak = max(peak, rss)
+        stopped = round(time.monotonic() - t0, 1)
+        if rss > cap_bytes:
+            child.kill()
+            child.join()
+            return {"error": f"stopped at {rss / 2**30:.2f} GB RSS, above the cap of {cap_bytes / 2**30:.2f} GB",
+                    "peak_rss_GB": round(peak / 2**30, 2), "stopped_after_s": stopped}
+        if not child.is_alive():
+            try:  # the row may have been queued just before the exit
+                return out.get(timeout=interval)
+            except queue.Empty:
+                return {"error": f"the process ended with exit code {child.exitcode} and no row",
+                        "peak_rss_GB": round(peak / 2**30, 2), "stopped_after_s": stopped}
+
+
+def _capped_child(fn: Callable[..., dict], kwargs: dict[str, Any], out) -> None:
+    out.put(fn(**kwargs))
 
 
 def write_report(name: str, rows: Sequence[dict[str, Any]], extra: dict[str, Any] | None = None,

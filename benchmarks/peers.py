@@ -15,13 +15,14 @@ set, A=0.55, B=1.5; the same metric code for every model), train seconds, predic
 core (wall ms per row x the cores the model used: eagle-spark and napkinXC --cores, omikuji's
 per-row Python calls 1), model MB and peak RSS (of the process tree that trained the model).
 Processes: the data and eagle_spark's models run in a child process with its own Spark; it ends
-(and its JVM with it) before the peers run in this process, so neither crowds the other's memory,
-and the report is rewritten after each row ("complete": false until the end), so a run killed
-in a peer keeps the rows before it. "Spark start excluded": before timing, each eagle_spark
+(and its JVM with it) before the peers start, each in its own child process that is stopped when
+its RSS passes --peer-memory-gb (default 85% of the machine's memory; its row then says "error"
+and the peak), so no model crowds another's memory and none runs the machine out of it. The
+report is rewritten after each row ("complete": false until the end). "Spark start excluded": before timing, each eagle_spark
 model is trained once on the first data set's *test* split (untimed, reported as warmup_s), so
 the timed run still reads its own training data cold (executor caches are keyed by dataset);
 --no-warmup times cold. --peers picks the peer libraries (napkinXC needs
-the training features in this process's memory; omikuji reads the text file itself). Needs the
+the training features in its process's memory; omikuji reads the text file itself). Needs the
 bench extra: pip install -e ".[bench]".
 Targets (the label-tree parity issue): tree P@1/3/5 >= omikuji's - 0.3, train time <= omikuji's,
 predict ms/row/core <= omikuji's.
@@ -39,9 +40,10 @@ import sys
 import time
 
 import numpy as np
+import psutil
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from _common import PeakRSS, folder_bytes, write_report  # noqa: E402
+from _common import PeakRSS, folder_bytes, run_capped, write_report  # noqa: E402
 
 DATA = pathlib.Path(__file__).resolve().parents[2] / "shared" / "data" / "xc"
 
@@ -117,6 +119,8 @@ def main() -> None:
     ap.add_argument("--peers", nargs="*", default=["omikuji", "napkinxc"], choices=["omikuji", "napkinxc"],
                     help="peer libraries to run (none: eagle_spark's models only)")
     ap.add_argument("--no-warmup", action="store_true", help="time the first training of the session")
+    ap.add_argument("--peer-memory-gb", type=float, default=round(0.85 * psutil.virtual_memory().total / 2**30, 1),
+                    help="stop a peer whose process tree's RSS passes this (default 85%% of the machine's memory)")
     ap.add_argument("--spark-phase", default=None, help=argparse.SUPPRESS)  # internal: the child's output file
     args = ap.parse_args()
     if args.spark_phase:
@@ -142,22 +146,20 @@ def main() -> None:
             "processes": "eagle_spark in a child process (its Spark JVM ends before the peers start)",
             "complete": complete}, table=complete)
 
+    cap = int(args.peer_memory_gb * 2**30)
     for ds in phase["datasets"]:
         rows.extend(ds["rows"])
         save(False)
-        train_file, test_file = pathlib.Path(ds["train_file"]), pathlib.Path(ds["test_file"])
-        Xtr, Ytr, _, L = read_xc(train_file, features="napkinxc" in args.peers)
-        Xte, Yte, _, _ = read_xc(test_file, max_rows=args.test_rows)
+        _, Ytr, _, L = read_xc(pathlib.Path(ds["train_file"]), features=False)
         inv_ps = propensities(Ytr, L)
-        if "omikuji" in args.peers:
-            rows.append(run_omikuji(work, ds["name"], train_file, Xte, Yte, inv_ps, args.cores))
+        del Ytr
+        for peer in args.peers:  # each in its own process, stopped above the memory cap
+            row = run_capped(peer_row, dict(peer=peer, work=str(work), name=ds["name"], train_file=ds["train_file"],
+                                            test_file=ds["test_file"], test_rows=args.test_rows,
+                                            cores=args.cores, inv_ps=inv_ps), cap)
+            rows.append(row if "model" in row else {"dataset": ds["name"], "model": PEER_NAMES[peer], **row})
             print(rows[-1], flush=True)
             save(False)
-        if "napkinxc" in args.peers:
-            rows.append(run_napkinxc(work, ds["name"], Xtr, Ytr, Xte, Yte, inv_ps, args.cores))
-            print(rows[-1], flush=True)
-            save(False)
-        del Xtr, Xte
     save(True)
 
 
@@ -239,6 +241,20 @@ def spark_phase(args: argparse.Namespace) -> None:
     pathlib.Path(args.spark_phase).write_text(json.dumps({"datasets": datasets, "warmup_s": warmup}))
 
 
+PEER_NAMES = {"omikuji": "omikuji (Parabel, 3 trees)", "napkinxc": "napkinXC PLT"}
+
+
+def peer_row(peer: str, work: str, name: str, train_file: str, test_file: str, test_rows: int,
+             cores: int, inv_ps: np.ndarray) -> dict:
+    """Report row of one peer library on a data set's XC files (run in a capped child process)."""
+    work, train_file = pathlib.Path(work), pathlib.Path(train_file)
+    Xte, Yte, _, _ = read_xc(pathlib.Path(test_file), max_rows=test_rows)
+    if peer == "omikuji":
+        return run_omikuji(work, name, train_file, Xte, Yte, inv_ps, cores)
+    Xtr, Ytr, _, _ = read_xc(train_file)
+    return run_napkinxc(work, name, Xtr, Ytr, Xte, Yte, inv_ps, cores)
+
+
 def run_omikuji(work, name, train_file, Xte, Yte, inv_ps, cores) -> dict:
     """Report row of omikuji (Parabel mode, its defaults, `cores` threads) trained on the training
     XC file (decompressed first, untimed) and predicting Xte row by row (one thread)."""
@@ -258,7 +274,7 @@ def run_omikuji(work, name, train_file, Xte, Yte, inv_ps, cores) -> dict:
         pred.append([l for l, _ in om.predict(list(zip(row.indices.tolist(), row.data.tolist())), top_k=5)])
     predict_s = time.monotonic() - t0
     om.save(str(work / f"{name}_omikuji"))
-    return {"dataset": name, "model": "omikuji (Parabel, 3 trees)",
+    return {"dataset": name, "model": PEER_NAMES["omikuji"],
             **{k: round(v, 2) for k, v in metrics(Yte, pred, inv_ps).items()},
             "train_s": round(train_s, 1), "predict_s": round(predict_s, 1),
             "predict_ms_row_core": round(1000 * predict_s / Xte.shape[0], 3),
@@ -278,7 +294,7 @@ def run_napkinxc(work, name, Xtr, Ytr, Xte, Yte, inv_ps, cores) -> dict:
     t0 = time.monotonic()
     pred = plt.predict(Xte, top_k=5)
     predict_s = time.monotonic() - t0
-    return {"dataset": name, "model": "napkinXC PLT",
+    return {"dataset": name, "model": PEER_NAMES["napkinxc"],
             **{k: round(v, 2) for k, v in metrics(Yte, pred, inv_ps).items()},
             "train_s": round(train_s, 1), "predict_s": round(predict_s, 1),
             "predict_ms_row_core": round(1000 * predict_s * cores / Xte.shape[0], 3),

@@ -1,15 +1,19 @@
-"""benchmarks/_common: stage_times (phases of a run from a hand-written Spark event log) and
-write_report (the JSON report, replaced atomically)."""
+"""benchmarks/_common: stage_times (phases of a run from a hand-written Spark event log),
+write_report (the JSON report, replaced atomically) and run_capped (a memory-capped child)."""
 
 import json
+import os
 import pathlib
 import sys
+import time
+
+import numpy as np
 
 import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "benchmarks"))
 import _common  # noqa: E402
-from _common import stage_times, write_report  # noqa: E402
+from _common import run_capped, stage_times, write_report  # noqa: E402
 
 
 def _events(stage_id, name, submitted, completed, tasks):
@@ -84,3 +88,27 @@ def test_write_report_replaces_the_report_whole(tmp_path, monkeypatch, capsys):
     monkeypatch.undo()
     assert json.loads(path.read_text())["rows"] == first  # the earlier report, whole
     assert [f.name for f in tmp_path.iterdir() if f.name.endswith(".json")] == ["peers_x.json"]
+
+
+def _row(x):
+    return {"model": "m", "x": x}
+
+
+def _hog(mb):
+    block = np.ones(mb * 2**20 // 8)  # touched: resident
+    time.sleep(60)
+    return {"model": "never", "n": int(block.size)}
+
+
+def _exit(code):
+    os._exit(code)
+
+
+def test_run_capped_returns_the_row_stops_a_hog_and_reports_a_death():
+    assert run_capped(_row, {"x": 2}, 2**36) == {"model": "m", "x": 2}
+    hog = run_capped(_hog, {"mb": 600}, 300 * 2**20, interval=0.1)
+    assert "model" not in hog  # stopped (its row would have come after 60 s)
+    assert "above the cap of 0.29 GB" in hog["error"]
+    assert hog["peak_rss_GB"] >= 0.29  # above the 300 MiB (0.293 GiB) cap, rounded
+    died = run_capped(_exit, {"code": 3}, 2**36, interval=0.1)
+    assert died["error"] == "the process ended with exit code 3 and no row"
