@@ -18,12 +18,12 @@ Processes: the data and eagle_spark's models run in a child process with its own
 (and its JVM with it) before the peers start, each in its own child process that is stopped when
 its RSS passes --peer-memory-gb (default 85% of the machine's memory; its row then says "error"
 and the peak), so no model crowds another's memory and none runs the machine out of it. The
-report is rewritten after each row ("complete": false until the end). "Spark start excluded": before timing, each eagle_spark
-model is trained once on the first data set's *test* split (untimed, reported as warmup_s), so
-the timed run still reads its own training data cold (executor caches are keyed by dataset);
---no-warmup times cold. --peers picks the peer libraries (napkinXC needs
-the training features in its process's memory; omikuji reads the text file itself). Needs the
-bench extra: pip install -e ".[bench]".
+report is rewritten after each row ("complete": false until the end). "Spark start excluded":
+before timing, each eagle_spark model is trained once on the first data set's *test* split
+(untimed, reported as warmup_s), so the timed run still reads its own training data cold
+(executor caches are keyed by dataset); --no-warmup times cold. --peers picks the peer libraries
+(napkinXC needs the training features in its process's memory; omikuji reads the text file
+itself). Needs the bench extra: pip install -e ".[bench]".
 Targets (the label-tree parity issue): tree P@1/3/5 >= omikuji's - 0.3, train time <= omikuji's,
 predict ms/row/core <= omikuji's.
 """
@@ -131,7 +131,7 @@ def main() -> None:
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     # The data and eagle_spark's models run in a child process: when it exits, so does its Spark JVM,
-    # and the peers (which run in this process, after it) get the whole machine's memory.
+    # and the peers (each in a process of its own, after it) get the whole machine's memory.
     phase_out = work / "spark_phase.json"
     subprocess.run([sys.executable, __file__, *sys.argv[1:], "--spark-phase", str(phase_out)], check=True)
     phase = json.loads(phase_out.read_text())
@@ -143,8 +143,9 @@ def main() -> None:
             "data": args.data, "test_rows": args.test_rows, "tree_variants": args.tree_variant,
             "cores": args.cores, "peers": args.peers, "warmup_s": phase["warmup_s"],
             "warmup": "one untimed training per model on the first dataset's test split",
-            "processes": "eagle_spark in a child process (its Spark JVM ends before the peers start)",
-            "complete": complete}, table=complete)
+            "processes": "eagle_spark in a child process (its Spark JVM ends before the peers start); "
+                         "each peer in its own process, stopped above peer_memory_gb of RSS",
+            "peer_memory_gb": args.peer_memory_gb, "complete": complete}, table=complete)
 
     cap = int(args.peer_memory_gb * 2**30)
     for ds in phase["datasets"]:
