@@ -14,7 +14,7 @@ from typing import Any, Callable, Sequence
 
 import psutil
 
-from eagle_spark.monitor import PeakRSS  # noqa: F401  (re-exported for the scripts)
+from eagle_spark.monitor import PeakRSS  # also re-exported for the scripts
 
 REPORTS = pathlib.Path(__file__).resolve().parent / "reports"
 
@@ -40,18 +40,13 @@ def run_capped(fn: Callable[..., dict], kwargs: dict[str, Any], cap_bytes: int,
     child = ctx.Process(target=_capped_child, args=(fn, kwargs, out), daemon=True)
     t0 = time.monotonic()
     child.start()
-    proc, peak = psutil.Process(child.pid), 0
+    peak = 0
     while True:
         try:
             return out.get(timeout=interval)  # the row arrived: the child exits by itself
         except queue.Empty:
             pass
-        rss = 0
-        for p in [proc, *(proc.children(recursive=True) if child.is_alive() else [])]:
-            try:
-                rss += p.memory_info().rss
-            except psutil.Error:  # ended between listing and reading
-                pass
+        rss = PeakRSS.sample(child.pid)
         peak = max(peak, rss)
         stopped = round(time.monotonic() - t0, 1)
         if rss > cap_bytes:

@@ -151,9 +151,7 @@ def main() -> None:
     for ds in phase["datasets"]:
         rows.extend(ds["rows"])
         save(False)
-        _, Ytr, _, L = read_xc(pathlib.Path(ds["train_file"]), features=False)
-        inv_ps = propensities(Ytr, L)
-        del Ytr
+        inv_ps = np.load(ds["inv_ps_file"])  # the spark phase's, from the same training file
         for peer in args.peers:  # each in its own process, stopped above the memory cap
             row = run_capped(peer_row, dict(peer=peer, work=str(work), name=ds["name"], train_file=ds["train_file"],
                                             test_file=ds["test_file"], test_rows=args.test_rows,
@@ -173,8 +171,8 @@ def propensities(Y: list[list[int]], n_labels: int) -> np.ndarray:
 
 def spark_phase(args: argparse.Namespace) -> None:
     """The child process: build or read each data set (XC files, and the ingested tables), train and
-    evaluate eagle_spark's models, and write {"datasets": [{name, train_file, test_file, rows}],
-    "warmup_s"} to ``args.spark_phase``."""
+    evaluate eagle_spark's models, and write {"datasets": [{name, train_file, test_file,
+    inv_ps_file (the labels' inverse propensities, .npy), rows}], "warmup_s"} to ``args.spark_phase``."""
     from eagle_spark.classifiers.ova import predict_ova, train_ova
     from eagle_spark.classifiers.tree import predict_tree, train_tree
     from eagle_spark.io.ingest import ingest
@@ -200,8 +198,10 @@ def spark_phase(args: argparse.Namespace) -> None:
         n_test = len(Yte)
         inv_ps = propensities(Ytr, L)
         del Ytr
+        np.save(work / f"{name}_inv_ps.npy", inv_ps)
         rows = []
-        datasets.append({"name": name, "train_file": str(train_file), "test_file": str(test_file), "rows": rows})
+        datasets.append({"name": name, "train_file": str(train_file), "test_file": str(test_file),
+                         "inv_ps_file": str(work / f"{name}_inv_ps.npy"), "rows": rows})
         if not args.models:
             continue
         for split, f in (("train", train_file), ("test", test_file)):

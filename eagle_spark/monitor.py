@@ -41,11 +41,16 @@ class PeakRSS:
         self._thread = threading.Thread(target=self._run, daemon=True, name="peak-rss")
 
     @staticmethod
-    def sample() -> int:
-        """Current summed RSS in bytes of this process and its descendants."""
-        root = psutil.Process(os.getpid())
+    def sample(pid: int | None = None) -> int:
+        """Current summed RSS in bytes of process `pid` (default: this one) and its descendants;
+        0 when `pid` has ended."""
+        try:
+            root = psutil.Process(os.getpid() if pid is None else pid)
+            tree = [root, *root.children(recursive=True)]
+        except psutil.Error:  # the process ended
+            return 0
         total = 0
-        for proc in [root, *root.children(recursive=True)]:
+        for proc in tree:
             try:
                 total += proc.memory_info().rss
             except psutil.Error:  # the process ended between listing and reading

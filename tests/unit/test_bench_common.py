@@ -112,3 +112,16 @@ def test_run_capped_returns_the_row_stops_a_hog_and_reports_a_death():
     assert hog["peak_rss_GB"] >= 0.29  # above the 300 MiB (0.293 GiB) cap, rounded
     died = run_capped(_exit, {"code": 3}, 2**36, interval=0.1)
     assert died["error"] == "the process ended with exit code 3 and no row"
+
+
+def test_peak_rss_sample_of_a_process_tree_and_of_an_ended_process():
+    import subprocess
+
+    import psutil
+
+    from eagle_spark.monitor import PeakRSS
+
+    assert PeakRSS.sample() >= psutil.Process().memory_info().rss > 0  # this process, plus children
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    assert PeakRSS.sample(child.pid) == 0  # reaped: no such process
