@@ -133,6 +133,9 @@ class _TreeParams(_XMCParams):
     maxLeafWork = settings_param("maxLeafWork", "split a leaf further while positives x labels exceeds "
                                  "this (None: Parabel's leaves)", optional_int)
     beamSize = settings_param("beamSize", "nodes kept per level by the beam search", TypeConverters.toInt)
+    matcherC = settings_param("matcherC", "liblinear cost of the inner nodes' classifiers (the matcher); C "
+                              "is then the leaves' label classifiers' (the rankers'); None: C",
+                              lambda v: None if v is None else TypeConverters.toFloat(v))
     topLevels = settings_param("topLevels", "levels of every tree the indexer's first Spark stage splits "
                                "(None: automatic)", optional_int)
     heavyUnitMemory = settings_param("heavyUnitMemory", "training units estimated above this working "
@@ -145,7 +148,7 @@ class _TreeParams(_XMCParams):
 
     _fields = {TreeParams: {**_XMCParams._common_train, "numTrees": "n_trees", "maxLeaf": "max_leaf",
                              "maxLeafWork": "max_leaf_work", "topLevels": "top_levels",
-                             "heavyUnitMemory": "heavy_unit_memory"},
+                             "heavyUnitMemory": "heavy_unit_memory", "matcherC": "matcher_C"},
                PredictParams: {"topK": "top_k", "beamSize": "beam_size", "predictTasks": "tasks"}}
 
     def __init__(self, *args: Any) -> None:
@@ -158,7 +161,8 @@ class LabelTreeClassifier(Estimator, _TreeParams, Persistent):
     classifiers at every node, beam search) trained on Spark by
     :func:`eagle_spark.classifiers.tree.train_tree`.
 
-    Params: ``numTrees`` (3), ``maxLeaf`` (100), ``maxLeafWork`` (1,000,000), ``C`` (0.5), ``loss``
+    Params: ``numTrees`` (3), ``maxLeaf`` (100), ``maxLeafWork`` (1,000,000), ``C`` (0.5: the rankers'
+    with ``matcherC``), ``matcherC`` (None: C; the inner nodes' cost), ``loss``
     (squared_hinge), ``tol`` (0.2), ``maxIter`` (100: liblinear's passes), ``pruneThreshold`` (0.1),
     ``seed`` (0), ``numTasks`` (16),
     ``normalize`` (true), ``topLevels`` (None: automatic), ``labelRepr`` (None = PIFA), ``xAccess``
@@ -191,7 +195,8 @@ class LabelTreeClassifier(Estimator, _TreeParams, Persistent):
     def __init__(self, *, featuresCol: str = "features", labelsCol: str = "labels",
                  predictionCol: str = "prediction", scoresCol: str = "scores",
                  numTrees: Optional[int] = None, maxLeaf: Optional[int] = None,
-                 maxLeafWork: Optional[int] = None, C: Optional[float] = None, loss: Optional[str] = None,
+                 maxLeafWork: Optional[int] = None, C: Optional[float] = None,
+                 matcherC: Optional[float] = None, loss: Optional[str] = None,
                  tol: Optional[float] = None, maxIter: Optional[int] = None,
                  pruneThreshold: Optional[float] = None,
                  seed: Optional[int] = None, numTasks: Optional[int] = None, normalize: Optional[bool] = None,

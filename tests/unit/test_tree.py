@@ -285,7 +285,8 @@ def test_spark_training_equals_twin(spark, tiny, tree_model):  # noqa: F811
             if y.all() or not y.any():
                 assert (list(w_idx), b) == ([], 1.0 if y.all() else -1.0)
                 continue
-            svc = LinearSVC(C=PARAMS.C, loss="squared_hinge", dual=True, tol=PARAMS.tol, max_iter=100,
+            C = PARAMS.matcher_C if child < n_clusters and PARAMS.matcher_C is not None else PARAMS.C
+            svc = LinearSVC(C=C, loss="squared_hinge", dual=True, tol=PARAMS.tol, max_iter=100,
                             random_state=PARAMS.seed).fit(Xa, y)
             w = svc.coef_.ravel()
             keep = np.flatnonzero(np.abs(w) >= PARAMS.threshold)
@@ -495,3 +496,48 @@ def test_train_unit_passes_the_solver_settings():
         np.testing.assert_allclose(dense, svc.coef_.ravel(), rtol=1e-5, atol=1e-6)
         assert bias == pytest.approx(svc.intercept_[0], rel=1e-5)
     assert not np.allclose(got[1][1][1], got[100][1][1], rtol=1e-3)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_matcher_C_is_the_inner_nodes_cost_and_C_the_rankers():
+    """tree.matcher_C trains the classifiers of cluster children (the matcher) and tree.C those of
+    label children (the rankers); the twin is scikit-learn's LinearSVC at each cost, on a two-level
+    tree of 4 labels (root -> clusters 1, 2 -> labels {0, 1}, {2, 3})."""
+    from sklearn.svm import LinearSVC
+
+    from eagle_spark.classifiers.tree import train_unit
+    from eagle_spark.classifiers.tree.structure import Tree
+    from eagle_spark.params import TreeParams
+
+    rng = np.random.default_rng(5)
+    X = sp.random(80, 12, density=0.5, format="csr", random_state=5, dtype=np.float64)
+    label = rng.integers(0, 4, 80)  # one label per sample
+    Y = sp.csc_matrix(np.eye(4, dtype=bool)[label])
+    tree = Tree(np.array([-1, 0, 0, 1, 1, 2, 2]), np.array([0, 1, 1, 2, 2, 2, 2]), 3, 4)
+    under = tree.labels_under()
+    params = TreeParams(C=0.25, matcher_C=4.0, tol=1e-3, threshold=0.0)
+
+    def twin(C, Xs, y):
+        svc = LinearSVC(C=C, loss="squared_hinge", dual=True, tol=1e-3, max_iter=100,
+                        random_state=params.seed).fit(Xs, y)
+        return svc.coef_.ravel(), svc.intercept_[0]
+
+    def dense(w_idx, w_val):
+        w = np.zeros(12)
+        w[w_idx] = w_val
+        return w
+
+    matchers = {c: (i, v, b) for c, i, v, b in train_unit(tree, under, X, Y, 0, params)}
+    assert sorted(matchers) == [1, 2]
+    w, b = twin(4.0, X, label <= 1)  # cluster 1 holds labels 0 and 1
+    np.testing.assert_allclose(dense(*matchers[1][:2]), w, rtol=1e-5, atol=1e-6)
+    assert matchers[1][2] == pytest.approx(b, rel=1e-5)
+    low, _ = twin(0.25, X, label <= 1)
+    assert not np.allclose(dense(*matchers[1][:2]), low, rtol=1e-2)  # the cost makes a difference
+
+    rankers = {c: (i, v, b) for c, i, v, b in train_unit(tree, under, X, Y, 1, params)}
+    rows = np.flatnonzero(label <= 1)  # the samples positive under cluster 1
+    assert sorted(rankers) == [3, 4]  # elements of labels 0 and 1
+    w, b = twin(0.25, X[rows], label[rows] == 1)
+    np.testing.assert_allclose(dense(*rankers[4][:2]), w, rtol=1e-5, atol=1e-6)
+    assert rankers[4][2] == pytest.approx(b, rel=1e-5)

@@ -218,7 +218,8 @@ def train_unit(tree: Tree, under: list, X: sp.csr_matrix, Y: sp.csc_matrix, node
             unknown = np.isin(active, U.indices[U.indptr[lab]:U.indptr[lab + 1]]) & ~y
             if unknown.any():
                 Xc, y = Xa[~unknown], y[~unknown]
-        w_idx, w_val, bias = train_binary(Xc, y, params.loss, params.C, params.threshold, tol=params.tol,
+        C = params.C if child >= tree.n_clusters or params.matcher_C is None else params.matcher_C
+        w_idx, w_val, bias = train_binary(Xc, y, params.loss, C, params.threshold, tol=params.tol,
                                           max_iter=params.max_iter, seed=params.seed)
         rows.append((child, cols[w_idx].astype(np.int32), w_val, bias))
     return rows
