@@ -480,6 +480,11 @@ class TreeParams(BaseParams):
             ~0.5-0.7 points of P@1/3/5 on calibrated synthetic Wiki-325K (scale 0.1) with the
             same P@1 on bibtex and delicious (means over 5 seeds), but trains ~1.75x longer into
             a ~1.6x larger model there (docs/design.md).
+        matcher_max_iter: liblinear's cap on passes for the matcher alone (``max_iter`` is then
+            the rankers'); an integer >= 1, or None for ``max_iter`` everywhere. Default None.
+            The matcher's units hold the most rows (the root's, every sample), and at a larger
+            ``matcher_C`` they need the most passes; 20 keeps matcher_C 2's P@k on synthetic
+            Wiki-325K at scale 0.1 (docs/design.md).
         max_leaf: maximum labels per leaf. Default 100.
         max_leaf_work: a leaf whose training work (samples positive under it x its labels)
             exceeds this is split further by the same balanced 2-means, while it has >= 4 labels,
@@ -506,6 +511,7 @@ class TreeParams(BaseParams):
     threshold: float = 0.1
     tol: float = 0.2
     max_iter: int = 100
+    matcher_max_iter: Optional[int] = None
     normalize: bool = True
     tasks: int = 16
     seed: int = 0
@@ -522,6 +528,9 @@ class TreeParams(BaseParams):
         _check_linear("tree", self)
         _check(self.matcher_C is None or (_finite(self.matcher_C) and self.matcher_C > 0),
                f"tree.matcher_C must be a finite number > 0 (or null for tree.C), got {self.matcher_C}")
+        m = self.matcher_max_iter
+        _check(m is None or (isinstance(m, int) and not isinstance(m, bool) and m >= 1),
+               f"tree.matcher_max_iter must be an integer >= 1 (or null for tree.max_iter), got {m!r}")
         if self.heavy_unit_memory is not None:
             memory_mib(self.heavy_unit_memory, "tree.heavy_unit_memory")
         _check(self.n_trees >= 1, "tree.n_trees must be >= 1")

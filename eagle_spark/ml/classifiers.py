@@ -136,6 +136,9 @@ class _TreeParams(_XMCParams):
     matcherC = settings_param("matcherC", "liblinear cost of the inner nodes' classifiers (the matcher); C "
                               "is then the leaves' label classifiers' (the rankers'); None: C",
                               lambda v: None if v is None else TypeConverters.toFloat(v))
+    matcherMaxIter = settings_param("matcherMaxIter", "liblinear's cap on passes for the inner nodes' "
+                                    "classifiers (the matcher); maxIter is then the rankers'; None: maxIter",
+                                    optional_int)
     topLevels = settings_param("topLevels", "levels of every tree the indexer's first Spark stage splits "
                                "(None: automatic)", optional_int)
     heavyUnitMemory = settings_param("heavyUnitMemory", "training units estimated above this working "
@@ -148,7 +151,8 @@ class _TreeParams(_XMCParams):
 
     _fields = {TreeParams: {**_XMCParams._common_train, "numTrees": "n_trees", "maxLeaf": "max_leaf",
                              "maxLeafWork": "max_leaf_work", "topLevels": "top_levels",
-                             "heavyUnitMemory": "heavy_unit_memory", "matcherC": "matcher_C"},
+                             "heavyUnitMemory": "heavy_unit_memory", "matcherC": "matcher_C",
+                             "matcherMaxIter": "matcher_max_iter"},
                PredictParams: {"topK": "top_k", "beamSize": "beam_size", "predictTasks": "tasks"}}
 
     def __init__(self, *args: Any) -> None:
@@ -163,7 +167,8 @@ class LabelTreeClassifier(Estimator, _TreeParams, Persistent):
 
     Params: ``numTrees`` (3), ``maxLeaf`` (100), ``maxLeafWork`` (1,000,000), ``C`` (0.5: the rankers'
     with ``matcherC``), ``matcherC`` (None: C; the inner nodes' cost), ``loss``
-    (squared_hinge), ``tol`` (0.2), ``maxIter`` (100: liblinear's passes), ``pruneThreshold`` (0.1),
+    (squared_hinge), ``tol`` (0.2), ``maxIter`` (100: liblinear's passes), ``matcherMaxIter`` (None:
+    maxIter; the inner nodes' cap), ``pruneThreshold`` (0.1),
     ``seed`` (0), ``numTasks`` (16),
     ``normalize`` (true), ``topLevels`` (None: automatic), ``labelRepr`` (None = PIFA), ``xAccess``
     (auto: the units' rows from the executor cache, or through a join beyond ``cacheBudget``),

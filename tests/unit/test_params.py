@@ -43,6 +43,9 @@ def test_overrides_typed():
         ("novalue", "must look like section.key=value"),
         ("tree.max_iter=0", "tree.max_iter must be an integer >= 1, got 0"),
         ("ova.max_iter=2.5", "'ova.max_iter' must be an integer"),
+        ("tree.matcher_C=0", "tree.matcher_C must be a finite number > 0 (or null for tree.C), got 0"),
+        ("tree.matcher_max_iter=0", "tree.matcher_max_iter must be an integer >= 1 (or null for "
+                                    "tree.max_iter), got 0"),
     ],
 )
 def test_bad_settings_rejected(override, message):

@@ -499,10 +499,16 @@ def test_train_unit_passes_the_solver_settings():
 
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
-def test_matcher_C_is_the_inner_nodes_cost_and_C_the_rankers():
-    """tree.matcher_C trains the classifiers of cluster children (the matcher) and tree.C those of
-    label children (the rankers); the twin is scikit-learn's LinearSVC at each cost, on a two-level
-    tree of 4 labels (root -> clusters 1, 2 -> labels {0, 1}, {2, 3})."""
+@pytest.mark.parametrize("matcher, ranker", [
+    (dict(C=4.0, max_iter=100), dict(C=0.25, max_iter=100)),  # tree.matcher_C
+    (dict(C=0.25, max_iter=1), dict(C=0.25, max_iter=100)),  # tree.matcher_max_iter
+    (dict(C=4.0, max_iter=2), dict(C=0.25, max_iter=100)),  # both
+])
+def test_the_matcher_has_its_own_cost_and_pass_cap(matcher, ranker):
+    """tree.matcher_C / matcher_max_iter train the classifiers of cluster children (the matcher)
+    and tree.C / max_iter those of label children (the rankers); the twin is scikit-learn's
+    LinearSVC at each setting, on a two-level tree of 4 labels (root -> clusters 1, 2 -> labels
+    {0, 1}, {2, 3})."""
     from sklearn.svm import LinearSVC
 
     from eagle_spark.classifiers.tree import train_unit
@@ -515,10 +521,11 @@ def test_matcher_C_is_the_inner_nodes_cost_and_C_the_rankers():
     Y = sp.csc_matrix(np.eye(4, dtype=bool)[label])
     tree = Tree(np.array([-1, 0, 0, 1, 1, 2, 2]), np.array([0, 1, 1, 2, 2, 2, 2]), 3, 4)
     under = tree.labels_under()
-    params = TreeParams(C=0.25, matcher_C=4.0, tol=1e-3, threshold=0.0)
+    params = TreeParams(C=ranker["C"], max_iter=ranker["max_iter"], matcher_C=matcher["C"],
+                        matcher_max_iter=matcher["max_iter"], tol=1e-3, threshold=0.0)
 
-    def twin(C, Xs, y):
-        svc = LinearSVC(C=C, loss="squared_hinge", dual=True, tol=1e-3, max_iter=100,
+    def twin(Xs, y, C, max_iter):
+        svc = LinearSVC(C=C, loss="squared_hinge", dual=True, tol=1e-3, max_iter=max_iter,
                         random_state=params.seed).fit(Xs, y)
         return svc.coef_.ravel(), svc.intercept_[0]
 
@@ -529,15 +536,15 @@ def test_matcher_C_is_the_inner_nodes_cost_and_C_the_rankers():
 
     matchers = {c: (i, v, b) for c, i, v, b in train_unit(tree, under, X, Y, 0, params)}
     assert sorted(matchers) == [1, 2]
-    w, b = twin(4.0, X, label <= 1)  # cluster 1 holds labels 0 and 1
+    w, b = twin(X, label <= 1, **matcher)  # cluster 1 holds labels 0 and 1
     np.testing.assert_allclose(dense(*matchers[1][:2]), w, rtol=1e-5, atol=1e-6)
     assert matchers[1][2] == pytest.approx(b, rel=1e-5)
-    low, _ = twin(0.25, X, label <= 1)
-    assert not np.allclose(dense(*matchers[1][:2]), low, rtol=1e-2)  # the cost makes a difference
+    other, _ = twin(X, label <= 1, **ranker)
+    assert not np.allclose(dense(*matchers[1][:2]), other, rtol=1e-2)  # the setting makes a difference
 
     rankers = {c: (i, v, b) for c, i, v, b in train_unit(tree, under, X, Y, 1, params)}
     rows = np.flatnonzero(label <= 1)  # the samples positive under cluster 1
     assert sorted(rankers) == [3, 4]  # elements of labels 0 and 1
-    w, b = twin(0.25, X[rows], label[rows] == 1)
+    w, b = twin(X[rows], label[rows] == 1, **ranker)
     np.testing.assert_allclose(dense(*rankers[4][:2]), w, rtol=1e-5, atol=1e-6)
     assert rankers[4][2] == pytest.approx(b, rel=1e-5)

@@ -218,9 +218,12 @@ def train_unit(tree: Tree, under: list, X: sp.csr_matrix, Y: sp.csc_matrix, node
             unknown = np.isin(active, U.indices[U.indptr[lab]:U.indptr[lab + 1]]) & ~y
             if unknown.any():
                 Xc, y = Xa[~unknown], y[~unknown]
-        C = params.C if child >= tree.n_clusters or params.matcher_C is None else params.matcher_C
+        C, max_iter = params.C, params.max_iter  # a ranker's (child is a label)
+        if child < tree.n_clusters:  # the matcher's
+            C = params.C if params.matcher_C is None else params.matcher_C
+            max_iter = params.max_iter if params.matcher_max_iter is None else params.matcher_max_iter
         w_idx, w_val, bias = train_binary(Xc, y, params.loss, C, params.threshold, tol=params.tol,
-                                          max_iter=params.max_iter, seed=params.seed)
+                                          max_iter=max_iter, seed=params.seed)
         rows.append((child, cols[w_idx].astype(np.int32), w_val, bias))
     return rows
 
