@@ -479,12 +479,13 @@ class TreeParams(BaseParams):
             classifiers'). Finite, > 0, or None for ``C`` everywhere. Default None. 2 gains
             ~0.5-0.7 points of P@1/3/5 on calibrated synthetic Wiki-325K (scale 0.1) with the
             same P@1 on bibtex and delicious (means over 5 seeds), but trains ~1.75x longer into
-            a ~1.6x larger model there (docs/design.md).
+            a ~1.6x larger model there (~1.25x with ``matcher_max_iter`` 20; docs/design.md).
         matcher_max_iter: liblinear's cap on passes for the matcher alone (``max_iter`` is then
             the rankers'); an integer >= 1, or None for ``max_iter`` everywhere. Default None.
             The matcher's units hold the most rows (the root's, every sample), and at a larger
             ``matcher_C`` they need the most passes; 20 keeps matcher_C 2's P@k on synthetic
-            Wiki-325K at scale 0.1 (docs/design.md).
+            Wiki-325K at scale 0.1 and on bibtex / delicious, 10 costs delicious 0.6 P@1; at
+            C 0.5 the matcher converges within 20 anyway (docs/design.md).
         max_leaf: maximum labels per leaf. Default 100.
         max_leaf_work: a leaf whose training work (samples positive under it x its labels)
             exceeds this is split further by the same balanced 2-means, while it has >= 4 labels,
