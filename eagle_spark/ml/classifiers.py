@@ -170,7 +170,9 @@ class LabelTreeClassifier(Estimator, _TreeParams, Persistent):
     (squared_hinge), ``tol`` (0.2), ``maxIter`` (100: liblinear's passes), ``matcherMaxIter`` (None:
     maxIter; the inner nodes' cap), ``pruneThreshold`` (0.1),
     ``seed`` (0), ``numTasks`` (16),
-    ``normalize`` (true), ``topLevels`` (None: automatic), ``labelRepr`` (None = PIFA), ``xAccess``
+    ``normalize`` (true), ``unassigned`` (negative; ignore: the rankers leave out the members of
+    groups labelled k that EAGLE did not assign k), ``topLevels`` (None: automatic), ``labelRepr``
+    (None = PIFA), ``xAccess``
     (auto: the units' rows from the executor cache, or through a join beyond ``cacheBudget``),
     ``heavyUnitMemory`` (64m: heavier units train one at a time per executor); for the model's
     transform ``topK`` (5),
@@ -203,9 +205,10 @@ class LabelTreeClassifier(Estimator, _TreeParams, Persistent):
                  maxLeafWork: Optional[int] = None, C: Optional[float] = None,
                  matcherC: Optional[float] = None, loss: Optional[str] = None,
                  tol: Optional[float] = None, maxIter: Optional[int] = None,
-                 pruneThreshold: Optional[float] = None,
+                 matcherMaxIter: Optional[int] = None, pruneThreshold: Optional[float] = None,
                  seed: Optional[int] = None, numTasks: Optional[int] = None, normalize: Optional[bool] = None,
-                 labelRepr: Optional[str] = None, topK: Optional[int] = None, beamSize: Optional[int] = None,
+                 unassigned: Optional[str] = None, labelRepr: Optional[str] = None,
+                 topK: Optional[int] = None, beamSize: Optional[int] = None,
                  numFeatures: Optional[int] = None, numLabels: Optional[int] = None,
                  topLevels: Optional[int] = None, xAccess: Optional[str] = None,
                  cacheBudget: Optional[str] = None, predictTasks: Optional[int] = None,
@@ -268,7 +271,9 @@ class OneVsRestXMC(Estimator, _OVAParams, Persistent):
 
     Params: ``C`` (0.5), ``loss`` (squared_hinge), ``tol`` (0.2), ``maxIter`` (100: liblinear's
     passes), ``pruneThreshold`` (0.1), ``seed`` (0), ``numTasks`` (16), ``negativeFraction``
-    (1.0), ``normalize`` (true), ``xAccess`` (auto), ``cacheBudget``; for the model's
+    (1.0), ``normalize`` (true), ``unassigned`` (negative: the members of a group labelled k that
+    EAGLE did not assign k are negatives of k; ignore: left out), ``xAccess`` (auto), ``cacheBudget``;
+    for the model's
     transform ``topK`` (5), ``batchRows`` (1000), ``predictTasks`` (0: automatic), ``predictionCol``,
     ``scoresCol``.
 
@@ -295,7 +300,8 @@ class OneVsRestXMC(Estimator, _OVAParams, Persistent):
                  negativeFraction: Optional[float] = None, topK: Optional[int] = None,
                  batchRows: Optional[int] = None, numFeatures: Optional[int] = None,
                  numLabels: Optional[int] = None, xAccess: Optional[str] = None,
-                 cacheBudget: Optional[str] = None, predictTasks: Optional[int] = None) -> None:
+                 cacheBudget: Optional[str] = None, predictTasks: Optional[int] = None,
+                 unassigned: Optional[str] = None) -> None:
         super().__init__()
         self._set(**{k: v for k, v in self._input_kwargs.items() if v is not None})
 

@@ -199,13 +199,17 @@ def test_save_load_and_pipeline(spark, r4, test_set, tmp_path):
     (OneVsRestXMC, {PredictParams: {"beam_size"}}), (OneVsRestXMCModel, {PredictParams: {"beam_size"}})])
 def test_every_setting_is_a_param(cls, unused):
     """Each field of the settings sections an estimator uses is one of its Params (so the CLI's
-    settings reach the stages through the API), but prediction knobs of the other classifier."""
+    settings reach the stages through the API), but prediction knobs of the other classifier; an
+    estimator's constructor takes every one of them as a keyword."""
     import dataclasses
+    import inspect
 
     for section, mapping in cls._fields.items():
         fields = {f.name for f in dataclasses.fields(section)}
         assert set(mapping.values()) == fields - unused.get(section, set()), (cls.__name__, section.__name__)
         assert all(cls().hasParam(name) for name in mapping)
+        if not cls.__name__.endswith("Model"):
+            assert set(mapping) <= set(inspect.signature(cls.__init__).parameters), cls.__name__
 
 
 def test_from_settings_sets_the_params():
@@ -219,6 +223,8 @@ def test_from_settings_sets_the_params():
     assert OneVsRestXMC.fromSettings(OVAParams(C=2.0)).settings(OVAParams) == OVAParams(C=2.0)
     assert OneVsRestXMC(maxIter=20).settings(OVAParams) == OVAParams(max_iter=20)
     assert LabelTreeClassifier(maxIter=20).settings(TreeParams) == TreeParams(max_iter=20)
+    assert LabelTreeClassifier(matcherC=2.0, matcherMaxIter=20, unassigned="ignore").settings(TreeParams) == \
+        TreeParams(matcher_C=2.0, matcher_max_iter=20, unassigned="ignore")
 
 
 def test_errors_name_the_column_or_param_before_any_job(spark):

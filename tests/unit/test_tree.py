@@ -285,8 +285,11 @@ def test_spark_training_equals_twin(spark, tiny, tree_model):  # noqa: F811
             if y.all() or not y.any():
                 assert (list(w_idx), b) == ([], 1.0 if y.all() else -1.0)
                 continue
-            C = PARAMS.matcher_C if child < n_clusters and PARAMS.matcher_C is not None else PARAMS.C
-            svc = LinearSVC(C=C, loss="squared_hinge", dual=True, tol=PARAMS.tol, max_iter=100,
+            C, max_iter = PARAMS.C, PARAMS.max_iter  # a ranker's
+            if child < n_clusters:  # the matcher's
+                C = PARAMS.C if PARAMS.matcher_C is None else PARAMS.matcher_C
+                max_iter = PARAMS.max_iter if PARAMS.matcher_max_iter is None else PARAMS.matcher_max_iter
+            svc = LinearSVC(C=C, loss="squared_hinge", dual=True, tol=PARAMS.tol, max_iter=max_iter,
                             random_state=PARAMS.seed).fit(Xa, y)
             w = svc.coef_.ravel()
             keep = np.flatnonzero(np.abs(w) >= PARAMS.threshold)
