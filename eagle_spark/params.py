@@ -480,12 +480,23 @@ class TreeParams(BaseParams):
             ~0.5-0.7 points of P@1/3/5 on calibrated synthetic Wiki-325K (scale 0.1) with the
             same P@1 on bibtex and delicious (means over 5 seeds), but trains ~1.75x longer into
             a ~1.6x larger model there (~1.25x with ``matcher_max_iter`` 20; docs/design.md).
+        matcher_C_scale: how the matcher's cost follows its node's size. ``samples``: the
+            classifiers of node v's children use (``matcher_C`` or ``C``) x n_samples / n_v, where
+            n_v is the number of samples positive under v (the rows they train on) and n_samples
+            the training set's. Their squared-hinge loss sums over n_v rows, so this keeps the
+            weight of the loss against the regulariser, per sample, the same at every depth (the
+            rule omikuji applies to its logistic-loss classifiers). The root's matcher is
+            unchanged (n_v = n_samples), and so are the rankers. ``none``: the same cost at every
+            node (Parabel's). Default ``samples``: +0.44 / +0.84 / +0.86 P@1/3/5 on calibrated
+            synthetic Wiki-325K (scale 0.1), bibtex / delicious unchanged (means over 5 seeds),
+            1.1-1.3x the training time and a 1.75x larger model there (docs/design.md).
         matcher_max_iter: liblinear's cap on passes for the matcher alone (``max_iter`` is then
-            the rankers'); an integer >= 1, or None for ``max_iter`` everywhere. Default None.
-            The matcher's units hold the most rows (the root's, every sample), and at a larger
-            ``matcher_C`` they need the most passes; 20 keeps matcher_C 2's P@k on synthetic
-            Wiki-325K at scale 0.1 and on bibtex / delicious, 10 costs delicious 0.6 P@1; at
-            C 0.5 the matcher converges within 20 anyway (docs/design.md).
+            the rankers'); an integer >= 1, or None for ``max_iter`` everywhere. Default 20 (as
+            omikuji caps every classifier). The matcher's units hold the most rows (the root's,
+            every sample), and at a larger cost (``matcher_C``, or the deep nodes' under
+            ``matcher_C_scale``) they need the most passes; 20 keeps their P@k on synthetic
+            Wiki-325K at scale 0.1 and on bibtex / delicious, 10 costs delicious 0.6 P@1 at
+            ``matcher_C`` 2 (docs/design.md).
         max_leaf: maximum labels per leaf. Default 100.
         max_leaf_work: a leaf whose training work (samples positive under it x its labels)
             exceeds this is split further by the same balanced 2-means, while it has >= 4 labels,
@@ -512,7 +523,8 @@ class TreeParams(BaseParams):
     threshold: float = 0.1
     tol: float = 0.2
     max_iter: int = 100
-    matcher_max_iter: Optional[int] = None
+    matcher_C_scale: str = "samples"
+    matcher_max_iter: Optional[int] = 20
     normalize: bool = True
     tasks: int = 16
     seed: int = 0
@@ -529,6 +541,8 @@ class TreeParams(BaseParams):
         _check_linear("tree", self)
         _check(self.matcher_C is None or (_finite(self.matcher_C) and self.matcher_C > 0),
                f"tree.matcher_C must be a finite number > 0 (or null for tree.C), got {self.matcher_C}")
+        _check(self.matcher_C_scale in ("samples", "none"),
+               f"tree.matcher_C_scale must be samples or none, got {self.matcher_C_scale!r}")
         m = self.matcher_max_iter
         _check(m is None or (isinstance(m, int) and not isinstance(m, bool) and m >= 1),
                f"tree.matcher_max_iter must be an integer >= 1 (or null for tree.max_iter), got {m!r}")

@@ -139,6 +139,9 @@ class _TreeParams(_XMCParams):
     matcherMaxIter = settings_param("matcherMaxIter", "liblinear's cap on passes for the inner nodes' "
                                     "classifiers (the matcher); maxIter is then the rankers'; None: maxIter",
                                     optional_int)
+    matcherCScale = settings_param("matcherCScale", "samples: an inner node's matcher cost is multiplied by "
+                                   "n_samples / the samples positive under the node; none: the same cost "
+                                   "at every node", TypeConverters.toString)
     topLevels = settings_param("topLevels", "levels of every tree the indexer's first Spark stage splits "
                                "(None: automatic)", optional_int)
     heavyUnitMemory = settings_param("heavyUnitMemory", "training units estimated above this working "
@@ -152,7 +155,7 @@ class _TreeParams(_XMCParams):
     _fields = {TreeParams: {**_XMCParams._common_train, "numTrees": "n_trees", "maxLeaf": "max_leaf",
                              "maxLeafWork": "max_leaf_work", "topLevels": "top_levels",
                              "heavyUnitMemory": "heavy_unit_memory", "matcherC": "matcher_C",
-                             "matcherMaxIter": "matcher_max_iter"},
+                             "matcherMaxIter": "matcher_max_iter", "matcherCScale": "matcher_C_scale"},
                PredictParams: {"topK": "top_k", "beamSize": "beam_size", "predictTasks": "tasks"}}
 
     def __init__(self, *args: Any) -> None:
@@ -167,8 +170,9 @@ class LabelTreeClassifier(Estimator, _TreeParams, Persistent):
 
     Params: ``numTrees`` (3), ``maxLeaf`` (100), ``maxLeafWork`` (1,000,000), ``C`` (0.5: the rankers'
     with ``matcherC``), ``matcherC`` (None: C; the inner nodes' cost), ``loss``
-    (squared_hinge), ``tol`` (0.2), ``maxIter`` (100: liblinear's passes), ``matcherMaxIter`` (None:
-    maxIter; the inner nodes' cap), ``pruneThreshold`` (0.1),
+    (squared_hinge), ``tol`` (0.2), ``maxIter`` (100: liblinear's passes), ``matcherMaxIter`` (20; None:
+    maxIter; the inner nodes' cap), ``matcherCScale`` (samples: an inner node's cost x n_samples /
+    its samples; none), ``pruneThreshold`` (0.1),
     ``seed`` (0), ``numTasks`` (16),
     ``normalize`` (true), ``unassigned`` (negative; ignore: the rankers leave out the members of
     groups labelled k that EAGLE did not assign k), ``topLevels`` (None: automatic), ``labelRepr``
@@ -205,7 +209,8 @@ class LabelTreeClassifier(Estimator, _TreeParams, Persistent):
                  maxLeafWork: Optional[int] = None, C: Optional[float] = None,
                  matcherC: Optional[float] = None, loss: Optional[str] = None,
                  tol: Optional[float] = None, maxIter: Optional[int] = None,
-                 matcherMaxIter: Optional[int] = None, pruneThreshold: Optional[float] = None,
+                 matcherMaxIter: Optional[int] = None, matcherCScale: Optional[str] = None,
+                 pruneThreshold: Optional[float] = None,
                  seed: Optional[int] = None, numTasks: Optional[int] = None, normalize: Optional[bool] = None,
                  unassigned: Optional[str] = None, labelRepr: Optional[str] = None,
                  topK: Optional[int] = None, beamSize: Optional[int] = None,

@@ -46,6 +46,7 @@ def test_overrides_typed():
         ("tree.matcher_C=0", "tree.matcher_C must be a finite number > 0 (or null for tree.C), got 0"),
         ("tree.matcher_max_iter=0", "tree.matcher_max_iter must be an integer >= 1 (or null for "
                                     "tree.max_iter), got 0"),
+        ("tree.matcher_C_scale=depth", "tree.matcher_C_scale must be samples or none, got 'depth'"),
     ],
 )
 def test_bad_settings_rejected(override, message):

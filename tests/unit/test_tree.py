@@ -286,8 +286,10 @@ def test_spark_training_equals_twin(spark, tiny, tree_model):  # noqa: F811
                 assert (list(w_idx), b) == ([], 1.0 if y.all() else -1.0)
                 continue
             C, max_iter = PARAMS.C, PARAMS.max_iter  # a ranker's
-            if child < n_clusters:  # the matcher's
+            if child < n_clusters:  # the matcher's, scaled by the training set's share under the node
                 C = PARAMS.C if PARAMS.matcher_C is None else PARAMS.matcher_C
+                if PARAMS.matcher_C_scale == "samples":
+                    C = C * X.shape[0] / len(active)
                 max_iter = PARAMS.max_iter if PARAMS.matcher_max_iter is None else PARAMS.matcher_max_iter
             svc = LinearSVC(C=C, loss="squared_hinge", dual=True, tol=PARAMS.tol, max_iter=max_iter,
                             random_state=PARAMS.seed).fit(Xa, y)
@@ -501,6 +503,22 @@ def test_train_unit_passes_the_solver_settings():
     assert not np.allclose(got[1][1][1], got[100][1][1], rtol=1e-3)
 
 
+def _svc_twin(Xs, y, C: float, max_iter: int, seed: int) -> tuple:
+    """scikit-learn's LinearSVC (squared hinge, dual, tol 1e-3): (coef (d,), intercept)."""
+    from sklearn.svm import LinearSVC
+
+    svc = LinearSVC(C=C, loss="squared_hinge", dual=True, tol=1e-3, max_iter=max_iter,
+                    random_state=seed).fit(Xs, y)
+    return svc.coef_.ravel(), svc.intercept_[0]
+
+
+def _dense_weights(w_idx, w_val, d: int) -> np.ndarray:
+    """(d,) float64 from a classifier's kept weight indices and values."""
+    w = np.zeros(d)
+    w[w_idx] = w_val
+    return w
+
+
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 @pytest.mark.parametrize("matcher, ranker", [
     (dict(C=4.0, max_iter=100), dict(C=0.25, max_iter=100)),  # tree.matcher_C
@@ -512,7 +530,6 @@ def test_the_matcher_has_its_own_cost_and_pass_cap(matcher, ranker):
     and tree.C / max_iter those of label children (the rankers); the twin is scikit-learn's
     LinearSVC at each setting, on a two-level tree of 4 labels (root -> clusters 1, 2 -> labels
     {0, 1}, {2, 3})."""
-    from sklearn.svm import LinearSVC
 
     from eagle_spark.classifiers.tree import train_unit
     from eagle_spark.classifiers.tree.structure import Tree
@@ -528,14 +545,10 @@ def test_the_matcher_has_its_own_cost_and_pass_cap(matcher, ranker):
                         matcher_max_iter=matcher["max_iter"], tol=1e-3, threshold=0.0)
 
     def twin(Xs, y, C, max_iter):
-        svc = LinearSVC(C=C, loss="squared_hinge", dual=True, tol=1e-3, max_iter=max_iter,
-                        random_state=params.seed).fit(Xs, y)
-        return svc.coef_.ravel(), svc.intercept_[0]
+        return _svc_twin(Xs, y, C, max_iter, params.seed)
 
     def dense(w_idx, w_val):
-        w = np.zeros(12)
-        w[w_idx] = w_val
-        return w
+        return _dense_weights(w_idx, w_val, 12)
 
     matchers = {c: (i, v, b) for c, i, v, b in train_unit(tree, under, X, Y, 0, params)}
     assert sorted(matchers) == [1, 2]
@@ -551,3 +564,62 @@ def test_the_matcher_has_its_own_cost_and_pass_cap(matcher, ranker):
     w, b = twin(X[rows], label[rows] == 1, **ranker)
     np.testing.assert_allclose(dense(*rankers[4][:2]), w, rtol=1e-5, atol=1e-6)
     assert rankers[4][2] == pytest.approx(b, rel=1e-5)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.parametrize("scale", ["samples", "none"])
+def test_the_matchers_cost_follows_the_samples_under_its_node(scale):
+    """tree.matcher_C_scale: with ``samples`` the classifiers of node v's cluster children use
+    matcher_C x n_samples / n_v (n_v: the samples positive under v), with ``none`` matcher_C; the
+    root's (n_v = n_samples) and the rankers' are unscaled. Twin: scikit-learn's LinearSVC at the
+    hand-computed cost, on a three-level tree of 8 labels (root -> clusters 1, 2; 1 -> 3, 4;
+    2 -> 5, 6; leaf 3 + i holds labels 2i, 2i + 1)."""
+
+    from eagle_spark.classifiers.tree import train_unit
+    from eagle_spark.classifiers.tree.structure import Tree
+    from eagle_spark.params import TreeParams
+
+    rng = np.random.default_rng(11)
+    X = sp.random(120, 15, density=0.4, format="csr", random_state=11, dtype=np.float64)
+    label = rng.integers(0, 8, 120)  # one label per sample
+    Y = sp.csc_matrix(np.eye(8, dtype=bool)[label])
+    parent = np.array([-1, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6])
+    level = np.array([0, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3])
+    tree = Tree(parent, level, 7, 8)
+    under = tree.labels_under()
+    params = TreeParams(C=0.25, matcher_C=0.5, matcher_C_scale=scale, matcher_max_iter=None, tol=1e-3,
+                        threshold=0.0)
+    n_under_1 = int((label <= 3).sum())
+    assert 40 < n_under_1 < 80  # so the scaled cost differs from the unscaled one
+
+    def fit(Xs, y, C):
+        return _svc_twin(Xs, y, C, 100, params.seed)
+
+    def dense(w_idx, w_val):
+        return _dense_weights(w_idx, w_val, 15)
+
+    root = {c: (i, v, b) for c, i, v, b in train_unit(tree, under, X, Y, 0, params)}
+    w, b = fit(X, label <= 3, 0.5)  # the root's matcher: n_v = n_samples, so matcher_C itself
+    np.testing.assert_allclose(dense(*root[1][:2]), w, rtol=1e-5, atol=1e-6)
+    assert root[1][2] == pytest.approx(b, rel=1e-5)
+
+    rows = np.flatnonzero(label <= 3)  # the samples positive under cluster 1
+    inner = {c: (i, v, b) for c, i, v, b in train_unit(tree, under, X, Y, 1, params)}
+    assert sorted(inner) == [3, 4]
+    cost = 0.5 * 120 / n_under_1 if scale == "samples" else 0.5
+    w, b = fit(X[rows], label[rows] >= 2, cost)  # cluster 4 holds labels 2 and 3
+    np.testing.assert_allclose(dense(*inner[4][:2]), w, rtol=1e-5, atol=1e-6)
+    assert inner[4][2] == pytest.approx(b, rel=1e-5)
+    other, _ = fit(X[rows], label[rows] >= 2, 0.5 * 120 / n_under_1 if scale == "none" else 0.5)
+    assert not np.allclose(dense(*inner[4][:2]), other, rtol=1e-2)  # the scale makes a difference
+
+    leaf_rows = np.flatnonzero(label <= 1)  # the rankers of leaf 3 (labels 0, 1): C, unscaled
+    rankers = {c: (i, v, b) for c, i, v, b in train_unit(tree, under, X, Y, 3, params)}
+    w, b = fit(X[leaf_rows], label[leaf_rows] == 1, 0.25)
+    np.testing.assert_allclose(dense(*rankers[8][:2]), w, rtol=1e-5, atol=1e-6)
+    assert rankers[8][2] == pytest.approx(b, rel=1e-5)
+
+    # a node with no samples under it (labels 4-7 unused) has nothing to scale by: no weights, bias -1
+    unused = sp.csc_matrix(np.eye(8, dtype=bool)[label % 4])
+    assert [(c, list(i), b) for c, i, _, b in train_unit(tree, under, X, unused, 2, params)] == \
+        [(5, [], -1.0), (6, [], -1.0)]

@@ -74,9 +74,11 @@ class _BinTrainer:
             self._built = (built, [t.labels_under() for t in built])
         return self._built
 
-    def train(self, b: int, X: sp.csr_matrix, Y: sp.csc_matrix, U: Optional[sp.csc_matrix]) -> int:
+    def train(self, b: int, X: sp.csr_matrix, Y: sp.csc_matrix, U: Optional[sp.csc_matrix],
+              n_samples: Optional[int] = None) -> int:
         """Train bin `b`'s units on X / Y (rows in sample_id order, all the units' samples among
-        them) and write their weights; returns the classifiers trained.
+        them) and write their weights; returns the classifiers trained. `n_samples`: samples in
+        the training set when X holds only some (a join's bin), for ``matcher_C_scale``.
 
         Heavy units (``params.heavy_unit_memory``) take the executor's heavy-unit lock: one trains
         at a time per executor. A heavy unit whose lock is taken waits until the bin's other units
@@ -99,16 +101,16 @@ class _BinTrainer:
                 if limit is not None and unit_memory(X, active) > limit:
                     with executor_lock(HEAVY_UNIT_LOCK, wait=False) as held:
                         if held:
-                            self._train_one(writers, built, under, t, node, X, Y, U, active)
+                            self._train_one(writers, built, under, t, node, X, Y, U, active, n_samples)
                             continue
                     waiting.append((t, node, active))
                     continue
-                self._train_one(writers, built, under, t, node, X, Y, U, active)
+                self._train_one(writers, built, under, t, node, X, Y, U, active, n_samples)
             if waiting:
                 log.debug("bin %d: %d heavy units waited for the executor's heavy-unit lock", b, len(waiting))
             for t, node, active in waiting:
                 with executor_lock(HEAVY_UNIT_LOCK):
-                    self._train_one(writers, built, under, t, node, X, Y, U, active)
+                    self._train_one(writers, built, under, t, node, X, Y, U, active, n_samples)
         return self.trained - before
 
     def _heavy_limit(self) -> Optional[float]:
@@ -117,8 +119,9 @@ class _BinTrainer:
         return None if size is None else memory_mib(size, "tree.heavy_unit_memory") * 2**20
 
     def _train_one(self, writers: PartWriters, built: list, under: list, t: int, node: int,
-                   X: sp.csr_matrix, Y: sp.csc_matrix, U: Optional[sp.csc_matrix], active: np.ndarray) -> None:
-        rows = train_unit(built[t], under[t], X, Y, node, self.params, U, active=active)
+                   X: sp.csr_matrix, Y: sp.csc_matrix, U: Optional[sp.csc_matrix], active: np.ndarray,
+                   n_samples: Optional[int]) -> None:
+        rows = train_unit(built[t], under[t], X, Y, node, self.params, U, active=active, n_samples=n_samples)
         check_weights(rows, f"train (tree {t}): node")
         self.trained += len(rows)
         if rows:
@@ -157,7 +160,7 @@ def _train_joined(spark: SparkSession, dataset: str, out: str, n_features: int, 
         if groups is not None:
             U = load_unassigned(dataset, groups, ids, Y)[rows, :].tocsc()
             U.sort_indices()
-        return pa.table({"trained": pa.array([trainer.train(b, Xb, Yb, U)], pa.int64())})
+        return pa.table({"trained": pa.array([trainer.train(b, Xb, Yb, U, len(ids))], pa.int64())})
 
     joined_stage(spark, dataset, n_labels, bins, trainer.rows_of_bin, train_bin, "trained long")
 
@@ -185,7 +188,8 @@ def unit_memory(X: sp.csr_matrix, active: np.ndarray) -> int:
 
 
 def train_unit(tree: Tree, under: list, X: sp.csr_matrix, Y: sp.csc_matrix, node: int,
-               params: Any, U: Optional[sp.csc_matrix] = None, active: Optional[np.ndarray] = None) -> list:
+               params: Any, U: Optional[sp.csc_matrix] = None, active: Optional[np.ndarray] = None,
+               n_samples: Optional[int] = None) -> list:
     """Train the classifiers of `node`'s children on the samples positive under `node`.
 
     The active samples' features are renumbered to the columns they use before training (the
@@ -198,10 +202,13 @@ def train_unit(tree: Tree, under: list, X: sp.csr_matrix, Y: sp.csc_matrix, node
             k (a child that is a label) does not train on the active samples with U[i, k], unless
             they are positives. None: every active sample is used.
         active: :func:`unit_rows` of the unit when the caller has them (None: computed here).
+        n_samples: samples in the training set, for ``params.matcher_C_scale`` (None: X's rows,
+            right when X holds every sample; a join's bin holds fewer).
     Returns:
         [(child, weight indices, weight values, bias)], one per child.
     """
     root = node == 0
+    n_samples = X.shape[0] if n_samples is None else n_samples
     if active is None:
         active = unit_rows(under, X, Y, node)
     Xa = X if root else X[active]
@@ -221,6 +228,8 @@ def train_unit(tree: Tree, under: list, X: sp.csr_matrix, Y: sp.csc_matrix, node
         C, max_iter = params.C, params.max_iter  # a ranker's (child is a label)
         if child < tree.n_clusters:  # the matcher's
             C = params.C if params.matcher_C is None else params.matcher_C
+            if params.matcher_C_scale == "samples" and len(active):  # (no samples: nothing to weigh)
+                C *= n_samples / len(active)
             max_iter = params.max_iter if params.matcher_max_iter is None else params.matcher_max_iter
         w_idx, w_val, bias = train_binary(Xc, y, params.loss, C, params.threshold, tol=params.tol,
                                           max_iter=max_iter, seed=params.seed)
