@@ -479,7 +479,9 @@ class TreeParams(BaseParams):
             classifiers'). Finite, > 0, or None for ``C`` everywhere. Default None. 2 gains
             ~0.5-0.7 points of P@1/3/5 on calibrated synthetic Wiki-325K (scale 0.1) with the
             same P@1 on bibtex and delicious (means over 5 seeds), but trains ~1.75x longer into
-            a ~1.6x larger model there (~1.25x with ``matcher_max_iter`` 20; docs/design.md).
+            a ~1.6x larger model there (~1.25x with ``matcher_max_iter`` 20; docs/design.md). Those
+            figures are with ``matcher_C_scale`` none; with ``samples`` it is the root's cost,
+            scaled below it.
         matcher_C_scale: how the matcher's cost follows its node's size. ``samples``: the
             classifiers of node v's children use (``matcher_C`` or ``C``) x n_samples / n_v, where
             n_v is the number of samples positive under v (the rows they train on) and n_samples
