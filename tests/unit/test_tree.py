@@ -112,6 +112,51 @@ def test_deal_balances_bins():
     assert deal(np.array([1.0]), 3) == [[0], [], []]
 
 
+def test_place_units_keeps_heavy_units_in_the_first_bins():
+    from eagle_spark.classifiers.tree.training import place_units
+
+    work = np.array([9.0, 1.0, 8.0, 2.0, 7.0, 3.0])
+    heavy = np.array([True, False, True, False, True, False])
+    # one executor: the heavy units 0, 2, 4 in bin 0 (heaviest first); the light ones dealt over
+    # bins 1, 2 (3 -> b1, 2 -> b2, 1 -> b2: loads 3 / 3)
+    assert place_units(work, heavy, 3, 1) == [[0, 2, 4], [5], [3, 1]]
+    # two executors: heavy 9 -> b0, 8 -> b1, then 7 to the less loaded b1 (8 < 9)
+    assert place_units(work, heavy, 4, 2) == [[0], [2, 4], [5], [3, 1]]
+    # unknown executors, no heavy unit, or one bin: dealt over every bin as deal() does
+    assert place_units(work, heavy, 3, 0) == deal(work, 3)
+    assert place_units(work, np.zeros(6, bool), 3, 1) == deal(work, 3)
+    assert place_units(work, heavy, 1, 1) == [[0, 2, 4, 5, 3, 1]]
+    assert place_units(work, np.ones(6, bool), 3, 1) == deal(work, 3)
+
+
+def test_unit_nonzeros_count_the_rows_under_each_node(spark, tiny, tree_model):  # noqa: F811
+    """The Spark sizing of the units (one task per tree) == a dense twin: nonzeros of X in the
+    rows that have a label under the node (every row for a root)."""
+    from eagle_spark.classifiers.tree.training import unit_nonzeros
+
+    path, meta = tree_model
+    _, X, Y = load_xy(tiny["train"], 500, 983, True)
+    Yd, row_nnz = Y.toarray(), np.diff(X.indptr)
+    trees, units, want = [], [], []
+    for t in range(meta["n_trees"]):
+        tt = pq.read_table(f"{path}/data/tree_{t}").sort_by("node_id")
+        parent, nc = tt.column("parent_id").to_numpy(), int(meta["n_clusters"][t])
+        trees.append((parent, nc))
+        below = np.zeros((nc, 983), dtype=bool)  # labels below each cluster node, by walking up
+        for label in range(983):
+            v = parent[nc + label]
+            while v >= 0:
+                below[v, label] = True
+                v = parent[v]
+        for node in range(nc):
+            if (parent[:nc] == node).any() or (parent[nc:] == node).any():
+                units.append((t, node))
+                rows = Yd[:, below[node]].any(axis=1) if node else np.ones(len(Yd), bool)
+                want.append(int(row_nnz[rows].sum()))
+    got = unit_nonzeros(spark, tiny["train"], 500, 983, PARAMS, trees, units)
+    assert got.tolist() == want and got[0] == X.nnz
+
+
 @pytest.mark.parametrize("n_features", [10, 100])  # dense-mask and sort branches
 def test_compact_columns_and_rows_with(n_features):
     import scipy.sparse as sp

@@ -187,6 +187,87 @@ def unit_memory(X: sp.csr_matrix, active: np.ndarray) -> int:
     return UNIT_BYTES_PER_NONZERO * int((indptr[active + 1] - indptr[active]).sum())
 
 
+def _unit_sizes_task(dataset: str, n_features: int, n_labels: int, normalize: bool, trees: list,
+                     nodes_by_tree: dict):
+    """mapInArrow: tree ids -> (tree, node, nonzeros of the unit's rows) of every unit of those
+    trees, from the executor cache of X and Y (the one training maps next). A task holds one
+    tree's labels_under() and one unit's row ids at a time: O(n_labels x depth + n_samples)."""
+    schema = pa.schema([pa.field("tree", pa.int32(), False), pa.field("node", pa.int32(), False),
+                        pa.field("nonzeros", pa.int64(), False)])
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        _, X, Y = load_xy(dataset, n_features, n_labels, normalize)
+        for batch in batches:
+            for t in np.asarray(batch.column(0), dtype=np.int64):
+                parent, n_clusters = trees[t]
+                under = Tree(parent, np.zeros(len(parent)), n_clusters, n_labels).labels_under()
+                nodes = nodes_by_tree.get(int(t), [])
+                sizes = [unit_memory(X, unit_rows(under, X, Y, v)) // UNIT_BYTES_PER_NONZERO for v in nodes]
+                yield pa.RecordBatch.from_arrays([pa.array(np.full(len(nodes), t, np.int32)),
+                                                  pa.array(np.asarray(nodes, np.int32)),
+                                                  pa.array(np.asarray(sizes, np.int64))], schema=schema)
+
+    return run, schema
+
+
+def unit_nonzeros(spark: SparkSession, dataset: str, n_features: int, n_labels: int, params: Any,
+                  trees: list, units: list) -> np.ndarray:
+    """Nonzeros of X in each unit's rows (what :func:`unit_memory` counts), one Spark task per
+    tree on the executor cache of X and Y (cached training rows only).
+
+    Args:
+        trees: (parent array, n_clusters) per tree. units: [(tree, node)].
+    Returns:
+        (len(units),) int64, aligned with `units`.
+    """
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    nodes_by_tree: dict[int, list] = {}
+    for t, node in units:
+        nodes_by_tree.setdefault(t, []).append(node)
+    run, schema = _unit_sizes_task(dataset, n_features, n_labels, params.normalize, trees, nodes_by_tree)
+    n = max(nodes_by_tree) + 1 if nodes_by_tree else 1  # task t: tree t
+    got = spark.range(0, n, numPartitions=n).mapInArrow(run, from_arrow_schema(schema)).collect()
+    size = {(r["tree"], r["node"]): r["nonzeros"] for r in got}
+    return np.array([size[u] for u in units], dtype=np.int64)
+
+
+def place_units(work: np.ndarray, heavy: np.ndarray, bins: int, heavy_bins: int) -> list[list[int]]:
+    """Indices of the units dealt into `bins` task bins, the heavy ones kept apart.
+
+    With ``heavy_bins`` > 0 (the executors, when known) and heavy units present, the heavy units
+    are dealt into bins 0 .. heavy_bins-1 only and the light ones into the others: Spark starts the
+    first bins first, so each executor trains its heavy units one after another in one task (the
+    lock then never makes a core wait) while its other cores train light units. With
+    ``heavy_bins`` 0, or no heavy or no light unit, every unit is dealt over all the bins
+    (:func:`deal`) and the executor lock orders the heavy ones. Each group is dealt by
+    :func:`deal` (heaviest first), so a bin lists its heaviest units first.
+
+    Args:
+        work: (n_units,) estimated cost of each unit. heavy: (n_units,) bool.
+        bins: the number of task bins (>= 1). heavy_bins: bins reserved for heavy units (>= 0).
+    Returns:
+        `bins` lists of unit indices.
+    """
+    work, heavy = np.asarray(work, dtype=np.float64), np.asarray(heavy, dtype=bool)
+    split = min(heavy_bins, bins - 1)
+    if split < 1 or not heavy.any() or heavy.all():
+        return deal(work, bins)
+    out = []
+    for idx, n in ((np.flatnonzero(heavy), split), (np.flatnonzero(~heavy), bins - split)):
+        out.extend([[int(idx[i]) for i in part] for part in deal(work[idx], n)])
+    return out
+
+
+def executors_known(spark: SparkSession) -> int:
+    """Executors of the session for :func:`place_units`: 1 with a local master, else
+    ``spark.executor.instances`` when set, else 0 (unknown)."""
+    if spark.sparkContext.master.startswith("local"):
+        return 1
+    n = spark.conf.get("spark.executor.instances", None)
+    return int(n) if n else 0
+
+
 def train_unit(tree: Tree, under: list, X: sp.csr_matrix, Y: sp.csc_matrix, node: int,
                params: Any, U: Optional[sp.csc_matrix] = None, active: Optional[np.ndarray] = None,
                n_samples: Optional[int] = None) -> list:
@@ -282,17 +363,29 @@ def _train_tree_into(spark: SparkSession, dataset: str, tmp: str, params: Any, l
                         y_only=access == "joined")
     if pifa_tmp is not None:
         FileSystem(spark).delete(pifa_tmp)
-    units, work = [], []
+    units, rows_work, children = [], [], []
     for t, tree in enumerate(trees):
         under = tree.labels_under()
         for node in range(tree.n_clusters):
             if len(tree.children_of(node)):
-                units.append((t, node))  # ~ liblinear passes over the node's positives
-                work.append(label_freq[under[node]].sum() * len(tree.children_of(node)))
+                units.append((t, node))
+                rows_work.append(label_freq[under[node]].sum())
+                children.append(len(tree.children_of(node)))
     bins = max(1, min(params.tasks, len(units)))
-    step("%d trees indexed; training %d units (nodes with children) in %d tasks", len(trees), len(units), bins)
-    units_by_bin = {b: [units[i] for i in idx] for b, idx in enumerate(deal(np.array(work), bins))}
     task_trees = [(tr.parent, tr.n_clusters) for tr in trees]
+    heavy = np.zeros(len(units), dtype=bool)
+    if access == "cached":  # the units' sizes from the executor cache: a better work estimate
+        nonzeros = unit_nonzeros(spark, dataset, n_features, n_labels, params, task_trees, units)
+        work = nonzeros * np.asarray(children, dtype=np.float64)  # ~ liblinear's work per pass
+        if params.heavy_unit_memory is not None:
+            heavy = UNIT_BYTES_PER_NONZERO * nonzeros > memory_mib(params.heavy_unit_memory,
+                                                                  "tree.heavy_unit_memory") * 2**20
+    else:  # joined: positives under the node stand for its rows
+        work = np.asarray(rows_work, dtype=np.float64) * np.asarray(children)
+    step("%d trees indexed; training %d units (nodes with children, %d heavy) in %d tasks",
+         len(trees), len(units), int(heavy.sum()), bins)
+    units_by_bin = {b: [units[i] for i in idx]
+                    for b, idx in enumerate(place_units(work, heavy, bins, executors_known(spark)))}
     if access == "joined":
         _train_joined(spark, dataset, posixpath.join(tmp, "data"), n_features, n_labels, params,
                       task_trees, units_by_bin, groups)
