@@ -493,12 +493,13 @@ class TreeParams(BaseParams):
             synthetic Wiki-325K (scale 0.1), bibtex / delicious unchanged (means over 5 seeds),
             1.1-1.3x the training time and a 1.75x larger model there (docs/design.md).
         matcher_max_iter: liblinear's cap on passes for the matcher alone (``max_iter`` is then
-            the rankers'); an integer >= 1, or None for ``max_iter`` everywhere. Default 20 (as
-            omikuji caps every classifier). The matcher's units hold the most rows (the root's,
-            every sample), and at a larger cost (``matcher_C``, or the deep nodes' under
-            ``matcher_C_scale``) they need the most passes; 20 keeps their P@k on synthetic
-            Wiki-325K at scale 0.1 and on bibtex / delicious, 10 costs delicious 0.6 P@1 at
-            ``matcher_C`` 2 (docs/design.md).
+            the rankers'); an integer >= 1, or None for ``max_iter`` everywhere. Default 10. The
+            matcher's units hold the most rows (the root's, every sample), and at a larger cost
+            (``matcher_C``, or the deep nodes' under ``matcher_C_scale``) they need the most
+            passes. With ``matcher_C_scale`` samples, 10 keeps the P@k of 20 on synthetic
+            Wiki-325K at scale 0.1 and on bibtex / delicious (means over 5 seeds) and trains the
+            matchers in ~0.75x the time; at a uniform ``matcher_C`` 2, 10 costs delicious 0.6 P@1
+            and 20 does not (docs/design.md).
         max_leaf: maximum labels per leaf. Default 100.
         max_leaf_work: a leaf whose training work (samples positive under it x its labels)
             exceeds this is split further by the same balanced 2-means, while it has >= 4 labels,
@@ -526,7 +527,7 @@ class TreeParams(BaseParams):
     tol: float = 0.2
     max_iter: int = 100
     matcher_C_scale: str = "samples"
-    matcher_max_iter: Optional[int] = 20
+    matcher_max_iter: Optional[int] = 10
     normalize: bool = True
     tasks: int = 16
     seed: int = 0

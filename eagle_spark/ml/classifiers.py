@@ -170,7 +170,7 @@ class LabelTreeClassifier(Estimator, _TreeParams, Persistent):
 
     Params: ``numTrees`` (3), ``maxLeaf`` (100), ``maxLeafWork`` (1,000,000), ``C`` (0.5: the rankers'
     with ``matcherC``), ``matcherC`` (None: C; the inner nodes' cost), ``loss``
-    (squared_hinge), ``tol`` (0.2), ``maxIter`` (100: liblinear's passes), ``matcherMaxIter`` (20; None:
+    (squared_hinge), ``tol`` (0.2), ``maxIter`` (100: liblinear's passes), ``matcherMaxIter`` (10; None:
     maxIter; the inner nodes' cap), ``matcherCScale`` (samples: an inner node's cost x n_samples /
     its samples; none), ``pruneThreshold`` (0.1),
     ``seed`` (0), ``numTasks`` (16),
