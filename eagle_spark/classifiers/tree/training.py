@@ -114,9 +114,7 @@ class _BinTrainer:
         return self.trained - before
 
     def _heavy_limit(self) -> Optional[float]:
-        """``params.heavy_unit_memory`` in bytes (None: no bound)."""
-        size = self.params.heavy_unit_memory
-        return None if size is None else memory_mib(size, "tree.heavy_unit_memory") * 2**20
+        return heavy_limit(self.params)
 
     def _train_one(self, writers: PartWriters, built: list, under: list, t: int, node: int,
                    X: sp.csr_matrix, Y: sp.csc_matrix, U: Optional[sp.csc_matrix], active: np.ndarray,
@@ -178,6 +176,12 @@ def unit_rows(under: list, X: sp.csr_matrix, Y: sp.csc_matrix, node: int) -> np.
     """Ascending rows of X a unit trains on: every row for the root (node 0), else the samples
     positive for any label under `node` (``under``: labels_under() of the tree)."""
     return np.arange(X.shape[0]) if node == 0 else rows_with(Y, under[node])
+
+
+def heavy_limit(params: Any) -> Optional[float]:
+    """``params.heavy_unit_memory`` in bytes (None: no bound)."""
+    size = params.heavy_unit_memory
+    return None if size is None else memory_mib(size, "tree.heavy_unit_memory") * 2**20
 
 
 def unit_memory(X: sp.csr_matrix, active: np.ndarray) -> int:
@@ -377,9 +381,8 @@ def _train_tree_into(spark: SparkSession, dataset: str, tmp: str, params: Any, l
     if access == "cached":  # the units' sizes from the executor cache: a better work estimate
         nonzeros = unit_nonzeros(spark, dataset, n_features, n_labels, params, task_trees, units)
         work = nonzeros * np.asarray(children, dtype=np.float64)  # ~ liblinear's work per pass
-        if params.heavy_unit_memory is not None:
-            heavy = UNIT_BYTES_PER_NONZERO * nonzeros > memory_mib(params.heavy_unit_memory,
-                                                                  "tree.heavy_unit_memory") * 2**20
+        if heavy_limit(params) is not None:
+            heavy = UNIT_BYTES_PER_NONZERO * nonzeros > heavy_limit(params)
     else:  # joined: positives under the node stand for its rows
         work = np.asarray(rows_work, dtype=np.float64) * np.asarray(children)
     step("%d trees indexed; training %d units (nodes with children, %d heavy) in %d tasks",
