@@ -5,7 +5,9 @@ cluster``) or of labels (the label tree). The split is the one of Parabel / PECO
 L2-normalised, two centroids start at two distinct random rows, every row is scored by
 ``<x, c0 - c1>`` and the ceil(m/2) highest-scoring rows go to child 0, the rest to child 1;
 centroids become the normalised sums of their halves; repeat until the halves stop changing or
-`max_iter` is reached. Ties keep input order (stable sort), so the result depends only on the
+`max_iter` is reached. The halves' sums are summed once, then updated by the rows that changed
+sides (after the first rounds few do), so a round costs one pass over the rows for the scores
+plus one over the moved rows. Ties keep input order (stable sort), so the result depends only on the
 input order and `seed`.
 
 References:
@@ -49,7 +51,7 @@ def balanced_2means(rows: sp.csr_matrix | np.ndarray, seed: int | list[int], max
         lambda i: rows.getrow(i).toarray().ravel().astype(np.float64))
     c0, c1 = pick(i0), pick(i1)
     n_left = (m + 1) // 2
-    previous = None
+    previous, sums = None, None
     for _ in range(max_iter):
         score = np.asarray(rows @ (c0 - c1)).ravel()
         order = np.argsort(-score, kind="stable")
@@ -57,8 +59,8 @@ def balanced_2means(rows: sp.csr_matrix | np.ndarray, seed: int | list[int], max
         right[order[:n_left]] = False
         if previous is not None and np.array_equal(previous, right):
             break
+        sums = _half_sums(rows, right) if previous is None else _moved_sums(rows, previous, right, sums)
         previous = right
-        sums = _half_sums(rows, right)
         c0, c1 = _normalize(sums[:, 0]), _normalize(sums[:, 1])
     return right
 
@@ -74,3 +76,19 @@ def _half_sums(rows: sp.csr_matrix | np.ndarray, right: np.ndarray) -> np.ndarra
         return np.asarray(rows.T @ weights, dtype=np.float64)
     return np.stack([np.asarray(rows[~right].sum(axis=0), dtype=np.float64).ravel(),
                      np.asarray(rows[right].sum(axis=0), dtype=np.float64).ravel()], axis=1)
+
+
+def _moved_sums(rows: sp.csr_matrix | np.ndarray, before: np.ndarray, after: np.ndarray,
+                sums: np.ndarray) -> np.ndarray:
+    """(d, 2) float64: `sums` (the halves' sums under the split `before`) updated to the split
+    `after` by adding and subtracting the rows that changed sides; O(nonzeros of those rows).
+    Summed again from all rows (:func:`_half_sums`) when more than half of them moved."""
+    moved = np.flatnonzero(before != after)
+    if 2 * len(moved) > len(after):
+        return _half_sums(rows, after)
+    sign = np.where(after[moved], 1.0, -1.0)  # +1: into child 1, -1: back into child 0
+    delta = np.asarray(rows[moved].T @ sign, dtype=np.float64).ravel()
+    out = sums.copy()
+    out[:, 1] += delta
+    out[:, 0] -= delta
+    return out
