@@ -91,7 +91,7 @@ class _BinTrainer:
         """
         built, under = self._trees()
         schemas = {f"weights_{t}": WEIGHTS_ARROW for t in range(len(built))}
-        limit = self._heavy_limit()
+        limit = heavy_limit(self.params)
         before = self.trained
         with PartWriters(self.out, schemas) as writers:
             writers.name(f"part-{b:05d}.parquet")
@@ -112,9 +112,6 @@ class _BinTrainer:
                 with executor_lock(HEAVY_UNIT_LOCK):
                     self._train_one(writers, built, under, t, node, X, Y, U, active, n_samples)
         return self.trained - before
-
-    def _heavy_limit(self) -> Optional[float]:
-        return heavy_limit(self.params)
 
     def _train_one(self, writers: PartWriters, built: list, under: list, t: int, node: int,
                    X: sp.csr_matrix, Y: sp.csc_matrix, U: Optional[sp.csc_matrix], active: np.ndarray,
@@ -184,11 +181,15 @@ def heavy_limit(params: Any) -> Optional[float]:
     return None if size is None else memory_mib(size, "tree.heavy_unit_memory") * 2**20
 
 
+def rows_nonzeros(X: sp.csr_matrix, active: np.ndarray) -> int:
+    """Nonzeros of rows `active` of CSR X; O(len(active))."""
+    return int((X.indptr[active + 1] - X.indptr[active]).sum())
+
+
 def unit_memory(X: sp.csr_matrix, active: np.ndarray) -> int:
     """Estimated working memory, bytes, of training a unit on rows `active` of CSR X
     (:data:`UNIT_BYTES_PER_NONZERO` per nonzero of those rows); O(len(active))."""
-    indptr = X.indptr
-    return UNIT_BYTES_PER_NONZERO * int((indptr[active + 1] - indptr[active]).sum())
+    return UNIT_BYTES_PER_NONZERO * rows_nonzeros(X, active)
 
 
 def _unit_sizes_task(dataset: str, n_features: int, n_labels: int, normalize: bool, trees: list,
@@ -206,7 +207,7 @@ def _unit_sizes_task(dataset: str, n_features: int, n_labels: int, normalize: bo
                 parent, n_clusters = trees[t]
                 under = Tree(parent, np.zeros(len(parent)), n_clusters, n_labels).labels_under()
                 nodes = nodes_by_tree.get(int(t), [])
-                sizes = [unit_memory(X, unit_rows(under, X, Y, v)) // UNIT_BYTES_PER_NONZERO for v in nodes]
+                sizes = [rows_nonzeros(X, unit_rows(under, X, Y, v)) for v in nodes]
                 yield pa.RecordBatch.from_arrays([pa.array(np.full(len(nodes), t, np.int32)),
                                                   pa.array(np.asarray(nodes, np.int32)),
                                                   pa.array(np.asarray(sizes, np.int64))], schema=schema)
@@ -216,7 +217,7 @@ def _unit_sizes_task(dataset: str, n_features: int, n_labels: int, normalize: bo
 
 def unit_nonzeros(spark: SparkSession, dataset: str, n_features: int, n_labels: int, params: Any,
                   trees: list, units: list) -> np.ndarray:
-    """Nonzeros of X in each unit's rows (what :func:`unit_memory` counts), one Spark task per
+    """Nonzeros of X in each unit's rows (:func:`rows_nonzeros`), one Spark task per
     tree on the executor cache of X and Y (cached training rows only).
 
     Args:
@@ -381,8 +382,9 @@ def _train_tree_into(spark: SparkSession, dataset: str, tmp: str, params: Any, l
     if access == "cached":  # the units' sizes from the executor cache: a better work estimate
         nonzeros = unit_nonzeros(spark, dataset, n_features, n_labels, params, task_trees, units)
         work = nonzeros * np.asarray(children, dtype=np.float64)  # ~ liblinear's work per pass
-        if heavy_limit(params) is not None:
-            heavy = UNIT_BYTES_PER_NONZERO * nonzeros > heavy_limit(params)
+        limit = heavy_limit(params)
+        if limit is not None:
+            heavy = UNIT_BYTES_PER_NONZERO * nonzeros > limit
     else:  # joined: positives under the node stand for its rows
         work = np.asarray(rows_work, dtype=np.float64) * np.asarray(children)
     step("%d trees indexed; training %d units (nodes with children, %d heavy) in %d tasks",
