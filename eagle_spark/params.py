@@ -514,10 +514,15 @@ class TreeParams(BaseParams):
         heavy_unit_memory: a training unit (a node's children trained on the samples positive
             under it) whose working memory, estimated at 40 bytes per nonzero of its rows (the
             rows in float64 for liblinear and liblinear's own copy; measured 36-40), exceeds this
-            Spark size is heavy: an executor trains one heavy unit at a time, whatever its task
-            slots, and a task whose heavy unit must wait trains its other units first. This keeps
-            training's peak memory from growing with the slots (the root's unit alone is ~2 GB at
-            Wiki-325K scale). Null: no bound. Same model either way. Default ``64m``.
+            bound is heavy: an executor trains one heavy unit at a time, whatever its task slots,
+            and a task whose heavy unit must wait trains its other units first. This keeps
+            training's peak memory from growing with the slots beyond what the machine holds (the
+            root's unit alone is ~3 GB at Wiki-325K scale). ``auto``: half the memory available on
+            the executor's machine when training starts (Linux ``MemAvailable``) divided by its
+            task slots, so units train side by side while every slot's largest unit fits, one at a
+            time beyond (:func:`eagle_spark.classifiers.tree.training.auto_heavy_limit`). A Spark
+            size (``64m``, ``2g``): that bound. Null: no bound. Same model either way. Default
+            ``auto``.
     """
 
     loss: str = "squared_hinge"
@@ -538,7 +543,7 @@ class TreeParams(BaseParams):
     unassigned: str = "negative"
     x_access: str = "auto"
     cache_budget: Optional[str] = None
-    heavy_unit_memory: Optional[str] = "64m"
+    heavy_unit_memory: Optional[str] = "auto"
 
     def __post_init__(self) -> None:
         _check_linear("tree", self)
@@ -549,8 +554,8 @@ class TreeParams(BaseParams):
         m = self.matcher_max_iter
         _check(m is None or (isinstance(m, int) and not isinstance(m, bool) and m >= 1),
                f"tree.matcher_max_iter must be an integer >= 1 (or null for tree.max_iter), got {m!r}")
-        if self.heavy_unit_memory is not None:
-            memory_mib(self.heavy_unit_memory, "tree.heavy_unit_memory")
+        if self.heavy_unit_memory not in (None, "auto"):
+            memory_mib(self.heavy_unit_memory, "tree.heavy_unit_memory (or auto, or null)")
         _check(self.n_trees >= 1, "tree.n_trees must be >= 1")
         _check(self.top_levels is None or self.top_levels >= 0,
                "tree.top_levels must be >= 0 (or null for automatic)")

@@ -146,7 +146,8 @@ class _TreeParams(_XMCParams):
                                "(None: automatic)", optional_int)
     heavyUnitMemory = settings_param("heavyUnitMemory", "training units estimated above this working "
                                      "memory (a Spark size, ~40 bytes per nonzero of their rows) train one "
-                                     "at a time per executor (None: no bound)",
+                                     "at a time per executor; auto: half the executor machine's available "
+                                     "memory / its task slots; None: no bound",
                                      lambda v: None if v is None else TypeConverters.toString(v))
     labelRepr = settings_param("labelRepr", "folder of label embeddings (a GRLR model's data, see "
                                "setLabelEmbeddings) clustered by the indexer; None: PIFA",
@@ -178,7 +179,8 @@ class LabelTreeClassifier(Estimator, _TreeParams, Persistent):
     groups labelled k that EAGLE did not assign k), ``topLevels`` (None: automatic), ``labelRepr``
     (None = PIFA), ``xAccess``
     (auto: the units' rows from the executor cache, or through a join beyond ``cacheBudget``),
-    ``heavyUnitMemory`` (64m: heavier units train one at a time per executor); for the model's
+    ``heavyUnitMemory`` (auto: units above half the machine's available memory / its slots train
+    one at a time per executor; a size; None); for the model's
     transform ``topK`` (5),
     ``beamSize`` (10), ``predictTasks`` (0: automatic), ``predictionCol``, ``scoresCol``.
 

@@ -2,6 +2,7 @@
 save -> load -> predict; determinism; bad inputs."""
 
 import hashlib
+import os
 import pathlib
 
 import numpy as np
@@ -153,8 +154,32 @@ def test_unit_nonzeros_count_the_rows_under_each_node(spark, tiny, tree_model): 
                 units.append((t, node))
                 rows = Yd[:, below[node]].any(axis=1) if node else np.ones(len(Yd), bool)
                 want.append(int(row_nnz[rows].sum()))
-    got = unit_nonzeros(spark, tiny["train"], 500, 983, PARAMS, trees, units)
+    got, available, cpus = unit_nonzeros(spark, tiny["train"], 500, 983, PARAMS, trees, units)
     assert got.tolist() == want and got[0] == X.nnz
+    # the executor's machine is this one (local mode): its memory and CPUs as the tasks saw them
+    assert 0 < available <= os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    assert cpus == os.cpu_count()
+
+
+def test_heavy_limit_auto_shares_the_available_memory_among_the_slots(spark):
+    """heavy_unit_memory: auto = half the available bytes / slots; a size is that size; null (or
+    auto with the memory unknown) no bound; local[N] has N slots, a cluster its executor cores."""
+    import dataclasses
+
+    from eagle_spark.classifiers.tree.training import heavy_limit, memory_available, task_slots
+    from eagle_spark.errors import SettingsError
+
+    auto = dataclasses.replace(PARAMS, heavy_unit_memory="auto")
+    assert TreeParams().heavy_unit_memory == "auto"
+    assert heavy_limit(auto, 16 * 2**30, 2) == 4 * 2**30  # 0.5 x 16 GiB / 2 slots
+    assert heavy_limit(auto, 3 * 2**30, 4) == 384 * 2**20
+    assert heavy_limit(auto, 0, 2) is None and heavy_limit(auto, None, 2) is None
+    assert heavy_limit(dataclasses.replace(PARAMS, heavy_unit_memory="64m"), 16 * 2**30, 2) == 64 * 2**20
+    assert heavy_limit(dataclasses.replace(PARAMS, heavy_unit_memory=None), 16 * 2**30, 2) is None
+    with pytest.raises(SettingsError, match="heavy_unit_memory"):
+        TreeParams(heavy_unit_memory="lots")
+    assert 0 < memory_available() <= os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    assert task_slots(spark) == spark.sparkContext.defaultParallelism  # local mode
 
 
 @pytest.mark.parametrize("n_features", [10, 100])  # dense-mask and sort branches
@@ -357,7 +382,8 @@ def test_heavy_units_wait_for_the_executor_lock_and_train_the_same(spark, tiny, 
     import time
 
     from eagle_spark.classifiers.tree.structure import Tree
-    from eagle_spark.classifiers.tree.training import HEAVY_UNIT_LOCK, _BinTrainer, unit_memory, unit_rows
+    from eagle_spark.classifiers.tree.training import (HEAVY_UNIT_LOCK, _BinTrainer, heavy_limit, unit_memory,
+                                                       unit_rows)
     from eagle_spark.executor_state import executor_lock
 
     monkeypatch.setenv("EAGLE_SPARK_STATE_DIR", str(tmp_path / "state"))
@@ -379,7 +405,8 @@ def test_heavy_units_wait_for_the_executor_lock_and_train_the_same(spark, tiny, 
     light_classifiers = sum(k for t, n, k in units if size[t, n] <= limit_k * 1024)
     assert 0 < len(heavy) < len(units) and size[0, 0] == 40 * X.nnz  # the root: every nonzero
     params = dataclasses.replace(PARAMS, heavy_unit_memory=f"{limit_k}k")
-    trainer = _BinTrainer(str(tmp_path / "out"), 983, params, trees, {0: [(t, n) for t, n, _ in units]})
+    trainer = _BinTrainer(str(tmp_path / "out"), 983, params, trees, {0: [(t, n) for t, n, _ in units]},
+                          heavy_limit(params))
     thread = threading.Thread(target=trainer.train, args=(0, X, Y, None))
     with executor_lock(HEAVY_UNIT_LOCK) as held:  # another worker trains a heavy unit
         assert held

@@ -32,18 +32,20 @@ log = logging.getLogger(__name__)
 
 
 def _train_units_task(dataset: str, out: str, n_features: int, n_labels: int, params: Any,
-                      trees: list, units_by_bin: dict, groups: Optional[str] = None):
+                      trees: list, units_by_bin: dict, groups: Optional[str] = None,
+                      limit: Optional[float] = None):
     """mapInArrow: bin ids -> weights part files of every tree (one classifier per scored element),
     from the executor cache of X and Y (``x_access=cached``).
 
     `trees` holds (parent array, n_clusters) per tree; a unit is (tree index, cluster node).
+    `limit`: the heavy-unit bound in bytes the driver resolved (:func:`heavy_limit`; None: none).
     """
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         forget("reps")  # the indexer's label representations are not needed any more
         ids, X, Y = load_xy(dataset, n_features, n_labels, params.normalize)
         U = load_unassigned(dataset, groups, ids, Y) if groups is not None else None
-        trainer = _BinTrainer(out, n_labels, params, trees, units_by_bin)
+        trainer = _BinTrainer(out, n_labels, params, trees, units_by_bin, limit)
         for batch in batches:
             for b in np.asarray(batch.column(0), dtype=np.int64):
                 trainer.train(int(b), X, Y, U)
@@ -56,11 +58,17 @@ def _train_units_task(dataset: str, out: str, n_features: int, n_labels: int, pa
 class _BinTrainer:
     """Trains the units of a bin on given rows and writes their weights to the bin's part files
     (``part-<bin>.parquet`` of every tree's weights table): the same code for the cached rows and
-    for the rows a join delivered."""
+    for the rows a join delivered.
 
-    def __init__(self, out: str, n_labels: int, params: Any, trees: list, units_by_bin: dict) -> None:
+    `limit`: the heavy-unit bound in bytes (None: no bound). `slots`: when given, the bound is
+    resolved in the task instead, from ``params.heavy_unit_memory`` with the memory available on
+    the task's machine (:func:`heavy_limit`; the joined path, where no sizing stage ran)."""
+
+    def __init__(self, out: str, n_labels: int, params: Any, trees: list, units_by_bin: dict,
+                 limit: Optional[float] = None, slots: Optional[int] = None) -> None:
         self.out, self.params, self.units_by_bin = out, params, units_by_bin
         self.trees, self.n_labels = trees, n_labels
+        self.limit, self.slots = limit, slots
         self.trained = 0
         self._built: Optional[tuple[list, list]] = None
 
@@ -91,7 +99,10 @@ class _BinTrainer:
         """
         built, under = self._trees()
         schemas = {f"weights_{t}": WEIGHTS_ARROW for t in range(len(built))}
-        limit = heavy_limit(self.params)
+        if self.slots is not None:  # resolved here, once per task
+            self.limit = heavy_limit(self.params, memory_available(), self.slots)
+            self.slots = None
+        limit = self.limit
         before = self.trained
         with PartWriters(self.out, schemas) as writers:
             writers.name(f"part-{b:05d}.parquet")
@@ -140,10 +151,14 @@ def _train_joined(spark: SparkSession, dataset: str, out: str, n_features: int, 
     """The join path of training (``x_access=joined``): each bin's rows arrive through a join
     (:mod:`eagle_spark.classifiers.joined`); a task holds its bin's rows (~8 bytes per nonzero)
     and the executor's cache of Y (and U with ``unassigned=ignore``), never all of X unless its
-    bin holds a root."""
+    bin holds a root. With ``heavy_unit_memory: auto`` each task resolves the bound on its own
+    machine (no sizing stage runs on this path)."""
     from eagle_spark.classifiers.joined import check_delivered, joined_stage, load_y, local_rows
 
-    trainer = _BinTrainer(out, n_labels, params, trees, units_by_bin)
+    if params.heavy_unit_memory == "auto":
+        trainer = _BinTrainer(out, n_labels, params, trees, units_by_bin, slots=task_slots(spark))
+    else:
+        trainer = _BinTrainer(out, n_labels, params, trees, units_by_bin, heavy_limit(params))
     bins = max(units_by_bin) + 1 if units_by_bin else 1
 
     def train_bin(b: int, table: pa.Table) -> pa.Table:
@@ -175,10 +190,56 @@ def unit_rows(under: list, X: sp.csr_matrix, Y: sp.csc_matrix, node: int) -> np.
     return np.arange(X.shape[0]) if node == 0 else rows_with(Y, under[node])
 
 
-def heavy_limit(params: Any) -> Optional[float]:
-    """``params.heavy_unit_memory`` in bytes (None: no bound)."""
+HEAVY_AUTO_SHARE = 0.5
+"""Share of the memory available on an executor's machine that ``heavy_unit_memory: auto``
+lets the running units' estimated working memory take, one slot's part each; the rest is for what
+the estimate leaves out (each worker's ~0.2 GB of imports, the part files being written, the
+JVM's growth) and for the page cache holding the executor state."""
+
+
+def memory_available() -> int:
+    """Bytes this machine can give new work now (psutil's ``virtual_memory().available``: on Linux
+    the kernel's ``MemAvailable``, free memory plus what it can reclaim, the page cache mostly)."""
+    import psutil
+
+    return int(psutil.virtual_memory().available)
+
+
+def task_slots(spark: SparkSession, cpus: Optional[int] = None) -> int:
+    """Task slots of one executor (>= 1), for ``heavy_unit_memory: auto``.
+
+    Local mode: ``defaultParallelism`` (local[N]: N). A cluster: ``spark.executor.cores`` /
+    ``spark.task.cpus`` when the cores are set, else the smaller of `cpus` (an executor's CPU count,
+    as a task saw it; a standalone executor takes all its worker's cores) and defaultParallelism.
+    Several executors on one machine are not seen as one: set ``heavy_unit_memory`` then.
+    """
+    parallel = max(1, int(spark.sparkContext.defaultParallelism))
+    if spark.sparkContext.master.startswith("local"):
+        return parallel
+    task_cpus = max(1, int(spark.conf.get("spark.task.cpus", "1")))
+    cores = spark.conf.get("spark.executor.cores", None)
+    if cores:
+        return max(1, int(cores) // task_cpus)
+    return max(1, min(parallel, (cpus or parallel) // task_cpus))
+
+
+def heavy_limit(params: Any, available: Optional[int] = None, slots: int = 1) -> Optional[float]:
+    """The heavy-unit bound in bytes, or None for no bound.
+
+    ``params.heavy_unit_memory``: a Spark size (that many bytes), null (None), or ``auto``:
+    :data:`HEAVY_AUTO_SHARE` x `available` / `slots` (bytes available on the executor's machine,
+    :func:`memory_available`, shared by its task slots); auto with `available` unknown (None or 0)
+    gives no bound.
+
+    Raises:
+        SettingsError: a malformed size (the settings reject it first).
+    """
     size = params.heavy_unit_memory
-    return None if size is None else memory_mib(size, "tree.heavy_unit_memory") * 2**20
+    if size is None:
+        return None
+    if size == "auto":
+        return HEAVY_AUTO_SHARE * available / max(1, slots) if available else None
+    return memory_mib(size, "tree.heavy_unit_memory") * 2**20
 
 
 def rows_nonzeros(X: sp.csr_matrix, active: np.ndarray) -> int:
@@ -194,11 +255,15 @@ def unit_memory(X: sp.csr_matrix, active: np.ndarray) -> int:
 
 def _unit_sizes_task(dataset: str, n_features: int, n_labels: int, normalize: bool, trees: list,
                      nodes_by_tree: dict):
-    """mapInArrow: tree ids -> (tree, node, nonzeros of the unit's rows) of every unit of those
-    trees, from the executor cache of X and Y (the one training maps next). A task holds one
-    tree's labels_under() and one unit's row ids at a time: O(n_labels x depth + n_samples)."""
+    """mapInArrow: tree ids -> (tree, node, nonzeros of the unit's rows, bytes available on the
+    task's machine, its CPUs) of every unit of those trees, from the executor cache of X and Y
+    (the one training maps next). A task holds one tree's labels_under() and one unit's row ids at
+    a time: O(n_labels x depth + n_samples)."""
+    import os
+
     schema = pa.schema([pa.field("tree", pa.int32(), False), pa.field("node", pa.int32(), False),
-                        pa.field("nonzeros", pa.int64(), False)])
+                        pa.field("nonzeros", pa.int64(), False), pa.field("available", pa.int64(), False),
+                        pa.field("cpus", pa.int32(), False)])
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         _, X, Y = load_xy(dataset, n_features, n_labels, normalize)
@@ -208,22 +273,28 @@ def _unit_sizes_task(dataset: str, n_features: int, n_labels: int, normalize: bo
                 under = Tree(parent, np.zeros(len(parent)), n_clusters, n_labels).labels_under()
                 nodes = nodes_by_tree.get(int(t), [])
                 sizes = [rows_nonzeros(X, unit_rows(under, X, Y, v)) for v in nodes]
-                yield pa.RecordBatch.from_arrays([pa.array(np.full(len(nodes), t, np.int32)),
+                n = len(nodes)
+                yield pa.RecordBatch.from_arrays([pa.array(np.full(n, t, np.int32)),
                                                   pa.array(np.asarray(nodes, np.int32)),
-                                                  pa.array(np.asarray(sizes, np.int64))], schema=schema)
+                                                  pa.array(np.asarray(sizes, np.int64)),
+                                                  pa.array(np.full(n, memory_available(), np.int64)),
+                                                  pa.array(np.full(n, os.cpu_count() or 1, np.int32))],
+                                                 schema=schema)
 
     return run, schema
 
 
 def unit_nonzeros(spark: SparkSession, dataset: str, n_features: int, n_labels: int, params: Any,
-                  trees: list, units: list) -> np.ndarray:
+                  trees: list, units: list) -> tuple[np.ndarray, int, int]:
     """Nonzeros of X in each unit's rows (:func:`rows_nonzeros`), one Spark task per
-    tree on the executor cache of X and Y (cached training rows only).
+    tree on the executor cache of X and Y (cached training rows only), and what the executors'
+    machines have for ``heavy_unit_memory: auto``.
 
     Args:
         trees: (parent array, n_clusters) per tree. units: [(tree, node)].
     Returns:
-        (len(units),) int64, aligned with `units`.
+        ((len(units),) int64 aligned with `units`; the fewest bytes available
+        (:func:`memory_available`) and the fewest CPUs a task saw, 0 when no unit was sized).
     """
     from pyspark.sql.pandas.types import from_arrow_schema
 
@@ -234,7 +305,9 @@ def unit_nonzeros(spark: SparkSession, dataset: str, n_features: int, n_labels: 
     n = max(nodes_by_tree) + 1 if nodes_by_tree else 1  # task t: tree t
     got = spark.range(0, n, numPartitions=n).mapInArrow(run, from_arrow_schema(schema)).collect()
     size = {(r["tree"], r["node"]): r["nonzeros"] for r in got}
-    return np.array([size[u] for u in units], dtype=np.int64)
+    available = min((r["available"] for r in got), default=0)
+    cpus = min((r["cpus"] for r in got), default=0)
+    return np.array([size[u] for u in units], dtype=np.int64), int(available), int(cpus)
 
 
 def place_units(work: np.ndarray, heavy: np.ndarray, bins: int, heavy_bins: int) -> list[list[int]]:
@@ -379,16 +452,24 @@ def _train_tree_into(spark: SparkSession, dataset: str, tmp: str, params: Any, l
     bins = max(1, min(params.tasks, len(units)))
     task_trees = [(tr.parent, tr.n_clusters) for tr in trees]
     heavy = np.zeros(len(units), dtype=bool)
+    limit, bound = None, "resolved by each task" if params.heavy_unit_memory == "auto" else "none"
     if access == "cached":  # the units' sizes from the executor cache: a better work estimate
-        nonzeros = unit_nonzeros(spark, dataset, n_features, n_labels, params, task_trees, units)
+        nonzeros, available, cpus = unit_nonzeros(spark, dataset, n_features, n_labels, params, task_trees, units)
         work = nonzeros * np.asarray(children, dtype=np.float64)  # ~ liblinear's work per pass
-        limit = heavy_limit(params)
+        limit = heavy_limit(params, available, task_slots(spark, cpus))
+        bound = "none" if limit is None else f"{limit / 2**20:,.0f} MiB"
+        if params.heavy_unit_memory == "auto" and limit is not None:
+            bound += (f" (auto: {HEAVY_AUTO_SHARE:g} x {available / 2**30:.1f} GiB available / "
+                      f"{task_slots(spark, cpus)} slots)")
         if limit is not None:
             heavy = UNIT_BYTES_PER_NONZERO * nonzeros > limit
     else:  # joined: positives under the node stand for its rows
         work = np.asarray(rows_work, dtype=np.float64) * np.asarray(children)
-    step("%d trees indexed; training %d units (nodes with children, %d heavy) in %d tasks",
-         len(trees), len(units), int(heavy.sum()), bins)
+        if params.heavy_unit_memory != "auto":
+            limit = heavy_limit(params)
+            bound = "none" if limit is None else f"{limit / 2**20:,.0f} MiB"
+    step("%d trees indexed; training %d units (nodes with children, %d heavy; heavy-unit bound %s) in %d tasks",
+         len(trees), len(units), int(heavy.sum()), bound, bins)
     units_by_bin = {b: [units[i] for i in idx]
                     for b, idx in enumerate(place_units(work, heavy, bins, executors_known(spark)))}
     if access == "joined":
@@ -396,7 +477,7 @@ def _train_tree_into(spark: SparkSession, dataset: str, tmp: str, params: Any, l
                       task_trees, units_by_bin, groups)
     else:
         task = _train_units_task(dataset, posixpath.join(tmp, "data"), n_features, n_labels, params,
-                                 task_trees, units_by_bin, groups)
+                                 task_trees, units_by_bin, groups, limit)
         spark.range(0, bins, numPartitions=bins).mapInArrow(task, "trained long").collect()
     for t, tree in enumerate(trees):
         writer = PartWriter(posixpath.join(tmp, f"{TREE}_{t}"), "part-00000.parquet", TREE_ARROW)
