@@ -2,7 +2,7 @@
 
     python benchmarks/executor_memory.py [--scale 0.05] [--slots 1 4] [--model tree]
         [--steps train predict] [--test-rows N] [--workdir /tmp/eagle-bench-memory] [--code DIR]
-        [--name executor_memory] [--evaluate] [--driver-memory 6g]
+        [--name executor_memory] [--evaluate] [--driver-memory 6g] [--set KEY=VALUE ...]
 
 Synthetic Wiki-325K at `--scale` (made once in the workdir); for each number of slots c in
 `--slots`, ``eagle-spark train`` then ``eagle-spark predict`` (the model trained at the first c,
@@ -20,6 +20,8 @@ training tasks do) with the checkout's code, touch every page, and the sum of th
 once all hold it. `--evaluate` adds, after each prediction, ``eagle-spark evaluate`` of it against
 the test set's Y (P@1/3/5, nDCG@5, PSP@5 with the Wikipedia propensities A = 0.5, B = 0.4 and the
 train set's label frequencies), timed and sampled the same way, its metrics in the report row.
+`--set KEY=VALUE` (repeatable) passes a setting to the measured train and predict commands, e.g.
+``--set tree.heavy_unit_memory=64m`` to measure a fixed heavy-unit bound rather than ``auto``.
 
 Target (executor-state issue): peak PSS at local[4] / local[1] <= 1.5 for train and for predict.
 """
@@ -176,6 +178,8 @@ def main() -> None:
     ap.add_argument("--evaluate", action="store_true", help="evaluate every prediction (P@k, nDCG@k, PSP@k)")
     ap.add_argument("--driver-memory", default="6g", help="spark.driver_memory of the measured commands")
     ap.add_argument("--sample-every", type=float, default=0.2, help="seconds between PSS samples")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="settings",
+                    help="a setting for the measured commands (repeatable), e.g. tree.heavy_unit_memory=64m")
     args = ap.parse_args()
 
     work = pathlib.Path(args.workdir)
@@ -199,7 +203,8 @@ def main() -> None:
                             "--set", "spark.driver_memory=8g"], env=env, check=True, cwd=args.code,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     for slots in args.slots:
-        master = ["--set", f"spark.master=local[{slots}]", "--set", f"spark.driver_memory={args.driver_memory}"]
+        master = ["--set", f"spark.master=local[{slots}]", "--set", f"spark.driver_memory={args.driver_memory}",
+                  *[arg for kv in args.settings for arg in ("--set", kv)]]
         if "train" in args.steps:
             out = work / f"model_{args.name}_{slots}"
             row = measure([*cli, "train", "--input", str(data / "train"), "--output", str(out),
@@ -239,7 +244,7 @@ def main() -> None:
     git = subprocess.run(["git", "-C", args.code, "rev-parse", "--short", "HEAD"], capture_output=True,
                          text=True).stdout.strip()
     write_report(args.name, rows, {"scale": args.scale, "model": args.model, "code": git,
-                                   "test_rows": args.test_rows or "all",
+                                   "test_rows": args.test_rows or "all", "settings": args.settings,
                                    "target": "peak PSS local[4] / local[1] <= 1.5"})
 
 
