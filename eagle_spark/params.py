@@ -520,7 +520,7 @@ class TreeParams(BaseParams):
             root's unit alone is ~3 GB at Wiki-325K scale). ``auto``: half the memory available on
             the executor's machine when training starts (Linux ``MemAvailable``) divided by its
             task slots, so units train side by side while every slot's largest unit fits, one at a
-            time beyond (:func:`eagle_spark.classifiers.tree.training.auto_heavy_limit`). A Spark
+            time beyond (:func:`eagle_spark.classifiers.tree.training.heavy_limit`). A Spark
             size (``64m``, ``2g``): that bound. Null: no bound. Same model either way. Default
             ``auto``.
     """

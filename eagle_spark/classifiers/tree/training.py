@@ -4,6 +4,7 @@ into Spark tasks, each trained from the executor-side X / Y. See :mod:`eagle_spa
 from __future__ import annotations
 
 import logging
+import os
 import posixpath
 from typing import Any, Iterator, Optional
 
@@ -147,18 +148,18 @@ class _BinTrainer:
 
 
 def _train_joined(spark: SparkSession, dataset: str, out: str, n_features: int, n_labels: int,
-                  params: Any, trees: list, units_by_bin: dict, groups: Optional[str]) -> None:
+                  params: Any, trees: list, units_by_bin: dict, groups: Optional[str],
+                  limit: Optional[float]) -> None:
     """The join path of training (``x_access=joined``): each bin's rows arrive through a join
     (:mod:`eagle_spark.classifiers.joined`); a task holds its bin's rows (~8 bytes per nonzero)
     and the executor's cache of Y (and U with ``unassigned=ignore``), never all of X unless its
-    bin holds a root. With ``heavy_unit_memory: auto`` each task resolves the bound on its own
-    machine (no sizing stage runs on this path)."""
+    bin holds a root. `limit`: the heavy-unit bound in bytes (None: none); with
+    ``heavy_unit_memory: auto`` each task resolves it on its own machine instead (no sizing stage
+    runs on this path)."""
     from eagle_spark.classifiers.joined import check_delivered, joined_stage, load_y, local_rows
 
-    if params.heavy_unit_memory == "auto":
-        trainer = _BinTrainer(out, n_labels, params, trees, units_by_bin, slots=task_slots(spark))
-    else:
-        trainer = _BinTrainer(out, n_labels, params, trees, units_by_bin, heavy_limit(params))
+    slots = task_slots(spark) if params.heavy_unit_memory == "auto" else None
+    trainer = _BinTrainer(out, n_labels, params, trees, units_by_bin, limit, slots)
     bins = max(units_by_bin) + 1 if units_by_bin else 1
 
     def train_bin(b: int, table: pa.Table) -> pa.Table:
@@ -259,8 +260,6 @@ def _unit_sizes_task(dataset: str, n_features: int, n_labels: int, normalize: bo
     task's machine, its CPUs) of every unit of those trees, from the executor cache of X and Y
     (the one training maps next). A task holds one tree's labels_under() and one unit's row ids at
     a time: O(n_labels x depth + n_samples)."""
-    import os
-
     schema = pa.schema([pa.field("tree", pa.int32(), False), pa.field("node", pa.int32(), False),
                         pa.field("nonzeros", pa.int64(), False), pa.field("available", pa.int64(), False),
                         pa.field("cpus", pa.int32(), False)])
@@ -452,29 +451,28 @@ def _train_tree_into(spark: SparkSession, dataset: str, tmp: str, params: Any, l
     bins = max(1, min(params.tasks, len(units)))
     task_trees = [(tr.parent, tr.n_clusters) for tr in trees]
     heavy = np.zeros(len(units), dtype=bool)
-    limit, bound = None, "resolved by each task" if params.heavy_unit_memory == "auto" else "none"
+    auto, how = params.heavy_unit_memory == "auto", ""
     if access == "cached":  # the units' sizes from the executor cache: a better work estimate
         nonzeros, available, cpus = unit_nonzeros(spark, dataset, n_features, n_labels, params, task_trees, units)
         work = nonzeros * np.asarray(children, dtype=np.float64)  # ~ liblinear's work per pass
-        limit = heavy_limit(params, available, task_slots(spark, cpus))
-        bound = "none" if limit is None else f"{limit / 2**20:,.0f} MiB"
-        if params.heavy_unit_memory == "auto" and limit is not None:
-            bound += (f" (auto: {HEAVY_AUTO_SHARE:g} x {available / 2**30:.1f} GiB available / "
-                      f"{task_slots(spark, cpus)} slots)")
+        slots = task_slots(spark, cpus)
+        limit = heavy_limit(params, available, slots)
         if limit is not None:
             heavy = UNIT_BYTES_PER_NONZERO * nonzeros > limit
-    else:  # joined: positives under the node stand for its rows
+        if auto:
+            how = f" (auto: {HEAVY_AUTO_SHARE:g} x {available / 2**30:.1f} GiB available / {slots} slots)"
+    else:  # joined: positives under the node stand for its rows; auto is resolved by each task
         work = np.asarray(rows_work, dtype=np.float64) * np.asarray(children)
-        if params.heavy_unit_memory != "auto":
-            limit = heavy_limit(params)
-            bound = "none" if limit is None else f"{limit / 2**20:,.0f} MiB"
+        limit = None if auto else heavy_limit(params)
+    bound = ("resolved by each task" if auto and access == "joined" else
+             "none" if limit is None else f"{limit / 2**20:,.0f} MiB{how}")
     step("%d trees indexed; training %d units (nodes with children, %d heavy; heavy-unit bound %s) in %d tasks",
          len(trees), len(units), int(heavy.sum()), bound, bins)
     units_by_bin = {b: [units[i] for i in idx]
                     for b, idx in enumerate(place_units(work, heavy, bins, executors_known(spark)))}
     if access == "joined":
         _train_joined(spark, dataset, posixpath.join(tmp, "data"), n_features, n_labels, params,
-                      task_trees, units_by_bin, groups)
+                      task_trees, units_by_bin, groups, limit)
     else:
         task = _train_units_task(dataset, posixpath.join(tmp, "data"), n_features, n_labels, params,
                                  task_trees, units_by_bin, groups, limit)
