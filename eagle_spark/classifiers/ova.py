@@ -93,7 +93,7 @@ def _train_block(out: str, block: int, X: sp.csr_matrix, Y: sp.csc_matrix, U: Op
         n_w += len(w_idx)
         trained.append((label, w_idx, w_val, bias))
     check_weights(trained, "train (one-vs-all): label")
-    with PartWriters(out, {"weights": WEIGHTS_ARROW}) as writers:
+    with PartWriters(out, {"weights": WEIGHTS_ARROW}, dictionary=False) as writers:
         writers.name(f"part-{block:05d}.parquet")
         if trained:
             writers.write("weights", weights_batch(trained))

@@ -53,25 +53,35 @@ class PartWriter:
         folder: table folder (local path, ``file://`` or any URI pyarrow.fs understands).
         name: file name inside `folder`, deterministic for the task (e.g. ``part-00042.parquet``).
         schema: Arrow schema of every batch.
+        dictionary: Parquet dictionary encoding (pyarrow's default). Off for tables of many
+            distinct numbers, where it only costs: a tree's classifier weights (feature ids and
+            values) at synthetic Wiki-325K scale 0.1 write in 1.0 s instead of 5.2 s per tree
+            and take 221 MB instead of 284 (pyarrow falls back to plain pages once a column's
+            dictionary outgrows its page, after building it).
     Raises:
         OSError: the file system refused to create or rename the file.
     """
 
-    def __init__(self, folder: str, name: str, schema: pa.Schema) -> None:
+    def __init__(self, folder: str, name: str, schema: pa.Schema, dictionary: bool = True) -> None:
         self._fs, self._folder = filesystem_for(folder)
         self._final = posixpath.join(self._folder, name)
         self._tmp = posixpath.join(self._folder, f".{name}.inprogress-{uuid.uuid4().hex[:12]}")
         self._schema = schema
+        self._dictionary = dictionary
         self._writer: Optional[pq.ParquetWriter] = None
         self.rows = 0
+
+    def _open(self) -> None:
+        self._fs.create_dir(self._folder, recursive=True)
+        self._writer = pq.ParquetWriter(self._tmp, self._schema, filesystem=self._fs,
+                                        use_dictionary=self._dictionary)
 
     def write(self, batch: pa.RecordBatch | pa.Table) -> None:
         """Append rows (nothing is created until the first non-empty batch)."""
         if batch.num_rows == 0:
             return
         if self._writer is None:
-            self._fs.create_dir(self._folder, recursive=True)
-            self._writer = pq.ParquetWriter(self._tmp, self._schema, filesystem=self._fs)
+            self._open()
         if isinstance(batch, pa.RecordBatch):
             batch = pa.Table.from_batches([batch], self._schema)
         self._writer.write_table(batch)
@@ -84,8 +94,7 @@ class PartWriter:
             allow_empty: write a zero-row file (schema only) when no row was written.
         """
         if self._writer is None and allow_empty:
-            self._fs.create_dir(self._folder, recursive=True)
-            self._writer = pq.ParquetWriter(self._tmp, self._schema, filesystem=self._fs)
+            self._open()
         if self._writer is None:
             return
         self._writer.close()
@@ -109,11 +118,13 @@ class PartWriters:
     Args:
         root: dataset folder (the tables are sub-folders).
         schemas: table name -> Arrow schema.
+        dictionary: Parquet dictionary encoding of every table (:class:`PartWriter`).
     """
 
-    def __init__(self, root: str, schemas: dict[str, pa.Schema]) -> None:
+    def __init__(self, root: str, schemas: dict[str, pa.Schema], dictionary: bool = True) -> None:
         self._root = root
         self._schemas = schemas
+        self._dictionary = dictionary
         self._name: Optional[str] = None
         self._writers: dict[str, PartWriter] = {}
 
@@ -128,7 +139,7 @@ class PartWriters:
             raise RuntimeError("PartWriters.name() must be called before write()")
         if table not in self._writers:
             self._writers[table] = PartWriter(posixpath.join(self._root, table), self._name,
-                                              self._schemas[table])
+                                              self._schemas[table], self._dictionary)
         self._writers[table].write(batch)
 
     def __enter__(self) -> "PartWriters":

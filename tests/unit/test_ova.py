@@ -42,6 +42,13 @@ def weights(spark, path):
             for r in spark.read.parquet(f"{path}/data/weights").collect()}
 
 
+def test_weights_are_written_without_dictionary_pages(model):
+    from tests.unit.test_parts import dictionary_columns
+
+    parts = dictionary_columns(f"{model[0]}/data/weights")
+    assert len(parts) == 4 and all(cols == [] for cols in parts.values()), parts
+
+
 def test_spark_equals_twin(spark, tiny, model):
     path, meta = model
     _, X, Y, manifest = dataset_matrices(spark, tiny["train"])

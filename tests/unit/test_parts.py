@@ -55,3 +55,37 @@ def test_csr_from_arrow_rejects_bad_lists(idx, message):
         csr_from_arrow(pa.array(idx, pa.list_(pa.int32())), vals, 3)
     M = csr_from_arrow(pa.array([[0, 2], [1]], pa.list_(pa.int32())), vals, 3)
     assert M.dtype == np.float32 and M.toarray().tolist() == [[1.0, 0.0, 2.0], [0.0, 3.0, 0.0]]
+
+
+def _encodings(path):
+    meta = pq.ParquetFile(path).metadata
+    return {meta.schema.column(c).path: set(meta.row_group(g).column(c).encodings)
+            for g in range(meta.num_row_groups) for c in range(meta.num_columns)}
+
+
+def dictionary_columns(folder):
+    """{part file name: columns with dictionary pages} over the Parquet part files under `folder`."""
+    import pathlib
+
+    parts = sorted(pathlib.Path(folder).rglob("part-*.parquet"))
+    if not parts:
+        raise FileNotFoundError(f"no part files under {folder}")
+    return {str(p.relative_to(folder)): sorted(c for c, enc in _encodings(p).items()
+                                               if enc & {"PLAIN_DICTIONARY", "RLE_DICTIONARY"})
+            for p in parts}
+
+
+@pytest.mark.parametrize("dictionary", [True, False])
+def test_part_writers_dictionary_option(tmp_path, dictionary):
+    from eagle_spark.io.parts import PartWriters
+
+    schema = pa.schema([("k", pa.int32()), ("v", pa.list_(pa.float32()))])
+    with PartWriters(str(tmp_path), {"t": schema}, dictionary=dictionary) as writers:
+        writers.name("part-00000.parquet")
+        writers.write("t", pa.record_batch([pa.array([1, 1, 2], pa.int32()),
+                                            pa.array([[0.5], [0.5, 0.25], []], pa.list_(pa.float32()))],
+                                           schema=schema))
+    path = tmp_path / "t" / "part-00000.parquet"
+    assert pq.read_table(path).to_pydict() == {"k": [1, 1, 2], "v": [[0.5], [0.5, 0.25], []]}
+    dict_pages = {c: bool(enc & {"PLAIN_DICTIONARY", "RLE_DICTIONARY"}) for c, enc in _encodings(path).items()}
+    assert dict_pages == {"k": dictionary, "v.list.element": dictionary}

@@ -316,6 +316,18 @@ def test_distributed_indexer_with_given_label_representations(spark, tiny, tmp_p
                                                       20, 0).parent)
 
 
+def test_weights_are_written_without_dictionary_pages(tree_model):
+    """The weights tables (many distinct feature ids and values) skip Parquet's dictionary
+    encoding; the tree table keeps pyarrow's default."""
+    from tests.unit.test_parts import dictionary_columns
+
+    path, meta = tree_model
+    for t in range(meta["n_trees"]):
+        parts = dictionary_columns(f"{path}/data/weights_{t}")
+        assert parts and all(cols == [] for cols in parts.values()), parts
+    assert dictionary_columns(f"{path}/data/tree_0")["part-00000.parquet"] != []
+
+
 def test_spark_training_equals_twin(spark, tiny, tree_model):  # noqa: F811
     """Every checked node classifier of the Spark-trained tree equals an independent twin: the
     node's training set worked out here from the tree's parent array and the samples' label sets

@@ -105,7 +105,7 @@ class _BinTrainer:
             self.slots = None
         limit = self.limit
         before = self.trained
-        with PartWriters(self.out, schemas) as writers:
+        with PartWriters(self.out, schemas, dictionary=False) as writers:
             writers.name(f"part-{b:05d}.parquet")
             waiting = []
             for t, node in self.units_by_bin.get(b, []):
