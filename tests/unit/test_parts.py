@@ -1,5 +1,7 @@
 """Reading tables of sparse rows (weights, label embeddings) into CSR: hand-worked cases and errors."""
 
+import pathlib
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -57,22 +59,18 @@ def test_csr_from_arrow_rejects_bad_lists(idx, message):
     assert M.dtype == np.float32 and M.toarray().tolist() == [[1.0, 0.0, 2.0], [0.0, 3.0, 0.0]]
 
 
-def _encodings(path):
-    meta = pq.ParquetFile(path).metadata
-    return {meta.schema.column(c).path: set(meta.row_group(g).column(c).encodings)
-            for g in range(meta.num_row_groups) for c in range(meta.num_columns)}
-
-
 def dictionary_columns(folder):
     """{part file name: columns with dictionary pages} over the Parquet part files under `folder`."""
-    import pathlib
-
     parts = sorted(pathlib.Path(folder).rglob("part-*.parquet"))
     if not parts:
         raise FileNotFoundError(f"no part files under {folder}")
-    return {str(p.relative_to(folder)): sorted(c for c, enc in _encodings(p).items()
-                                               if enc & {"PLAIN_DICTIONARY", "RLE_DICTIONARY"})
-            for p in parts}
+    out = {}
+    for p in parts:
+        meta = pq.ParquetFile(p).metadata
+        out[str(p.relative_to(folder))] = sorted(
+            {meta.schema.column(c).path for g in range(meta.num_row_groups) for c in range(meta.num_columns)
+             if {"PLAIN_DICTIONARY", "RLE_DICTIONARY"} & set(meta.row_group(g).column(c).encodings)})
+    return out
 
 
 @pytest.mark.parametrize("dictionary", [True, False])
@@ -85,7 +83,6 @@ def test_part_writers_dictionary_option(tmp_path, dictionary):
         writers.write("t", pa.record_batch([pa.array([1, 1, 2], pa.int32()),
                                             pa.array([[0.5], [0.5, 0.25], []], pa.list_(pa.float32()))],
                                            schema=schema))
-    path = tmp_path / "t" / "part-00000.parquet"
-    assert pq.read_table(path).to_pydict() == {"k": [1, 1, 2], "v": [[0.5], [0.5, 0.25], []]}
-    dict_pages = {c: bool(enc & {"PLAIN_DICTIONARY", "RLE_DICTIONARY"}) for c, enc in _encodings(path).items()}
-    assert dict_pages == {"k": dictionary, "v.list.element": dictionary}
+    assert pq.read_table(tmp_path / "t" / "part-00000.parquet").to_pydict() == {"k": [1, 1, 2],
+                                                                                "v": [[0.5], [0.5, 0.25], []]}
+    assert dictionary_columns(tmp_path / "t") == {"part-00000.parquet": ["k", "v.list.element"] if dictionary else []}
