@@ -132,6 +132,10 @@ class _TreeParams(_XMCParams):
     maxLeaf = settings_param("maxLeaf", "maximum labels per leaf", TypeConverters.toInt)
     maxLeafWork = settings_param("maxLeafWork", "split a leaf further while positives x labels exceeds "
                                  "this (None: Parabel's leaves)", optional_int)
+    maxSplitShared = settings_param("maxSplitShared", "with maxLeafWork, keep a heavy leaf's split only when "
+                                    "at most this share of its positive samples is positive under both "
+                                    "halves (None: always)",
+                                    lambda v: None if v is None else TypeConverters.toFloat(v))
     beamSize = settings_param("beamSize", "nodes kept per level by the beam search", TypeConverters.toInt)
     matcherC = settings_param("matcherC", "liblinear cost of the inner nodes' classifiers (the matcher); C "
                               "is then the leaves' label classifiers' (the rankers'); None: C",
@@ -154,7 +158,8 @@ class _TreeParams(_XMCParams):
                                TypeConverters.toString)
 
     _fields = {TreeParams: {**_XMCParams._common_train, "numTrees": "n_trees", "maxLeaf": "max_leaf",
-                             "maxLeafWork": "max_leaf_work", "topLevels": "top_levels",
+                             "maxLeafWork": "max_leaf_work", "maxSplitShared": "max_split_shared",
+                             "topLevels": "top_levels",
                              "heavyUnitMemory": "heavy_unit_memory", "matcherC": "matcher_C",
                              "matcherMaxIter": "matcher_max_iter", "matcherCScale": "matcher_C_scale"},
                PredictParams: {"topK": "top_k", "beamSize": "beam_size", "predictTasks": "tasks"}}
@@ -169,7 +174,9 @@ class LabelTreeClassifier(Estimator, _TreeParams, Persistent):
     classifiers at every node, beam search) trained on Spark by
     :func:`eagle_spark.classifiers.tree.train_tree`.
 
-    Params: ``numTrees`` (3), ``maxLeaf`` (100), ``maxLeafWork`` (1,000,000), ``C`` (0.5: the rankers'
+    Params: ``numTrees`` (3), ``maxLeaf`` (100), ``maxLeafWork`` (1,000,000), ``maxSplitShared`` (None:
+    every heavy leaf split; a share in [0, 1]: only splits whose halves share at most that share of the
+    leaf's samples), ``C`` (0.5: the rankers'
     with ``matcherC``), ``matcherC`` (None: C; the inner nodes' cost), ``loss``
     (squared_hinge), ``tol`` (0.2), ``maxIter`` (100: liblinear's passes), ``matcherMaxIter`` (10; None:
     maxIter; the inner nodes' cap), ``matcherCScale`` (samples: an inner node's cost x n_samples /
@@ -208,7 +215,8 @@ class LabelTreeClassifier(Estimator, _TreeParams, Persistent):
     def __init__(self, *, featuresCol: str = "features", labelsCol: str = "labels",
                  predictionCol: str = "prediction", scoresCol: str = "scores",
                  numTrees: Optional[int] = None, maxLeaf: Optional[int] = None,
-                 maxLeafWork: Optional[int] = None, C: Optional[float] = None,
+                 maxLeafWork: Optional[int] = None, maxSplitShared: Optional[float] = None,
+                 C: Optional[float] = None,
                  matcherC: Optional[float] = None, loss: Optional[str] = None,
                  tol: Optional[float] = None, maxIter: Optional[int] = None,
                  matcherMaxIter: Optional[int] = None, matcherCScale: Optional[str] = None,

@@ -194,6 +194,17 @@ def test_train_max_leaf_work_is_a_positive_setting_or_none():
         TreeParams(max_leaf_work=0)
 
 
+def test_train_max_split_shared_is_a_share_or_none():
+    from eagle_spark.params import TreeParams
+
+    assert TreeParams().max_split_shared is None  # every heavy leaf is split, as before
+    assert Settings.load(None, ["tree.max_split_shared=0.1"]).tree.max_split_shared == 0.1
+    assert Settings.load(None, ["tree.max_split_shared=0"]).tree.max_split_shared == 0
+    for bad in (-0.1, 1.5, float("nan")):
+        with pytest.raises(SettingsError, match="tree.max_split_shared must be a number in \\[0, 1\\]"):
+            TreeParams(max_split_shared=bad)
+
+
 def test_train_tol_is_a_positive_setting():
     from eagle_spark.params import TreeParams
 

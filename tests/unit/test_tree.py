@@ -107,6 +107,25 @@ def test_heavy_leaves_are_split_until_within_budget(tiny):  # noqa: F811
         build_tree(reps, 40, 0, max_leaf_work=5000)
 
 
+def test_split_pays_hand_worked():
+    """Samples s0..s5 with labels {0}, {1}, {2}, {3}, {0, 2}, {1, 3}; a leaf of labels 0-3 split
+    into {0, 1} / {2, 3}: all 6 samples are under the leaf, 4 under each half, so 4 + 4 - 6 = 2 of
+    the 6 (a share of 1/3) are under both halves."""
+    from eagle_spark.classifiers.tree import LeafWork
+    from eagle_spark.classifiers.tree.structure import split_pays
+
+    rows, cols = [0, 1, 2, 3, 4, 4, 5, 5], [0, 1, 2, 3, 0, 2, 1, 3]
+    Y = sp.csc_matrix((np.ones(8, np.float32), (rows, cols)), shape=(6, 4))
+    labels, to_right = np.arange(4, dtype=np.int64), np.array([False, False, True, True])
+    freq = np.asarray(Y.sum(axis=0)).ravel().astype(np.int64)
+    assert not split_pays(LeafWork(1, freq, Y, 0.3), labels, to_right)
+    assert split_pays(LeafWork(1, freq, Y, 0.34), labels, to_right)
+    assert split_pays(LeafWork(1, freq, lambda: Y, 1 / 3), labels, to_right)  # Y on demand; <= keeps
+    assert split_pays(LeafWork(1, freq, Y), labels, to_right) and split_pays(None, labels, to_right)
+    # {0, 2} / {1, 3}: s4 and s5 lie wholly in one half, no sample is under both
+    assert split_pays(LeafWork(1, freq, Y, 0.0), labels, np.array([False, True, False, True]))
+
+
 def test_deal_balances_bins():
     # heaviest first to the least loaded bin: 5 -> b0, 4 -> b1, 3 -> b1 (7), 3 -> b0 (8), 3 -> b1
     assert deal(np.array([5, 4, 3, 3, 3]), 2) == [[0, 3], [1, 2, 4]]  # loads 8 / 10
@@ -234,12 +253,14 @@ def test_distributed_indexer_equals_twin(spark, tiny, top_levels, tasks, max_lea
     assert not np.array_equal(trees[0].parent, trees[1].parent)  # seeds 5 and 6 differ
 
 
-def _twin_leaves(reps, max_leaf, seed, label_sets, max_work):
+def _twin_leaves(reps, max_leaf, seed, label_sets, max_work, max_shared=None):
     """An independent recursive Parabel indexer: {leaf labels: leaf node id, or None below a shape
     leaf}. Node ids follow the convention the trees document: a node with more than max_leaf labels
     gets two children numbered next (left: ceil half) when it is visited, right subtree first; node v
     splits with seed [seed, v]; a leaf of >= 4 labels whose positive samples x labels exceed
-    max_work is split further, the node at path p below leaf v with seed [seed, v, 1 + p...]."""
+    max_work is split further, the node at path p below leaf v with seed [seed, v, 1 + p...],
+    unless (max_shared given) more than max_shared of its positive samples are positive under
+    both halves."""
     from sklearn.preprocessing import normalize
 
     from eagle_spark.kmeans import balanced_2means
@@ -261,31 +282,40 @@ def _twin_leaves(reps, max_leaf, seed, label_sets, max_work):
         else:
             below(v, (), labels)
 
+    def both(left, right):  # samples with a label on each side
+        lset, rset = set(left.tolist()), set(right.tolist())
+        return sum(1 for ls in label_sets if ls & lset and ls & rset)
+
     def below(v, path, labels):  # a shape leaf, split further while too heavy
         if max_work is not None and len(labels) >= 4 and positives(labels) * len(labels) > max_work:
             to_right = balanced_2means(reps[labels], seed=[seed, v, *[1 + b for b in path]], max_iter=20)
-            below(v, (*path, 1), labels[to_right])
-            below(v, (*path, 0), labels[~to_right])
-        else:
-            leaves[frozenset(labels.tolist())] = v if not path else None
+            if max_shared is None or both(labels[~to_right], labels[to_right]) <= max_shared * positives(labels):
+                below(v, (*path, 1), labels[to_right])
+                below(v, (*path, 0), labels[~to_right])
+                return
+        leaves[frozenset(labels.tolist())] = v if not path else None
 
     visit(0, np.arange(reps.shape[0]))
     return leaves
 
 
-@pytest.mark.parametrize("top_levels,max_leaf_work", [(0, None), (2, 5000)])
-def test_distributed_indexer_equals_an_independent_twin(spark, tiny, top_levels, max_leaf_work):  # noqa: F811
+@pytest.mark.parametrize("top_levels,max_leaf_work,max_shared", [(0, None, None), (2, 5000, None), (2, 5000, 0.3)])
+def test_distributed_indexer_equals_an_independent_twin(spark, tiny, top_levels, max_leaf_work, max_shared):  # noqa: F811
     """The Spark indexer's leaves (and the ids of the shape's leaves) equal an independently
-    written recursive indexer over PIFA (Y^T X of the normalised rows) built here."""
+    written recursive indexer over PIFA (Y^T X of the normalised rows) built here, also when heavy
+    leaves' splits are kept only if their halves share few samples (max_split_shared)."""
     _, X, Y = load_xy(tiny["train"], 500, 983, True)
     reps = sp.csr_matrix(Y.T.astype(np.float64) @ sp.csr_matrix(X, dtype=np.float64))
     Yr = Y.tocsr()
     label_sets = [set(Yr.indices[Yr.indptr[i]:Yr.indptr[i + 1]].tolist()) for i in range(Yr.shape[0])]
     params = TreeParams(max_leaf=20, tasks=3, n_trees=2, seed=5, top_levels=top_levels,
-                         max_leaf_work=max_leaf_work)
+                         max_leaf_work=max_leaf_work, max_split_shared=max_shared)
     trees = index_trees(spark, tiny["train"], 500, 983, params)
     for t, got in enumerate(trees):
-        want = _twin_leaves(reps, 20, 5 + t, label_sets, max_leaf_work)
+        want = _twin_leaves(reps, 20, 5 + t, label_sets, max_leaf_work, max_shared)
+        if max_shared is not None:  # the rule keeps some heavy leaves whole, not all of them
+            every = _twin_leaves(reps, 20, 5 + t, label_sets, max_leaf_work)
+            assert 64 < len(want) < len(every)
         leaf_of = got.parent[got.n_clusters:]
         found = {}
         for leaf in np.unique(leaf_of):

@@ -6,7 +6,8 @@ matcher/ranker classifiers trained in parallel tasks, and beam-search prediction
 Tree: node 0 is the root; internal nodes are split by balanced spherical 2-means
 (:func:`eagle_spark.kmeans.balanced_2means`) of their labels' representations until a node holds at
 most ``max_leaf`` labels (a leaf); a leaf whose training work (samples positive under it x its
-labels) exceeds ``max_leaf_work`` is split further the same way (:func:`split_nodes`), so that
+labels) exceeds ``max_leaf_work`` is split further the same way (:func:`split_nodes`; with
+``max_split_shared``, only where its halves share few samples: :func:`.structure.split_pays`), so that
 leaves of head labels do not dominate the training. Label representations are PIFA (the L2-normalised sum of the
 normalised feature rows of each label's positive samples, Y^T X) or given ones (e.g. the GRLR label
 embeddings, ``label_repr``). Scored elements are the non-root nodes (matcher: "go into this child")

@@ -25,7 +25,7 @@ from eagle_spark.io.tables import has_table, read_table
 from eagle_spark.kmeans import balanced_2means
 from eagle_spark.sparse import l2_normalize_rows
 from eagle_spark.classifiers.tree.structure import (LeafWork, Tree, TreeShape, compact_columns, deal, is_heavy,
-                                                    top_levels_for, tree_from_leaves, tree_shape)
+                                                    split_pays, top_levels_for, tree_from_leaves, tree_shape)
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +47,9 @@ def split_nodes(reps: sp.csr_matrix, labels: np.ndarray, node: int, shape: TreeS
         seed: the tree's seed; node v is split with seed ``[seed, v]``, the node at path p below
             leaf v with ``[seed, v, 1 + p_1, ..., 1 + p_k]``.
         stop_level: do not split nodes at this depth or deeper (None: split to the leaves).
-        work: the ``tree.max_leaf_work`` budget and what checking it needs (None: the leaves are
-            the shape's, as in Parabel).
+        work: the ``tree.max_leaf_work`` budget and what checking it needs, and the
+            ``tree.max_split_shared`` rule for keeping a heavy leaf's split (:func:`split_pays`)
+            (None: the leaves are the shape's, as in Parabel).
     Returns:
         [(node, path, labels)] of the reached leaves and frontier nodes (path "" for nodes of
         `shape`).
@@ -59,7 +60,8 @@ def split_nodes(reps: sp.csr_matrix, labels: np.ndarray, node: int, shape: TreeS
     while stack:
         v, path, lab = stack.pop()
         left, right = shape.kids[v]
-        if left < 0:  # a leaf of the shape (or below one): split further while too heavy
+        below_leaf = left < 0  # a leaf of the shape (or below one): split further while too heavy
+        if below_leaf:
             done = not is_heavy(work, lab)
             halves = [(v, path + "0"), (v, path + "1")]
         else:
@@ -70,13 +72,17 @@ def split_nodes(reps: sp.csr_matrix, labels: np.ndarray, node: int, shape: TreeS
             continue
         node_seed = [seed, int(v)] + [1 + int(c) for c in path]  # [seed, v] for nodes of the shape
         to_right = balanced_2means(compact_columns(reps[lab])[1], seed=node_seed, max_iter=max_iter)
+        if below_leaf and not split_pays(work, lab, to_right):  # halves sharing most samples
+            out.append((int(v), path, lab))
+            continue
         stack.append((*halves[0], lab[~to_right]))
         stack.append((*halves[1], lab[to_right]))
     return out
 
 
 def build_tree(reps: sp.csr_matrix, max_leaf: int, seed: int, max_iter: int = 20,
-               Y: Optional[sp.csc_matrix] = None, max_leaf_work: Optional[int] = None) -> Tree:
+               Y: Optional[sp.csc_matrix] = None, max_leaf_work: Optional[int] = None,
+               max_split_shared: Optional[float] = None) -> Tree:
     """Balanced hierarchical 2-means of label representations into a tree of <= max_leaf per leaf,
     on one node (the twin of :func:`index_trees`).
 
@@ -86,6 +92,8 @@ def build_tree(reps: sp.csr_matrix, max_leaf: int, seed: int, max_iter: int = 20
         seed: seed of the 2-means initialisations (node v uses ``[seed, v]``).
         Y: (n_samples, n_labels) CSC positives, needed with `max_leaf_work`.
         max_leaf_work: leaves whose positives x labels exceed it are split further (None: no).
+        max_split_shared: with `max_leaf_work`, such a split is kept only when at most this share
+            of the leaf's positive samples is positive under both halves (None: always).
     Returns:
         The Tree.
     Raises:
@@ -97,7 +105,8 @@ def build_tree(reps: sp.csr_matrix, max_leaf: int, seed: int, max_iter: int = 20
     if max_leaf_work is not None:
         if Y is None:
             raise ValueError("max_leaf_work needs Y")
-        work = LeafWork(max_leaf_work, np.asarray(Y.sum(axis=0)).ravel().astype(np.int64), Y)
+        work = LeafWork(max_leaf_work, np.asarray(Y.sum(axis=0)).ravel().astype(np.int64), Y,
+                        max_split_shared)
     leaves = split_nodes(reps, np.arange(reps.shape[0]), 0, shape, seed, max_iter, work=work)
     return tree_from_leaves(shape, leaves, reps.shape[0])
 
@@ -160,7 +169,8 @@ def _split_stage(spark: SparkSession, dataset: str, n_features: int, n_labels: i
         work = None
         if max_work is not None:
             work = LeafWork(max_work, label_freq, (lambda: load_y(dataset, n_labels)[1]) if y_only else
-                            (lambda: load_xy(dataset, n_features, n_labels, normalize)[2]))
+                            (lambda: load_xy(dataset, n_features, n_labels, normalize)[2]),
+                            params.max_split_shared)
         for batch in batches:
             for b in np.asarray(batch.column(0), dtype=np.int64):
                 for t, node, labels in units_by_bin.get(int(b), []):

@@ -122,11 +122,18 @@ class LeafWork(NamedTuple):
             positive samples, so most leaves are decided without Y.
         Y: (n_samples, n_labels) CSC positives, or a function returning it (called only for a leaf
             the bound does not clear).
+        max_shared: a heavy leaf is split only when at most this share of its positive samples is
+            positive under both halves (``tree.max_split_shared``; :func:`split_pays`); None: always.
     """
 
     max_work: int
     label_freq: np.ndarray
     Y: Any
+    max_shared: Optional[float] = None
+
+
+def _positives(work: LeafWork) -> sp.csc_matrix:
+    return work.Y() if callable(work.Y) else work.Y
 
 
 def is_heavy(work: Optional[LeafWork], labels: np.ndarray) -> bool:
@@ -134,8 +141,32 @@ def is_heavy(work: Optional[LeafWork], labels: np.ndarray) -> bool:
     >= 2) and its samples positive under it x its labels exceed the budget."""
     if work is None or len(labels) < 4 or work.label_freq[labels].sum() * len(labels) <= work.max_work:
         return False
-    Y = work.Y() if callable(work.Y) else work.Y
-    return len(rows_with(Y, labels)) * len(labels) > work.max_work
+    return len(rows_with(_positives(work), labels)) * len(labels) > work.max_work
+
+
+def split_pays(work: Optional[LeafWork], labels: np.ndarray, to_right: np.ndarray) -> bool:
+    """Whether splitting a heavy leaf of `labels` into ``labels[~to_right]`` / ``labels[to_right]``
+    is kept under ``work.max_shared``.
+
+    A leaf's rankers train on its r positive samples, r x m row x classifier pairs; after the split
+    they train on r0 and r1 samples with m / 2 labels each, (r0 + r1) x m / 2 pairs, and
+    r0 + r1 = r + s where s is the number of samples positive under both halves. The split halves
+    the work when s / r is near 0 and saves little when it is near 1, while every split adds a
+    routing decision to the beam search, so a split is kept only when s / r <= ``max_shared``.
+
+    Args:
+        work: the budget and Y (:class:`LeafWork`); None or ``max_shared`` None: always True.
+        labels: (m,) the leaf's labels (int64). to_right: (m,) bool, the 2-means halves.
+    Returns:
+        True when the split is kept.
+    Source: this project (docs/design.md, "Work-bounded leaves").
+    """
+    if work is None or work.max_shared is None:
+        return True
+    Y = _positives(work)
+    r = len(rows_with(Y, labels))
+    shared = len(rows_with(Y, labels[~to_right])) + len(rows_with(Y, labels[to_right])) - r
+    return shared <= work.max_shared * r
 
 
 def tree_from_leaves(shape: TreeShape, leaves: list[tuple[int, str, np.ndarray]], n_labels: int) -> Tree:
