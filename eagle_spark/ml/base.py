@@ -35,6 +35,11 @@ def optional_int(value: Any) -> Optional[int]:
     return None if value is None else TypeConverters.toInt(value)
 
 
+def optional_float(value: Any) -> Optional[float]:
+    """Param converter: None or a number."""
+    return None if value is None else TypeConverters.toFloat(value)
+
+
 def settings_param(name: str, doc: str, converter: Any) -> Param:
     """A Param declared on a class body (pyspark's idiom: ``Params._dummy()`` as parent)."""
     return Param(Params._dummy(), name, doc, typeConverter=converter)
@@ -213,4 +218,4 @@ def fitted(estimator: Params, model: M, path: str, run: Callable[[str], Any]) ->
 
 
 __all__ = ["FolderModel", "FolderModelWriter", "ParamsReader", "ParamsWriter", "Persistent",
-           "SettingsParams", "fitted", "optional_int", "settings_param"]
+           "SettingsParams", "fitted", "optional_float", "optional_int", "settings_param"]

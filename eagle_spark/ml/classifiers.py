@@ -22,7 +22,8 @@ from eagle_spark.classifiers.base import read_metadata
 from eagle_spark.classifiers.ova import train_ova
 from eagle_spark.classifiers.predict import PREDICTIONS, model_class, predict
 from eagle_spark.classifiers.tree import train_tree
-from eagle_spark.ml.base import FolderModel, Persistent, SettingsParams, fitted, optional_int, settings_param
+from eagle_spark.ml.base import (FolderModel, Persistent, SettingsParams, fitted, optional_float, optional_int,
+                               settings_param)
 from eagle_spark.ml.dataset import Dataset
 from eagle_spark.ml.frames import attach, source_for, work_folder
 from eagle_spark.params import OVAParams, PredictParams, TreeParams
@@ -135,11 +136,11 @@ class _TreeParams(_XMCParams):
     maxSplitShared = settings_param("maxSplitShared", "with maxLeafWork, keep a heavy leaf's split only when "
                                     "at most this share of its positive samples is positive under both "
                                     "halves (None: always)",
-                                    lambda v: None if v is None else TypeConverters.toFloat(v))
+                                    optional_float)
     beamSize = settings_param("beamSize", "nodes kept per level by the beam search", TypeConverters.toInt)
     matcherC = settings_param("matcherC", "liblinear cost of the inner nodes' classifiers (the matcher); C "
                               "is then the leaves' label classifiers' (the rankers'); None: C",
-                              lambda v: None if v is None else TypeConverters.toFloat(v))
+                              optional_float)
     matcherMaxIter = settings_param("matcherMaxIter", "liblinear's cap on passes for the inner nodes' "
                                     "classifiers (the matcher); maxIter is then the rankers'; None: maxIter",
                                     optional_int)
