@@ -504,14 +504,16 @@ class TreeParams(BaseParams):
         max_leaf_work: a leaf whose training work (samples positive under it x its labels)
             exceeds this is split further by the same balanced 2-means, while it has >= 4 labels,
             so that no leaf (usually one holding head labels) costs much more than the others.
-            None: the leaves are Parabel's (only max_leaf). Default 1,000,000 (docs/design.md).
+            None: the leaves are Parabel's (only max_leaf). Default 250,000, with
+            ``max_split_shared`` 0.1 (docs/design.md).
         max_split_shared: with ``max_leaf_work``, a heavy leaf's split is kept only when at most
             this share (in [0, 1]) of the leaf's positive samples is positive under both halves:
             the halves' rankers then train on (1 + share) / 2 of the leaf's row x classifier
             pairs, so a split whose halves share most samples saves little work and still adds a
             routing decision. None: every heavy leaf is split (as before). Measured: the heavy
             leaves of calibrated synthetic Wiki-325K (scale 0.1) share 0.5-6.4% of their samples,
-            delicious's 17-45% (docs/design.md). Default None.
+            delicious's 17-45%, so 0.1 splits the former and leaves delicious's trees as
+            without a budget (docs/design.md). Default 0.1.
         n_trees: trees in the ensemble (Parabel uses 3), scores averaged. Default 3.
         top_levels: levels of every tree the indexer's first Spark stage splits, one task per
             tree; every node at that depth roots a sub-tree split by the second stage, whose tasks
@@ -544,8 +546,8 @@ class TreeParams(BaseParams):
     tasks: int = 16
     seed: int = 0
     max_leaf: int = 100
-    max_leaf_work: Optional[int] = 1_000_000
-    max_split_shared: Optional[float] = None
+    max_leaf_work: Optional[int] = 250_000
+    max_split_shared: Optional[float] = 0.1
     n_trees: int = 3
     top_levels: Optional[int] = None
     unassigned: str = "negative"

@@ -175,9 +175,9 @@ class LabelTreeClassifier(Estimator, _TreeParams, Persistent):
     classifiers at every node, beam search) trained on Spark by
     :func:`eagle_spark.classifiers.tree.train_tree`.
 
-    Params: ``numTrees`` (3), ``maxLeaf`` (100), ``maxLeafWork`` (1,000,000), ``maxSplitShared`` (None:
-    every heavy leaf split; a share in [0, 1]: only splits whose halves share at most that share of the
-    leaf's samples), ``C`` (0.5: the rankers'
+    Params: ``numTrees`` (3), ``maxLeaf`` (100), ``maxLeafWork`` (250,000), ``maxSplitShared`` (0.1:
+    a heavy leaf's split is kept only when its halves share at most that share of the leaf's samples;
+    None: every heavy leaf split), ``C`` (0.5: the rankers'
     with ``matcherC``), ``matcherC`` (None: C; the inner nodes' cost), ``loss``
     (squared_hinge), ``tol`` (0.2), ``maxIter`` (100: liblinear's passes), ``matcherMaxIter`` (10; None:
     maxIter; the inner nodes' cap), ``matcherCScale`` (samples: an inner node's cost x n_samples /

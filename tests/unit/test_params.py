@@ -187,7 +187,7 @@ def test_worker_at_the_minimum_cap_holds_its_data_only_with_the_system_pool(pool
 def test_train_max_leaf_work_is_a_positive_setting_or_none():
     from eagle_spark.params import TreeParams
 
-    assert TreeParams().max_leaf_work == 1_000_000  # splits no leaf of bibtex or delicious
+    assert TreeParams().max_leaf_work == 250_000  # with max_split_shared 0.1
     assert Settings.load(None, ["tree.max_leaf_work=null"]).tree.max_leaf_work is None
     assert Settings.load(None, ["tree.max_leaf_work=5000"]).tree.max_leaf_work == 5000
     with pytest.raises(SettingsError, match="tree.max_leaf_work must be >= 1"):
@@ -197,7 +197,8 @@ def test_train_max_leaf_work_is_a_positive_setting_or_none():
 def test_train_max_split_shared_is_a_share_or_none():
     from eagle_spark.params import TreeParams
 
-    assert TreeParams().max_split_shared is None  # every heavy leaf is split, as before
+    assert TreeParams().max_split_shared == 0.1  # delicious's leaves share more and stay whole
+    assert Settings.load(None, ["tree.max_split_shared=null"]).tree.max_split_shared is None
     assert Settings.load(None, ["tree.max_split_shared=0.1"]).tree.max_split_shared == 0.1
     assert Settings.load(None, ["tree.max_split_shared=0"]).tree.max_split_shared == 0
     for bad in (-0.1, 1.5, float("nan")):

@@ -24,9 +24,10 @@ from eagle_spark.io.tables import read_table
 from eagle_spark.params import IngestParams, TreeParams
 from tests.unit.test_ova import tiny  # noqa: F401  (module fixture: 1500 delicious samples)
 
-# max_leaf_work 20000: 6 of the 32 leaves of tree 0 (positives x labels up to 30,194) are split
-# further, so the module's model has nodes below the shape's leaves and leaves at several depths
-PARAMS = TreeParams(max_leaf=40, tasks=3, max_leaf_work=20000)
+# max_leaf_work 20000 without the split rule (max_split_shared None): 6 of the 32 leaves of tree 0
+# (positives x labels up to 30,194) are split further, so the module's model has nodes below the
+# shape's leaves and leaves at several depths
+PARAMS = TreeParams(max_leaf=40, tasks=3, max_leaf_work=20000, max_split_shared=None)
 
 
 @pytest.fixture(scope="module")
@@ -237,7 +238,7 @@ def test_distributed_indexer_equals_twin(spark, tiny, top_levels, tasks, max_lea
 
     _, X, Y = load_xy(tiny["train"], 500, 983, True)
     params = TreeParams(max_leaf=20, tasks=tasks, n_trees=2, seed=5,
-                         top_levels=top_levels, max_leaf_work=max_leaf_work)
+                         top_levels=top_levels, max_leaf_work=max_leaf_work, max_split_shared=None)
     forget("reps")
     trees = index_trees(spark, tiny["train"], 500, 983, params)
     assert opened("reps") is None  # the tasks' worker processes map them, not the driver
@@ -510,7 +511,7 @@ def test_cli_round_trip_and_determinism(spark, tiny, tree_model, tmp_path, capsy
     again = tmp_path / "again"
     assert main(["train", "--model", "tree", "--input", tiny["train"], "--output", str(again),
                  "--set", "tree.max_leaf=40", "--set", "tree.tasks=2",
-                 "--set", "tree.max_leaf_work=20000"]) == 0
+                 "--set", "tree.max_leaf_work=20000", "--set", "tree.max_split_shared=null"]) == 0
     rows = lambda m: sorted((t, r.label_id, tuple(r.w_idx), tuple(r.w_val), r.bias)  # noqa: E731
                             for t in range(3) for r in spark.read.parquet(f"{m}/data/weights_{t}").collect())
     assert rows(path) == rows(str(again))  # same seed, other task count: the same classifiers
