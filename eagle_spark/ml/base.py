@@ -40,6 +40,11 @@ def optional_float(value: Any) -> Optional[float]:
     return None if value is None else TypeConverters.toFloat(value)
 
 
+def optional_string(value: Any) -> Optional[str]:
+    """Param converter: None or a string."""
+    return None if value is None else TypeConverters.toString(value)
+
+
 def settings_param(name: str, doc: str, converter: Any) -> Param:
     """A Param declared on a class body (pyspark's idiom: ``Params._dummy()`` as parent)."""
     return Param(Params._dummy(), name, doc, typeConverter=converter)
@@ -58,6 +63,21 @@ class SettingsParams(Params):
         for cls, mapping in self._fields.items():
             defaults = cls()
             self._setDefault(**{name: getattr(defaults, field) for name, field in mapping.items()})
+
+    def _set_given(self, kwargs: dict[str, Any]) -> None:
+        """Set the keyword arguments a constructor was given (``self._input_kwargs``).
+
+        None means "the default" for a Param that cannot hold it (``numTrees=None``), and is kept
+        where None is one of the Param's values (``maxSplitShared=None``: every heavy leaf split;
+        ``maxLeafWork=None``: Parabel's leaves), so it is not silently replaced by the default.
+        """
+        def holds_none(name: str) -> bool:
+            try:
+                return getattr(self, name).typeConverter(None) is None
+            except TypeError:
+                return False
+
+        self._set(**{k: v for k, v in kwargs.items() if v is not None or holds_none(k)})
 
     @classmethod
     def fromSettings(cls, *sections: BaseParams) -> Any:

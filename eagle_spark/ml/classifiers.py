@@ -23,7 +23,7 @@ from eagle_spark.classifiers.ova import train_ova
 from eagle_spark.classifiers.predict import PREDICTIONS, model_class, predict
 from eagle_spark.classifiers.tree import train_tree
 from eagle_spark.ml.base import (FolderModel, Persistent, SettingsParams, fitted, optional_float, optional_int,
-                               settings_param)
+                               optional_string, settings_param)
 from eagle_spark.ml.dataset import Dataset
 from eagle_spark.ml.frames import attach, source_for, work_folder
 from eagle_spark.params import OVAParams, PredictParams, TreeParams
@@ -54,7 +54,7 @@ class _XMCParams(HasFeaturesCol, HasMaxIter, HasPredictionCol, HasSeed, HasTol, 
                              "rows of X (executor cache or a join)", TypeConverters.toString)
     cacheBudget = settings_param("cacheBudget", "the executor cache size xAccess=auto allows (a Spark "
                                  "size such as 4g; None: half the Python worker memory or 4g)",
-                                 lambda v: None if v is None else TypeConverters.toString(v))
+                                 optional_string)
 
     _common_train = {"loss": "loss", "C": "C", "pruneThreshold": "threshold", "tol": "tol",
                      "maxIter": "max_iter", "normalize": "normalize", "numTasks": "tasks", "seed": "seed",
@@ -153,7 +153,7 @@ class _TreeParams(_XMCParams):
                                      "memory (a Spark size, ~40 bytes per nonzero of their rows) train one "
                                      "at a time per executor; auto: half the executor machine's available "
                                      "memory / its task slots; None: no bound",
-                                     lambda v: None if v is None else TypeConverters.toString(v))
+                                     optional_string)
     labelRepr = settings_param("labelRepr", "folder of label embeddings (a GRLR model's data, see "
                                "setLabelEmbeddings) clustered by the indexer; None: PIFA",
                                TypeConverters.toString)
@@ -230,7 +230,7 @@ class LabelTreeClassifier(Estimator, _TreeParams, Persistent):
                  cacheBudget: Optional[str] = None, predictTasks: Optional[int] = None,
                  heavyUnitMemory: Optional[str] = None) -> None:
         super().__init__()
-        self._set(**{k: v for k, v in self._input_kwargs.items() if v is not None})
+        self._set_given(self._input_kwargs)
 
     def setLabelRepr(self, path: str) -> "LabelTreeClassifier":
         """Cluster the labels by the embeddings in an ``embed`` output folder instead of PIFA."""
@@ -319,7 +319,7 @@ class OneVsRestXMC(Estimator, _OVAParams, Persistent):
                  cacheBudget: Optional[str] = None, predictTasks: Optional[int] = None,
                  unassigned: Optional[str] = None) -> None:
         super().__init__()
-        self._set(**{k: v for k, v in self._input_kwargs.items() if v is not None})
+        self._set_given(self._input_kwargs)
 
     def _fit(self, dataset: DataFrame) -> "OneVsRestXMCModel":
         return self._fit_frame(dataset, OVAParams, "ova", "OneVsRestXMC.fit")

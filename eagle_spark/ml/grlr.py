@@ -21,7 +21,8 @@ from eagle_spark import schemas as S
 from eagle_spark.assignment.assign import assign
 from eagle_spark.grlr.embedding import embed
 from eagle_spark.io.tables import read_manifest, read_table
-from eagle_spark.ml.base import FolderModel, Persistent, SettingsParams, fitted, optional_int, settings_param
+from eagle_spark.ml.base import (FolderModel, Persistent, SettingsParams, fitted, optional_int, optional_string,
+                               settings_param)
 from eagle_spark.ml.dataset import Dataset
 from eagle_spark.ml.frames import attach, source_for, work_folder
 from eagle_spark.params import AssignParams, EmbedParams
@@ -46,7 +47,7 @@ class _GRLRParams(HasFeaturesCol, HasMaxIter, HasStepSize, SettingsParams):
                                "automatic)", TypeConverters.toInt)
     cacheBudget = settings_param("cacheBudget", "the executor cache size xAccess=auto allows (a Spark "
                                  "size such as 4g; None: half the Python worker memory or 4g)",
-                                 lambda v: None if v is None else TypeConverters.toString(v))
+                                 optional_string)
     assignTasks = settings_param("assignTasks", "transform, when it recomputes assignments: label bins",
                                  TypeConverters.toInt)
     assignBatchRows = settings_param("assignBatchRows", "transform, when it recomputes assignments: rows "
@@ -54,7 +55,7 @@ class _GRLRParams(HasFeaturesCol, HasMaxIter, HasStepSize, SettingsParams):
     assignXAccess = settings_param("assignXAccess", "transform, when it recomputes assignments: auto | "
                                    "cached | joined", TypeConverters.toString)
     assignCacheBudget = settings_param("assignCacheBudget", "transform: the cache budget of assignXAccess=auto",
-                                       lambda v: None if v is None else TypeConverters.toString(v))
+                                       optional_string)
     method = settings_param("method", "transform: eagle (each group label to its best member, "
                             "Algorithm 2) or baseline (every member gets all its group's labels)",
                             TypeConverters.toString)
@@ -139,7 +140,7 @@ class GRLR(Estimator, _GRLRParams, Persistent):
                  assignBatchRows: Optional[int] = None, assignXAccess: Optional[str] = None,
                  assignCacheBudget: Optional[str] = None) -> None:
         super().__init__()
-        self._set(**{k: v for k, v in self._input_kwargs.items() if v is not None})
+        self._set_given(self._input_kwargs)
 
     def _fit(self, dataset: DataFrame) -> "GRLRModel":
         self.settings(EmbedParams)

@@ -226,6 +226,11 @@ def test_from_settings_sets_the_params():
     assert LabelTreeClassifier(matcherC=2.0, matcherMaxIter=10, matcherCScale="none",
                                unassigned="ignore").settings(TreeParams) == \
         TreeParams(matcher_C=2.0, matcher_max_iter=10, matcher_C_scale="none", unassigned="ignore")
+    # None given to the constructor: kept where it is a value (no split rule, Parabel's leaves),
+    # the default where it is not (numTrees)
+    assert LabelTreeClassifier(maxSplitShared=None, maxLeafWork=None, numTrees=None).settings(TreeParams) == \
+        TreeParams(max_split_shared=None, max_leaf_work=None, n_trees=3)
+    assert LabelTreeClassifier().settings(TreeParams).max_split_shared == 0.1
 
 
 def test_errors_name_the_column_or_param_before_any_job(spark):
