@@ -13,7 +13,9 @@ and EAGLE's assignments (T = 20) under four variants:
   are negatives (the paper);
 * ``top-c``: a label of list-merge count c to the top-c members (``assign.multiplicity``);
 * ``argmax+ignore`` / ``top-c+ignore``: the same, with ``tree.unassigned=ignore`` (a member of a
-  group labelled k that was not assigned k is left out of k's ranker instead of being a negative).
+  group labelled k that was not assigned k is left out of k's ranker instead of being a negative);
+* ``soft T=t``: weighted assignment (``assign.weighting=soft``, ``assign.temperature=t``, top-c
+  members weight 1, the others exp(-d / t)), the tree trained on the expected loss.
 
 The variants share one experiment folder per data set, so the aggregation, the embeddings and
 the Oracle are computed once (the experiment's stages are resumable). Writes
@@ -33,8 +35,15 @@ from _common import write_report  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "xc"
-VARIANTS = {"argmax": (False, "negative"), "top-c": (True, "negative"),
-            "argmax+ignore": (False, "ignore"), "top-c+ignore": (True, "ignore")}
+VARIANTS = {  # variant -> changes to the assign section, changes to the tree section
+    "argmax": ({"multiplicity": False}, {"unassigned": "negative"}),
+    "top-c": ({"multiplicity": True}, {"unassigned": "negative"}),
+    "argmax+ignore": ({"multiplicity": False}, {"unassigned": "ignore"}),
+    "top-c+ignore": ({"multiplicity": True}, {"unassigned": "ignore"}),
+    "soft T=0.1": ({"weighting": "soft", "temperature": 0.1}, {}),
+    "soft T=0.3": ({"weighting": "soft", "temperature": 0.3}, {}),
+    "soft T=1": ({"weighting": "soft", "temperature": 1.0}, {}),
+}
 
 
 def main() -> None:
@@ -43,6 +52,8 @@ def main() -> None:
                         help="names under ../shared/data/xc, or synth:<preset>:<scale> (e.g. synth:eurlex4k:0.5)")
     parser.add_argument("--report", default="assignment_variants", help="report name under benchmarks/reports")
     parser.add_argument("--groupings", nargs="+", default=["R-4", "R-10", "C"])
+    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS),
+                        help="the EAGLE variants to train (default: all)")
     parser.add_argument("--validation", type=float, default=0.2)
     parser.add_argument("--work", default="/tmp/eagle_assignment_variants")
     parser.add_argument("--master", default="local[2]")
@@ -71,8 +82,9 @@ def main() -> None:
             settings = base.replace("pipeline", train=str(folder / "train.txt.gz"), test=str(folder / "test.txt.gz"))
         out = f"{args.work}/{name.replace(':', '_')}"  # no ':' in Hadoop paths
         first = True
-        for variant, (multiplicity, unassigned) in VARIANTS.items():
-            s = settings.replace("assign", multiplicity=multiplicity).replace("tree", unassigned=unassigned)
+        for variant in args.variants:
+            assign_changes, tree_changes = VARIANTS[variant]
+            s = settings.replace("assign", **assign_changes).replace("tree", **tree_changes)
             t0 = time.monotonic()
             methods = ("baseline", "eagle0", "eagle") if first else ("eagle",)
             res = xmc.table2(spark, s, args.groupings, out, methods, args.validation)
@@ -87,10 +99,12 @@ def main() -> None:
                 e = by_method["eagle"]
                 rows.append({"dataset": name, "grouping": g, "variant": f"EAGLE {variant}",
                              **{f"P@{k}": e["P_percent"][k - 1] for k in (1, 3, 5)},
-                             "PSP@5": e["PSP_percent"][4], "seconds": seconds})
+                             "PSP@5": e["PSP_percent"][4],
+                             "assignment precision": e.get("assignment_precision_percent"),
+                             "seconds": seconds})
             first = False
     summary = []
-    for variant in VARIANTS:
+    for variant in args.variants:
         diffs = {k: [] for k in ("P@1", "P@3", "P@5")}
         for r in rows:
             if r["variant"] != f"EAGLE {variant}":

@@ -383,15 +383,27 @@ class AssignParams(BaseParams):
             by 3.9 / 5.4 / 5.1; on synthetic eurlex4k both lose, top-c by less (-17.9 vs -30.6 at
             P@1); benchmarks/reports/assignment_variants*.json. With set-merge counts (all 1) the two
             are the same.
+        weighting: ``hard`` (a label goes to its top member, or top-c, with weight 1: Algorithm 2)
+            or ``soft`` (every member of a group may get each group label, with a weight in (0, 1]
+            from its score: :func:`eagle_spark.assignment.assign.soft_weights`; Y_filter then
+            carries ``label_weights`` and the classifiers train on the expected loss). Default
+            ``hard``.
+        temperature: with ``soft``, how far the weights spread below the top-c members: a member
+            whose score lies a share d of the group's score range below the c-th best gets
+            exp(-d / temperature); near 0 it is ``hard``, large it is the Baseline (weight 1 for
+            every member). Finite, > 0. Default 0.3.
         tasks: label bins, one Spark task each. Default 16.
         batch_rows: candidate rows per vectorised batch inside a task. Default 200000.
         x_access: as in ``embed``, for when the assignments are recomputed from stored
-            embeddings (``embed`` normally writes them in its own pass). Default ``auto``.
+            embeddings (``embed`` normally writes them in its own pass; ``soft`` always
+            recomputes, it needs every member's score). Default ``auto``.
         cache_budget: as in ``embed``. Default null.
     """
 
     method: str = "eagle"
     multiplicity: bool = True
+    weighting: str = "hard"
+    temperature: float = 0.3
     tasks: int = 16
     batch_rows: int = 200000
     x_access: str = "auto"
@@ -401,6 +413,10 @@ class AssignParams(BaseParams):
         _check_x_access("assign", self.x_access, self.cache_budget)
         _check(self.method in ("eagle", "baseline"),
                f"assign.method must be eagle or baseline, got {self.method!r}")
+        _check(self.weighting in ("hard", "soft"),
+               f"assign.weighting must be hard or soft, got {self.weighting!r}")
+        _check(_finite(self.temperature) and self.temperature > 0,
+               f"assign.temperature must be finite and > 0, got {self.temperature!r}")
         _check(self.tasks >= 1, "assign.tasks must be >= 1")
         _check(self.batch_rows >= 1, "assign.batch_rows must be >= 1")
 

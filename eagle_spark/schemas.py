@@ -4,7 +4,8 @@ Every stage reads and writes a *dataset* folder::
 
     <dataset>/_manifest.json   format_version, n_samples, n_features, n_labels, n_groups, source, ...
     <dataset>/X/    sample_id long, feat_idx array<int> (sorted, unique), feat_val array<float>
-    <dataset>/Y/    sample_id long, label_ids array<int>        (true sample labels, when known)
+    <dataset>/Y/    sample_id long, label_ids array<int>        (true sample labels, when known;
+                    an ``assign`` output with weighted assignment adds label_weights array<float>)
     <dataset>/Y1/   sample_id long, group_id long               (aggregated data)
     <dataset>/Y2/   group_id long, label_id int, count int      (aggregated data; count = multiplicity)
 
@@ -29,6 +30,10 @@ SAMPLE_ID = "sample_id"
 GROUP_ID = "group_id"
 LABEL_ID = "label_id"
 LABEL_IDS = "label_ids"
+LABEL_WEIGHTS = "label_weights"
+"""Optional column of Y beside label_ids (weighted assignment): the weight in (0, 1] of each label,
+in the same order; absent means weight 1 for every label."""
+WEIGHT = "weight"
 FEAT_IDX = "feat_idx"
 FEAT_VAL = "feat_val"
 COUNT = "count"
@@ -124,6 +129,13 @@ TABLE_SCHEMAS: dict[str, T.StructType] = {
     LABEL_EMB: LABEL_EMB_SCHEMA, ASSIGNMENTS: ASSIGNMENTS_SCHEMA, TOP_MEMBERS: TOP_MEMBERS_SCHEMA,
 }
 """Schema of every table of the dataset layout, by folder name."""
+
+OPTIONAL_COLUMNS: dict[str, list[T.StructField]] = {
+    Y: [T.StructField(LABEL_WEIGHTS, T.ArrayType(T.FloatType(), False), False)],
+    ASSIGNMENTS: [T.StructField(WEIGHT, T.FloatType(), False)],
+}
+"""Columns a layout table may have after its schema's (kept, in this order, when present): Y's
+label weights and the assignments' weight, written by weighted assignment."""
 
 # Arrow twins of the Spark types, for mapInArrow functions (types must match Spark's exactly).
 ARROW_INT_LIST = pa.list_(pa.field("element", pa.int32(), nullable=False))

@@ -5,6 +5,11 @@
   distinct members (score descending, then sample_id). Rows of X are normalised as in ``embed``.
 * ``baseline``: every member gets all of its group's labels (the paper's Baseline, Y1 Y2); its
   assignments carry score 1.
+* ``eagle`` with ``weighting=soft``: between the two. The top-c members get the label with weight
+  1, every other member with a weight exp(-d / temperature) that falls with its score's distance d
+  below the c-th best (:func:`soft_weights`); the assignments and Y_filter carry the weights
+  (``weight``, ``label_weights``) and the classifiers train on the expected loss
+  (:func:`eagle_spark.classifiers.linear.expected_loss_problem`).
 
 Output: a dataset whose ``Y`` is Y_filter (sample_id, sorted label_ids; samples of X that received
 no label have an empty list), whose ``X`` is a byte copy of the input's, plus ``assignments/``
@@ -56,6 +61,67 @@ _OUT = pa.schema([
     pa.field(S.SAMPLE_ID, pa.int64(), nullable=False),
     pa.field(S.SCORE, pa.float32(), nullable=False),
 ])
+_OUT_WEIGHTED = _OUT.append(pa.field(S.WEIGHT, pa.float32(), nullable=False))
+
+
+def _out_schema(params: AssignParams) -> pa.Schema:
+    """The assignments the tasks yield: with ``soft`` weighting each row has its weight."""
+    return _OUT_WEIGHTED if params.weighting == "soft" else _OUT
+
+
+SCORE_RTOL = 1e-6
+"""Soft weights: scores of one pair closer than this share of its largest |score| are equal (the
+float32 embeddings give members that tie exactly in real arithmetic scores that differ in the 7th
+digit; without it a near-zero score range would spread their weights)."""
+MIN_WEIGHT = 1e-3
+"""Soft weights below this are 0: the member is not written and stays a plain negative of the
+label (it bounds the rows a soft assignment adds; exp(-d / T) < 1e-3 is d > 6.9 T)."""
+
+
+def soft_weights(scores: np.ndarray, ptr: np.ndarray, take: np.ndarray, temperature: float) -> np.ndarray:
+    """Weighted assignment: each candidate's weight for its pair's label.
+
+    For a (group, label) pair p with candidates ptr[p]:ptr[p+1] (the group's members), the top
+    take[p] members by score (:func:`eagle_spark.grlr.kernel.select_top`: Algorithm 2's top-c, ties
+    to the smallest sample_id) get weight 1; another member i gets exp(-d_i / temperature) with
+    d_i = (s_c - s_i) / (s_max - s_min) >= 0, s_c the score of the c-th best member and s_max /
+    s_min the pair's extreme scores (so d is in [0, 1] whatever the scale of the label's scores),
+    set to 0 below :data:`MIN_WEIGHT`. A member tied with the c-th best (within
+    :data:`SCORE_RTOL`) gets 1 as well, and so does every member of a pair whose scores all tie. As the
+    temperature goes to 0 this is the hard top-c assignment, as it grows every member's weight goes
+    to 1: the Baseline.
+
+    Args:
+        scores: (n_candidates,) float, <e_k, x_i> of each pair's candidates, pair after pair.
+        ptr: (n_pairs + 1,) int, candidate offsets of the pairs.
+        take: (n_pairs,) int >= 1, c of each pair (the list-merge count, or 1).
+        temperature: > 0.
+    Returns:
+        (n_candidates,) float64 weights in {0} U [MIN_WEIGHT, 1].
+    Source: this project (beyond the paper's Algorithm 2, section 3.3, which is the hard end).
+    """
+    sizes = np.diff(ptr)
+    weights = np.zeros(len(scores), dtype=np.float64)
+    if len(scores) == 0:
+        return weights
+    chosen = select_top(scores, ptr, take)
+    weights[chosen] = 1.0
+    pair_of = np.repeat(np.arange(len(sizes)), sizes)
+    starts = ptr[:-1][sizes > 0]
+    s_max = np.maximum.reduceat(scores, starts)
+    s_min = np.minimum.reduceat(scores, starts)
+    s_c = np.full(len(sizes), np.inf)
+    np.minimum.at(s_c, pair_of[chosen], scores[chosen])
+    spread, tol = np.zeros(len(sizes)), np.zeros(len(sizes))
+    spread[sizes > 0] = s_max - s_min
+    tol[sizes > 0] = SCORE_RTOL * np.maximum(np.abs(s_max), np.abs(s_min))
+    gap = s_c[pair_of] - scores
+    gap = np.where(gap > tol[pair_of], gap, 0.0)  # rounding-level differences are ties
+    with np.errstate(divide="ignore", invalid="ignore"):
+        d = np.where(spread[pair_of] > tol[pair_of], gap / spread[pair_of], 0.0)
+    soft = np.exp(-d / temperature)
+    weights = np.maximum(weights, np.where(soft >= MIN_WEIGHT, soft, 0.0))
+    return weights
 
 
 def _assign_task(dataset: str, n_features: int, normalize: bool, params: AssignParams):
@@ -64,7 +130,7 @@ def _assign_task(dataset: str, n_features: int, normalize: bool, params: AssignP
 
     def run(key: tuple, pairs: pa.Table) -> pa.Table:
         if pairs.num_rows == 0:
-            return _OUT.empty_table()
+            return _out_schema(params).empty_table()
         return _assign_file(load_context(dataset, n_features, normalize), key, pairs, params)
 
     return run
@@ -76,7 +142,7 @@ def _assign_task_joined(n_features: int, normalize: bool, params: AssignParams):
 
     def run(key: tuple, pairs: pa.Table, members: pa.Table) -> pa.Table:
         if pairs.num_rows == 0:
-            return _OUT.empty_table()
+            return _out_schema(params).empty_table()
         return _assign_file(context_of_members(members, n_features, normalize), key, pairs, params)
 
     return run
@@ -111,18 +177,26 @@ def _assign_file(ctx: Context, key: tuple, pairs: pa.Table, params: AssignParams
             f"assign: label {int(lab[np.searchsorted(p, i, side='right') - 1])}: a score "
             "<e_k, x_i> is not finite; check the embeddings"))
         want = counts[lo:hi] if params.multiplicity else np.ones(hi - lo, dtype=np.int64)
-        chosen = select_top(scores, ptr, want)
+        columns = []
+        if params.weighting == "soft":
+            weights = soft_weights(scores, ptr, want, params.temperature)
+            chosen = np.flatnonzero(weights > 0)
+            columns = [pa.array(weights[chosen].astype(np.float32))]
+        else:
+            chosen = select_top(scores, ptr, want)
         pair_of = np.repeat(np.arange(hi - lo), np.diff(ptr))[chosen]
         out.append(pa.RecordBatch.from_arrays([
             pa.array(groups[lo:hi][pair_of]), pa.array(labels[lo:hi][pair_of].astype(np.int32)),
-            pa.array(ctx.sample_ids[rows[chosen]]), pa.array(scores[chosen].astype(np.float32))],
-            schema=_OUT))
-    return pa.Table.from_batches(out, schema=_OUT)
+            pa.array(ctx.sample_ids[rows[chosen]]), pa.array(scores[chosen].astype(np.float32)), *columns],
+            schema=_out_schema(params)))
+    return pa.Table.from_batches(out, schema=_out_schema(params))
 
 
 def eagle_assignments(spark: SparkSession, dataset: str, embeddings: str, params: AssignParams,
                       n_features: int, normalize: bool) -> DataFrame:
-    """DataFrame[group_id, label_id, sample_id, score] of Algorithm 2 (see the module docstring).
+    """DataFrame[group_id, label_id, sample_id, score] of Algorithm 2 (see the module docstring),
+    with a ``weight`` column and every member of weight >= :data:`MIN_WEIGHT` under ``soft``
+    weighting (:func:`soft_weights`).
 
     The embeddings never go through Spark's row format: a label's embedding lives in one part file
     of ``label_emb`` (part files are label-disjoint), only (label_id, file) is read by Spark, and the
@@ -150,11 +224,11 @@ def eagle_assignments(spark: SparkSession, dataset: str, embeddings: str, params
     log.info("assign: %s path (%s)", x_access, why)
     if x_access == "cached":
         return pairs.groupBy(_FILE).applyInArrow(
-            _assign_task(dataset, n_features, normalize, params), from_arrow_schema(_OUT))
+            _assign_task(dataset, n_features, normalize, params), from_arrow_schema(_out_schema(params)))
     members = joined_members(X, read_table(spark, dataset, S.Y1), pairs.select(_FILE, S.GROUP_ID).distinct(),
                              [_FILE])
     return pairs.groupBy(_FILE).cogroup(members.groupBy(_FILE)).applyInArrow(
-        _assign_task_joined(n_features, normalize, params), from_arrow_schema(_OUT))
+        _assign_task_joined(n_features, normalize, params), from_arrow_schema(_out_schema(params)))
 
 
 def _canonical(path: str) -> str:
@@ -193,31 +267,66 @@ def baseline_assignments(spark: SparkSession, dataset: str) -> DataFrame:
 
 
 def y_filter(X: DataFrame, assignments: DataFrame) -> DataFrame:
-    """Y_filter: DataFrame[sample_id, label_ids sorted unique]; samples without labels get []."""
-    labels = assignments.groupBy(S.SAMPLE_ID).agg(
-        F.array_sort(F.collect_set(S.LABEL_ID)).alias(S.LABEL_IDS))
-    return X.select(S.SAMPLE_ID).join(labels, S.SAMPLE_ID, "left").select(
-        S.SAMPLE_ID, F.coalesce(S.LABEL_IDS, F.array().cast("array<int>")).alias(S.LABEL_IDS))
+    """Y_filter: DataFrame[sample_id, label_ids sorted unique]; samples without labels get [].
+
+    When `assignments` has a ``weight`` column (weighted assignment) Y_filter also has
+    ``label_weights`` (array<float>, one per label id in the same order: the largest weight the
+    sample got for the label).
+    """
+    if S.WEIGHT not in assignments.columns:
+        labels = assignments.groupBy(S.SAMPLE_ID).agg(
+            F.array_sort(F.collect_set(S.LABEL_ID)).alias(S.LABEL_IDS))
+        return X.select(S.SAMPLE_ID).join(labels, S.SAMPLE_ID, "left").select(
+            S.SAMPLE_ID, F.coalesce(S.LABEL_IDS, F.array().cast("array<int>")).alias(S.LABEL_IDS))
+    pairs = weighted_pairs(assignments)
+    rows = pairs.groupBy(S.SAMPLE_ID).agg(
+        F.array_sort(F.collect_list(F.struct(S.LABEL_ID, S.WEIGHT))).alias("_lw"))
+    return X.select(S.SAMPLE_ID).join(rows, S.SAMPLE_ID, "left").select(
+        S.SAMPLE_ID,
+        F.coalesce(F.transform("_lw", lambda e: e[S.LABEL_ID]), F.array().cast("array<int>")).alias(S.LABEL_IDS),
+        F.coalesce(F.transform("_lw", lambda e: e[S.WEIGHT]), F.array().cast("array<float>")).alias(S.LABEL_WEIGHTS))
+
+
+def weighted_pairs(assignments: DataFrame) -> DataFrame:
+    """DataFrame[sample_id, label_id, weight]: the distinct assigned pairs, each with its largest
+    weight (1 when `assignments` has no ``weight`` column: hard assignment, the Baseline)."""
+    if S.WEIGHT not in assignments.columns:
+        return assignments.select(S.SAMPLE_ID, S.LABEL_ID).distinct().withColumn(S.WEIGHT, F.lit(1.0).cast("float"))
+    return assignments.groupBy(S.SAMPLE_ID, S.LABEL_ID).agg(F.max(S.WEIGHT).alias(S.WEIGHT))
 
 
 def assignment_quality(Y_true: DataFrame, Y1: DataFrame, assigned: DataFrame) -> dict[str, float]:
     """Precision and recall of the assigned (sample, label) pairs against the true Y.
 
+    Weighted assignment counts each pair by its weight: precision = sum of the true pairs'
+    weights / sum of all weights, recall = sum of the true pairs' weights / true pairs (with
+    weight 1 everywhere: the plain counts).
+
     Args:
         Y_true: DataFrame[sample_id, label_ids] (true labels).
         Y1: DataFrame[sample_id, group_id] (the grouped samples are the universe for recall).
-        assigned: DataFrame[sample_id, label_id] (distinct pairs).
+        assigned: DataFrame[sample_id, label_id] (distinct pairs), with a ``weight`` column for
+            weighted assignment (:func:`weighted_pairs`).
     Returns:
-        {"precision", "recall", "assigned_pairs", "true_pairs", "correct_pairs"}.
+        {"precision", "recall", "assigned_pairs", "true_pairs", "correct_pairs"}, and with weights
+        "assigned_weight" and "correct_weight" (the sums).
     """
     grouped = Y1.select(S.SAMPLE_ID).distinct()
     truth = (Y_true.join(grouped, S.SAMPLE_ID)
-             .select(S.SAMPLE_ID, F.explode(S.LABEL_IDS).alias(S.LABEL_ID)))
-    hits = assigned.join(truth, [S.SAMPLE_ID, S.LABEL_ID]).count()
-    n_assigned, n_true = assigned.count(), truth.count()
-    return {"precision": hits / n_assigned if n_assigned else 0.0,
-            "recall": hits / n_true if n_true else 0.0,
-            "assigned_pairs": n_assigned, "true_pairs": n_true, "correct_pairs": hits}
+             .select(S.SAMPLE_ID, F.explode(S.LABEL_IDS).alias(S.LABEL_ID), F.lit(1).alias("_true")))
+    weight = F.col(S.WEIGHT) if S.WEIGHT in assigned.columns else F.lit(1.0)
+    row = (assigned.join(truth, [S.SAMPLE_ID, S.LABEL_ID], "left")
+           .agg(F.count(F.lit(1)).alias("n"), F.count("_true").alias("hits"),
+                F.sum(weight.cast("double")).alias("w"),
+                F.sum(F.when(F.col("_true").isNotNull(), weight.cast("double"))).alias("w_hits")).first())
+    n_assigned, hits, n_true = int(row["n"]), int(row["hits"]), truth.count()
+    w_all, w_hits = float(row["w"] or 0.0), float(row["w_hits"] or 0.0)
+    out = {"precision": w_hits / w_all if w_all else 0.0,
+           "recall": w_hits / n_true if n_true else 0.0,
+           "assigned_pairs": n_assigned, "true_pairs": n_true, "correct_pairs": hits}
+    if S.WEIGHT in assigned.columns:
+        out |= {"assigned_weight": w_all, "correct_weight": w_hits}
+    return out
 
 
 def assign(spark: SparkSession, dataset: str, output_path: str, params: AssignParams,
@@ -248,8 +357,10 @@ def assign(spark: SparkSession, dataset: str, output_path: str, params: AssignPa
         emb_manifest = read_manifest(spark, embeddings)
         normalize = bool(emb_manifest["parameters"]["normalize"])
         source |= {"embeddings": embeddings, "iterations": emb_manifest["parameters"]["iterations"]}
-        assignments = stored_top_members(spark, dataset, embeddings, params.multiplicity, manifest_in,
-                                         emb_manifest)
+        assignments = None
+        if params.weighting == "hard":  # soft needs every member's score: always recomputed
+            assignments = stored_top_members(spark, dataset, embeddings, params.multiplicity, manifest_in,
+                                             emb_manifest)
         source["top_members"] = "from embed" if assignments is not None else "recomputed"
         if assignments is None:
             if float(emb_manifest["parameters"].get("prune_below", 0.0)) > 0:
@@ -268,7 +379,8 @@ def assign(spark: SparkSession, dataset: str, output_path: str, params: AssignPa
         written = read_table(spark, tmp, S.ASSIGNMENTS)
         write_table(y_filter(X, written).sortWithinPartitions(S.SAMPLE_ID), tmp, S.Y)
         FileSystem(spark).copy(table_path(dataset, S.X), table_path(tmp, S.X))
-        pairs = written.select(S.SAMPLE_ID, S.LABEL_ID).distinct()
+        pairs = weighted_pairs(written) if S.WEIGHT in written.columns else \
+            written.select(S.SAMPLE_ID, S.LABEL_ID).distinct()
         n_assignments = written.count()
         stats = pairs.agg(F.countDistinct(S.SAMPLE_ID).alias("samples")).first()
         quality = None

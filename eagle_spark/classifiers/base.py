@@ -108,15 +108,61 @@ def load_xy(dataset: str, n_features: int, n_labels: int, normalize: bool) -> tu
     return shared_state("xy", key, build, lambda a: (a["ids"], sparse_from(a, "X"), sparse_from(a, "Y", "csc")))
 
 
-def y_matrix(yt: pa.Table, n_labels: int) -> sp.csc_matrix:
-    """Y (rows of `yt` x n_labels) CSC bool with sorted indices, from a Y table's label_ids lists."""
+def y_matrix(yt: pa.Table, n_labels: int, values: Optional[str] = None) -> sp.csc_matrix:
+    """Y (rows of `yt` x n_labels) CSC bool with sorted indices, from a Y table's label_ids lists;
+    with `values` (a list column of the same lengths, ``label_weights``) CSC float32 of those values
+    in the same pattern."""
     lab = yt.column(S.LABEL_IDS).combine_chunks()
     indptr = np.asarray(lab.offsets, dtype=np.int64)
     indices = np.asarray(lab.values, dtype=np.int64)
-    Y = sp.csr_matrix((np.ones(len(indices), dtype=bool), indices, indptr - indptr[0]),
-                      shape=(yt.num_rows, n_labels)).tocsc()
+    data = (np.ones(len(indices), dtype=bool) if values is None else
+            np.asarray(yt.column(values).combine_chunks().values, dtype=np.float32))
+    Y = sp.csr_matrix((data, indices, indptr - indptr[0]), shape=(yt.num_rows, n_labels)).tocsc()
     Y.sort_indices()
     return Y
+
+
+def label_weights_in(spark: SparkSession, dataset: str) -> bool:
+    """Whether the training set's Y carries ``label_weights`` (weighted assignment), after checking
+    them on the driver before any training task: one weight per label id, each finite and in
+    (0, 1].
+
+    Raises:
+        BadInputError: a row whose weights do not match its labels, naming the dataset and the
+            sample_id.
+    """
+    Y = read_table(spark, dataset, S.Y)
+    if S.LABEL_WEIGHTS not in Y.columns:
+        return False
+    from pyspark.sql import functions as F
+
+    bad_weight = F.exists(S.LABEL_WEIGHTS, lambda w: w.isNull() | F.isnan(w) | (w <= 0) | (w > 1))
+    bad = (Y.where(F.col(S.LABEL_WEIGHTS).isNull()
+                   | (F.size(S.LABEL_WEIGHTS) != F.size(S.LABEL_IDS)) | bad_weight)
+           .agg(F.min(S.SAMPLE_ID)).first()[0])
+    if bad is not None:
+        raise BadInputError(f"dataset {dataset}: table {S.Y}, sample_id {bad}: {S.LABEL_WEIGHTS} must hold one "
+                            f"weight in (0, 1] per label id of {S.LABEL_IDS}")
+    return True
+
+
+def load_label_weights(dataset: str, n_labels: int) -> sp.csc_matrix:
+    """W (n_samples x n_labels, CSC float32): the weight of each label of Y (``label_weights``),
+    with exactly the sparsity pattern of :func:`load_xy`'s Y (rows in sample_id order). Call it
+    only for a dataset :func:`label_weights_in` found weighted.
+
+    Held once per executor (:mod:`eagle_spark.executor_state`) like X and Y: ~8 bytes per label
+    of Y (float32 weight, int32 row), whatever the number of task slots.
+    """
+    key = (dataset, folder_version(dataset), n_labels)
+
+    def build() -> dict[str, np.ndarray]:
+        fs, root = filesystem_for(dataset)
+        yt = pq.read_table(f"{root}/{S.Y}", filesystem=fs,
+                           columns=[S.SAMPLE_ID, S.LABEL_IDS, S.LABEL_WEIGHTS]).sort_by(S.SAMPLE_ID)
+        return sparse_arrays(y_matrix(yt, n_labels, S.LABEL_WEIGHTS), "W")
+
+    return shared_state("label_weights", key, build, lambda a: sparse_from(a, "W", "csc"))
 
 
 def groups_source(spark: SparkSession, dataset: str) -> Optional[str]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import warnings
+from typing import Optional
 
 import numpy as np
 import scipy.sparse as sp
@@ -46,7 +47,8 @@ def _liblinear_seed(seed: int) -> int:
 
 def train_binary(X: sp.csr_matrix, y: np.ndarray, loss: str = "squared_hinge", C: float = 1.0,
                  threshold: float = 0.1, max_iter: int = 100, tol: float = 0.1,
-                 seed: int = 0, direct: bool = True) -> tuple[np.ndarray, np.ndarray, float]:
+                 seed: int = 0, direct: bool = True,
+                 sample_weight: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray, float]:
     """Train one binary classifier.
 
     Args:
@@ -66,16 +68,24 @@ def train_binary(X: sp.csr_matrix, y: np.ndarray, loss: str = "squared_hinge", C
             ~1.5 ms of per-fit Python (label encoding, weight arrays, a RandomState per fit,
             input checks), which at Wiki-325K scale is ~1M fits. Falls back to
             ``_fit_liblinear``, then the estimators, when scikit-learn lacks the functions.
+        sample_weight: (n,) finite weights >= 0, liblinear's instance weights (sample i's loss
+            term costs C x sample_weight[i], as ``LinearSVC.fit(X, y, sample_weight=...)``); None:
+            1 for every sample. Weighted assignment (:func:`expected_loss_problem`) passes them.
     Returns:
         (w_idx int32 sorted, w_val float32, bias float): the pruned weight vector and the bias.
         All-positive or all-negative y gives w = 0 and bias +1 / -1 (a constant classifier).
     Raises:
-        ValueError: unknown loss.
+        ValueError: unknown loss; `sample_weight` of another length than y, negative or not finite.
     """
     from sklearn import config_context
 
     if loss not in ("squared_hinge", "logistic"):
         raise ValueError(f"loss must be squared_hinge or logistic, got {loss!r}")
+    if sample_weight is not None:
+        sample_weight = np.asarray(sample_weight, dtype=np.float64)
+        if sample_weight.shape != (len(y),) or not np.all(np.isfinite(sample_weight)) \
+                or np.any(sample_weight < 0):
+            raise ValueError(f"sample_weight must be {len(y)} finite values >= 0")
     n_pos = int(y.sum())
     if n_pos == 0 or n_pos == len(y):
         return np.zeros(0, np.int32), np.zeros(0, np.float32), 1.0 if n_pos else -1.0
@@ -83,17 +93,19 @@ def train_binary(X: sp.csr_matrix, y: np.ndarray, loss: str = "squared_hinge", C
         # _fit_liblinear's call: bias = intercept_scaling 1, epsilon 0.1 (unused by classifiers)
         _set_verbosity(0)  # liblinear's progress lines off (a process-wide flag others may set)
         raw, _ = _train_wrap(X, y.astype(np.float64), True, _SOLVER[loss], tol, 1.0, C, _BOTH_CLASSES,
-                             max_iter, _liblinear_seed(seed), 0.1, np.ones(X.shape[0]))
+                             max_iter, _liblinear_seed(seed), 0.1,
+                             np.ones(X.shape[0]) if sample_weight is None else sample_weight)
         return _pruned(raw[0, :-1], raw[0, -1], threshold)
     with warnings.catch_warnings(), config_context(assume_finite=True, skip_parameter_validation=True):
         warnings.simplefilter("ignore")  # liblinear's ConvergenceWarning at max_iter: expected
         if direct and _fit_liblinear is not None:
             if loss == "squared_hinge":  # LinearSVC(dual=True) defaults: l2 penalty, intercept 1
                 coef, intercept, _ = _fit_liblinear(X, y, C, True, 1.0, None, "l2", True, 0, max_iter,
-                                                    tol, seed, "ovr", "squared_hinge")
+                                                    tol, seed, "ovr", "squared_hinge",
+                                                    sample_weight=sample_weight)
             else:  # LogisticRegression(solver="liblinear") defaults: primal, l2, intercept 1
                 coef, intercept, _ = _fit_liblinear(X, y, C, True, 1.0, None, "l2", False, 0, max_iter,
-                                                    tol, seed)
+                                                    tol, seed, sample_weight=sample_weight)
         else:
             from sklearn.linear_model import LogisticRegression
             from sklearn.svm import LinearSVC
@@ -103,9 +115,41 @@ def train_binary(X: sp.csr_matrix, y: np.ndarray, loss: str = "squared_hinge", C
             else:
                 model = LogisticRegression(C=C, solver="liblinear", tol=tol, max_iter=max_iter,
                                            random_state=seed)
-            model.fit(X, y)
+            model.fit(X, y, sample_weight=sample_weight)
             coef, intercept = model.coef_, model.intercept_
     return _pruned(np.asarray(coef).ravel(), np.ravel(intercept)[0], threshold)
+
+
+def expected_loss_problem(X: sp.csr_matrix, y: np.ndarray, w: Optional[np.ndarray]
+                          ) -> tuple[sp.csr_matrix, np.ndarray, Optional[np.ndarray]]:
+    """One label's binary problem under weighted assignment: the expected loss when positive i is
+    truly positive with probability w[i].
+
+    A positive with w[i] = 1, and every negative, is one sample of weight 1 (as without weights);
+    a positive with 0 < w[i] < 1 is a positive of weight w[i] plus a copy of its row as a negative
+    of weight 1 - w[i], so its loss term is w L(x_i, +1) + (1 - w) L(x_i, -1) (mi-SVM's soft
+    labels). At w = 1 for all it is the Baseline's problem, at w in {0, 1} the hard assignment's
+    (a weight of 0 is never stored: such a member is a plain negative).
+
+    Args:
+        X: (n, d) CSR rows of the problem.
+        y: (n,) bool, True for positives.
+        w: (n,) float in [0, 1], read at the positives (None: all 1).
+    Returns:
+        (X', y', sample_weight'): X and y themselves and None when no positive has w < 1, else X
+        with the soft positives' rows appended as negatives, and the instance weights; the rows
+        held grow by the number of soft positives.
+    Source: this project (weighted assignment, beyond the paper's Algorithm 2); the soft-label
+    view is mi-SVM's (Andrews, Tsochantaridis, Hofmann, NIPS 2002).
+    """
+    if w is None:
+        return X, y, None
+    soft = np.flatnonzero(y & (w < 1.0))
+    if len(soft) == 0:
+        return X, y, None
+    weight = np.where(y, w, 1.0)
+    return (sp.vstack([X, X[soft]], format="csr"), np.r_[y, np.zeros(len(soft), dtype=bool)],
+            np.r_[weight, 1.0 - w[soft]])
 
 
 def check_weights(rows: list, what: str) -> None:

@@ -29,10 +29,11 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from eagle_spark import schemas as S
-from eagle_spark.classifiers.base import (WEIGHTS, WEIGHTS_ARROW, load_unassigned, load_xy, read_metadata,
-                                          training_set, unassigned_groups, write_metadata)
+from eagle_spark.classifiers.base import (WEIGHTS, WEIGHTS_ARROW, label_weights_in, load_label_weights,
+                                          load_unassigned, load_xy, read_metadata, training_set,
+                                          unassigned_groups, write_metadata)
 from eagle_spark.classifiers.joined import ProportionalBlocks, training_access
-from eagle_spark.classifiers.linear import check_weights, train_binary
+from eagle_spark.classifiers.linear import check_weights, expected_loss_problem, train_binary
 from eagle_spark.errors import BadInputError, check_finite_scores
 from eagle_spark.executor_state import shared_state, sparse_arrays, sparse_from
 from eagle_spark.io.fs import atomic_output, check_separate
@@ -47,16 +48,17 @@ _SUMMARY = pa.schema([pa.field("labels", pa.int64(), nullable=False),
 
 
 def _train_task(dataset: str, out: str, n_features: int, n_labels: int, params: Any, blocks: int,
-                groups: Optional[str]):
-    """mapInArrow: block ids -> weights part files, from the executor cache of X and Y
-    (``x_access=cached``)."""
+                groups: Optional[str], weighted: bool):
+    """mapInArrow: block ids -> weights part files, from the executor cache of X and Y (and of the
+    label weights when `weighted`) (``x_access=cached``)."""
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         ids, X, Y = load_xy(dataset, n_features, n_labels, params.normalize)
         U = load_unassigned(dataset, groups, ids, Y) if groups is not None else None
+        W = load_label_weights(dataset, n_labels) if weighted else None
         done = np.zeros(3, dtype=np.int64)
         for batch in batches:
             for block in np.asarray(batch.column(0), dtype=np.int64):
-                done += _train_block(out, int(block), X, Y, U, None, len(ids), params, n_labels, blocks)
+                done += _train_block(out, int(block), X, Y, U, None, len(ids), params, n_labels, blocks, W)
         yield pa.RecordBatch.from_pydict({"labels": [int(done[0])], "no_positive": [int(done[1])],
                                           "weights": [int(done[2])]}, schema=_SUMMARY)
 
@@ -64,12 +66,14 @@ def _train_task(dataset: str, out: str, n_features: int, n_labels: int, params: 
 
 
 def _train_block(out: str, block: int, X: sp.csr_matrix, Y: sp.csc_matrix, U: Optional[sp.csc_matrix],
-                 rows: Optional[np.ndarray], n_all: int, params: Any, n_labels: int, blocks: int) -> np.ndarray:
+                 rows: Optional[np.ndarray], n_all: int, params: Any, n_labels: int, blocks: int,
+                 W: Optional[sp.csc_matrix] = None) -> np.ndarray:
     """Train the labels of `block` and write their weights to ``part-<block>.parquet``.
 
-    X, Y, U: the rows at hand in sample_id order: all of them (`rows` None) or the global rows
+    X, Y, U, W: the rows at hand in sample_id order: all of them (`rows` None) or the global rows
     `rows` of the whole data (the join path; they hold every row the block's labels train on,
-    :func:`_rows_of_block`). The negatives drawn with ``negative_fraction`` < 1 are drawn over the
+    :func:`_rows_of_block`). W: the label weights of Y's entries (weighted assignment; None: all
+    1): a label's problem is then the expected loss (:func:`expected_loss_problem`). The negatives drawn with ``negative_fraction`` < 1 are drawn over the
     `n_all` samples of the whole data, so both give the same training sets in the same order.
     Returns [labels, labels without a positive, weights].
     """
@@ -86,9 +90,14 @@ def _train_block(out: str, block: int, X: sp.csr_matrix, Y: sp.csc_matrix, U: Op
             known[U.indices[U.indptr[label]:U.indptr[label + 1]]] = False
             keep = known if keep is None else keep & known
         Xl, yl = (X, y) if keep is None else (X[keep], y[keep])
+        wl = None
+        if W is not None:
+            wl = W[:, label].toarray().ravel()
+            wl = wl if keep is None else wl[keep]
+        Xl, yl, sw = expected_loss_problem(Xl, yl, wl)
         w_idx, w_val, bias = train_binary(Xl, yl, params.loss, params.C, params.threshold,
                                           tol=params.tol, max_iter=params.max_iter,
-                                          seed=params.seed)
+                                          seed=params.seed, sample_weight=sw)
         no_pos += int(not y.any())
         n_w += len(w_idx)
         trained.append((label, w_idx, w_val, bias))
@@ -118,7 +127,7 @@ def _rows_of_block(params: Any, n_labels: int, blocks: int) -> Any:
 
 
 def _train_joined(spark: SparkSession, dataset: str, out: str, n_features: int, n_labels: int, params: Any,
-                  blocks: int, groups: Optional[str]) -> list:
+                  blocks: int, groups: Optional[str], weighted: bool) -> list:
     """The join path of training (``x_access=joined``): a block's rows arrive through a join
     (:mod:`eagle_spark.classifiers.joined`). A task holds its block's rows (~8 bytes per nonzero;
     all of X when every sample is a negative) and the executor's cache of Y."""
@@ -134,7 +143,11 @@ def _train_joined(spark: SparkSession, dataset: str, out: str, n_features: int, 
         if groups is not None:
             U = load_unassigned(dataset, groups, ids, Y)[rows, :].tocsc()
             U.sort_indices()
-        done = _train_block(out, b, Xb, Yb, U, rows, len(ids), params, n_labels, blocks)
+        W = None
+        if weighted:
+            W = load_label_weights(dataset, n_labels)[rows, :].tocsc()
+            W.sort_indices()
+        done = _train_block(out, b, Xb, Yb, U, rows, len(ids), params, n_labels, blocks, W)
         return pa.table({"labels": [int(done[0])], "no_positive": [int(done[1])], "weights": [int(done[2])]},
                         schema=_SUMMARY)
 
@@ -169,13 +182,15 @@ def train_ova(spark: SparkSession, dataset: str, model_path: str, params: Any,
         params: the ``ova`` settings section (loss, C, threshold, normalize, tasks,
             negative_fraction, seed, unassigned: with ``ignore`` a member of a group labelled k
             that EAGLE did not assign k is left out of k's problem; x_access / cache_budget: the
-            blocks' rows from the executor cache or through a join, same model either way).
+            blocks' rows from the executor cache or through a join, same model either way). When
+            Y has ``label_weights`` (weighted assignment) every label trains on the expected loss
+            (:func:`eagle_spark.classifiers.linear.expected_loss_problem`).
         overwrite: replace an existing model.
     Returns:
         The model metadata (with n_labels_without_positives, n_weights and x_access).
     Raises:
         BadInputError: the dataset has no samples or no Y; ``unassigned=ignore`` on an assignment
-            whose source groups are gone.
+            whose source groups are gone; label weights that do not match Y's labels.
         Spark's PythonException (from a ValueError) on the joined path: a sample of Y has no row in
             X (named by sample_id); nothing is written.
     """
@@ -183,19 +198,21 @@ def train_ova(spark: SparkSession, dataset: str, model_path: str, params: Any,
     n_features, n_labels = training_set(spark, dataset)
     blocks = max(1, min(params.tasks, n_labels))
     groups = unassigned_groups(spark, dataset, params.unassigned, "ova")
+    weighted = label_weights_in(spark, dataset)
     access = training_access(spark, dataset, params, "ova")
     with atomic_output(spark, model_path, overwrite) as tmp:
         if access == "joined":
             rows = _train_joined(spark, dataset, posixpath.join(tmp, "data"), n_features, n_labels, params,
-                                 blocks, groups)
+                                 blocks, groups, weighted)
         else:
             rows = spark.range(0, blocks, numPartitions=blocks).mapInArrow(
-                _train_task(dataset, posixpath.join(tmp, "data"), n_features, n_labels, params, blocks, groups),
+                _train_task(dataset, posixpath.join(tmp, "data"), n_features, n_labels, params, blocks, groups,
+                            weighted),
                 from_arrow_schema(_SUMMARY)).collect()
         meta = write_metadata(spark, tmp, "OVAModel", params.to_dict(), n_features, n_labels,
                               n_labels_without_positives=sum(r["no_positive"] for r in rows),
                               n_weights=sum(r["weights"] for r in rows), source={"dataset": dataset},
-                              x_access=access)
+                              x_access=access, label_weights=weighted)
     log.info("ova: %d labels, %d weights", n_labels, meta["n_weights"])
     return meta
 

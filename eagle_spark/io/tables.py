@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import posixpath
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -79,8 +79,9 @@ def read_manifest(spark: SparkSession, folder: str) -> dict[str, Any]:
     return manifest
 
 
-def conform(df: DataFrame, schema: T.StructType, what: str) -> DataFrame:
-    """Select `schema`'s columns in order, cast to its types.
+def conform(df: DataFrame, schema: T.StructType, what: str,
+            optional: Sequence[T.StructField] = ()) -> DataFrame:
+    """Select `schema`'s columns in order, then the `optional` ones `df` has, cast to their types.
 
     Raises:
         BadInputError: a column is missing or has a type that does not cast safely.
@@ -89,7 +90,7 @@ def conform(df: DataFrame, schema: T.StructType, what: str) -> DataFrame:
     if missing:
         raise BadInputError(f"{what} lacks column {missing[0]!r} (has {', '.join(df.columns)})")
     cols = []
-    for f in schema.fields:
+    for f in list(schema.fields) + [f for f in optional if f.name in df.columns]:
         actual = df.schema[f.name].dataType
         if not S.spark_type_equal(actual, f.dataType) and not _safe_cast(actual, f.dataType):
             raise BadInputError(
@@ -131,7 +132,7 @@ def write_table(df: DataFrame, dataset: str, name: str, mode: str = "errorifexis
         mode: Spark save mode.
     """
     schema = S.TABLE_SCHEMAS.get(name)
-    out = conform(df, schema, f"table {name}") if schema is not None else df
+    out = conform(df, schema, f"table {name}", S.OPTIONAL_COLUMNS.get(name, ())) if schema is not None else df
     out.write.mode(mode).parquet(table_path(dataset, name))
 
 
@@ -170,4 +171,5 @@ def read_table(spark: SparkSession, dataset: str, name: str) -> DataFrame:
         raise BadInputError(f"table {path} does not exist")
     df = spark.read.parquet(path)
     schema = S.TABLE_SCHEMAS.get(name)
-    return conform(df, schema, f"table {path}") if schema is not None else df
+    return (conform(df, schema, f"table {path}", S.OPTIONAL_COLUMNS.get(name, ()))
+            if schema is not None else df)

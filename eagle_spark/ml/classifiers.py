@@ -31,6 +31,10 @@ from eagle_spark.params import OVAParams, PredictParams, TreeParams
 
 class _XMCParams(HasFeaturesCol, HasMaxIter, HasPredictionCol, HasSeed, HasTol, SettingsParams):
     labelsCol = settings_param("labelsCol", "the sample's labels, array<int> (fit)", TypeConverters.toString)
+    labelWeightsCol = settings_param("labelWeightsCol", "fit, when the frame has this column: each label's "
+                                     "weight in (0, 1], array<float> in labelsCol's order (weighted "
+                                     "assignment; the classifiers train on the expected loss)",
+                                     TypeConverters.toString)
     scoresCol = settings_param("scoresCol", "output: scores of the predicted labels, array<float>",
                                TypeConverters.toString)
     loss = settings_param("loss", "squared_hinge or logistic", TypeConverters.toString)
@@ -63,7 +67,8 @@ class _XMCParams(HasFeaturesCol, HasMaxIter, HasPredictionCol, HasSeed, HasTol, 
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
-        self._setDefault(featuresCol="features", labelsCol="labels", predictionCol="prediction",
+        self._setDefault(featuresCol="features", labelsCol="labels", labelWeightsCol=S.LABEL_WEIGHTS,
+                         predictionCol="prediction",
                          scoresCol="scores", numFeatures=None, numLabels=None)
         self._set_settings_defaults()
 
@@ -71,8 +76,15 @@ class _XMCParams(HasFeaturesCol, HasMaxIter, HasPredictionCol, HasSeed, HasTol, 
         """``fit``: check the Params, find or write the frame's folder, ``fitDataset`` into a work folder."""
         self.settings(section)
         self.settings(PredictParams)
-        src = source_for(dataset, {"features": self.getFeaturesCol(), "labels": self.getOrDefault(self.labelsCol)},
-                         where, self.getOrDefault(self.numFeatures), self.getOrDefault(self.numLabels))
+        columns = {"features": self.getFeaturesCol(), "labels": self.getOrDefault(self.labelsCol)}
+        weights_col = self.getOrDefault(self.labelWeightsCol)
+        if weights_col in dataset.columns:
+            columns["label_weights"] = weights_col
+        elif self.isSet(self.labelWeightsCol):
+            raise ValueError(f"{where}: the frame has no label weights column {weights_col!r} (labelWeightsCol); "
+                             f"it has {', '.join(dataset.columns)}")
+        src = source_for(dataset, columns, where, self.getOrDefault(self.numFeatures),
+                         self.getOrDefault(self.numLabels))
         spark = dataset.sparkSession
         return self.fitDataset(Dataset.load(spark, src.path), work_folder(spark, kind))  # type: ignore[attr-defined]
 
@@ -192,9 +204,12 @@ class LabelTreeClassifier(Estimator, _TreeParams, Persistent):
     transform ``topK`` (5),
     ``beamSize`` (10), ``predictTasks`` (0: automatic), ``predictionCol``, ``scoresCol``.
 
-    Input: ``featuresCol`` SparseVector (n_features) and ``labelsCol`` array<int>. A frame from
-    ``GRLRModel.transform`` or :meth:`Dataset.samples` is read from its folder; any other is first
-    written once as a temporary dataset (see :mod:`eagle_spark.ml.frames`).
+    Input: ``featuresCol`` SparseVector (n_features) and ``labelsCol`` array<int>, and, when the
+    frame has it, ``labelWeightsCol`` (label_weights: array<float>, one weight in (0, 1] per label,
+    from ``GRLRModel.transform`` with soft weighting): every classifier then trains on the expected
+    loss, a label of weight w being a positive of weight w and a negative of weight 1 - w. A frame
+    from ``GRLRModel.transform`` or :meth:`Dataset.samples` is read from its folder; any other is
+    first written once as a temporary dataset (see :mod:`eagle_spark.ml.frames`).
 
     Raises (fit): ValueError / TypeError naming a missing or mistyped column or a bad Param value,
     before any Spark job; BadInputError (a ValueError) when there are no samples.
@@ -215,7 +230,7 @@ class LabelTreeClassifier(Estimator, _TreeParams, Persistent):
     @keyword_only
     def __init__(self, *, featuresCol: str = "features", labelsCol: str = "labels",
                  predictionCol: str = "prediction", scoresCol: str = "scores",
-                 numTrees: Optional[int] = None, maxLeaf: Optional[int] = None,
+                 labelWeightsCol: Optional[str] = None, numTrees: Optional[int] = None, maxLeaf: Optional[int] = None,
                  maxLeafWork: Optional[int] = None, maxSplitShared: Optional[float] = None,
                  C: Optional[float] = None,
                  matcherC: Optional[float] = None, loss: Optional[str] = None,
@@ -293,6 +308,9 @@ class OneVsRestXMC(Estimator, _OVAParams, Persistent):
     transform ``topK`` (5), ``batchRows`` (1000), ``predictTasks`` (0: automatic), ``predictionCol``,
     ``scoresCol``.
 
+    Input: as :class:`LabelTreeClassifier` (``featuresCol``, ``labelsCol``, and ``labelWeightsCol``
+    when the frame has it: each label's classifier then trains on the expected loss).
+
     Raises (fit): ValueError / TypeError naming a missing or mistyped column or a bad Param value,
     before any Spark job.
 
@@ -309,7 +327,7 @@ class OneVsRestXMC(Estimator, _OVAParams, Persistent):
     @keyword_only
     def __init__(self, *, featuresCol: str = "features", labelsCol: str = "labels",
                  predictionCol: str = "prediction", scoresCol: str = "scores",
-                 C: Optional[float] = None, loss: Optional[str] = None, tol: Optional[float] = None,
+                 labelWeightsCol: Optional[str] = None, C: Optional[float] = None, loss: Optional[str] = None, tol: Optional[float] = None,
                  maxIter: Optional[int] = None,
                  pruneThreshold: Optional[float] = None, seed: Optional[int] = None,
                  numTasks: Optional[int] = None, normalize: Optional[bool] = None,

@@ -95,7 +95,8 @@ class Dataset:
             DataFrame[sample_id long, features vector, group_id long, group_labels array<int>,
             labels array<int>]: ``group_id`` / ``group_labels`` only for aggregated data (a sample
             in no group has nulls; ``group_labels`` repeats a label id by its count in Y2, and is
-            sorted), ``labels`` only with Y. Backed by this folder: an estimator given this very
+            sorted), ``labels`` only with Y, and ``label_weights`` (array<float>, in the labels'
+            order) when Y carries weights (a soft ``assign`` output). Backed by this folder: an estimator given this very
             frame reads the folder and copies nothing.
         """
         X = read_table(self.spark, self.path, S.X)
@@ -113,8 +114,12 @@ class Dataset:
                 frame = frame.select(S.SAMPLE_ID, featuresCol, S.GROUP_ID, "group_labels")
                 columns["group_labels"] = "group_labels"
         if labelsCol is not None and self.has(S.Y):
-            y = read_table(self.spark, self.path, S.Y).select(
-                S.SAMPLE_ID, F.sort_array(S.LABEL_IDS).alias(labelsCol))
+            y = read_table(self.spark, self.path, S.Y)
+            if S.LABEL_WEIGHTS in y.columns:  # sorted by label, weights in that order (assign)
+                y = y.select(S.SAMPLE_ID, F.col(S.LABEL_IDS).alias(labelsCol), S.LABEL_WEIGHTS)
+                columns["label_weights"] = S.LABEL_WEIGHTS
+            else:
+                y = y.select(S.SAMPLE_ID, F.sort_array(S.LABEL_IDS).alias(labelsCol))
             frame = frame.join(y, S.SAMPLE_ID, "left")
             columns["labels"] = labelsCol
         frame = frame.orderBy(S.SAMPLE_ID)

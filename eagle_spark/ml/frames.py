@@ -42,8 +42,9 @@ from eagle_spark.io.tables import new_manifest, write_manifest, write_table
 WORK_DIR_CONF = "spark.eagle_spark.workDir"
 """Spark setting naming the folder for the API's temporary datasets and unsaved models."""
 
-ROLES = ("features", "group", "group_labels", "labels")
-"""What a column can be: features (X), group (Y1), group_labels (Y2 through the group), labels (Y)."""
+ROLES = ("features", "group", "group_labels", "labels", "label_weights")
+"""What a column can be: features (X), group (Y1), group_labels (Y2 through the group), labels (Y),
+label_weights (Y's label weights, weighted assignment)."""
 
 ROWS = "rows"
 """Folder of a materialised dataset holding the caller's rows with :data:`KEY` (a name Spark does
@@ -145,6 +146,9 @@ def check_columns(df: DataFrame, columns: Mapping[str, str], where: str) -> None
         if role == "features" and not isinstance(dt, VectorUDT):
             raise TypeError(f"{where}: column {col!r} (features) must be a Spark ML vector "
                             f"(SparseVector), got {dt.simpleString()}")
+        if role == "label_weights" and not (isinstance(dt, T.ArrayType) and isinstance(dt.elementType, T.NumericType)):
+            raise TypeError(f"{where}: column {col!r} (label_weights) must be an array of numbers "
+                            f"(array<float>), got {dt.simpleString()}")
         if role in ("group_labels", "labels") and not _is_integral_array(dt):
             raise TypeError(f"{where}: column {col!r} ({role}) must be an array of label ids "
                             f"(array<int>), got {dt.simpleString()}")
@@ -172,7 +176,8 @@ def source_for(df: DataFrame, columns: Mapping[str, str], where: str,
     """
     check_columns(df, columns, where)
     src = source_of(df)
-    if src is not None and all(src.columns.get(role) == col for role, col in columns.items()):
+    if (src is not None and all(src.columns.get(role) == col for role, col in columns.items())
+            and ("label_weights" in src.columns) == ("label_weights" in columns)):
         return src
     return materialise(df, columns, work_folder(df.sparkSession, "dataset"), where, n_features, n_labels)
 
@@ -251,7 +256,9 @@ def materialise(df: DataFrame, columns: Mapping[str, str], path: str, where: str
         if hi >= width:
             raise ValueError(f"{where}: label id {hi} is beyond the label space of {width} (numLabels)")
         stats["n_labels"] = int(width)
-    if "labels" in columns:
+    if "labels" in columns and "label_weights" in columns:
+        write_table(_weighted_labels(rows, columns["labels"], columns["label_weights"], where), path, S.Y)
+    elif "labels" in columns:
         write_table(rows.select(F.col(KEY).alias(S.SAMPLE_ID),
                                 F.sort_array(F.array_distinct(_label_ids(columns["labels"]))).alias(S.LABEL_IDS)),
                     path, S.Y)
@@ -280,6 +287,28 @@ def materialise(df: DataFrame, columns: Mapping[str, str], path: str, where: str
     return Source(path=path, columns=dict(columns), keyed=rows, key=KEY,
                   n_features=int(stats.get("n_features", n_features or 0)),
                   n_labels=int(stats.get("n_labels", n_labels or 0)))
+
+
+def _weighted_labels(rows: DataFrame, labels: str, weights: str, where: str) -> DataFrame:
+    """Y with label weights from a frame's labels and label weights columns: each row's labels
+    sorted, its weights in their order.
+
+    Raises:
+        ValueError: a row whose weights are not one per label, a weight outside (0, 1] (or NaN), or
+            a label repeated within a row (its weight would be ambiguous), naming the columns.
+    """
+    lab = _label_ids(labels)
+    wts = F.coalesce(F.col(weights), F.array()).cast(T.ArrayType(T.DoubleType()))
+    bad = rows.where(
+        (F.size(lab) != F.size(wts)) | F.exists(wts, lambda w: w.isNull() | F.isnan(w) | (w <= 0) | (w > 1))
+        | (F.size(F.array_distinct(lab)) != F.size(lab))).select(labels, weights).first()
+    if bad is not None:
+        raise ValueError(f"{where}: columns {labels!r} / {weights!r} (labelWeightsCol) must hold one weight in "
+                         f"(0, 1] per distinct label; a row has {list(bad[0] or [])} / {list(bad[1] or [])}")
+    pairs = F.array_sort(F.transform(lab, lambda k, i: F.struct(k.alias("k"), wts[i].alias("w"))))
+    return rows.select(F.col(KEY).alias(S.SAMPLE_ID), pairs.alias("_kw")).select(
+        S.SAMPLE_ID, F.transform("_kw", lambda e: e["k"]).alias(S.LABEL_IDS),
+        F.transform("_kw", lambda e: e["w"]).cast(T.ArrayType(T.FloatType())).alias(S.LABEL_WEIGHTS))
 
 
 def attach(source: Source, result: DataFrame, new: Mapping[str, str], where: str,

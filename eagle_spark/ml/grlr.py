@@ -61,6 +61,14 @@ class _GRLRParams(HasFeaturesCol, HasMaxIter, HasStepSize, SettingsParams):
                             TypeConverters.toString)
     multiplicity = settings_param("multiplicity", "transform: a label of count c goes to the top-c "
                                   "members", TypeConverters.toBoolean)
+    weighting = settings_param("weighting", "transform: hard (a label to its top-c members, weight 1) or "
+                               "soft (every member a weight in (0, 1] from its score; adds "
+                               "labelWeightsCol)", TypeConverters.toString)
+    temperature = settings_param("temperature", "transform, soft weighting: near 0 hard top-c, large "
+                                 "the Baseline", TypeConverters.toFloat)
+    labelWeightsCol = settings_param("labelWeightsCol", "output of transform with soft weighting: the "
+                                     "weight of each assigned label, array<float> in labelsCol's order",
+                                     TypeConverters.toString)
     numFeatures = settings_param("numFeatures", "feature space of array features (default: from the "
                                  "data)", optional_int)
     numLabels = settings_param("numLabels", "label space (default: largest label id + 1)", optional_int)
@@ -69,7 +77,8 @@ class _GRLRParams(HasFeaturesCol, HasMaxIter, HasStepSize, SettingsParams):
         EmbedParams: {"maxIter": "iterations", "stepSize": "lr", "normalize": "normalize",
                       "pruneBelow": "prune_below", "xAccess": "x_access", "numTasks": "tasks",
                       "batchRows": "batch_rows", "splitRows": "split_rows", "cacheBudget": "cache_budget"},
-        AssignParams: {"method": "method", "multiplicity": "multiplicity", "assignTasks": "tasks",
+        AssignParams: {"method": "method", "multiplicity": "multiplicity", "weighting": "weighting",
+                       "temperature": "temperature", "assignTasks": "tasks",
                        "assignBatchRows": "batch_rows", "assignXAccess": "x_access",
                        "assignCacheBudget": "cache_budget"},
     }
@@ -77,7 +86,8 @@ class _GRLRParams(HasFeaturesCol, HasMaxIter, HasStepSize, SettingsParams):
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
         self._setDefault(featuresCol="features", groupCol=S.GROUP_ID, groupLabelsCol="group_labels",
-                         labelsCol="labels", numFeatures=None, numLabels=None)
+                         labelsCol="labels", labelWeightsCol=S.LABEL_WEIGHTS, numFeatures=None,
+                         numLabels=None)
         self._set_settings_defaults()
 
     def _columns(self) -> dict[str, str]:
@@ -106,7 +116,9 @@ class GRLR(Estimator, _GRLRParams, Persistent):
     Params (each is a field of the ``embed`` / ``assign`` settings, with its default):
     ``maxIter`` (T, 20), ``stepSize`` (lambda, 0.1), ``normalize`` (true), ``pruneBelow`` (0),
     ``xAccess`` (auto), ``cacheBudget``, ``numTasks`` (16), ``batchRows``, ``splitRows``; for the
-    model's transform ``method`` (eagle), ``multiplicity`` (true: top-c), ``labelsCol`` (labels), and, when
+    model's transform ``method`` (eagle), ``multiplicity`` (true: top-c), ``weighting`` (hard; soft:
+    weighted assignment, whose weights go to ``labelWeightsCol``, label_weights), ``temperature``
+    (0.3), ``labelsCol`` (labels), and, when
     it recomputes assignments, ``assignTasks``, ``assignBatchRows``, ``assignXAccess``,
     ``assignCacheBudget``.
 
@@ -130,6 +142,8 @@ class GRLR(Estimator, _GRLRParams, Persistent):
     @keyword_only
     def __init__(self, *, featuresCol: str = "features", groupCol: str = S.GROUP_ID,
                  groupLabelsCol: str = "group_labels", labelsCol: str = "labels",
+                 labelWeightsCol: str = S.LABEL_WEIGHTS, weighting: Optional[str] = None,
+                 temperature: Optional[float] = None,
                  maxIter: Optional[int] = None, stepSize: Optional[float] = None,
                  normalize: Optional[bool] = None, pruneBelow: Optional[float] = None,
                  xAccess: Optional[str] = None, numTasks: Optional[int] = None,
@@ -174,7 +188,9 @@ class GRLRModel(Model, _GRLRParams, FolderModel, Persistent):
     """Fitted GRLR: the label embeddings, and Algorithm 2 as ``transform``.
 
     ``transform(samples)`` adds ``labelsCol`` (array<int>, sorted): the labels assigned to each
-    sample (Y_filter; empty for a sample that got none, or is in no group). On the very frame the
+    sample (Y_filter; empty for a sample that got none, or is in no group); with ``weighting``
+    ``soft`` also ``labelWeightsCol`` (array<float>, each label's weight in (0, 1], in the same
+    order), which the classifiers train on. On the very frame the
     model was fitted on it reads the assignments ``fit`` computed in the same pass; on another
     frame (same label space and feature space) it recomputes them from the stored embeddings.
     With ``method="baseline"`` every member gets all its group's labels (Y1 Y2).
@@ -220,7 +236,13 @@ class GRLRModel(Model, _GRLRParams, FolderModel, Persistent):
         spark = dataset.sparkSession
         out = work_folder(spark, "assigned")
         self.transformDataset(Dataset.load(spark, src.path), out)
-        y = read_table(spark, out, S.Y).select(S.SAMPLE_ID, F.sort_array(S.LABEL_IDS).alias(S.LABEL_IDS))
+        y = read_table(spark, out, S.Y)
+        if S.LABEL_WEIGHTS in y.columns:  # labels sorted, weights in their order (y_filter)
+            weights_col = self.getOrDefault(self.labelWeightsCol)
+            return attach(src, y, {S.LABEL_IDS: labels_col, S.LABEL_WEIGHTS: weights_col}, "GRLRModel.transform",
+                          backs=(out, {"features": src.columns["features"], "labels": labels_col,
+                                       "label_weights": weights_col}))
+        y = y.select(S.SAMPLE_ID, F.sort_array(S.LABEL_IDS).alias(S.LABEL_IDS))
         return attach(src, y, {S.LABEL_IDS: labels_col}, "GRLRModel.transform",
                       backs=(out, {"features": src.columns["features"], "labels": labels_col}))
 

@@ -14,9 +14,9 @@ import scipy.sparse as sp
 from pyspark.sql import SparkSession
 
 from eagle_spark import schemas as S
-from eagle_spark.classifiers.base import (WEIGHTS_ARROW, load_unassigned, load_xy, training_set,
-                                          unassigned_groups, write_metadata)
-from eagle_spark.classifiers.linear import check_weights, train_binary
+from eagle_spark.classifiers.base import (WEIGHTS_ARROW, label_weights_in, load_label_weights, load_unassigned,
+                                          load_xy, training_set, unassigned_groups, write_metadata)
+from eagle_spark.classifiers.linear import check_weights, expected_loss_problem, train_binary
 from eagle_spark.classifiers.ova import weights_batch
 from eagle_spark.evaluation.metrics import label_counts
 from eagle_spark.executor_state import executor_lock, forget
@@ -34,22 +34,24 @@ log = logging.getLogger(__name__)
 
 def _train_units_task(dataset: str, out: str, n_features: int, n_labels: int, params: Any,
                       trees: list, units_by_bin: dict, groups: Optional[str] = None,
-                      limit: Optional[float] = None):
+                      limit: Optional[float] = None, weighted: bool = False):
     """mapInArrow: bin ids -> weights part files of every tree (one classifier per scored element),
     from the executor cache of X and Y (``x_access=cached``).
 
     `trees` holds (parent array, n_clusters) per tree; a unit is (tree index, cluster node).
     `limit`: the heavy-unit bound in bytes the driver resolved (:func:`heavy_limit`; None: none).
+    `weighted`: Y has label weights (:func:`eagle_spark.classifiers.base.load_label_weights`).
     """
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         forget("reps")  # the indexer's label representations are not needed any more
         ids, X, Y = load_xy(dataset, n_features, n_labels, params.normalize)
         U = load_unassigned(dataset, groups, ids, Y) if groups is not None else None
+        W = load_label_weights(dataset, n_labels) if weighted else None
         trainer = _BinTrainer(out, n_labels, params, trees, units_by_bin, limit)
         for batch in batches:
             for b in np.asarray(batch.column(0), dtype=np.int64):
-                trainer.train(int(b), X, Y, U)
+                trainer.train(int(b), X, Y, U, W=W)
         yield pa.RecordBatch.from_pydict({"trained": [trainer.trained]},
                                          schema=pa.schema([pa.field("trained", pa.int64(), False)]))
 
@@ -84,10 +86,11 @@ class _BinTrainer:
         return self._built
 
     def train(self, b: int, X: sp.csr_matrix, Y: sp.csc_matrix, U: Optional[sp.csc_matrix],
-              n_samples: Optional[int] = None) -> int:
+              n_samples: Optional[int] = None, W: Optional[sp.csc_matrix] = None) -> int:
         """Train bin `b`'s units on X / Y (rows in sample_id order, all the units' samples among
         them) and write their weights; returns the classifiers trained. `n_samples`: samples in
-        the training set when X holds only some (a join's bin), for ``matcher_C_scale``.
+        the training set when X holds only some (a join's bin), for ``matcher_C_scale``. `W`: the
+        label weights of Y's entries, rows as X's (None: all 1; :func:`train_unit`).
 
         Heavy units (``params.heavy_unit_memory``) take the executor's heavy-unit lock: one trains
         at a time per executor. A heavy unit whose lock is taken waits until the bin's other units
@@ -113,22 +116,23 @@ class _BinTrainer:
                 if limit is not None and unit_memory(X, active) > limit:
                     with executor_lock(HEAVY_UNIT_LOCK, wait=False) as held:
                         if held:
-                            self._train_one(writers, built, under, t, node, X, Y, U, active, n_samples)
+                            self._train_one(writers, built, under, t, node, X, Y, U, active, n_samples, W)
                             continue
                     waiting.append((t, node, active))
                     continue
-                self._train_one(writers, built, under, t, node, X, Y, U, active, n_samples)
+                self._train_one(writers, built, under, t, node, X, Y, U, active, n_samples, W)
             if waiting:
                 log.debug("bin %d: %d heavy units waited for the executor's heavy-unit lock", b, len(waiting))
             for t, node, active in waiting:
                 with executor_lock(HEAVY_UNIT_LOCK):
-                    self._train_one(writers, built, under, t, node, X, Y, U, active, n_samples)
+                    self._train_one(writers, built, under, t, node, X, Y, U, active, n_samples, W)
         return self.trained - before
 
     def _train_one(self, writers: PartWriters, built: list, under: list, t: int, node: int,
                    X: sp.csr_matrix, Y: sp.csc_matrix, U: Optional[sp.csc_matrix], active: np.ndarray,
-                   n_samples: Optional[int]) -> None:
-        rows = train_unit(built[t], under[t], X, Y, node, self.params, U, active=active, n_samples=n_samples)
+                   n_samples: Optional[int], W: Optional[sp.csc_matrix] = None) -> None:
+        rows = train_unit(built[t], under[t], X, Y, node, self.params, U, active=active, n_samples=n_samples,
+                          W=W)
         check_weights(rows, f"train (tree {t}): node")
         self.trained += len(rows)
         if rows:
@@ -149,7 +153,7 @@ class _BinTrainer:
 
 def _train_joined(spark: SparkSession, dataset: str, out: str, n_features: int, n_labels: int,
                   params: Any, trees: list, units_by_bin: dict, groups: Optional[str],
-                  limit: Optional[float]) -> None:
+                  limit: Optional[float], weighted: bool = False) -> None:
     """The join path of training (``x_access=joined``): each bin's rows arrive through a join
     (:mod:`eagle_spark.classifiers.joined`); a task holds its bin's rows (~8 bytes per nonzero)
     and the executor's cache of Y (and U with ``unassigned=ignore``), never all of X unless its
@@ -171,7 +175,11 @@ def _train_joined(spark: SparkSession, dataset: str, out: str, n_features: int, 
         if groups is not None:
             U = load_unassigned(dataset, groups, ids, Y)[rows, :].tocsc()
             U.sort_indices()
-        return pa.table({"trained": pa.array([trainer.train(b, Xb, Yb, U, len(ids))], pa.int64())})
+        W = None
+        if weighted:
+            W = load_label_weights(dataset, n_labels)[rows, :].tocsc()
+            W.sort_indices()
+        return pa.table({"trained": pa.array([trainer.train(b, Xb, Yb, U, len(ids), W)], pa.int64())})
 
     joined_stage(spark, dataset, n_labels, bins, trainer.rows_of_bin, train_bin, "trained long")
 
@@ -347,7 +355,7 @@ def executors_known(spark: SparkSession) -> int:
 
 def train_unit(tree: Tree, under: list, X: sp.csr_matrix, Y: sp.csc_matrix, node: int,
                params: Any, U: Optional[sp.csc_matrix] = None, active: Optional[np.ndarray] = None,
-               n_samples: Optional[int] = None) -> list:
+               n_samples: Optional[int] = None, W: Optional[sp.csc_matrix] = None) -> list:
     """Train the classifiers of `node`'s children on the samples positive under `node`.
 
     The active samples' features are renumbered to the columns they use before training (the
@@ -362,6 +370,10 @@ def train_unit(tree: Tree, under: list, X: sp.csr_matrix, Y: sp.csc_matrix, node
         active: :func:`unit_rows` of the unit when the caller has them (None: computed here).
         n_samples: samples in the training set, for ``params.matcher_C_scale`` (None: X's rows,
             right when X holds every sample; a join's bin holds fewer).
+        W: (n_samples, n_labels) CSC float32, the weight of each entry of Y (weighted assignment,
+            :func:`eagle_spark.classifiers.base.load_label_weights`; None: 1). A child's positive
+            then weighs the largest weight of its labels under the child, and every classifier
+            trains on the expected loss (:func:`eagle_spark.classifiers.linear.expected_loss_problem`).
     Returns:
         [(child, weight indices, weight values, bias)], one per child.
     """
@@ -389,10 +401,25 @@ def train_unit(tree: Tree, under: list, X: sp.csr_matrix, Y: sp.csc_matrix, node
             if params.matcher_C_scale == "samples" and len(active):  # (no samples: nothing to weigh)
                 C *= n_samples / len(active)
             max_iter = params.max_iter if params.matcher_max_iter is None else params.matcher_max_iter
+        sw = None
+        if W is not None:
+            sw = positive_weights(W, active, np.asarray(labels, dtype=np.int64))
+            sw = sw if Xc is Xa else sw[~unknown]
+        Xc, y, sw = expected_loss_problem(Xc, y, sw)
         w_idx, w_val, bias = train_binary(Xc, y, params.loss, C, params.threshold, tol=params.tol,
-                                          max_iter=max_iter, seed=params.seed)
+                                          max_iter=max_iter, seed=params.seed, sample_weight=sw)
         rows.append((child, cols[w_idx].astype(np.int32), w_val, bias))
     return rows
+
+
+def positive_weights(W: sp.csc_matrix, active: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """(len(active),) float64: for each active row the largest weight W holds for any of `labels`
+    (0 where it holds none, i.e. the row is not a positive of the child)."""
+    sub = W[:, labels]
+    if sub.nnz == 0:
+        return np.zeros(len(active))
+    best = np.asarray(sub.max(axis=1).todense(), dtype=np.float64).ravel()
+    return best[active]
 
 
 def train_tree(spark: SparkSession, dataset: str, model_path: str, params: Any,
@@ -406,29 +433,33 @@ def train_tree(spark: SparkSession, dataset: str, model_path: str, params: Any,
             top_levels, seed, unassigned: with ``ignore`` the ranker of label k leaves out the
             members of groups labelled k that EAGLE did not assign k; x_access / cache_budget:
             the units' rows from the executor cache or through a join, same model either way).
+            When Y has ``label_weights`` (weighted assignment) the matchers and rankers train on
+            the expected loss (:func:`train_unit`); the tree is indexed on Y as it is.
         label_repr: folder with ``label_emb`` (e.g. the output of embed) to cluster instead of PIFA.
     Returns:
         The model metadata (n_clusters, depth, x_access, ...).
     Raises:
-        BadInputError: no samples or no Y (:func:`training_set`), or label_repr lacks label_emb.
+        BadInputError: no samples or no Y (:func:`training_set`), label_repr lacks label_emb, or
+            label weights that do not match Y's labels.
         Spark's PythonException (from a ValueError) on the joined path: a sample of Y has no row in
             X (named by sample_id); nothing is written.
     """
     check_separate(model_path, [dataset, label_repr])
     n_features, n_labels = training_set(spark, dataset)  # X stays off the driver: tasks index and train
     groups = unassigned_groups(spark, dataset, params.unassigned, "tree")
+    weighted = label_weights_in(spark, dataset)
     access = training_access(spark, dataset, params, "tree")
     label_freq, _ = label_counts(read_table(spark, dataset, S.Y), n_labels)  # positives per label
     with atomic_output(spark, model_path, overwrite) as tmp:
         meta = _train_tree_into(spark, dataset, tmp, params, label_repr, n_features, n_labels, groups,
-                                access, label_freq)
+                                access, label_freq, weighted)
     log.info("tree: %d labels, %d trees, depth %d", n_labels, len(meta["n_clusters"]), meta["depth"])
     return meta
 
 
 def _train_tree_into(spark: SparkSession, dataset: str, tmp: str, params: Any, label_repr: Optional[str],
                      n_features: int, n_labels: int, groups: Optional[str], access: str,
-                     label_freq: np.ndarray) -> dict:
+                     label_freq: np.ndarray, weighted: bool = False) -> dict:
     """Index, train and write the model into the atomic output's temporary folder `tmp`."""
     pifa_tmp = None
     if access == "joined" and label_repr is None:  # PIFA by a join, in a scratch folder of the output
@@ -472,10 +503,10 @@ def _train_tree_into(spark: SparkSession, dataset: str, tmp: str, params: Any, l
                     for b, idx in enumerate(place_units(work, heavy, bins, executors_known(spark)))}
     if access == "joined":
         _train_joined(spark, dataset, posixpath.join(tmp, "data"), n_features, n_labels, params,
-                      task_trees, units_by_bin, groups, limit)
+                      task_trees, units_by_bin, groups, limit, weighted)
     else:
         task = _train_units_task(dataset, posixpath.join(tmp, "data"), n_features, n_labels, params,
-                                 task_trees, units_by_bin, groups, limit)
+                                 task_trees, units_by_bin, groups, limit, weighted)
         spark.range(0, bins, numPartitions=bins).mapInArrow(task, "trained long").collect()
     for t, tree in enumerate(trees):
         writer = PartWriter(posixpath.join(tmp, f"{TREE}_{t}"), "part-00000.parquet", TREE_ARROW)
@@ -490,4 +521,4 @@ def _train_tree_into(spark: SparkSession, dataset: str, tmp: str, params: Any, l
                           n_trees=len(trees), n_clusters=[tr.n_clusters for tr in trees],
                           depth=int(max(tr.level.max() for tr in trees)),
                           label_repr=label_repr or "pifa", source={"dataset": dataset},
-                          x_access=access)
+                          x_access=access, label_weights=weighted)

@@ -1,0 +1,416 @@
+"""Weighted assignment: the soft weights (hand-worked, both ends of the temperature), the weighted
+solver against scikit-learn's public estimators, the expected-loss problem, and the assign stage
+and one-vs-all / tree training on Spark against independent numpy / scipy twins."""
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from eagle_spark.assignment.assign import MIN_WEIGHT, soft_weights
+from eagle_spark.classifiers.linear import expected_loss_problem, train_binary
+from eagle_spark.errors import SettingsError
+from eagle_spark.params import AssignParams
+
+
+# --- the weights, worked by hand ------------------------------------------------------------------
+
+def test_soft_weights_of_a_three_member_group_by_hand():
+    """Scores 0.9 / 0.5 / 0.1, one label of count 1: the range is 0.8, the members lie d = 0,
+    0.5 and 1 of it below the best, so at temperature 0.5 the weights are 1, e^-1 and e^-2."""
+    scores, ptr = np.array([0.9, 0.5, 0.1]), np.array([0, 3])
+    got = soft_weights(scores, ptr, np.array([1]), 0.5)
+    np.testing.assert_allclose(got, [1.0, math.exp(-1.0), math.exp(-2.0)])
+    # count 2: the two best get 1, the third lies (0.5 - 0.1) / 0.8 = 0.5 below the 2nd best
+    got = soft_weights(scores, ptr, np.array([2]), 0.25)
+    np.testing.assert_allclose(got, [1.0, 1.0, math.exp(-2.0)])
+
+
+def test_soft_weights_ends_are_hard_top_c_and_the_baseline():
+    """Temperature near 0: exactly Algorithm 2's top-c (weight 1 for the top c, none for the rest);
+    large: every member weight 1 (the Baseline)."""
+    scores = np.array([0.2, 0.7, 0.7, -0.3, 0.4, 0.1, 0.3])  # pair 0: 4 members, pair 1: 3
+    ptr, take = np.array([0, 4, 7]), np.array([1, 2])
+    sharp = soft_weights(scores, ptr, take, 1e-4)
+    # pair 0: a tie at 0.7 goes to the first member (smallest sample_id) for the argmax; the tied
+    # member lies 0 below it and gets 1 too; pair 1: top-2 of (0.4, 0.1, 0.3)
+    np.testing.assert_array_equal(sharp, [0, 1, 1, 0, 1, 0, 1])
+    flat = soft_weights(scores, ptr, take, 1e6)
+    np.testing.assert_allclose(flat, np.ones(7), atol=1e-5)
+
+
+def test_soft_weights_edge_cases():
+    """A single member, a group whose members score alike (no range: all 1), a count above the
+    group size, and the floor below which a weight is 0."""
+    scores = np.array([0.5, 0.3, 0.3, 1.0, 0.0, 0.9, 0.0])
+    ptr, take = np.array([0, 1, 3, 5, 7]), np.array([1, 1, 3, 1])
+    got = soft_weights(scores, ptr, take, 0.1)
+    assert got[0] == 1.0 and list(got[1:3]) == [1.0, 1.0] and list(got[3:5]) == [1.0, 1.0]
+    assert got[5] == 1.0 and got[6] == 0.0  # exp(-1 / 0.1) = 4.5e-5 < MIN_WEIGHT
+    assert math.exp(-1 / 0.1) < MIN_WEIGHT
+    assert soft_weights(np.zeros(0), np.array([0]), np.zeros(0, int), 1.0).shape == (0,)
+
+
+def test_weighting_settings_are_checked():
+    assert AssignParams().weighting == "hard"
+    with pytest.raises(SettingsError, match="assign.weighting"):
+        AssignParams(weighting="fuzzy")
+    for bad in (0.0, -1.0, float("inf"), float("nan")):
+        with pytest.raises(SettingsError, match="assign.temperature"):
+            AssignParams(weighting="soft", temperature=bad)
+
+
+# --- the weighted solver and the expected-loss problem --------------------------------------------
+
+def _problem(seed=3, n=60, d=20):
+    rng = np.random.default_rng(seed)
+    X = sp.random(n, d, density=0.3, random_state=seed, format="csr", dtype=np.float64)
+    y = rng.random(n) < 0.4
+    w = rng.uniform(0.2, 2.0, n)
+    return X, y, w
+
+
+@pytest.mark.parametrize("loss", ["squared_hinge", "logistic"])
+def test_weighted_solver_equals_the_public_estimators(loss, monkeypatch):
+    """train_binary(sample_weight=w) on each of its three paths gives scikit-learn's public
+    LinearSVC / LogisticRegression(solver='liblinear') fitted with sample_weight=w."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.svm import LinearSVC
+
+    from eagle_spark.classifiers import linear
+
+    X, y, w = _problem()
+    if loss == "squared_hinge":
+        ref = LinearSVC(C=0.7, loss="squared_hinge", dual=True, tol=0.1, max_iter=100, random_state=4)
+    else:
+        ref = LogisticRegression(C=0.7, solver="liblinear", tol=0.1, max_iter=100, random_state=4)
+    ref.fit(X, y, sample_weight=w)
+    want = ref.coef_.ravel()
+    unweighted = train_binary(X, y, loss=loss, C=0.7, threshold=0.0, seed=4)
+    paths = [train_binary(X, y, loss=loss, C=0.7, threshold=0.0, seed=4, sample_weight=w),
+             train_binary(X, y, loss=loss, C=0.7, threshold=0.0, seed=4, sample_weight=w, direct=False)]
+    monkeypatch.setattr(linear, "_train_wrap", None)
+    paths.append(train_binary(X, y, loss=loss, C=0.7, threshold=0.0, seed=4, sample_weight=w))
+    for w_idx, w_val, bias in paths:
+        dense = np.zeros(X.shape[1])
+        dense[w_idx] = w_val
+        np.testing.assert_allclose(dense, want, rtol=1e-5, atol=1e-6)
+        assert bias == pytest.approx(ref.intercept_[0], rel=1e-5)
+    dense = np.zeros(X.shape[1])
+    dense[unweighted[0]] = unweighted[1]
+    assert not np.allclose(dense, want, atol=1e-3)  # the weights do change the model
+
+
+def test_weighted_solver_rejects_bad_weights():
+    X, y, w = _problem()
+    for bad in (w[:-1], np.where(np.arange(len(w)) == 3, -1.0, w), np.where(np.arange(len(w)) == 3, np.nan, w)):
+        with pytest.raises(ValueError, match="sample_weight"):
+            train_binary(X, y, sample_weight=bad)
+
+
+def test_expected_loss_problem_by_hand():
+    """Positives of weight 1 and every negative stay single rows of weight 1; a positive of
+    weight 0.25 is a positive of weight 0.25 plus its row again as a negative of weight 0.75."""
+    X = sp.csr_matrix(np.array([[1.0, 0.0], [0.0, 2.0], [3.0, 3.0]]))
+    y = np.array([True, True, False])
+    X2, y2, sw = expected_loss_problem(X, y, np.array([1.0, 0.25, 0.0]))
+    np.testing.assert_array_equal(X2.toarray(), [[1, 0], [0, 2], [3, 3], [0, 2]])
+    np.testing.assert_array_equal(y2, [True, True, False, False])
+    np.testing.assert_allclose(sw, [1.0, 0.25, 1.0, 0.75])
+    same = expected_loss_problem(X, y, np.array([1.0, 1.0, 0.3]))  # a negative's weight is not read
+    assert same[0] is X and same[1] is y and same[2] is None
+    assert expected_loss_problem(X, y, None)[2] is None
+
+
+# --- on Spark, against twins ----------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def soft(spark, tmp_path_factory):
+    """The first 600 delicious training samples in random groups of 4, GRLR (T=2), and soft
+    assignments at temperature 0.3, plus the hard and the Baseline assignments."""
+    from eagle_spark.aggregation.aggregate import aggregate
+    from eagle_spark.assignment.assign import assign
+    from eagle_spark.grlr.embedding import embed
+    from eagle_spark.io.ingest import ingest
+    from eagle_spark.params import AggregateParams, EmbedParams, IngestParams
+    from tests.conftest import delicious_slice
+
+    root = tmp_path_factory.mktemp("weighted")
+    paths = {n: str(root / n) for n in ("train", "agg", "emb", "soft", "hard", "sharp", "flat", "base")}
+    ingest(spark, delicious_slice(root, "train", 600), paths["train"], IngestParams())
+    aggregate(spark, paths["train"], paths["agg"], AggregateParams(group_size=4))
+    embed(spark, paths["agg"], paths["emb"], EmbedParams(iterations=2, tasks=2))
+    runs = {"soft": AssignParams(weighting="soft", temperature=0.3, tasks=2),
+            "hard": AssignParams(tasks=2),
+            "sharp": AssignParams(weighting="soft", temperature=1e-4, tasks=2),
+            "flat": AssignParams(weighting="soft", temperature=1e6, tasks=2),
+            "base": AssignParams(method="baseline")}
+    manifests = {name: assign(spark, paths["agg"], paths[name], p, embeddings=paths["emb"])
+                 for name, p in runs.items()}
+    return paths, manifests
+
+
+def _twin_weights(spark, paths, temperature):
+    """{(group, label, sample): weight} from the stored embeddings, X, Y1 and Y2 with plain Python
+    loops: scores <e_k, x_i / |x_i|>, the top-count members (ties to the smallest sample_id) get 1,
+    the others exp(-((s_c - s_i) / (s_max - s_min)) / T), dropped below 1e-3; score differences
+    below 1e-6 of the largest |score| are ties."""
+    from eagle_spark.io.tables import read_table
+    from tests.conftest import dataset_matrices
+
+    ids, X, _, manifest = dataset_matrices(spark, paths["agg"])
+    X = X.toarray().astype(np.float64)
+    X /= np.maximum(np.linalg.norm(X, axis=1, keepdims=True), 1e-300)
+    row = {int(s): i for i, s in enumerate(ids)}
+    emb = {}
+    for r in read_table(spark, paths["emb"], "label_emb").collect():
+        e = np.zeros(X.shape[1])
+        e[list(r.emb_idx)] = r.emb_val
+        emb[r.label_id] = e
+    members: dict = {}
+    for r in read_table(spark, paths["agg"], "Y1").collect():
+        members.setdefault(r.group_id, []).append(r.sample_id)
+    out = {}
+    for r in read_table(spark, paths["agg"], "Y2").collect():
+        group = sorted(members[r.group_id])
+        s = [float(np.float32(X[row[m]] @ emb[r.label_id])) for m in group]
+        order = sorted(range(len(group)), key=lambda i: (-s[i], group[i]))
+        s_c = s[order[min(r["count"], len(group)) - 1]]
+        spread, tol = max(s) - min(s), 1e-6 * max(abs(v) for v in s)
+        for i, m in enumerate(group):
+            if i in order[:r["count"]]:
+                w = 1.0
+            else:
+                gap = s_c - s[i] if s_c - s[i] > tol else 0.0
+                d = gap / spread if spread > tol else 0.0
+                w = math.exp(-d / temperature)
+            if w >= 1e-3:
+                out[(r.group_id, r.label_id, m)] = w
+    return out
+
+
+def test_soft_assign_equals_the_twin(spark, soft):
+    from eagle_spark.io.tables import read_table
+
+    paths, manifests = soft
+    got = {(r.group_id, r.label_id, r.sample_id): r.weight
+           for r in read_table(spark, paths["soft"], "assignments").collect()}
+    want = _twin_weights(spark, paths, 0.3)
+    assert set(got) == set(want)
+    np.testing.assert_allclose([got[k] for k in sorted(want)], [want[k] for k in sorted(want)], rtol=2e-3,
+                               atol=2e-3)
+    assert 0 < sum(w < 1 for w in got.values()) < len(got)
+    # Y_filter carries the weights, label by label, in label order
+    y = {r.sample_id: dict(zip(r.label_ids, r.label_weights)) for r in read_table(spark, paths["soft"], "Y").collect()}
+    for (_, label, sample), w in list(want.items())[:200]:
+        assert y[sample][label] == pytest.approx(w, rel=2e-3, abs=2e-3)
+    # the quality report weighs each pair: precision = weight of the true pairs / all weight
+    q = manifests["soft"]["quality"]
+    assert q["precision"] == pytest.approx(q["correct_weight"] / q["assigned_weight"])
+    assert q["assigned_pairs"] == len(got)
+
+
+def test_soft_assign_ends_are_hard_and_the_baseline(spark, soft):
+    from eagle_spark.io.tables import read_table
+
+    paths, manifests = soft
+
+    def pairs(name):
+        return {(r.sample_id, r.label_id) for r in read_table(spark, paths[name], "assignments").collect()}
+
+    # near 0: the hard top-c, and beside it only members that tie with the c-th best (a tie goes
+    # to the smallest sample_id under hard, to every tied member under soft)
+    assert pairs("hard") <= pairs("sharp")
+    assert pairs("sharp") == {(m, k) for (_, k, m) in _twin_weights(spark, paths, 1e-4)}
+    assert len(pairs("sharp") - pairs("hard")) < 0.05 * len(pairs("hard"))
+    assert pairs("flat") == pairs("base")
+    flat = [r.weight for r in read_table(spark, paths["flat"], "assignments").collect()]
+    assert min(flat) > 0.999
+    assert manifests["hard"]["quality"]["precision"] > manifests["soft"]["quality"]["precision"] \
+        > manifests["base"]["quality"]["precision"]
+    assert "label_weights" not in read_table(spark, paths["hard"], "Y").columns
+
+
+def test_weighted_ova_equals_the_twin(spark, soft, tmp_path):
+    """One-vs-all on soft assignments: each label's classifier is scikit-learn's LinearSVC fitted
+    on the samples (weight 1, or a soft positive's weight) followed by a negative copy of every
+    soft positive (weight 1 - w), written here from Y_filter's lists."""
+    from sklearn.svm import LinearSVC
+
+    from eagle_spark.classifiers.ova import train_ova
+    from eagle_spark.io.tables import read_table
+    from eagle_spark.params import OVAParams
+    from eagle_spark.sparse import l2_normalize_rows
+    from tests.conftest import dataset_matrices
+    from tests.unit.test_ova import weights
+
+    paths, _ = soft
+    model = str(tmp_path / "ova")
+    meta = train_ova(spark, paths["soft"], model, OVAParams(tasks=2))
+    assert meta["label_weights"] is True
+    ids, X, _, _ = dataset_matrices(spark, paths["soft"])
+    Xn = l2_normalize_rows(X).astype(np.float64)
+    lw = {r.sample_id: dict(zip(r.label_ids, r.label_weights)) for r in read_table(spark, paths["soft"], "Y").collect()}
+    got = weights(spark, model)
+    checked = 0
+    for label in range(983):
+        w_pos = np.array([lw[s].get(label, 0.0) for s in ids])
+        soft_rows = [i for i in range(len(ids)) if 0 < w_pos[i] < 1]
+        if not soft_rows:
+            continue
+        y = np.r_[w_pos > 0, np.zeros(len(soft_rows), bool)]
+        sw = np.r_[np.where(w_pos > 0, w_pos, 1.0), 1 - w_pos[soft_rows]]
+        Xl = sp.vstack([Xn, Xn[soft_rows]]).tocsr()
+        svc = LinearSVC(C=meta["params"]["C"], loss="squared_hinge", dual=True, tol=meta["params"]["tol"],
+                        max_iter=100, random_state=meta["params"]["seed"]).fit(Xl, y, sample_weight=sw)
+        w = svc.coef_.ravel()
+        keep = np.flatnonzero(np.abs(w) >= meta["params"]["threshold"])
+        assert got[label][0] == keep.tolist()
+        np.testing.assert_allclose(got[label][1], w[keep], rtol=1e-4)
+        assert got[label][2] == pytest.approx(svc.intercept_[0], rel=1e-4, abs=1e-6)
+        checked += 1
+        if checked == 5:
+            break
+    assert checked == 5
+
+
+def test_weighted_tree_trains_on_the_expected_loss(spark, soft, tmp_path):
+    """The tree on soft assignments: its rankers are the twin's weighted LinearSVCs; the cached and
+    the joined training paths give the same model; weighted and hard models differ."""
+    from sklearn.svm import LinearSVC
+
+    from eagle_spark.classifiers.tree import train_tree
+    from eagle_spark.io.tables import read_table
+    from eagle_spark.params import TreeParams
+    from eagle_spark.sparse import l2_normalize_rows
+    from tests.conftest import dataset_matrices
+
+    paths, _ = soft
+    params = TreeParams(tasks=2, n_trees=1, max_leaf=8)
+
+    def model_weights(path):
+        return {r.label_id: (list(r.w_idx), list(np.round(r.w_val, 5)), round(r.bias, 5))
+                for r in spark.read.parquet(f"{path}/data/weights_0").collect()}
+
+    trained = {}
+    for name, p in (("soft", params), ("soft_joined", dataclasses.replace(params, x_access="joined")),
+                    ("hard", params)):
+        path = str(tmp_path / name)
+        train_tree(spark, paths[name.split("_")[0]], path, p)
+        trained[name] = model_weights(path)
+    assert trained["soft"] == trained["soft_joined"]
+    assert trained["soft"] != trained["hard"]
+    # a ranker: tree 0's label nodes are n_clusters + label; its samples are the leaf's positives
+    meta = spark.read.json(str(tmp_path / "soft" / "metadata.json"), multiLine=True).first()
+    n_clusters = meta["n_clusters"][0]
+    tree = {r.node_id: r.parent_id for r in spark.read.parquet(str(tmp_path / "soft" / "data/tree_0")).collect()}
+    ids, X, _, _ = dataset_matrices(spark, paths["soft"])
+    Xn = l2_normalize_rows(X).astype(np.float64)
+    lw = {r.sample_id: dict(zip(r.label_ids, r.label_weights)) for r in read_table(spark, paths["soft"], "Y").collect()}
+    checked = 0
+    for label in range(983):
+        leaf = tree[n_clusters + label]
+        siblings = [n - n_clusters for n, p in tree.items() if p == leaf and n >= n_clusters]
+        active = [i for i, s in enumerate(ids) if any(k in lw[s] for k in siblings)]
+        w_pos = np.array([lw[ids[i]].get(label, 0.0) for i in active])
+        soft_rows = [j for j in range(len(active)) if 0 < w_pos[j] < 1]
+        if not soft_rows or len(soft_rows) == len(active):
+            continue
+        Xa = Xn[active]
+        y = np.r_[w_pos > 0, np.zeros(len(soft_rows), bool)]
+        sw = np.r_[np.where(w_pos > 0, w_pos, 1.0), 1 - w_pos[soft_rows]]
+        svc = LinearSVC(C=params.C, loss="squared_hinge", dual=True, tol=params.tol, max_iter=params.max_iter,
+                        random_state=params.seed).fit(sp.vstack([Xa, Xa[soft_rows]]).tocsr(), y, sample_weight=sw)
+        w = svc.coef_.ravel()
+        keep = np.flatnonzero(np.abs(w) >= params.threshold)
+        g_idx, g_val, g_bias = trained["soft"][n_clusters + label]
+        assert g_idx == keep.tolist()
+        np.testing.assert_allclose(g_val, w[keep], rtol=1e-4, atol=1e-5)
+        assert g_bias == pytest.approx(svc.intercept_[0], rel=1e-4, abs=1e-5)
+        checked += 1
+        if checked == 4:
+            break
+    assert checked == 4
+
+
+def test_bad_label_weights_are_refused_by_name(spark, soft, tmp_path):
+    """A Y whose label_weights do not match its label_ids (or lie outside (0, 1]) is refused on the
+    driver before any training task, naming the dataset and the sample_id."""
+    import shutil
+
+    from pyspark.sql import functions as F
+
+    from eagle_spark.classifiers.ova import train_ova
+    from eagle_spark.errors import BadInputError
+    from eagle_spark.io.tables import read_table
+    from eagle_spark.params import OVAParams
+
+    paths, _ = soft
+    bad = tmp_path / "bad"
+    shutil.copytree(paths["soft"], bad)
+    y = read_table(spark, paths["soft"], "Y")
+    victim = y.where(F.size("label_ids") > 0).agg(F.min("sample_id")).first()[0]
+    broken = y.withColumn("label_weights", F.when(F.col("sample_id") == victim,
+                                                  F.transform("label_weights", lambda w: w * 2 + 1))
+                          .otherwise(F.col("label_weights")))
+    shutil.rmtree(bad / "Y")
+    broken.write.parquet(str(bad / "Y"))
+    with pytest.raises(BadInputError, match=rf"sample_id {victim}: label_weights must hold"):
+        train_ova(spark, str(bad), str(tmp_path / "m"), OVAParams(tasks=2))
+    assert not (tmp_path / "m").exists()
+
+
+# --- the Python API -------------------------------------------------------------------------------
+
+def _label_weights(rows, labels="labels", weights="label_weights"):
+    return {r.sample_id: dict(zip(r[labels], r[weights])) for r in rows if r[labels]}
+
+
+def test_api_soft_weights_through_fit_transform_save_load(spark, soft, tmp_path):
+    """GRLR(weighting='soft') adds label_weights equal to the assign stage's; the Params survive
+    save / load; the classifiers take the weights column from a backed frame and from a plain one
+    alike (the same model), and train another model without it."""
+    from pyspark.sql import functions as F
+
+    from eagle_spark import Dataset, GRLR, GRLRModel, OneVsRestXMC
+    from eagle_spark.io.tables import read_table
+
+    paths, _ = soft
+    samples = Dataset.load(spark, paths["agg"]).samples(labelsCol=None)
+    model = GRLR(maxIter=2, numTasks=2, weighting="soft", temperature=0.3).fit(samples)
+    assigned = model.transform(samples)
+    assert {"labels", "label_weights"} <= set(assigned.columns)
+    want = _label_weights(read_table(spark, paths["soft"], "Y").collect(), "label_ids")
+    got = _label_weights(assigned.select("sample_id", "labels", "label_weights").collect())
+    assert got.keys() == want.keys()
+    for sample in want:
+        assert got[sample].keys() == want[sample].keys()
+        np.testing.assert_allclose(list(got[sample].values()), list(want[sample].values()), rtol=1e-6)
+    model.write().overwrite().save(str(tmp_path / "grlr"))
+    loaded = GRLRModel.load(str(tmp_path / "grlr"))
+    assert (loaded.getOrDefault("weighting"), loaded.getOrDefault("temperature")) == ("soft", 0.3)
+    again = _label_weights(loaded.transform(samples).select("sample_id", "labels", "label_weights").collect())
+    assert again == got
+    hard = GRLRModel.load(str(tmp_path / "grlr")).setMethod("eagle")
+    hard.set(hard.weighting, "hard")
+    assert "label_weights" not in hard.transform(samples).columns
+
+    def ova_weights(m):
+        return {r.label_id: (list(r.w_idx), r.bias) for r in spark.read.parquet(f"{m._require_data()}/data/weights").collect()}
+
+    backed = OneVsRestXMC(numTasks=2).fit(assigned)
+    plain = assigned.select("sample_id", "features", "labels", "label_weights")  # not backed: written anew
+    from eagle_spark.ml.frames import source_of
+    assert source_of(plain) is None
+    assert ova_weights(OneVsRestXMC(numTasks=2).fit(plain)) == ova_weights(backed)
+    unweighted = OneVsRestXMC(numTasks=2).fit(assigned.drop("label_weights"))
+    assert ova_weights(unweighted) != ova_weights(backed)
+    backed.write().overwrite().save(str(tmp_path / "ova"))
+    assert backed.metadata["label_weights"] is True
+    with pytest.raises(ValueError, match="no label weights column 'w'"):
+        OneVsRestXMC(labelWeightsCol="w").fit(assigned)
+    bad = plain.withColumn("label_weights", F.transform("label_weights", lambda w: w + 1))
+    with pytest.raises(ValueError, match=r"'labels' / 'label_weights' \(labelWeightsCol\) must hold one weight"):
+        OneVsRestXMC(numTasks=2).fit(bad)
