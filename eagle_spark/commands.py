@@ -337,9 +337,10 @@ def run_pipeline_command(spark: Any, args: argparse.Namespace, settings: Setting
 
 
 def _experiment_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("kind", choices=["table2", "ablation", "regression"],
+    p.add_argument("kind", choices=["table2", "ablation", "regression", "select"],
                    help="table2: Table 2 with the Oracle; ablation: Figure 3; regression: Figure 2 "
-                        "(Theorem 1's simulation, numpy only, no Spark)")
+                        "(Theorem 1's simulation, numpy only, no Spark); select: score the ways of "
+                        "learning from group labels on held-out groups and choose by group labels alone")
     p.add_argument("--output", required=True, help="experiment folder (resumable; report.md inside)")
     p.add_argument("--train", default=None, help="training set text file (default: embedded delicious)")
     p.add_argument("--test", default=None, help="test set text file (default: embedded delicious)")
@@ -358,6 +359,11 @@ def _experiment_args(p: argparse.ArgumentParser) -> None:
                    help="hold out this share of the training set and evaluate on it instead of the "
                         "test set (for tuning; default 0: the test set)")
     p.add_argument("--seeds", type=int, default=None, help="regression: draws per sigma_2 (default 10)")
+    p.add_argument("--candidates", nargs="+", default=None,
+                   help="select: candidates (default: baseline hard soft-0.1 soft-0.3 soft-1)")
+    p.add_argument("--held-out", type=float, default=0.2, help="select: share of the groups held out (default 0.2)")
+    p.add_argument("--combine", choices=["max", "sum"], default="max",
+                   help="select: a group's score of a label from its members' (default max)")
     p.add_argument("--force", action="store_true", help="rerun every stage, even unchanged ones")
 
 
@@ -366,7 +372,8 @@ def _experiment_needs_spark(args: argparse.Namespace) -> bool:
 
 
 @command("experiment", "The paper's experiments: table2 (Table 2 with the Oracle), ablation (Figure 3), "
-         "regression (Figure 2); tables, PNG figures and report.md in --output.", _experiment_args)
+         "regression (Figure 2), and select (choosing the method from group labels alone); tables, "
+         "PNG figures and report.md in --output.", _experiment_args)
 def run_experiment(spark: Any, args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     from eagle_spark.experiments import xmc
 
@@ -380,6 +387,14 @@ def run_experiment(spark: Any, args: argparse.Namespace, settings: Settings) -> 
     settings = settings.replace("pipeline", **_flags(args, {
         "train": "train", "test": "test", "dataset": "dataset", "test_dataset": "test_dataset"}))
     methods = tuple(args.methods or ("baseline", "eagle0", "eagle"))
+    if args.kind == "select":
+        from eagle_spark.experiments.select import CANDIDATES, select
+
+        out = select(spark, settings, args.groupings, args.output, tuple(args.candidates or CANDIDATES),
+                     args.held_out, args.combine, args.force)
+        return {"output": args.output, "kind": "select", "agreement": out["agreement"],
+                "chosen": {g: r["chosen"] for g, r in out["groupings"].items()},
+                "groupings": out["groupings"]}
     if args.kind == "table2":
         result = xmc.table2(spark, settings, args.groupings, args.output, methods, args.validation, args.force)
         return {"output": args.output, "kind": "table2", "oracle": result["oracle"],

@@ -125,28 +125,37 @@ def axis_groupings(axis: str, values: Sequence[float], settings: Settings) -> li
     return out
 
 
-def _split_stage(pipe: Pipeline, train_data: str, validation: float, seed: int) -> tuple[str, str]:
-    """Stages ``split_fit`` / ``split_validation``: the train set cut by a seeded hash of sample_id
-    (a share `validation` of it for validation). Returns (fit dataset, validation dataset)."""
+def _split_stage(pipe: Pipeline, train_data: str, validation: float, seed: int,
+                 by: str = S.SAMPLE_ID, names: tuple[str, str] = ("fit", "validation")) -> tuple[str, str]:
+    """Stages ``split_<names[0]>`` / ``split_<names[1]>``: `train_data` cut by a seeded hash of
+    column `by` (a share `validation` of it held out). ``by=sample_id`` splits the samples (the
+    validation split of table2); ``by=group_id`` splits an aggregated dataset's groups (samples in no
+    group dropped), each part an aggregated dataset of its own (``experiment select``). Ids are
+    renumbered. Returns (kept dataset, held-out dataset)."""
     from eagle_spark.ml import Dataset
 
     spark = pipe.spark
-    bucket = F.pmod(F.xxhash64(F.lit(seed), F.col(S.SAMPLE_ID)), F.lit(10_000))
+    bucket = F.pmod(F.xxhash64(F.lit(seed), F.col(by)), F.lit(10_000))
     held_out = bucket < F.lit(int(round(validation * 10_000)))
     out = {}
-    for name, keep in (("fit", ~held_out), ("validation", held_out)):
+    for name, keep in zip(names, (~held_out, held_out)):
         path = pipe.path("data", name)
 
         def write(ow: bool, keep=keep, path=path) -> dict[str, Any]:
             ds = Dataset.load(spark, train_data)
-            frame = ds.samples().filter(keep).drop(S.SAMPLE_ID)
-            return Dataset.from_samples(frame, path, numFeatures=ds.n_features, numLabels=ds.n_labels,
-                                        overwrite=ow).manifest
+            frame = ds.samples()
+            groups: dict[str, Any] = {}
+            if by == S.GROUP_ID:
+                frame = frame.where(F.col(S.GROUP_ID).isNotNull())
+                groups = {"groupCol": S.GROUP_ID, "groupLabelsCol": "group_labels",
+                          "labelsCol": "labels" if "labels" in frame.columns else None}
+            return Dataset.from_samples(frame.filter(keep).drop(S.SAMPLE_ID), path, numFeatures=ds.n_features,
+                                        numLabels=ds.n_labels, overwrite=ow, **groups).manifest
 
         pipe.run_stage(Stage(f"split_{name}", path, [train_data], {"validation": validation, "seed": seed},
                              write, "n_samples"))
         out[name] = path
-    return out["fit"], out["validation"]
+    return out[names[0]], out[names[1]]
 
 
 def run_groupings(spark: SparkSession, settings: Settings, groupings: Sequence[Grouping], output: str,

@@ -122,3 +122,46 @@ def test_experiment_regression_needs_no_spark(tmp_path, capsys):
     assert (tmp_path / "r" / "regression.png").stat().st_size > 10_000
     data = json.loads((tmp_path / "r" / "regression.json").read_text())
     assert np.isclose(data["rows"][0]["baseline_rel_rms"], 1.0)
+
+
+def test_select_scores_candidates_on_held_out_groups(spark, slice_files, tmp_path, capsys):
+    """``experiment select``: the groups of R-4 split into fit / held-out parts (a partition of the
+    groups), every candidate's group-level P@k equal to the one its predictions give against the
+    held-out Y2 (written out here), the choice the best mean of group P@1/3/5, and the sample-level
+    agreement recorded."""
+    out = tmp_path / "sel"
+    code, stdout, err = _run(capsys, "experiment", "select", "--train", slice_files["train"], "--groupings", "R-4",
+                             "--candidates", "baseline", "hard", "soft-0.3", "--held-out", "0.3",
+                             "--output", str(out), "--set", "tree.n_trees=1", "--set", "tree.tasks=2", *FAST)
+    assert code == 0, err
+    line = json.loads(stdout)
+    result = json.loads((out / "select.json").read_text())
+    g = result["groupings"]["R-4"]
+    assert set(g["candidates"]) == {"baseline", "hard", "soft-0.3"} and line["chosen"] == {"R-4": g["chosen"]}
+    root = out / "groupings" / "R-4" / "data"
+    n = {p: json.loads((root / p / "_manifest.json").read_text()) for p in ("aggregated", "fit", "held")}
+    assert n["fit"]["n_groups"] + n["held"]["n_groups"] == n["aggregated"]["n_groups"] == 100
+    assert n["fit"]["n_samples"] + n["held"]["n_samples"] == 400 and 15 <= n["held"]["n_groups"] <= 45
+    # group P@k of the last candidate written out: members' best scores per label, top k against Y2
+    preds = spark.read.parquet(str(out / "groupings" / "R-4" / "run" / "predictions" / "eagle" / "predictions")).collect()
+    group_of = {r.sample_id: r.group_id for r in spark.read.parquet(str(root / "held" / "Y1")).collect()}
+    labels: dict = {}
+    for r in spark.read.parquet(str(root / "held" / "Y2")).collect():
+        labels.setdefault(r.group_id, set()).add(r.label_id)
+    best: dict = {}
+    for r in preds:
+        for k, s in zip(r.label_ids, r.scores):
+            key = (group_of[r.sample_id], k)
+            best[key] = max(best.get(key, -np.inf), s)
+    for k in (1, 3, 5):
+        total = 0.0
+        for grp, true in labels.items():
+            ranked = sorted((lab for (gg, lab) in best if gg == grp), key=lambda lab: (-best[(grp, lab)], lab))
+            total += len(set(ranked[:k]) & true) / k
+        assert g["candidates"]["soft-0.3"][f"group P@{k}"] == pytest.approx(100 * total / len(labels), abs=0.006)
+    means = {c: np.mean([row[f"group P@{k}"] for k in (1, 3, 5)]) for c, row in g["candidates"].items()}
+    assert means[g["chosen"]] == max(means.values())
+    p5 = {c: row["sample P@5"] for c, row in g["candidates"].items()}
+    assert g["sample_best"] in p5 and p5[g["sample_best"]] == max(p5.values())
+    assert g["agrees"] == (p5[g["chosen"]] >= max(p5.values()) - 0.5)
+    assert (out / "select.md").exists() and "(chosen)" in (out / "select.md").read_text()
