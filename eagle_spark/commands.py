@@ -362,8 +362,9 @@ def _experiment_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--candidates", nargs="+", default=None,
                    help="select: candidates (default: baseline hard soft-0.1 soft-0.3 soft-1)")
     p.add_argument("--held-out", type=float, default=0.2, help="select: share of the groups held out (default 0.2)")
-    p.add_argument("--combine", choices=["max", "sum"], default="max",
-                   help="select: a group's score of a label from its members' (default max)")
+    p.add_argument("--criterion", choices=["max", "sum", "multiset"], default=None,
+                   help="select: the group-level precision that ranks the candidates (default: the one "
+                        "assign.weighting=auto uses)")
     p.add_argument("--force", action="store_true", help="rerun every stage, even unchanged ones")
 
 
@@ -389,9 +390,10 @@ def run_experiment(spark: Any, args: argparse.Namespace, settings: Settings) -> 
     methods = tuple(args.methods or ("baseline", "eagle0", "eagle"))
     if args.kind == "select":
         from eagle_spark.experiments.select import CANDIDATES, select
+        from eagle_spark.ml.selection import CRITERION
 
         out = select(spark, settings, args.groupings, args.output, tuple(args.candidates or CANDIDATES),
-                     args.held_out, args.combine, args.force)
+                     args.held_out, args.criterion or CRITERION, args.force)
         return {"output": args.output, "kind": "select", "agreement": out["agreement"],
                 "chosen": {g: r["chosen"] for g, r in out["groupings"].items()},
                 "groupings": out["groupings"]}

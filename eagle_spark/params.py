@@ -149,6 +149,23 @@ def _check(condition: bool, message: str) -> None:
         raise SettingsError(message)
 
 
+def candidate_changes(name: str) -> dict[str, Any]:
+    """The ``assign`` settings of a candidate of ``assign.candidates``: ``baseline``, ``hard``
+    (Algorithm 2's top-c) or ``soft-<T>`` (soft weighting at temperature T > 0).
+
+    Raises:
+        SettingsError: any other name.
+    """
+    if name == "baseline":
+        return {"method": "baseline", "weighting": "hard"}
+    if name == "hard":
+        return {"method": "eagle", "weighting": "hard"}
+    m = re.fullmatch(r"soft-(\d+(?:\.\d+)?)", name)
+    _check(m is not None and float(m.group(1)) > 0,
+           f"assign.candidates: {name!r} is not baseline, hard or soft-<temperature> (e.g. soft-0.3)")
+    return {"method": "eagle", "weighting": "soft", "temperature": float(m.group(1))}
+
+
 def _check_x_access(section: str, x_access: str, cache_budget: Optional[str]) -> None:
     _check(x_access in ("auto", "cached", "joined"),
            f"{section}.x_access must be auto, cached or joined, got {x_access!r}")
@@ -383,15 +400,22 @@ class AssignParams(BaseParams):
             by 3.9 / 5.4 / 5.1; on synthetic eurlex4k both lose, top-c by less (-17.9 vs -30.6 at
             P@1); benchmarks/reports/assignment_variants*.json. With set-merge counts (all 1) the two
             are the same.
-        weighting: ``hard`` (a label goes to its top member, or top-c, with weight 1: Algorithm 2)
-            or ``soft`` (every member of a group may get each group label, with a weight in (0, 1]
+        weighting: ``hard`` (a label goes to its top member, or top-c, with weight 1: Algorithm 2),
+            ``soft`` (every member of a group may get each group label, with a weight in (0, 1]
             from its score: :func:`eagle_spark.assignment.assign.soft_weights`; Y_filter then
-            carries ``label_weights`` and the classifiers train on the expected loss). Default
+            carries ``label_weights`` and the classifiers train on the expected loss) or ``auto``
+            (each of ``candidates`` is tried on held-out groups and the best by group-level P@k
+            is used: :mod:`eagle_spark.ml.selection`; needs no sample labels). Default
             ``hard``.
         temperature: with ``soft``, how far the weights spread below the top-c members: a member
             whose score lies a share d of the group's score range below the c-th best gets
             exp(-d / temperature); near 0 it is ``hard``, large it is the Baseline (weight 1 for
             every member). Finite, > 0. Default 0.3.
+        candidates: with ``auto``, the assignments to choose from: ``baseline`` (every member
+            every group label), ``hard`` (top-c) and ``soft-<T>`` (soft weighting at temperature
+            T). Default [baseline,hard,soft-0.3,soft-1].
+        held_out: with ``auto``, the share of the groups held out to score the candidates on, in
+            (0, 0.9]. Default 0.2.
         tasks: label bins, one Spark task each. Default 16.
         batch_rows: candidate rows per vectorised batch inside a task. Default 200000.
         x_access: as in ``embed``, for when the assignments are recomputed from stored
@@ -404,6 +428,8 @@ class AssignParams(BaseParams):
     multiplicity: bool = True
     weighting: str = "hard"
     temperature: float = 0.3
+    candidates: tuple[str, ...] = ("baseline", "hard", "soft-0.3", "soft-1")
+    held_out: float = 0.2
     tasks: int = 16
     batch_rows: int = 200000
     x_access: str = "auto"
@@ -413,8 +439,14 @@ class AssignParams(BaseParams):
         _check_x_access("assign", self.x_access, self.cache_budget)
         _check(self.method in ("eagle", "baseline"),
                f"assign.method must be eagle or baseline, got {self.method!r}")
-        _check(self.weighting in ("hard", "soft"),
-               f"assign.weighting must be hard or soft, got {self.weighting!r}")
+        _check(self.weighting in ("hard", "soft", "auto"),
+               f"assign.weighting must be hard, soft or auto, got {self.weighting!r}")
+        _check(len(self.candidates) >= 1 and len(set(self.candidates)) == len(self.candidates),
+               "assign.candidates must name at least one candidate, each once")
+        for name in self.candidates:
+            candidate_changes(name)
+        _check(_finite(self.held_out) and 0 < self.held_out <= 0.9,
+               f"assign.held_out must be in (0, 0.9], got {self.held_out!r}")
         _check(_finite(self.temperature) and self.temperature > 0,
                f"assign.temperature must be finite and > 0, got {self.temperature!r}")
         _check(self.tasks >= 1, "assign.tasks must be >= 1")

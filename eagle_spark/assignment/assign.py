@@ -31,8 +31,9 @@ from __future__ import annotations
 
 import logging
 import os
+import posixpath
 import urllib.parse
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 import pyarrow as pa
@@ -330,7 +331,8 @@ def assignment_quality(Y_true: DataFrame, Y1: DataFrame, assigned: DataFrame) ->
 
 
 def assign(spark: SparkSession, dataset: str, output_path: str, params: AssignParams,
-           embeddings: Optional[str] = None, overwrite: bool = False) -> dict[str, Any]:
+           embeddings: Optional[str] = None, overwrite: bool = False,
+           select: Optional[Callable[[str], tuple[AssignParams, dict]]] = None) -> dict[str, Any]:
     """Assign group labels to samples and write the filtered dataset (X, Y = Y_filter).
 
     Args:
@@ -340,39 +342,37 @@ def assign(spark: SparkSession, dataset: str, output_path: str, params: AssignPa
         params: the ``assign`` settings section.
         embeddings: output folder of ``embed`` (required for ``eagle``).
         overwrite: replace an existing output.
+        select: with ``weighting=auto``: called with a scratch folder inside the output's
+            temporary folder (deleted before the commit), returns the chosen settings and the
+            selection's record (:func:`eagle_spark.ml.selection.choose_assignment`, which
+            ``GRLRModel`` passes).
     Returns:
         The manifest: n_samples, n_labels, n_assignments, samples_with_labels, and, when the input
-        has the true Y, ``quality`` (precision, recall).
+        has the true Y, ``quality`` (precision, recall); its ``parameters`` are the settings used
+        (the chosen candidate's under ``auto``, with ``selection`` recording every candidate).
     Raises:
-        BadInputError: a missing table or embeddings folder, or a label without embedding.
+        BadInputError: a missing table or embeddings folder, a label without embedding, or ``auto``
+            without `select`.
         OutputExistsError: the output exists and `overwrite` is false.
     """
     check_separate(output_path, [dataset, embeddings])
     manifest_in = require_tables(spark, dataset, (S.X, S.Y1, S.Y2), " (aggregate it first)")
     n_features = int(manifest_in["n_features"])
-    source: dict[str, Any] = {"dataset": dataset}
-    if params.method == "eagle":
-        if embeddings is None:
-            raise BadInputError("method 'eagle' needs embeddings (the output folder of embed)")
-        emb_manifest = read_manifest(spark, embeddings)
-        normalize = bool(emb_manifest["parameters"]["normalize"])
-        source |= {"embeddings": embeddings, "iterations": emb_manifest["parameters"]["iterations"]}
-        assignments = None
-        if params.weighting == "hard":  # soft needs every member's score: always recomputed
-            assignments = stored_top_members(spark, dataset, embeddings, params.multiplicity, manifest_in,
-                                             emb_manifest)
-        source["top_members"] = "from embed" if assignments is not None else "recomputed"
-        if assignments is None:
-            if float(emb_manifest["parameters"].get("prune_below", 0.0)) > 0:
-                log.warning("assign: %s holds pruned embeddings (prune_below=%s): the assignments "
-                            "recomputed from them may differ from exact ones", embeddings,
-                            emb_manifest["parameters"]["prune_below"])
-            assignments = eagle_assignments(spark, dataset, embeddings, params, n_features, normalize)
-        log.info("assign eagle: top members %s", source["top_members"])
-    else:
-        assignments = baseline_assignments(spark, dataset)
+    auto = params.method == "eagle" and params.weighting == "auto"
+    if auto and select is None:
+        raise BadInputError("assign.weighting=auto chooses with a classifier: run it through GRLRModel, "
+                            "eagle-spark assign or the pipeline")
+    if params.method == "eagle" and embeddings is None:
+        raise BadInputError("method 'eagle' needs embeddings (the output folder of embed)")
     X = read_table(spark, dataset, S.X)
     with atomic_output(spark, output_path, overwrite) as tmp:
+        selection = None
+        if auto:
+            scratch = posixpath.join(tmp, "_select")
+            params, selection = select(scratch)
+            FileSystem(spark).delete(scratch)
+            log.info("assign auto: chose %s", selection["chosen"])
+        assignments, source = _assignments(spark, dataset, params, embeddings, manifest_in, n_features)
         write_table(assignments.repartition(int(spark.conf.get("spark.sql.shuffle.partitions")),
                                             S.GROUP_ID, S.LABEL_ID)
                     .sortWithinPartitions(S.GROUP_ID, S.LABEL_ID, S.SAMPLE_ID), tmp, S.ASSIGNMENTS)
@@ -391,9 +391,35 @@ def assign(spark: SparkSession, dataset: str, output_path: str, params: AssignPa
             "assign", n_samples=int(manifest_in["n_samples"]), n_features=n_features,
             n_labels=int(manifest_in["n_labels"]), n_assignments=n_assignments,
             samples_with_labels=int(stats["samples"]), quality=quality,
-            source=source, parameters=params.to_dict(), tables=[S.X, S.Y, S.ASSIGNMENTS])
+            source=source, parameters=params.to_dict(), selection=selection,
+            tables=[S.X, S.Y, S.ASSIGNMENTS])
         write_manifest(spark, tmp, manifest)
     if quality:
         log.info("assign %s: precision %.4f recall %.4f", params.method, quality["precision"],
                  quality["recall"])
     return manifest
+
+
+def _assignments(spark: SparkSession, dataset: str, params: AssignParams, embeddings: Optional[str],
+                 manifest_in: dict, n_features: int) -> tuple[DataFrame, dict[str, Any]]:
+    """(the assignments DataFrame, the manifest's ``source``) of ``eagle`` (stored top members or
+    recomputed) or ``baseline``."""
+    source: dict[str, Any] = {"dataset": dataset}
+    if params.method != "eagle":
+        return baseline_assignments(spark, dataset), source
+    emb_manifest = read_manifest(spark, embeddings)
+    normalize = bool(emb_manifest["parameters"]["normalize"])
+    source |= {"embeddings": embeddings, "iterations": emb_manifest["parameters"]["iterations"]}
+    assignments = None
+    if params.weighting == "hard":  # soft needs every member's score: always recomputed
+        assignments = stored_top_members(spark, dataset, embeddings, params.multiplicity, manifest_in,
+                                         emb_manifest)
+    source["top_members"] = "from embed" if assignments is not None else "recomputed"
+    if assignments is None:
+        if float(emb_manifest["parameters"].get("prune_below", 0.0)) > 0:
+            log.warning("assign: %s holds pruned embeddings (prune_below=%s): the assignments "
+                        "recomputed from them may differ from exact ones", embeddings,
+                        emb_manifest["parameters"]["prune_below"])
+        assignments = eagle_assignments(spark, dataset, embeddings, params, n_features, normalize)
+    log.info("assign eagle: top members %s", source["top_members"])
+    return assignments, source

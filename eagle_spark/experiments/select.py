@@ -24,41 +24,29 @@ from __future__ import annotations
 import logging
 from typing import Any, Sequence
 
-import numpy as np
 from pyspark.sql import SparkSession
 
 from eagle_spark import schemas as S
 from eagle_spark.errors import BadInputError, strict_json
-from eagle_spark.evaluation.group import COMBINE, group_metrics
+from eagle_spark.evaluation.group import CRITERIA
 from eagle_spark.experiments.report import refresh
 from eagle_spark.experiments.xmc import Grouping, _split_stage, _write
-from eagle_spark.params import Settings
+from eagle_spark.ml.selection import CRITERION, K, precision_row, selection_score
+from eagle_spark.params import Settings, candidate_changes
 from eagle_spark.pipeline import Pipeline, Stage, check_inputs, ingest_inputs, open_run, run_pipeline
 
 log = logging.getLogger(__name__)
 
-CANDIDATES: dict[str, tuple[str, dict[str, Any]]] = {
-    "baseline": ("baseline", {}),
-    "hard": ("eagle", {"weighting": "hard"}),
-    "soft-0.1": ("eagle", {"weighting": "soft", "temperature": 0.1}),
-    "soft-0.3": ("eagle", {"weighting": "soft", "temperature": 0.3}),
-    "soft-1": ("eagle", {"weighting": "soft", "temperature": 1.0}),
-}
-"""Candidate name -> (pipeline method, changes to the ``assign`` section)."""
+CANDIDATES = ("baseline", "hard", "soft-0.1", "soft-0.3", "soft-1")
+"""The default candidates (names as ``assign.candidates``: :func:`eagle_spark.params.candidate_changes`)."""
 
-K = (1, 3, 5)
 AGREEMENT_P5 = 0.5
 """The group-level choice agrees with the sample-level one when its sample P@5 is within this of
 the best candidate's (percentage points)."""
 
 
-def _score(row: dict[str, Any]) -> float:
-    """The selection criterion: the mean of group-level P@1, P@3 and P@5 (percent)."""
-    return float(np.mean([row[f"group P@{k}"] for k in K]))
-
-
 def select(spark: SparkSession, settings: Settings, groupings: Sequence[str], output: str,
-           candidates: Sequence[str] = tuple(CANDIDATES), held_out: float = 0.2, combine: str = "max",
+           candidates: Sequence[str] = tuple(CANDIDATES), held_out: float = 0.2, criterion: str = CRITERION,
            force: bool = False) -> dict[str, Any]:
     """Score every candidate on held-out groups of every grouping and choose by group labels alone.
 
@@ -70,23 +58,26 @@ def select(spark: SparkSession, settings: Settings, groupings: Sequence[str], ou
             ``aggregate.seed`` also seeds the held-out split.
         groupings: names as in table2 (``R-4``, ``R-10``, ``C``, ``C-8``).
         output: the experiment folder (module docstring); locked for the run.
-        candidates: names of :data:`CANDIDATES`.
+        candidates: candidate names (``baseline``, ``hard``, ``soft-<T>``; default :data:`CANDIDATES`).
         held_out: share of the groups held out, in (0, 0.9].
-        combine: how members' scores make a group's (:data:`eagle_spark.evaluation.group.COMBINE`).
+        criterion: the group-level precision that ranks the candidates
+            (:data:`eagle_spark.evaluation.group.CRITERIA`); every one is recorded.
         force: rerun every stage.
     Returns:
-        {"output", "held_out", "combine", "groupings": {name: {"candidates": {cand: row}, "chosen",
-        "sample_best", "agrees"}}, "agreement"}; a row has group P@1/3/5, and where the held-out
-        members have true labels sample P@1/3/5, PSP@5 and the assignment precision (percent).
+        {"output", "held_out", "criterion", "groupings": {name: {"candidates": {cand: row},
+        "chosen", "sample_best", "agrees"}}, "agreement"}; a row has every criterion's P@1/3/5
+        (``max P@1``, ``sum P@1``, ``multiset P@1``, ...), and where the held-out members have true
+        labels sample P@1/3/5, PSP@5 and the assignment precision (percent).
     Raises:
-        BadInputError: an unknown candidate or combine, no grouping or candidate, a share outside
+        BadInputError: an unknown candidate or criterion, no grouping or candidate, a share outside
             (0, 0.9], and as :func:`eagle_spark.pipeline.run_pipeline`.
     """
-    unknown = [c for c in candidates if c not in CANDIDATES]
-    if unknown or not candidates:
-        raise BadInputError(f"unknown candidates {unknown}; candidates: {', '.join(CANDIDATES)}")
-    if combine not in COMBINE:
-        raise BadInputError(f"combine must be one of {', '.join(COMBINE)}, got {combine!r}")
+    if not candidates:
+        raise BadInputError("give at least one candidate (e.g. baseline hard soft-0.3)")
+    for name in candidates:
+        candidate_changes(name)  # SettingsError (a BadInputError) for an unknown name
+    if criterion not in CRITERIA:
+        raise BadInputError(f"criterion must be one of {', '.join(CRITERIA)}, got {criterion!r}")
     if not 0.0 < held_out <= 0.9:
         raise BadInputError(f"held_out must be in (0, 0.9], got {held_out}")
     if not groupings:
@@ -100,9 +91,9 @@ def select(spark: SparkSession, settings: Settings, groupings: Sequence[str], ou
         train_data, _ = ingest_inputs(pipe)
         for g in parsed:
             results[g.name] = _select_grouping(spark, g.apply(outer), pipe, g, train_data, candidates,
-                                               held_out, combine, force)
+                                               held_out, criterion, force)
     agreeing = [r["agrees"] for r in results.values() if r["agrees"] is not None]
-    out = {"output": output, "held_out": held_out, "combine": combine, "candidates": list(candidates),
+    out = {"output": output, "held_out": held_out, "criterion": criterion, "candidates": list(candidates),
            "groupings": results,
            "agreement": (sum(agreeing) / len(agreeing)) if agreeing else None}
     base = output.rstrip("/")
@@ -114,7 +105,7 @@ def select(spark: SparkSession, settings: Settings, groupings: Sequence[str], ou
 
 
 def _select_grouping(spark: SparkSession, settings: Settings, pipe: Pipeline, g: Grouping, train_data: str,
-                     candidates: Sequence[str], held_out: float, combine: str, force: bool) -> dict[str, Any]:
+                     candidates: Sequence[str], held_out: float, criterion: str, force: bool) -> dict[str, Any]:
     """One grouping: aggregate, split the groups, run every candidate, choose."""
     from eagle_spark.io.tables import has_table, read_manifest, read_table
     from eagle_spark.pipeline import _aggregate
@@ -123,28 +114,28 @@ def _select_grouping(spark: SparkSession, settings: Settings, pipe: Pipeline, g:
     pipe.run_stage(Stage(f"aggregate_{g.name}", agg, [train_data], settings.aggregate.to_dict(),
                          lambda ow: _aggregate(spark, train_data, agg, settings, ow), "n_groups"))
     sub = Pipeline(spark, settings.replace("pipeline", output=pipe.path("groupings", g.name)), force)
-    fit, held = _split_stage(sub, agg, held_out, settings.aggregate.seed, by=S.GROUP_ID, names=("fit", "held"))
+    fit, held = _split_stage(sub, agg, held_out, settings.aggregate.seed, by="group", names=("fit", "held"))
     known = has_table(spark, held, S.Y)
     Y1, Y2 = read_table(spark, held, S.Y1), read_table(spark, held, S.Y2)
     n_labels = int(read_manifest(spark, held)["n_labels"])
     rows: dict[str, Any] = {}
     for cand in candidates:
-        method, changes = CANDIDATES[cand]
+        changes = candidate_changes(cand)
+        method = changes["method"]
         run = settings.replace("assign", **changes).replace(
             "pipeline", output=pipe.path("groupings", g.name, "run"), train=None, test=None, dataset=fit,
             test_dataset=held, aggregate=False, methods=(method,), until="evaluate" if known else "predict")
         log.info("select %s: candidate %s", g.name, cand)
         res = run_pipeline(spark, run, force=force)
         preds = spark.read.parquet(f"{run.pipeline.output}/predictions/{method}/predictions")
-        gm = group_metrics(preds, Y1, Y2, max(K), np.ones(n_labels), combine)
-        row: dict[str, Any] = {f"group P@{k}": round(100 * gm["P"][k - 1], 2) for k in K}
+        row: dict[str, Any] = precision_row(preds, Y1, Y2, n_labels)
         if known:
             m = res["comparison"]["methods"][method]
             row |= {f"sample P@{k}": m["P_percent"][k - 1] for k in K}
             row |= {"sample PSP@5": m["PSP_percent"][4],
                     "assignment precision": m.get("assignment_precision_percent")}
         rows[cand] = row
-    chosen = max(candidates, key=lambda c: (_score(rows[c]), -list(candidates).index(c)))
+    chosen = max(candidates, key=lambda c: (selection_score(rows[c], criterion), -list(candidates).index(c)))
     sample_best, agrees = None, None
     if known:
         sample_best = max(candidates, key=lambda c: (rows[c]["sample P@5"], -list(candidates).index(c)))
@@ -154,8 +145,9 @@ def _select_grouping(spark: SparkSession, settings: Settings, pipe: Pipeline, g:
 
 def select_markdown(result: dict[str, Any]) -> str:
     """One table per grouping: each candidate's group-level (and sample-level) scores, the choice."""
-    lines = [f"Held-out groups: {100 * result['held_out']:g}%, members' scores combined by "
-             f"{result['combine']}; chosen by the mean of group P@1/3/5.", ""]
+    lines = [f"Held-out groups: {100 * result['held_out']:g}%; chosen by the mean of {result['criterion']} "
+             "P@1/3/5 (max / sum: the members' scores of a label combined, the group's top k against its "
+             "labels; multiset: the members' top k against Y2's counts).", ""]
     for name, res in result["groupings"].items():
         cols = list(next(iter(res["candidates"].values())).keys())
         lines += [f"### {name}", "", "| candidate | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]

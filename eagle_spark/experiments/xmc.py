@@ -31,9 +31,7 @@ import re
 from typing import Any, Optional, Sequence
 
 from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
 
-from eagle_spark import schemas as S
 from eagle_spark.errors import BadInputError, strict_json
 from eagle_spark.io.fs import FileSystem, atomic_output
 from eagle_spark.experiments.report import refresh
@@ -126,34 +124,19 @@ def axis_groupings(axis: str, values: Sequence[float], settings: Settings) -> li
 
 
 def _split_stage(pipe: Pipeline, train_data: str, validation: float, seed: int,
-                 by: str = S.SAMPLE_ID, names: tuple[str, str] = ("fit", "validation")) -> tuple[str, str]:
-    """Stages ``split_<names[0]>`` / ``split_<names[1]>``: `train_data` cut by a seeded hash of
-    column `by` (a share `validation` of it held out). ``by=sample_id`` splits the samples (the
-    validation split of table2); ``by=group_id`` splits an aggregated dataset's groups (samples in no
-    group dropped), each part an aggregated dataset of its own (``experiment select``). Ids are
-    renumbered. Returns (kept dataset, held-out dataset)."""
+                 by: str = "sample", names: tuple[str, str] = ("fit", "validation")) -> tuple[str, str]:
+    """Stages ``split_<name>``: `train_data` cut by a seeded hash (a share `validation` held out)
+    into ``data/<names[0]>`` and ``data/<names[1]>`` (:meth:`eagle_spark.ml.Dataset.split`:
+    ``by=sample`` the validation split of table2, ``by=group`` the held-out groups of ``experiment
+    select``). Returns (kept dataset, held-out dataset)."""
     from eagle_spark.ml import Dataset
 
-    spark = pipe.spark
-    bucket = F.pmod(F.xxhash64(F.lit(seed), F.col(by)), F.lit(10_000))
-    held_out = bucket < F.lit(int(round(validation * 10_000)))
     out = {}
-    for name, keep in zip(names, (~held_out, held_out)):
+    for name, held in zip(names, (False, True)):
         path = pipe.path("data", name)
-
-        def write(ow: bool, keep=keep, path=path) -> dict[str, Any]:
-            ds = Dataset.load(spark, train_data)
-            frame = ds.samples()
-            groups: dict[str, Any] = {}
-            if by == S.GROUP_ID:
-                frame = frame.where(F.col(S.GROUP_ID).isNotNull())
-                groups = {"groupCol": S.GROUP_ID, "groupLabelsCol": "group_labels",
-                          "labelsCol": "labels" if "labels" in frame.columns else None}
-            return Dataset.from_samples(frame.filter(keep).drop(S.SAMPLE_ID), path, numFeatures=ds.n_features,
-                                        numLabels=ds.n_labels, overwrite=ow, **groups).manifest
-
-        pipe.run_stage(Stage(f"split_{name}", path, [train_data], {"validation": validation, "seed": seed},
-                             write, "n_samples"))
+        pipe.run_stage(Stage(f"split_{name}", path, [train_data], {"validation": validation, "seed": seed, "by": by},
+                             lambda ow, path=path, held=held: Dataset.load(pipe.spark, train_data).split_part(
+                                 path, validation, seed, by, held, overwrite=ow).manifest, "n_samples"))
         out[name] = path
     return out[names[0]], out[names[1]]
 

@@ -251,6 +251,49 @@ class Dataset:
         synth(spark, path, preset, scale, seed, rows_per_task, overwrite=overwrite, difficulty=difficulty)
         return cls.load(spark, posixpath.join(path, "train")), cls.load(spark, posixpath.join(path, "test"))
 
+    def split(self, keptPath: str, heldPath: str, share: float, seed: int = 0, by: str = "sample",
+              overwrite: bool = False) -> tuple["Dataset", "Dataset"]:
+        """Cut the dataset in two by a seeded hash: a share `share` of it held out.
+
+        Args:
+            keptPath, heldPath: the two dataset folders to write (each atomic).
+            share: held-out share in (0, 1).
+            seed: seed of the hash (xxhash64 of seed and id).
+            by: ``sample`` (samples by sample_id: a validation split) or ``group`` (the groups of an
+                aggregated dataset by group_id, each part an aggregated dataset of its own with the
+                members' X, Y1, Y2 and Y when present; samples in no group are dropped).
+            overwrite: replace existing folders.
+        Returns:
+            (kept, held) datasets; ids are renumbered (:meth:`from_samples`), the feature and
+            label spaces kept.
+        Raises:
+            ValueError: a share outside (0, 1), an unknown `by`, or ``group`` on a dataset without
+                Y1 / Y2; OutputExistsError (a ValueError) as :meth:`from_samples`.
+        """
+        return (self.split_part(keptPath, share, seed, by, held=False, overwrite=overwrite),
+                self.split_part(heldPath, share, seed, by, held=True, overwrite=overwrite))
+
+    def split_part(self, path: str, share: float, seed: int = 0, by: str = "sample", held: bool = False,
+                   overwrite: bool = False) -> "Dataset":
+        """One part of :meth:`split` (the held-out one when `held`), written to `path`."""
+        if not 0.0 < share < 1.0:
+            raise ValueError(f"Dataset.split: share must be in (0, 1), got {share}")
+        if by not in ("sample", "group"):
+            raise ValueError(f"Dataset.split: by must be sample or group, got {by!r}")
+        frame, column, groups = self.samples(), S.SAMPLE_ID, {}
+        if by == "group":
+            if not (self.has(S.Y1) and self.has(S.Y2)):
+                raise ValueError(f"Dataset.split: by='group' needs an aggregated dataset (Y1, Y2); {self.path} "
+                                 "has none")
+            frame, column = frame.where(F.col(S.GROUP_ID).isNotNull()), S.GROUP_ID
+            groups = {"groupCol": S.GROUP_ID, "groupLabelsCol": "group_labels",
+                      "labelsCol": "labels" if "labels" in frame.columns else None}
+        bucket = F.pmod(F.xxhash64(F.lit(seed), F.col(column)), F.lit(10_000))
+        in_held = bucket < F.lit(int(round(share * 10_000)))
+        return type(self).from_samples(frame.filter(in_held if held else ~in_held).drop(S.SAMPLE_ID), path,
+                                       numFeatures=self.n_features, numLabels=self.n_labels,
+                                       overwrite=overwrite, **groups)
+
     def save(self, path: str, overwrite: bool = False) -> "Dataset":
         """Copy the folder to `path` (committed atomically); returns the copy.
 

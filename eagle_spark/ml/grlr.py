@@ -66,6 +66,10 @@ class _GRLRParams(HasFeaturesCol, HasMaxIter, HasStepSize, SettingsParams):
                                "labelWeightsCol)", TypeConverters.toString)
     temperature = settings_param("temperature", "transform, soft weighting: near 0 hard top-c, large "
                                  "the Baseline", TypeConverters.toFloat)
+    candidates = settings_param("candidates", "transform, weighting auto: the assignments to choose from "
+                                "(baseline, hard, soft-<T>)", lambda v: tuple(TypeConverters.toListString(v)))
+    heldOut = settings_param("heldOut", "transform, weighting auto: share of the groups held out to score "
+                             "the candidates", TypeConverters.toFloat)
     labelWeightsCol = settings_param("labelWeightsCol", "output of transform with soft weighting: the "
                                      "weight of each assigned label, array<float> in labelsCol's order",
                                      TypeConverters.toString)
@@ -78,7 +82,8 @@ class _GRLRParams(HasFeaturesCol, HasMaxIter, HasStepSize, SettingsParams):
                       "pruneBelow": "prune_below", "xAccess": "x_access", "numTasks": "tasks",
                       "batchRows": "batch_rows", "splitRows": "split_rows", "cacheBudget": "cache_budget"},
         AssignParams: {"method": "method", "multiplicity": "multiplicity", "weighting": "weighting",
-                       "temperature": "temperature", "assignTasks": "tasks",
+                       "temperature": "temperature", "candidates": "candidates", "heldOut": "held_out",
+                       "assignTasks": "tasks",
                        "assignBatchRows": "batch_rows", "assignXAccess": "x_access",
                        "assignCacheBudget": "cache_budget"},
     }
@@ -117,8 +122,8 @@ class GRLR(Estimator, _GRLRParams, Persistent):
     ``maxIter`` (T, 20), ``stepSize`` (lambda, 0.1), ``normalize`` (true), ``pruneBelow`` (0),
     ``xAccess`` (auto), ``cacheBudget``, ``numTasks`` (16), ``batchRows``, ``splitRows``; for the
     model's transform ``method`` (eagle), ``multiplicity`` (true: top-c), ``weighting`` (hard; soft:
-    weighted assignment, whose weights go to ``labelWeightsCol``, label_weights), ``temperature``
-    (0.3), ``labelsCol`` (labels), and, when
+    weighted assignment, whose weights go to ``labelWeightsCol``, label_weights; auto: the best of
+    ``candidates`` on ``heldOut`` of the groups), ``temperature`` (0.3), ``labelsCol`` (labels), and, when
     it recomputes assignments, ``assignTasks``, ``assignBatchRows``, ``assignXAccess``,
     ``assignCacheBudget``.
 
@@ -143,7 +148,8 @@ class GRLR(Estimator, _GRLRParams, Persistent):
     def __init__(self, *, featuresCol: str = "features", groupCol: str = S.GROUP_ID,
                  groupLabelsCol: str = "group_labels", labelsCol: str = "labels",
                  labelWeightsCol: str = S.LABEL_WEIGHTS, weighting: Optional[str] = None,
-                 temperature: Optional[float] = None,
+                 temperature: Optional[float] = None, candidates: Optional[list] = None,
+                 heldOut: Optional[float] = None,
                  maxIter: Optional[int] = None, stepSize: Optional[float] = None,
                  normalize: Optional[bool] = None, pruneBelow: Optional[float] = None,
                  xAccess: Optional[str] = None, numTasks: Optional[int] = None,
@@ -252,6 +258,10 @@ class GRLRModel(Model, _GRLRParams, FolderModel, Persistent):
         write the filtered dataset (X, Y = Y_filter, assignments) to `path` (what ``transform`` does
         after it has the frame's folder; ``eagle-spark assign`` calls it).
 
+        With ``weighting="auto"`` the candidates (``candidates``) are first scored on held-out
+        groups of the dataset and the best is used (:mod:`eagle_spark.ml.selection`; the manifest's
+        ``selection`` records every candidate's group-level P@k).
+
         Returns:
             The written dataset; its ``manifest`` holds n_assignments, samples_with_labels and,
             when the input has the true Y, the assignment ``quality`` (precision, recall).
@@ -261,7 +271,13 @@ class GRLRModel(Model, _GRLRParams, FolderModel, Persistent):
         """
         params = self.settings(AssignParams)
         embeddings = self._require_data() if params.method == "eagle" else None
-        assign(dataset.spark, dataset.path, path, params, embeddings=embeddings, overwrite=overwrite)
+        select = None
+        if params.method == "eagle" and params.weighting == "auto":
+            from eagle_spark.ml.selection import choose_assignment
+
+            def select(scratch: str) -> tuple[AssignParams, dict]:
+                return choose_assignment(self, dataset, scratch)
+        assign(dataset.spark, dataset.path, path, params, embeddings=embeddings, overwrite=overwrite, select=select)
         return Dataset.load(dataset.spark, path)
 
 

@@ -44,3 +44,21 @@ def test_group_metrics_by_hand(frames):
         group_metrics(preds, Y1, Y2, 3, ones, "mean")
     with pytest.raises(ValueError, match="k must be"):
         group_predictions(preds, Y1, 0)
+
+
+def test_multiset_precision_by_hand(spark):
+    """Group 0: members 1, 2, 3, labels 7 (count 2) and 8 (count 1); group 1: member 4, label 9.
+    Top-1 predictions 7, 7, 7 and 9: label 7 is predicted by 3 members but held by 2, so 2 + 1 = 3
+    of the 4 predictions can be right: P@1 = 3 / 4. Top-2 adds 8, 5, 8 and 6: 8 predicted twice,
+    held once: (2 + 1 + 1) / (4 x 2) = 1 / 2."""
+    from eagle_spark.evaluation.group import multiset_precision
+
+    preds = spark.createDataFrame(
+        [(1, [7, 8], [0.9, 0.1]), (2, [7, 5], [0.8, 0.2]), (3, [7, 8], [0.7, 0.3]), (4, [9, 6], [0.5, 0.4])],
+        "sample_id long, label_ids array<int>, scores array<float>")
+    Y1 = spark.createDataFrame([(1, 0), (2, 0), (3, 0), (4, 1)], "sample_id long, group_id long")
+    Y2 = spark.createDataFrame([(0, 7, 2), (0, 8, 1), (1, 9, 1)], "group_id long, label_id int, count int")
+    np.testing.assert_allclose(multiset_precision(preds, Y1, Y2, 2), [3 / 4, 1 / 2])
+    # a member without predictions stays in the denominator
+    Y1b = spark.createDataFrame([(1, 0), (2, 0), (3, 0), (4, 1), (5, 1)], "sample_id long, group_id long")
+    np.testing.assert_allclose(multiset_precision(preds, Y1b, Y2, 1), [3 / 5])

@@ -75,9 +75,13 @@ def _documented(text: str):
     number (thousands separated by commas)."""
     if text.startswith("``"):
         return text.strip("`")
+    if text.startswith("[") and text.endswith("]"):  # a list: [a,b,c] (no spaces)
+        return [_documented(item) for item in text[1:-1].split(",")]
     words = {"true": True, "false": False, "None": None, "null": None, "empty": {}}
     if text in words:
         return words[text]
+    if not re.fullmatch(r"[-+\d.,e]+|inf", text):  # a bare word (a list's item)
+        return text
     number = text.replace(",", "")
     try:
         return int(number)
@@ -110,8 +114,9 @@ def test_docstring_defaults_match_code(cls):
 def test_docstring_default_parser_reads_what_the_docs_write():
     found = [_documented(_DEFAULT.search(t).group(1)) for t in (
         "Default 0.1.", "Default 1,000,000 (docs/design.md).", "Default ``local[*]``.",
-        "Default 0.2, twice liblinear's", "Default None: the fewest", "Default null.", "Default true.")]
-    assert found == [0.1, 1_000_000, "local[*]", 0.2, None, None, True]
+        "Default 0.2, twice liblinear's", "Default None: the fewest", "Default null.", "Default true.",
+        "Default [baseline,hard,soft-0.3].")]
+    assert found == [0.1, 1_000_000, "local[*]", 0.2, None, None, True, ["baseline", "hard", "soft-0.3"]]
 
 
 def test_conf_files_load():

@@ -414,3 +414,51 @@ def test_api_soft_weights_through_fit_transform_save_load(spark, soft, tmp_path)
     bad = plain.withColumn("label_weights", F.transform("label_weights", lambda w: w + 1))
     with pytest.raises(ValueError, match=r"'labels' / 'label_weights' \(labelWeightsCol\) must hold one weight"):
         OneVsRestXMC(numTasks=2).fit(bad)
+
+
+def test_auto_chooses_the_best_candidate_on_held_out_groups(spark, soft, tmp_path):
+    """weighting=auto: every candidate scored on the same held-out groups (group P@k of a one-tree
+    proxy), the best mean of group P@1/3/5 chosen, and the whole data assigned exactly as the
+    chosen candidate assigns it; the scratch data is gone from the output."""
+    import os
+
+    from eagle_spark import Dataset, GRLRModel
+    from eagle_spark.io.tables import read_table
+    from eagle_spark.ml.selection import selection_score
+
+    paths, _ = soft
+    agg = Dataset.load(spark, paths["agg"])
+    auto = GRLRModel.fromSettings(AssignParams(weighting="auto", tasks=2, candidates=("baseline", "hard", "soft-1"),
+                                               held_out=0.3)).atFolder(paths["emb"])
+    out = auto.transformDataset(agg, str(tmp_path / "auto"))
+    sel = out.manifest["selection"]
+    assert set(sel["candidates"]) == {"baseline", "hard", "soft-1"} and sel["held_out_groups"] > 10
+    for row in sel["candidates"].values():
+        assert row["score"] == pytest.approx(selection_score(row), abs=1e-3)
+        assert all(0 <= row[f"{c} P@{k}"] <= 100 for k in (1, 3, 5) for c in ("max", "sum", "multiset"))
+    best = max(sel["candidates"], key=lambda c: sel["candidates"][c]["score"])
+    assert sel["chosen"] == best
+    assert not os.path.exists(tmp_path / "auto" / "_select")
+    from eagle_spark.params import candidate_changes
+
+    chosen = AssignParams(tasks=2, **candidate_changes(best))
+    assert out.manifest["parameters"]["weighting"] == chosen.weighting
+    again = GRLRModel.fromSettings(chosen).atFolder(paths["emb"]).transformDataset(agg, str(tmp_path / "direct"))
+
+    def rows(ds):
+        return sorted(tuple(r) for r in read_table(spark, ds.path, "assignments").select(
+            "group_id", "label_id", "sample_id").collect())
+
+    assert rows(out) == rows(again)
+
+
+def test_candidate_names_are_checked():
+    from eagle_spark.params import candidate_changes
+
+    assert candidate_changes("soft-0.25") == {"method": "eagle", "weighting": "soft", "temperature": 0.25}
+    assert candidate_changes("baseline")["method"] == "baseline"
+    for bad in ("soft", "soft-0", "medium", "soft--1"):
+        with pytest.raises(SettingsError, match="assign.candidates"):
+            candidate_changes(bad)
+    with pytest.raises(SettingsError, match="assign.held_out"):
+        AssignParams(held_out=0.95)

@@ -1,0 +1,109 @@
+"""``assign.weighting=auto``: choose how to learn from group labels with group labels alone.
+
+Between giving every member every group label (the Baseline) and giving each label to its best
+members only (EAGLE's hard top-c assignment) lies the soft weighting (:func:`eagle_spark.assignment.
+assign.soft_weights`); which is best depends on the data (how well a group's members can be told
+apart, how many labels a sample has). No sample label is needed to choose: a seeded share
+(``assign.held_out``) of the groups is held out, GRLR is fitted on the other groups, each candidate
+(``assign.candidates``) assigns their labels and trains a proxy classifier (the label tree with
+one tree, default settings), the proxy predicts the held-out members, the members' predictions
+are combined per group (the largest member score per label) and scored against the held-out
+groups' labels Y2 (:func:`eagle_spark.evaluation.group.group_precisions`, criterion
+:data:`CRITERION`). The candidate with the best mean of group-level P@1, P@3 and P@5 wins (ties: the first listed), and the whole data is then
+assigned with it.
+
+Cost: GRLR once more on (1 - held_out) of the groups, and per candidate an assignment, a one-tree
+training on those groups and a prediction of the held-out members; all scratch data lives in a
+folder the caller deletes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import posixpath
+from typing import Any
+
+import numpy as np
+
+from eagle_spark import schemas as S
+from eagle_spark.params import AssignParams, EmbedParams, TreeParams, candidate_changes
+
+log = logging.getLogger(__name__)
+
+K = (1, 3, 5)
+CRITERION = "max"
+"""Which group-level precision ranks the candidates (:data:`eagle_spark.evaluation.group.CRITERIA`)."""
+SEED = 0
+"""Seed of the held-out groups' hash (the same groups for every candidate and every run)."""
+PROXY = TreeParams(n_trees=1)
+"""The proxy classifier the candidates are scored with: the label tree of the default settings,
+one tree (a third of the default's training)."""
+
+
+def selection_score(row: dict[str, Any], criterion: str = CRITERION) -> float:
+    """The score of a candidate's row: the mean of its P@1, P@3 and P@5 by `criterion`
+    (percent; the row's keys are ``<criterion> P@<k>``)."""
+    return float(np.mean([row[f"{criterion} P@{k}"] for k in K]))
+
+
+def precision_row(predictions: Any, Y1: Any, Y2: Any, n_labels: int) -> dict[str, float]:
+    """{"<criterion> P@<k>": percent} of every group-level criterion at k in :data:`K`."""
+    from eagle_spark.evaluation.group import group_precisions
+
+    found = group_precisions(predictions, Y1, Y2, max(K), n_labels)
+    return {f"{c} P@{k}": round(100 * p[k - 1], 2) for c, p in found.items() for k in K}
+
+
+def choose_assignment(model: Any, dataset: Any, scratch: str) -> tuple[AssignParams, dict[str, Any]]:
+    """Score ``assign.candidates`` on held-out groups of `dataset` and return the best.
+
+    Args:
+        model: the fitted :class:`eagle_spark.ml.GRLRModel` (its ``assign`` Params give the
+            candidates and the held-out share; its embeddings' manifest the GRLR settings).
+        dataset: the aggregated :class:`eagle_spark.ml.Dataset` (X, Y1, Y2) being assigned.
+        scratch: a folder to write into (not existing; the caller deletes it).
+    Returns:
+        (the chosen candidate's ``assign`` settings, the record: held_out, proxy, candidates (name
+        -> group P@1/3/5 in percent, the score), chosen).
+    Raises:
+        BadInputError (a ValueError): as the stages it runs (e.g. no groups held out).
+    Source: this project (choosing from group labels alone), beyond the paper.
+    """
+    from eagle_spark.errors import BadInputError
+    from eagle_spark.io.tables import read_table
+    from eagle_spark.ml.classifiers import LabelTreeClassifier
+    from eagle_spark.ml.grlr import GRLR, GRLRModel
+
+    params = model.settings(AssignParams)
+    spark = dataset.spark
+    fit, held = dataset.split(posixpath.join(scratch, "fit"), posixpath.join(scratch, "held"),
+                              params.held_out, SEED, by="group")
+    if not held.n_groups or not fit.n_groups:
+        raise BadInputError(f"assign.weighting=auto: holding out {params.held_out:g} of the groups of "
+                            f"{dataset.path} leaves {fit.n_groups or 0} to fit and {held.n_groups or 0} to score; "
+                            "give more groups or another assign.held_out")
+    stored = model.summary.get("parameters", {})
+    embed = EmbedParams(**{f.name: stored[f.name] for f in dataclasses.fields(EmbedParams) if f.name in stored})
+    emb = posixpath.join(scratch, "embeddings")
+    GRLR.fromSettings(embed).fitDataset(fit, emb)
+    Y1, Y2 = read_table(spark, held.path, S.Y1), read_table(spark, held.path, S.Y2)
+    rows: dict[str, Any] = {}
+    for i, name in enumerate(params.candidates):
+        chosen = dataclasses.replace(params, **candidate_changes(name))
+        assigned = posixpath.join(scratch, f"assigned-{i}")
+        GRLRModel.fromSettings(chosen).atFolder(emb).transformDataset(fit, assigned)
+        proxy = LabelTreeClassifier.fromSettings(PROXY).fitDataset(
+            type(dataset).load(spark, assigned), posixpath.join(scratch, f"model-{i}"))
+        preds = posixpath.join(scratch, f"predictions-{i}")
+        proxy.transformDataset(held, preds)
+        rows[name] = precision_row(spark.read.parquet(posixpath.join(preds, "predictions")), Y1, Y2, held.n_labels)
+        rows[name]["score"] = round(selection_score(rows[name]), 3)
+        log.info("assign auto: candidate %s: score %.2f", name, rows[name]["score"])
+    best = max(params.candidates, key=lambda c: (rows[c]["score"], -params.candidates.index(c)))
+    return (dataclasses.replace(params, **candidate_changes(best)),
+            {"held_out": params.held_out, "seed": SEED, "proxy": "label tree, 1 tree, default settings",
+             "held_out_groups": held.n_groups, "candidates": rows, "chosen": best})
+
+
+__all__ = ["CRITERION", "PROXY", "choose_assignment", "precision_row", "selection_score"]
