@@ -353,8 +353,9 @@ def _experiment_args(p: argparse.ArgumentParser) -> None:
                    help="ablation: what varies (Figure 3 left, middle, right)")
     p.add_argument("--values", nargs="+", type=float, default=None,
                    help="ablation: the axis' values (e.g. 2 4 8 16); regression: sigma_2 values")
-    p.add_argument("--methods", nargs="+", choices=["baseline", "eagle0", "eagle"], default=None,
-                   help="methods beside the Oracle (default all three)")
+    p.add_argument("--methods", nargs="+", choices=["baseline", "eagle0", "eagle_paper", "eagle"], default=None,
+                   help="methods beside the Oracle (default all four; eagle_paper: Algorithm 2 as printed, "
+                        "eagle: the assign settings)")
     p.add_argument("--validation", type=float, default=0.0,
                    help="hold out this share of the training set and evaluate on it instead of the "
                         "test set (for tuning; default 0: the test set)")
@@ -387,7 +388,7 @@ def run_experiment(spark: Any, args: argparse.Namespace, settings: Settings) -> 
         return {"output": args.output, "kind": "regression", "rows": result["rows"]}
     settings = settings.replace("pipeline", **_flags(args, {
         "train": "train", "test": "test", "dataset": "dataset", "test_dataset": "test_dataset"}))
-    methods = tuple(args.methods or ("baseline", "eagle0", "eagle"))
+    methods = tuple(args.methods or ("baseline", "eagle0", "eagle_paper", "eagle"))
     if args.kind == "select":
         from eagle_spark.experiments.select import CANDIDATES, select
         from eagle_spark.ml.selection import CRITERION

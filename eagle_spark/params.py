@@ -721,8 +721,9 @@ class PipelineParams(BaseParams):
         test_dataset: an existing dataset with X and Y to predict and evaluate on. Default None.
         aggregate: build Y1 / Y2 from the training Y with the ``aggregate`` settings; false uses the
             groups of `dataset` as they are. Default true.
-        methods: which of ``baseline``, ``eagle0``, ``eagle`` to run (``--compare``: all three).
-            Default ``eagle``.
+        methods: which of ``baseline``, ``eagle0``, ``eagle_paper`` (Algorithm 2 as printed: hard
+            argmax) and ``eagle`` (the ``assign`` settings) to run (``--compare``: baseline, eagle0,
+            eagle). Default ``eagle``.
         until: last stage: ``assign``, ``train``, ``predict`` or ``evaluate``. Default ``evaluate``.
         format: ``parquet``, or ``delta`` to also publish assignments and predictions as Delta
             tables under ``<output>/delta/``. Default ``parquet``.
@@ -741,8 +742,8 @@ class PipelineParams(BaseParams):
     def __post_init__(self) -> None:
         _check(len(self.methods) >= 1, "pipeline.methods must name at least one method")
         for m in self.methods:
-            _check(m in ("baseline", "eagle0", "eagle"),
-                   f"pipeline.methods: {m!r} is not one of baseline, eagle0, eagle")
+            _check(m in ("baseline", "eagle0", "eagle_paper", "eagle"),
+                   f"pipeline.methods: {m!r} is not one of baseline, eagle0, eagle_paper, eagle")
         _check(len(set(self.methods)) == len(self.methods), "pipeline.methods has a repeat")
         _check(self.until in ("assign", "train", "predict", "evaluate"),
                f"pipeline.until must be assign, train, predict or evaluate, got {self.until!r}")

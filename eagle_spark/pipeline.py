@@ -57,10 +57,15 @@ from eagle_spark.params import Settings
 
 log = logging.getLogger(__name__)
 
-METHODS = ("baseline", "eagle0", "eagle")
-"""Every method, in the order of the paper's Table 2."""
+METHODS = ("baseline", "eagle0", "eagle_paper", "eagle")
+"""Every method, in the order of the paper's Table 2: ``eagle_paper`` is Algorithm 2 as printed
+(each group label to its best member, hard), ``eagle`` EAGLE with the ``assign`` settings (the
+library's default)."""
 
-METHOD_NAMES = {"baseline": "Baseline", "eagle0": "EAGLE-0", "eagle": "EAGLE"}
+METHOD_NAMES = {"baseline": "Baseline", "eagle0": "EAGLE-0", "eagle_paper": "EAGLE (paper)", "eagle": "EAGLE"}
+
+PAPER_ASSIGN = {"method": "eagle", "multiplicity": False, "weighting": "hard"}
+"""The ``assign`` settings of ``eagle_paper``: Algorithm 2 as printed."""
 
 
 @dataclasses.dataclass
@@ -361,13 +366,15 @@ def _run_method(pipe: Pipeline, method: str, agg: str, test_data: Optional[str],
     spark, settings, p = pipe.spark, pipe.settings, pipe.settings.pipeline
     out: dict[str, Any] = {}
     assigned = pipe.path("assigned", method)
-    assign_params = _section(settings, "assign", method="baseline" if method == "baseline" else "eagle")
+    assign_params = (_section(settings, "assign", **PAPER_ASSIGN) if method == "eagle_paper" else
+                     _section(settings, "assign", method="baseline" if method == "baseline" else "eagle"))
     if method == "baseline":
         assign_inputs, emb = [agg], None
     else:
-        emb = pipe.path("embeddings", method)
-        embed_params = settings.embed if method == "eagle" else _section(settings, "embed", iterations=0)
-        pipe.run_stage(Stage(f"embed_{method}", emb, [agg], embed_params.to_dict(),
+        learner = "eagle" if method == "eagle_paper" else method  # the paper's EAGLE shares EAGLE's GRLR
+        emb = pipe.path("embeddings", learner)
+        embed_params = settings.embed if learner == "eagle" else _section(settings, "embed", iterations=0)
+        pipe.run_stage(Stage(f"embed_{learner}", emb, [agg], embed_params.to_dict(),
                              lambda ow: GRLR.fromSettings(embed_params).fitDataset(
                                  Dataset.at(spark, agg), emb, overwrite=ow).summary, "n_labels"))
         assign_inputs = [agg, emb]

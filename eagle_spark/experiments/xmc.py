@@ -302,7 +302,7 @@ def ablation_png(out: dict[str, Any]) -> bytes:
     metrics = list(next(iter(out["decrement_percent"].values())).keys())
     fig, axes = new_figure(len(metrics), width=4.2)
     for ax, metric in zip(axes, metrics):
-        for m, marker in zip(METHODS, ("o", "^", "s")):
+        for m, marker in zip(METHODS, ("o", "^", "D", "s")):
             if m in out["decrement_percent"]:
                 ax.plot(out["values"], out["decrement_percent"][m][metric], marker=marker, label=METHOD_NAMES[m])
         ax.axhline(0.0, color="grey", lw=0.8, ls="--")

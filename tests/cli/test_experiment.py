@@ -64,7 +64,7 @@ def test_table2_then_ablation_in_one_folder(spark, slice_files, tmp_path, capsys
         for method, row in comparison["methods"].items():
             assert table["groupings"][name][method]["P_percent"] == row["P_percent"]
     md = (out / "table2.md").read_text().splitlines()
-    assert md[0] == "| grouping | metric | Oracle | Baseline | EAGLE-0 | EAGLE |"
+    assert md[0] == "| grouping | metric | Oracle | Baseline | EAGLE-0 | EAGLE (paper) | EAGLE |"
     assert md[2].startswith(f"| R-2 | P@1 | {table['oracle']['P_percent'][0]:.2f} |")
 
     # resumable: the same command again reruns nothing
@@ -84,7 +84,7 @@ def test_table2_then_ablation_in_one_folder(spark, slice_files, tmp_path, capsys
     assert ablation["groupings"] == ["R-2", "R-3"]
     oracle = ablation["oracle_P_percent"]
     for i, name in enumerate(ablation["groupings"]):
-        for method in ("baseline", "eagle0", "eagle"):
+        for method in ("baseline", "eagle0", "eagle_paper", "eagle"):
             p = ablation["result"]["groupings"][name][method]["P_percent"]
             for k in (1, 3, 5):
                 want = 100 * (oracle[k - 1] - p[k - 1]) / oracle[k - 1]

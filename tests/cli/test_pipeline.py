@@ -159,3 +159,23 @@ def test_format_delta_publishes_versions_read_by_deltalake_polars_duckdb(spark, 
     assert sorted(zip(v1["group_id"], v1["label_id"], v1["sample_id"])) == expected
     assert sorted(zip(v0["group_id"], v0["label_id"], v0["sample_id"])) == expected
     assert len(DeltaTable(table).history()) == 2
+
+
+def test_eagle_paper_is_algorithm_2_as_printed_on_eagle_s_embeddings(spark, tmp_path):
+    """Method eagle_paper reuses EAGLE's GRLR stage (one embed_eagle) and gives each (group,
+    label) pair of Y2 exactly one member, while eagle (top-c) gives a pair of count c its c best."""
+    from eagle_spark.io.tables import read_table
+    from eagle_spark.pipeline import run_pipeline
+
+    run = tmp_path / "paper"
+    result = run_pipeline(spark, _settings(run, "pipeline.methods=[eagle_paper,eagle]", "pipeline.until=assign",
+                                           "embed.iterations=2"))
+    names = [r["stage"] for r in result["stages"]]
+    assert names.count("embed_eagle") == 2 and "embed_eagle_paper" not in names  # the second is skipped
+    assert [r["status"] for r in result["stages"] if r["stage"] == "embed_eagle"] == ["ran", "skipped"]
+    y2 = read_table(spark, str(run / "data" / "aggregated"), "Y2")
+    paper = read_table(spark, str(run / "assigned" / "eagle_paper"), "assignments")
+    eagle = read_table(spark, str(run / "assigned" / "eagle"), "assignments")
+    assert paper.count() == y2.count() == paper.select("group_id", "label_id").distinct().count()
+    assert eagle.count() == y2.agg({"count": "sum"}).first()[0]
+    assert result["comparison"]["methods"]["eagle_paper"]["name"] == "EAGLE (paper)"
