@@ -103,20 +103,34 @@ def load_xy(dataset: str, n_features: int, n_labels: int, normalize: bool) -> tu
         if not np.array_equal(ids, np.asarray(yt.column(S.SAMPLE_ID), dtype=np.int64)):
             raise ValueError(f"{dataset}: X and Y do not have the same sample_ids")
         X = l2_normalize_rows(X) if normalize else X
-        return {"ids": ids, **sparse_arrays(X, "X"), **sparse_arrays(y_matrix(yt, n_labels), "Y")}
+        return {"ids": ids, **sparse_arrays(X, "X"), **sparse_arrays(y_matrix(yt, n_labels, what=f"{dataset}/Y"), "Y")}
 
     return shared_state("xy", key, build, lambda a: (a["ids"], sparse_from(a, "X"), sparse_from(a, "Y", "csc")))
 
 
-def y_matrix(yt: pa.Table, n_labels: int, values: Optional[str] = None) -> sp.csc_matrix:
+def y_matrix(yt: pa.Table, n_labels: int, values: Optional[str] = None, what: str = "Y") -> sp.csc_matrix:
     """Y (rows of `yt` x n_labels) CSC bool with sorted indices, from a Y table's label_ids lists;
     with `values` (a list column of the same lengths, ``label_weights``) CSC float32 of those values
-    in the same pattern."""
+    in the same pattern.
+
+    Raises:
+        ValueError: a label id outside [0, n_labels) (scipy does not check the indices it is given,
+            and a later conversion would read out of bounds), naming `what`, the id and its sample.
+    """
     lab = yt.column(S.LABEL_IDS).combine_chunks()
     indptr = np.asarray(lab.offsets, dtype=np.int64)
-    indices = np.asarray(lab.values, dtype=np.int64)
-    data = (np.ones(len(indices), dtype=bool) if values is None else
-            np.asarray(yt.column(values).combine_chunks().values, dtype=np.float32))
+    indices = np.asarray(lab.values, dtype=np.int64)[indptr[0]:indptr[-1]]
+    bad = np.flatnonzero((indices < 0) | (indices >= n_labels))
+    if len(bad):
+        row = int(np.searchsorted(indptr - indptr[0], bad[0], side="right") - 1)
+        raise ValueError(f"{what}: sample_id {yt.column(S.SAMPLE_ID)[row].as_py()} has label id {int(indices[bad[0]])}, "
+                         f"outside [0, {n_labels}) (n_labels of the manifest)")
+    if values is None:
+        data = np.ones(len(indices), dtype=bool)
+    else:
+        col = yt.column(values).combine_chunks()
+        off = np.asarray(col.offsets, dtype=np.int64)
+        data = np.asarray(col.values, dtype=np.float32)[off[0]:off[-1]]
     Y = sp.csr_matrix((data, indices, indptr - indptr[0]), shape=(yt.num_rows, n_labels)).tocsc()
     Y.sort_indices()
     return Y
@@ -160,7 +174,7 @@ def load_label_weights(dataset: str, n_labels: int) -> sp.csc_matrix:
         fs, root = filesystem_for(dataset)
         yt = pq.read_table(f"{root}/{S.Y}", filesystem=fs,
                            columns=[S.SAMPLE_ID, S.LABEL_IDS, S.LABEL_WEIGHTS]).sort_by(S.SAMPLE_ID)
-        return sparse_arrays(y_matrix(yt, n_labels, S.LABEL_WEIGHTS), "W")
+        return sparse_arrays(y_matrix(yt, n_labels, S.LABEL_WEIGHTS, f"{dataset}/Y"), "W")
 
     return shared_state("label_weights", key, build, lambda a: sparse_from(a, "W", "csc"))
 

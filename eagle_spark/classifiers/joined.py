@@ -76,7 +76,7 @@ def load_y(dataset: str, n_labels: int) -> tuple[np.ndarray, sp.csc_matrix]:
         values = np.asarray(yt.column(S.LABEL_IDS).combine_chunks().values)
         if len(values) and (values.min() < 0 or values.max() >= n_labels):
             raise ValueError(f"{dataset}: a label id of Y is outside [0, {n_labels})")
-        return {"ids": ids, **sparse_arrays(y_matrix(yt, n_labels), "Y")}
+        return {"ids": ids, **sparse_arrays(y_matrix(yt, n_labels, what=f"{dataset}/Y"), "Y")}
 
     return shared_state("y", key, build, lambda a: (a["ids"], sparse_from(a, "Y", "csc")))
 

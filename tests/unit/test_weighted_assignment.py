@@ -462,3 +462,24 @@ def test_candidate_names_are_checked():
             candidate_changes(bad)
     with pytest.raises(SettingsError, match="assign.held_out"):
         AssignParams(held_out=0.95)
+
+
+def test_y_matrix_refuses_label_ids_out_of_range():
+    """The executor-side Y (and label weights) of a Y table whose ids reach n_labels: a ValueError
+    naming the sample and the id, not a scipy matrix with indices out of bounds (which crashed a
+    worker in tocsc); in range, the same matrix as a dense twin."""
+    import pyarrow as pa
+
+    from eagle_spark.classifiers.base import y_matrix
+
+    yt = pa.table({"sample_id": pa.array([4, 7, 9], pa.int64()),
+                   "label_ids": pa.array([[0, 2], [], [1]], pa.list_(pa.int32())),
+                   "label_weights": pa.array([[1.0, 0.5], [], [0.25]], pa.list_(pa.float32()))})
+    twin = np.array([[1, 0, 1], [0, 0, 0], [0, 1, 0]], dtype=bool)
+    np.testing.assert_array_equal(y_matrix(yt, 3).toarray(), twin)
+    np.testing.assert_allclose(y_matrix(yt, 3, "label_weights").toarray(), [[1, 0, 0.5], [0, 0, 0], [0, 0.25, 0]])
+    with pytest.raises(ValueError, match=r"ds/Y: sample_id 4 has label id 2, outside \[0, 2\)"):
+        y_matrix(yt, 2, what="ds/Y")
+    sliced = yt.slice(1)  # a table whose list column starts at an offset
+    np.testing.assert_array_equal(y_matrix(sliced, 3).toarray(), twin[1:])
+    np.testing.assert_allclose(y_matrix(sliced, 3, "label_weights").toarray(), [[0, 0, 0], [0, 0.25, 0]])

@@ -1,0 +1,86 @@
+"""What learning from group labels costs: EAGLE's fit (embed + assign + train, as a user waits for
+them in the pipeline) with each assignment setting, against the hard top-c assignment.
+
+    python benchmarks/assignment_cost.py                                   # delicious (embedded), R-4
+    python benchmarks/assignment_cost.py --data synth:wiki325k:0.1 --group-size 10 --report assignment_cost_wiki325k_0.1
+
+For each setting (``hard``, ``soft`` at T = 0.3, ``auto``) one pipeline run (``pipeline.methods=
+[eagle]``, until train, conf/local.yaml) in a folder of its own, so every stage runs: the
+aggregated data are made once and shared (``pipeline.dataset`` with ``aggregate=false``). The
+report has each stage's wall seconds (the pipeline's own stage timings), the fit's total, its
+ratio to ``hard``'s, the whole command's wall time, and under ``auto`` the candidate chosen.
+Writes benchmarks/reports/<report>.json and prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import shutil
+import sys
+import time
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from _common import print_table, write_report  # noqa: E402
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+SETTINGS = {"hard": {"weighting": "hard"}, "soft T=0.3": {"weighting": "soft", "temperature": 0.3},
+            "auto": {"weighting": "auto"}}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", default="delicious",
+                        help="delicious (the embedded training set) or synth:<preset>:<scale>")
+    parser.add_argument("--group-size", type=int, default=4, help="random groups of this size (default 4)")
+    parser.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=list(SETTINGS))
+    parser.add_argument("--report", default="assignment_cost_delicious", help="report name under benchmarks/reports")
+    parser.add_argument("--work", default="/tmp/eagle_assignment_cost")
+    args = parser.parse_args()
+
+    from eagle_spark.data import embedded_path
+    from eagle_spark.ml import Dataset
+    from eagle_spark.params import Settings
+    from eagle_spark.pipeline import run_pipeline
+    from eagle_spark.session import build_spark
+
+    work = pathlib.Path(args.work)
+    shutil.rmtree(work, ignore_errors=True)
+    base = Settings.load(str(ROOT / "conf" / "local.yaml"))
+    spark = build_spark(base.spark)
+    if args.data == "delicious":
+        train = Dataset.ingest(spark, embedded_path("delicious", "train"), str(work / "train"))
+    elif args.data.startswith("synth:"):
+        _, preset, scale = args.data.split(":")
+        train, _ = Dataset.synth(spark, str(work / "synth"), preset, float(scale))
+    else:
+        sys.exit(f"--data {args.data!r}: delicious or synth:<preset>:<scale>")
+    agg = train.aggregate(str(work / "aggregated"), groupSize=args.group_size, seed=0)
+    rows = []
+    for name in args.settings:
+        settings = base.replace("assign", **SETTINGS[name]).replace(
+            "pipeline", output=str(work / name.replace(" ", "_").replace("=", "")), dataset=agg.path,
+            aggregate=False, methods=("eagle",), until="train")
+        t0 = time.monotonic()
+        result = run_pipeline(spark, settings)
+        wall = time.monotonic() - t0
+        stages = {r["stage"]: r["seconds"] for r in result["stages"]}
+        fit = sum(stages.get(s, 0.0) for s in ("embed_eagle", "assign_eagle", "train_eagle"))
+        chosen = None
+        if name == "auto":
+            manifest = Dataset.load(spark, str(pathlib.Path(settings.pipeline.output) / "assigned" / "eagle")).manifest
+            chosen = (manifest.get("selection") or {}).get("chosen")
+        rows.append({"setting": name, "embed s": stages.get("embed_eagle"), "assign s": stages.get("assign_eagle"),
+                     "train s": stages.get("train_eagle"), "fit s": round(fit, 1), "command s": round(wall, 1),
+                     "chosen": chosen})
+    hard = next((r["fit s"] for r in rows if r["setting"] == "hard"), None)
+    for r in rows:
+        r["fit / hard"] = round(r["fit s"] / hard, 2) if hard else None
+    write_report(args.report, rows, {"data": args.data, "grouping": f"R-{args.group_size}",
+                                     "classifier": "tree (conf/local.yaml)"})
+    print_table(rows)
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()
