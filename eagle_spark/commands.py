@@ -197,6 +197,9 @@ def _assign_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--multiplicity", action=argparse.BooleanOptionalAction, default=None,
                    help="a label of count c goes to the top-c members (the default); "
                         "--no-multiplicity: to its best member only (Algorithm 2 as printed)")
+    p.add_argument("--weighting", choices=["hard", "soft", "auto"], default=None,
+                   help="hard: weight 1 for the chosen members; soft: every member a weight from its score "
+                        "(assign.temperature); auto: the best of assign.candidates on held-out groups")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output")
 
 
@@ -205,8 +208,8 @@ def _assign_args(p: argparse.ArgumentParser) -> None:
 def run_assign(spark: Any, args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     from eagle_spark.ml import Dataset, GRLRModel
 
-    settings = settings.replace("assign", **_flags(args, {"method": "method",
-                                                          "multiplicity": "multiplicity"}))
+    settings = settings.replace("assign", **_flags(args, {"method": "method", "multiplicity": "multiplicity",
+                                                          "weighting": "weighting"}))
     if settings.assign.method == "eagle" and args.embeddings is None:
         raise BadInputError("--method eagle needs --embeddings (the output of embed)")
     model = GRLRModel.fromSettings(settings.assign)

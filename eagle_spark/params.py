@@ -405,8 +405,9 @@ class AssignParams(BaseParams):
             from its score: :func:`eagle_spark.assignment.assign.soft_weights`; Y_filter then
             carries ``label_weights`` and the classifiers train on the expected loss) or ``auto``
             (each of ``candidates`` is tried on held-out groups and the best by group-level P@k
-            is used: :mod:`eagle_spark.ml.selection`; needs no sample labels). Default
-            ``hard``.
+            is used: :mod:`eagle_spark.ml.selection`; needs no sample labels). Default ``auto``:
+            no one point of the family wins on every data set (docs/experiments.md, "Learning from
+            group labels"), so the data chooses.
         temperature: with ``soft``, how far the weights spread below the top-c members: a member
             whose score lies a share d of the group's score range below the c-th best gets
             exp(-d / temperature); near 0 it is ``hard``, large it is the Baseline (weight 1 for
@@ -426,7 +427,7 @@ class AssignParams(BaseParams):
 
     method: str = "eagle"
     multiplicity: bool = True
-    weighting: str = "hard"
+    weighting: str = "auto"
     temperature: float = 0.3
     candidates: tuple[str, ...] = ("baseline", "hard", "soft-0.3", "soft-1")
     held_out: float = 0.2

@@ -15,7 +15,7 @@ Folder (resumable like the pipeline)::
     DIR/data/train                      the ingested training set (or the given dataset)
     DIR/groupings/<G>/data/aggregated   the training set's groups (R-g, C-D as in table2)
     DIR/groupings/<G>/data/fit|held     its groups split by a seeded hash of group_id
-    DIR/groupings/<G>/run/              the candidates' pipeline run (fit -> predict held)
+    DIR/groupings/<G>/runs/<candidate>  each candidate's pipeline run (fit -> predict held-out)
     DIR/select.{json,md}                every candidate's scores, the choice, the agreement
 """
 
@@ -123,7 +123,7 @@ def _select_grouping(spark: SparkSession, settings: Settings, pipe: Pipeline, g:
         changes = candidate_changes(cand)
         method = changes["method"]
         run = settings.replace("assign", **changes).replace(
-            "pipeline", output=pipe.path("groupings", g.name, "run"), train=None, test=None, dataset=fit,
+            "pipeline", output=pipe.path("groupings", g.name, "runs", cand), train=None, test=None, dataset=fit,
             test_dataset=held, aggregate=False, methods=(method,), until="evaluate" if known else "predict")
         log.info("select %s: candidate %s", g.name, cand)
         res = run_pipeline(spark, run, force=force)

@@ -81,6 +81,7 @@ def choose_assignment(model: Any, dataset: Any, scratch: str) -> tuple[AssignPar
 
     params = model.settings(AssignParams)
     spark = dataset.spark
+    dataset = type(dataset).load(spark, dataset.path)  # a Dataset.at handle has not read its manifest
     fit, held = dataset.split(posixpath.join(scratch, "fit"), posixpath.join(scratch, "held"),
                               params.held_out, SEED, by="group")
     if not held.n_groups or not fit.n_groups:

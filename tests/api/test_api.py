@@ -46,7 +46,7 @@ def stages(spark, r4, tmp_path_factory):
     base = tmp_path_factory.mktemp("stages")
     emb, filt = str(base / "emb"), str(base / "filtered")
     embed(spark, r4.path, emb, EmbedParams())
-    assign(spark, r4.path, filt, AssignParams(multiplicity=True), embeddings=emb)
+    assign(spark, r4.path, filt, AssignParams(multiplicity=True, weighting="hard"), embeddings=emb)
     y = {r.sample_id: sorted(r.label_ids) for r in read_table(spark, filt, "Y").collect()}
     return {"emb": emb, "filtered": filt, "Y_filter": y, "base": base}
 
@@ -92,7 +92,7 @@ def test_samples_frame_matches_tables(spark, r4):
 def test_grlr_api_equals_the_stages(spark, r4, stages):
     """fit + transform on a dataset's frame gives the assign stage's Y_filter, sample for sample."""
     samples = r4.samples(labelsCol=None)
-    model = GRLR(multiplicity=True).fit(samples)
+    model = GRLR(multiplicity=True, weighting="hard").fit(samples)
     assigned = model.transform(samples)
     got = {r.sample_id: r.labels for r in assigned.select("sample_id", "labels").collect()}
     assert got == stages["Y_filter"]
@@ -108,7 +108,7 @@ def test_grlr_on_an_in_memory_frame(spark, r4, stages):
         F.col("sample_id").alias("doc"), F.col("features").alias("x"), F.col("group_id").alias("bag"),
         F.col("group_labels").alias("tags"))
     model = GRLR(featuresCol="x", groupCol="bag", groupLabelsCol="tags", labelsCol="assigned",
-                 multiplicity=True).fit(mem)
+                 multiplicity=True, weighting="hard").fit(mem)
     out = model.transform(mem)
     assert out.columns == ["doc", "x", "bag", "tags", "assigned"]
     got = {r.doc: r.assigned for r in out.select("doc", "assigned").collect()}
@@ -133,7 +133,7 @@ def test_tree_api_equals_the_stages(spark, r4, stages, test_set):
     metrics = evaluate_folders(spark, str(base / "pred"), test_set.path, EvaluateParams())
 
     samples = r4.samples(labelsCol=None)
-    assigned = GRLR(multiplicity=True).fit(samples).transform(samples)
+    assigned = GRLR(multiplicity=True, weighting="hard").fit(samples).transform(samples)
     model = LabelTreeClassifier(numTrees=1).fit(assigned)
     pred = model.transform(test_set.samples())
     got = {r.sample_id: r.prediction for r in pred.select("sample_id", "prediction").collect()}
@@ -164,7 +164,7 @@ def test_ova_api_equals_the_stages(spark, stages, test_set):
 def test_save_load_and_pipeline(spark, r4, test_set, tmp_path):
     """Stages fit, save and load inside a pyspark.ml Pipeline; a loaded model predicts the same."""
     samples = r4.samples(labelsCol=None)
-    pipe = Pipeline(stages=[GRLR(maxIter=5, multiplicity=True), LabelTreeClassifier(numTrees=1, topK=3)])
+    pipe = Pipeline(stages=[GRLR(maxIter=5, multiplicity=True, weighting="hard"), LabelTreeClassifier(numTrees=1, topK=3)])
     fitted = pipe.fit(samples)
     assert isinstance(fitted.stages[0], GRLRModel) and isinstance(fitted.stages[1], LabelTreeModel)
     test = test_set.samples()

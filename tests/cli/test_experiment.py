@@ -143,7 +143,7 @@ def test_select_scores_candidates_on_held_out_groups(spark, slice_files, tmp_pat
     assert n["fit"]["n_groups"] + n["held"]["n_groups"] == n["aggregated"]["n_groups"] == 100
     assert n["fit"]["n_samples"] + n["held"]["n_samples"] == 400 and 15 <= n["held"]["n_groups"] <= 45
     # group P@k of the last candidate written out: members' best scores per label, top k against Y2
-    preds = spark.read.parquet(str(out / "groupings" / "R-4" / "run" / "predictions" / "eagle" / "predictions")).collect()
+    preds = spark.read.parquet(str(out / "groupings" / "R-4" / "runs" / "soft-0.3" / "predictions" / "eagle" / "predictions")).collect()
     group_of = {r.sample_id: r.group_id for r in spark.read.parquet(str(root / "held" / "Y1")).collect()}
     labels: dict = {}
     for r in spark.read.parquet(str(root / "held" / "Y2")).collect():

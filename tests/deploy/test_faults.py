@@ -57,13 +57,13 @@ def test_driver_killed_while_committing_parquet_keeps_previous_output(spark, agg
 
     root, agg, emb = aggregated
     out = root / "assigned"
-    assign(spark, agg, str(out), AssignParams(), embeddings=emb)
+    assign(spark, agg, str(out), AssignParams(weighting="hard"), embeddings=emb)
     manifest_before = (out / "_manifest.json").read_bytes()
     rows_before = _rows(spark, str(out / "assignments"))
 
     proc = subprocess.Popen(
         [sys.executable, "-m", "eagle_spark", "assign", "--input", agg, "--embeddings", emb,
-         "--output", str(out), "--overwrite", "--set", "spark.master=local[1]"],
+         "--output", str(out), "--overwrite", "--weighting", "hard", "--set", "spark.master=local[1]"],
         start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
     # the hidden sibling appears when the new output starts being written; kill once it has data
     _kill_group_when(proc, lambda: any(p.name.startswith(".assigned.tmp-") and any(p.rglob("*.parquet"))
@@ -71,7 +71,7 @@ def test_driver_killed_while_committing_parquet_keeps_previous_output(spark, agg
     assert (out / "_manifest.json").read_bytes() == manifest_before
     assert _rows(spark, str(out / "assignments")) == rows_before
     # a rerun replaces it with identical content
-    assign(spark, agg, str(out), AssignParams(), embeddings=emb, overwrite=True)
+    assign(spark, agg, str(out), AssignParams(weighting="hard"), embeddings=emb, overwrite=True)
     assert _rows(spark, str(out / "assignments")) == rows_before
     assert json.loads((out / "_manifest.json").read_text())["n_assignments"] == len(rows_before)
 

@@ -117,12 +117,12 @@ def test_spark_equals_twin(spark, small, tmp_path, T, split_rows):
     y2 = read_table(spark, agg, "Y2").collect()
     assert len(top) == sum(min(r["count"], len(groups[r.group_id])) for r in y2)  # top-count
     assert len(top) > len(expected)  # some counts are above 1
-    out = assign(spark, agg, str(tmp_path / "asg"), AssignParams(tasks=3, multiplicity=False), embeddings=str(tmp_path / "emb"))
+    out = assign(spark, agg, str(tmp_path / "asg"), AssignParams(tasks=3, multiplicity=False, weighting="hard"), embeddings=str(tmp_path / "emb"))
     assert out["source"]["top_members"] == "from embed"
     rows = read_table(spark, str(tmp_path / "asg"), "assignments").collect()
     assert {(r.group_id, r.label_id): r.sample_id for r in rows} == expected
     # the recomputing path (stored embeddings + X) makes the same choices
-    again = eagle_assignments(spark, agg, str(tmp_path / "emb"), AssignParams(tasks=3, multiplicity=False), X.shape[1], True)
+    again = eagle_assignments(spark, agg, str(tmp_path / "emb"), AssignParams(tasks=3, multiplicity=False, weighting="hard"), X.shape[1], True)
     assert {(r.group_id, r.label_id): r.sample_id for r in again.collect()} == expected
     assert m["n_pairs"] == sum(len(v) for v in label_groups.values())
 
@@ -174,7 +174,7 @@ def test_paper_toy_example_degenerates_to_zero(spark, tmp_path, write_text):
     assert sorted((r.label_id, r.emb_idx, r.emb_val, r.n_groups) for r in rows) == [
         (0, [], [], 3), (1, [], [], 3)]
     assert all(np.isfinite(it["mean_max_score"]) for it in m["iterations"])
-    assign(spark, agg, str(tmp_path / "asg"), AssignParams(), embeddings=str(tmp_path / "emb"))
+    assign(spark, agg, str(tmp_path / "asg"), AssignParams(weighting="hard"), embeddings=str(tmp_path / "emb"))
     chosen = {(r.group_id, r.label_id): (r.sample_id, r.score)
               for r in read_table(spark, str(tmp_path / "asg"), "assignments").collect()}
     assert chosen == {(j, k): (2 * j, 0.0) for j in range(3) for k in (0, 1)}  # smallest id
@@ -226,7 +226,7 @@ def test_delicious_precision_order(spark, delicious_r4, tmp_path, capsys):
         for flag in ("--multiplicity", "--no-multiplicity"):
             name = f"{'eagle' if T else 'eagle0'}{flag[1:]}"
             args = ["assign", "--input", delicious_r4, "--embeddings", str(tmp_path / f"e{T}"),
-                    "--output", str(tmp_path / name)]
+                    "--output", str(tmp_path / name), "--weighting", "hard"]
             assert main(args + ([flag] if flag == "--no-multiplicity" else [])) == 0  # top-c: default
             precision[name] = json.loads(capsys.readouterr().out)["precision"]
     assert main(["assign", "--input", delicious_r4, "--method", "baseline", "--output",
@@ -274,13 +274,13 @@ def test_multiplicity_gives_top_c(spark, tmp_path, write_text):
     assert len(expected) == 7
     for reuse in (True, False):
         out = tmp_path / f"asg{reuse}"
-        assign(spark, agg, str(out), AssignParams(multiplicity=True), embeddings=str(tmp_path / "emb"))
+        assign(spark, agg, str(out), AssignParams(multiplicity=True, weighting="hard"), embeddings=str(tmp_path / "emb"))
         if not reuse:
-            got = eagle_assignments(spark, agg, str(tmp_path / "emb"), AssignParams(multiplicity=True), 4, True)
+            got = eagle_assignments(spark, agg, str(tmp_path / "emb"), AssignParams(multiplicity=True, weighting="hard"), 4, True)
         else:
             got = read_table(spark, str(out), "assignments")
         assert {(r.group_id, r.label_id, r.sample_id) for r in got.collect()} == expected
-    plain = assign(spark, agg, str(tmp_path / "plain"), AssignParams(multiplicity=False),
+    plain = assign(spark, agg, str(tmp_path / "plain"), AssignParams(multiplicity=False, weighting="hard"),
                    embeddings=str(tmp_path / "emb"))
     assert plain["n_assignments"] == 4  # without multiplicity: the argmax of each pair
 
@@ -293,8 +293,8 @@ def test_top_members_reused_only_for_the_same_dataset(spark, small, tmp_path):
     embed(spark, agg, str(tmp_path / "emb"), EmbedParams(iterations=1, tasks=2))
     copy = str(tmp_path / "copy")
     shutil.copytree(agg, copy)
-    a = assign(spark, agg, str(tmp_path / "a"), AssignParams(), embeddings=str(tmp_path / "emb"))
-    b = assign(spark, copy, str(tmp_path / "b"), AssignParams(), embeddings=str(tmp_path / "emb"))
+    a = assign(spark, agg, str(tmp_path / "a"), AssignParams(weighting="hard"), embeddings=str(tmp_path / "emb"))
+    b = assign(spark, copy, str(tmp_path / "b"), AssignParams(weighting="hard"), embeddings=str(tmp_path / "emb"))
     assert (a["source"]["top_members"], b["source"]["top_members"]) == ("from embed", "recomputed")
     rows = [sorted(tuple(r) for r in read_table(spark, str(tmp_path / n), "assignments").collect())
             for n in "ab"]
@@ -362,7 +362,7 @@ def test_assign_recomputed_on_the_joined_path(spark, small, tmp_path):
     emb = str(tmp_path / "emb")
     rows = {}
     for mode in ("cached", "joined"):
-        df = eagle_assignments(spark, agg, emb, AssignParams(x_access=mode, multiplicity=True), X.shape[1], True)
+        df = eagle_assignments(spark, agg, emb, AssignParams(x_access=mode, multiplicity=True, weighting="hard"), X.shape[1], True)
         rows[mode] = sorted(tuple(r) for r in df.collect())
     assert rows["cached"] == rows["joined"]
     stored = sorted(tuple(r)[:4] for r in read_table(spark, emb, "top_members").collect())

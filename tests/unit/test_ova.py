@@ -196,7 +196,7 @@ def test_unassigned_ignore_equals_twin(spark, tiny, tmp_path):
     agg, emb, assigned = (str(tmp_path / n) for n in ("agg", "emb", "assigned"))
     aggregate(spark, tiny["train"], agg, AggregateParams(group_size=4))
     embed(spark, agg, emb, EmbedParams(iterations=2, tasks=2))
-    assign(spark, agg, assigned, AssignParams(), embeddings=emb)
+    assign(spark, agg, assigned, AssignParams(weighting="hard"), embeddings=emb)
     model_path = str(tmp_path / "ova_ignore")
     train_ova(spark, assigned, model_path, OVAParams(tasks=2, unassigned="ignore"))
     ids, X, Y, _ = dataset_matrices(spark, assigned)

@@ -54,7 +54,7 @@ def test_soft_weights_edge_cases():
 
 
 def test_weighting_settings_are_checked():
-    assert AssignParams().weighting == "hard"
+    assert AssignParams().weighting == "auto"
     with pytest.raises(SettingsError, match="assign.weighting"):
         AssignParams(weighting="fuzzy")
     for bad in (0.0, -1.0, float("inf"), float("nan")):
@@ -143,7 +143,7 @@ def soft(spark, tmp_path_factory):
     aggregate(spark, paths["train"], paths["agg"], AggregateParams(group_size=4))
     embed(spark, paths["agg"], paths["emb"], EmbedParams(iterations=2, tasks=2))
     runs = {"soft": AssignParams(weighting="soft", temperature=0.3, tasks=2),
-            "hard": AssignParams(tasks=2),
+            "hard": AssignParams(tasks=2, weighting="hard"),
             "sharp": AssignParams(weighting="soft", temperature=1e-4, tasks=2),
             "flat": AssignParams(weighting="soft", temperature=1e6, tasks=2),
             "base": AssignParams(method="baseline")}
