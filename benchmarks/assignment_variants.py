@@ -15,7 +15,10 @@ and EAGLE's assignments (T = 20) under four variants:
 * ``argmax+ignore`` / ``top-c+ignore``: the same, with ``tree.unassigned=ignore`` (a member of a
   group labelled k that was not assigned k is left out of k's ranker instead of being a negative);
 * ``soft T=t``: weighted assignment (``assign.weighting=soft``, ``assign.temperature=t``, top-c
-  members weight 1, the others exp(-d / t)), the tree trained on the expected loss.
+  members weight 1, the others exp(-d / t)), the tree trained on the expected loss;
+* ``auto``: the library's default, the assignment chosen on held-out groups (``ml/selection.py``).
+
+EAGLE-0's row uses the first variant's assignment settings.
 
 The variants share one experiment folder per data set, so the aggregation, the embeddings and
 the Oracle are computed once (the experiment's stages are resumable). Writes
@@ -36,13 +39,14 @@ from _common import write_report  # noqa: E402
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "xc"
 VARIANTS = {  # variant -> changes to the assign section, changes to the tree section
-    "argmax": ({"multiplicity": False}, {"unassigned": "negative"}),
-    "top-c": ({"multiplicity": True}, {"unassigned": "negative"}),
-    "argmax+ignore": ({"multiplicity": False}, {"unassigned": "ignore"}),
-    "top-c+ignore": ({"multiplicity": True}, {"unassigned": "ignore"}),
+    "argmax": ({"multiplicity": False, "weighting": "hard"}, {"unassigned": "negative"}),
+    "top-c": ({"multiplicity": True, "weighting": "hard"}, {"unassigned": "negative"}),
+    "argmax+ignore": ({"multiplicity": False, "weighting": "hard"}, {"unassigned": "ignore"}),
+    "top-c+ignore": ({"multiplicity": True, "weighting": "hard"}, {"unassigned": "ignore"}),
     "soft T=0.1": ({"weighting": "soft", "temperature": 0.1}, {}),
     "soft T=0.3": ({"weighting": "soft", "temperature": 0.3}, {}),
     "soft T=1": ({"weighting": "soft", "temperature": 1.0}, {}),
+    "auto": ({"weighting": "auto"}, {}),
 }
 
 
@@ -91,7 +95,7 @@ def main() -> None:
             seconds = round(time.monotonic() - t0, 1)
             for g, by_method in res["groupings"].items():
                 if first:
-                    for m, label in (("oracle", "Oracle"), ("baseline", "Baseline"), ("eagle0", "EAGLE-0 argmax")):
+                    for m, label in (("oracle", "Oracle"), ("baseline", "Baseline"), ("eagle0", f"EAGLE-0 {variant}")):
                         row = res["oracle"] if m == "oracle" else by_method[m]
                         rows.append({"dataset": name, "grouping": g, "variant": label,
                                      **{f"P@{k}": row["P_percent"][k - 1] for k in (1, 3, 5)},

@@ -274,8 +274,9 @@ class Dataset:
                 self.split_part(heldPath, share, seed, by, held=True, overwrite=overwrite))
 
     def split_part(self, path: str, share: float, seed: int = 0, by: str = "sample", held: bool = False,
-                   overwrite: bool = False) -> "Dataset":
-        """One part of :meth:`split` (the held-out one when `held`), written to `path`."""
+                   overwrite: bool = False, labels: bool = True) -> "Dataset":
+        """One part of :meth:`split` (the held-out one when `held`), written to `path`; without the
+        true labels Y when `labels` is false (only the groups' labels count then)."""
         if not 0.0 < share < 1.0:
             raise ValueError(f"Dataset.split: share must be in (0, 1), got {share}")
         if by not in ("sample", "group"):
@@ -287,7 +288,9 @@ class Dataset:
                                  "has none")
             frame, column = frame.where(F.col(S.GROUP_ID).isNotNull()), S.GROUP_ID
             groups = {"groupCol": S.GROUP_ID, "groupLabelsCol": "group_labels",
-                      "labelsCol": "labels" if "labels" in frame.columns else None}
+                      "labelsCol": "labels" if labels and "labels" in frame.columns else None}
+        if not labels:
+            frame = frame.drop("labels")
         bucket = F.pmod(F.xxhash64(F.lit(seed), F.col(column)), F.lit(10_000))
         in_held = bucket < F.lit(int(round(share * 10_000)))
         return type(self).from_samples(frame.filter(in_held if held else ~in_held).drop(S.SAMPLE_ID), path,

@@ -4,17 +4,21 @@ Between giving every member every group label (the Baseline) and giving each lab
 members only (EAGLE's hard top-c assignment) lies the soft weighting (:func:`eagle_spark.assignment.
 assign.soft_weights`); which is best depends on the data (how well a group's members can be told
 apart, how many labels a sample has). No sample label is needed to choose: a seeded share
-(``assign.held_out``) of the groups is held out, GRLR is fitted on the other groups, each candidate
-(``assign.candidates``) assigns their labels and trains a proxy classifier (the label tree with
-one tree, default settings), the proxy predicts the held-out members, and the members' predictions
+(``assign.held_out``, at most :data:`MAX_HELD_GROUPS` groups) of the groups is held out, each
+candidate (``assign.candidates``) assigns the other groups' labels with the model's label
+embeddings and trains a proxy classifier on them (the label tree with one tree, default
+settings), the proxy predicts the held-out members, and the members' predictions
 are scored against the held-out groups' labels Y2 with their counts
 (:func:`eagle_spark.evaluation.group.group_precisions`, criterion :data:`CRITERION`: the multiset
 precision). The candidate with the best mean of group-level P@1, P@3 and P@5 wins (ties: the
 first listed), and the whole data is then assigned with it.
 
-Cost: GRLR once more on (1 - held_out) of the groups, and per candidate an assignment, a one-tree
-training on those groups and a prediction of the held-out members; all scratch data lives in a
-folder the caller deletes.
+The label embeddings are those GRLR fitted on all the groups, held-out ones included: fitting them
+again without the held-out groups would double GRLR's cost, and the held-out groups' labels reach
+the candidates only through the embeddings' scores of the other groups' members, never as training
+labels of the proxy. Cost: per candidate an assignment of the kept groups, a one-tree training on
+them (about a third of the default three trees') and a prediction of the held-out members; all
+scratch data lives in a folder the caller deletes.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from eagle_spark import schemas as S
-from eagle_spark.params import AssignParams, EmbedParams, TreeParams, candidate_changes
+from eagle_spark.params import AssignParams, TreeParams, candidate_changes
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +44,16 @@ members all predict their group's popular labels (measured with ``experiment sel
 training sets of bibtex and delicious: docs/experiments.md)."""
 SEED = 0
 """Seed of the held-out groups' hash (the same groups for every candidate and every run)."""
+MIN_HELD_GROUPS = 20
+"""With fewer groups than this held out (small data), the candidates are not scored: the
+:data:`FALLBACK` is used, and the record says why."""
+FALLBACK = "hard"
+"""The candidate used when there are too few groups to choose: the paper's EAGLE (Algorithm 2,
+top-c with ``assign.multiplicity``)."""
+MAX_HELD_GROUPS = 5000
+"""At most about this many groups are held out (the share ``assign.held_out`` shrinks on larger
+data): the candidates' scores are means over the held-out members, whose spread shrinks with
+their number, while predicting them costs each candidate a prediction pass over them."""
 PROXY = TreeParams(n_trees=1)
 """The proxy classifier the candidates are scored with: the label tree of the default settings,
 one tree (a third of the default's training)."""
@@ -77,21 +91,28 @@ def choose_assignment(model: Any, dataset: Any, scratch: str) -> tuple[AssignPar
     from eagle_spark.errors import BadInputError
     from eagle_spark.io.tables import read_table
     from eagle_spark.ml.classifiers import LabelTreeClassifier
-    from eagle_spark.ml.grlr import GRLR, GRLRModel
+    from eagle_spark.evaluation.group import multiset_precision
+    from eagle_spark.ml.grlr import GRLRModel
 
     params = model.settings(AssignParams)
     spark = dataset.spark
     dataset = type(dataset).load(spark, dataset.path)  # a Dataset.at handle has not read its manifest
-    fit, held = dataset.split(posixpath.join(scratch, "fit"), posixpath.join(scratch, "held"),
-                              params.held_out, SEED, by="group")
+    n_groups = int(dataset.n_groups or 0)
+    share = min(params.held_out, MAX_HELD_GROUPS / n_groups) if n_groups else params.held_out
+    fallback = FALLBACK if FALLBACK in params.candidates else params.candidates[0]
+    if n_groups * share < MIN_HELD_GROUPS:
+        log.warning("assign auto: %d groups are too few to hold out %d of them; using %s", n_groups,
+                    MIN_HELD_GROUPS, fallback)
+        return (dataclasses.replace(params, **candidate_changes(fallback)),
+                {"held_out": share, "skipped": f"{n_groups} groups: fewer than {MIN_HELD_GROUPS} would be held out",
+                 "candidates": {}, "chosen": fallback})
+    fit = dataset.split_part(posixpath.join(scratch, "fit"), share, SEED, by="group", labels=False)
+    held = dataset.split_part(posixpath.join(scratch, "held"), share, SEED, by="group", held=True, labels=False)
     if not held.n_groups or not fit.n_groups:
-        raise BadInputError(f"assign.weighting=auto: holding out {params.held_out:g} of the groups of "
-                            f"{dataset.path} leaves {fit.n_groups or 0} to fit and {held.n_groups or 0} to score; "
-                            "give more groups or another assign.held_out")
-    stored = model.summary.get("parameters", {})
-    embed = EmbedParams(**{f.name: stored[f.name] for f in dataclasses.fields(EmbedParams) if f.name in stored})
-    emb = posixpath.join(scratch, "embeddings")
-    GRLR.fromSettings(embed).fitDataset(fit, emb)
+        raise BadInputError(f"assign.weighting=auto: holding out {share:g} of the groups of {dataset.path} leaves "
+                            f"{fit.n_groups or 0} to fit and {held.n_groups or 0} to score; give more groups or "
+                            "another assign.held_out")
+    emb = model._require_data()  # GRLR of all the groups (see the module docstring)
     Y1, Y2 = read_table(spark, held.path, S.Y1), read_table(spark, held.path, S.Y2)
     rows: dict[str, Any] = {}
     for i, name in enumerate(params.candidates):
@@ -102,12 +123,13 @@ def choose_assignment(model: Any, dataset: Any, scratch: str) -> tuple[AssignPar
             type(dataset).load(spark, assigned), posixpath.join(scratch, f"model-{i}"))
         preds = posixpath.join(scratch, f"predictions-{i}")
         proxy.transformDataset(held, preds)
-        rows[name] = precision_row(spark.read.parquet(posixpath.join(preds, "predictions")), Y1, Y2, held.n_labels)
+        found = multiset_precision(spark.read.parquet(posixpath.join(preds, "predictions")), Y1, Y2, max(K))
+        rows[name] = {f"{CRITERION} P@{k}": round(100 * found[k - 1], 2) for k in K}
         rows[name]["score"] = round(selection_score(rows[name]), 3)
         log.info("assign auto: candidate %s: score %.2f", name, rows[name]["score"])
     best = max(params.candidates, key=lambda c: (rows[c]["score"], -params.candidates.index(c)))
     return (dataclasses.replace(params, **candidate_changes(best)),
-            {"held_out": params.held_out, "seed": SEED, "proxy": "label tree, 1 tree, default settings",
+            {"held_out": share, "seed": SEED, "proxy": "label tree, 1 tree, default settings",
              "held_out_groups": held.n_groups, "candidates": rows, "chosen": best})
 
 

@@ -417,8 +417,8 @@ def test_api_soft_weights_through_fit_transform_save_load(spark, soft, tmp_path)
 
 
 def test_auto_chooses_the_best_candidate_on_held_out_groups(spark, soft, tmp_path):
-    """weighting=auto: every candidate scored on the same held-out groups (group P@k of a one-tree
-    proxy), the best mean of group P@1/3/5 chosen, and the whole data assigned exactly as the
+    """weighting=auto: every candidate scored on the same held-out groups (multiset P@k of a
+    one-tree proxy), the best mean of P@1/3/5 chosen, and the whole data assigned exactly as the
     chosen candidate assigns it; the scratch data is gone from the output."""
     import os
 
@@ -435,7 +435,7 @@ def test_auto_chooses_the_best_candidate_on_held_out_groups(spark, soft, tmp_pat
     assert set(sel["candidates"]) == {"baseline", "hard", "soft-1"} and sel["held_out_groups"] > 10
     for row in sel["candidates"].values():
         assert row["score"] == pytest.approx(selection_score(row), abs=1e-3)
-        assert all(0 <= row[f"{c} P@{k}"] <= 100 for k in (1, 3, 5) for c in ("max", "sum", "multiset"))
+        assert all(0 <= row[f"multiset P@{k}"] <= 100 for k in (1, 3, 5))
     best = max(sel["candidates"], key=lambda c: sel["candidates"][c]["score"])
     assert sel["chosen"] == best
     assert not os.path.exists(tmp_path / "auto" / "_select")
@@ -483,3 +483,21 @@ def test_y_matrix_refuses_label_ids_out_of_range():
     sliced = yt.slice(1)  # a table whose list column starts at an offset
     np.testing.assert_array_equal(y_matrix(sliced, 3).toarray(), twin[1:])
     np.testing.assert_allclose(y_matrix(sliced, 3, "label_weights").toarray(), [[0, 0, 0], [0, 0.25, 0]])
+
+
+def test_auto_on_too_few_groups_falls_back_to_hard(spark, tmp_path):
+    """Four groups: fewer than MIN_HELD_GROUPS would be held out, so auto scores nothing, assigns
+    as hard top-c does and records why."""
+    from pyspark.ml.linalg import SparseVector
+
+    from eagle_spark import Dataset, GRLR
+    from eagle_spark.ml.selection import MIN_HELD_GROUPS
+
+    rows = [(SparseVector(4, [i % 4], [1.0]), i // 2, [i // 2]) for i in range(8)]
+    frame = spark.createDataFrame(rows, ["features", "group_id", "group_labels"])
+    ds = Dataset.from_samples(frame, str(tmp_path / "ds"))
+    model = GRLR(maxIter=1, numTasks=2, assignTasks=2).fitDataset(ds, str(tmp_path / "emb"))
+    out = model.transformDataset(ds, str(tmp_path / "auto"))
+    sel = out.manifest["selection"]
+    assert sel["chosen"] == "hard" and sel["candidates"] == {} and str(MIN_HELD_GROUPS) in sel["skipped"]
+    assert out.manifest["parameters"]["weighting"] == "hard" and out.manifest["n_assignments"] == 4
