@@ -178,14 +178,14 @@ def main() -> None:
         steps = [
             ("embed T=20", lambda agg=agg, scale=scale: embed(spark, str(agg), str(work / f"emb20_{scale}"),
                                          EmbedParams(iterations=20, **ea), overwrite=True)),
-            ("assign eagle", lambda agg=agg, scale=scale: assign(spark, str(agg), str(work / f"asg20_{scale}"), AssignParams(multiplicity=False),
+            ("assign eagle", lambda agg=agg, scale=scale: assign(spark, str(agg), str(work / f"asg20_{scale}"), AssignParams(multiplicity=False, weighting="hard"),
                                             str(work / f"emb20_{scale}"), overwrite=True)),
         ]
         if not args.only_eagle:
             steps += [
                 ("embed T=0", lambda agg=agg, scale=scale: embed(spark, str(agg), str(work / f"emb0_{scale}"),
                                             EmbedParams(iterations=0, **ea), overwrite=True)),
-                ("assign eagle-0", lambda agg=agg, scale=scale: assign(spark, str(agg), str(work / f"asg0_{scale}"), AssignParams(multiplicity=False),
+                ("assign eagle-0", lambda agg=agg, scale=scale: assign(spark, str(agg), str(work / f"asg0_{scale}"), AssignParams(multiplicity=False, weighting="hard"),
                                                   str(work / f"emb0_{scale}"), overwrite=True)),
                 ("assign baseline", lambda agg=agg, scale=scale: assign(spark, str(agg), str(work / f"asgb_{scale}"),
                                                    AssignParams(method="baseline"), overwrite=True)),
@@ -224,7 +224,7 @@ def main() -> None:
             print(row, flush=True)
         if args.prune:
             effect = prune_effect(spark, str(agg), str(work / f"emb20_{scale}"), str(work / f"embp_{scale}"),
-                                  AssignParams(multiplicity=False))
+                                  AssignParams(multiplicity=False, weighting="hard"))
             rows.append({"scale": scale, "step": f"assign recomputed from prune_below={args.prune}",
                          **effect, "changed_fraction": round(effect["changed_pairs"] / effect["pairs"], 5)})
             print(rows[-1], flush=True)

@@ -5,7 +5,8 @@ members' true labels, at the sample level.
     python benchmarks/selection.py                                    # bibtex, delicious (../shared/data)
     python benchmarks/selection.py --datasets synth:eurlex4k:0.5 --report selection_synth
 
-For each data set, grouping and criterion (``max``, ``sum``, ``multiset``) and each candidate set
+The report keeps every candidate's scores (``candidate_scores``: each criterion's P@1/3/5 and the
+sample P@k, percent) and, for each data set, grouping and criterion (``max``, ``sum``, ``multiset``) and each candidate set
 (all candidates, and ``assign.candidates``' default: what ``auto`` chooses from), the candidate the
 criterion ranks first and whether its sample P@5 is within 0.5 of the best candidate's (the
 agreement the issue asks for). The test sets are never read. The experiment folders are resumable
@@ -44,7 +45,7 @@ def main() -> None:
     base = Settings.load(str(ROOT / "conf" / "local.yaml"))
     spark = build_spark(base.spark)
     auto_set = tuple(AssignParams().candidates)
-    rows, agree = [], {}
+    rows, agree, scores = [], {}, []
     for name in args.datasets:
         if name.startswith("synth:"):
             _, preset, scale = name.split(":")
@@ -59,6 +60,7 @@ def main() -> None:
         out = select(spark, settings, args.groupings, f"{args.work}/{name.replace(':', '_')}", CANDIDATES)
         for g, res in out["groupings"].items():
             cands = res["candidates"]
+            scores.extend({"dataset": name, "grouping": g, "candidate": c, **row} for c, row in cands.items())
             for cset_name, cset in (("all", CANDIDATES), ("auto", auto_set)):
                 best = max(cset, key=lambda c: cands[c]["sample P@5"])
                 for crit in CRITERIA:
@@ -74,6 +76,7 @@ def main() -> None:
     write_report(args.report, rows, {"datasets": args.datasets, "groupings": args.groupings,
                                      "held_out": 0.2, "auto_candidates": list(auto_set),
                                      "auto_criterion": CRITERION, "summary": summary,
+                                     "candidate_scores": scores,
                                      "classifier": "tree (conf/local.yaml)"})
     print_table(rows)
     print()

@@ -104,7 +104,6 @@ def _log_time(line: str) -> float:
 def test_pipeline_on_standalone_cluster_survives_a_lost_worker(spark, tmp_path):
     import pyspark
 
-    from eagle_spark.assignment.assign import assign
     from eagle_spark.grlr.embedding import embed
     from eagle_spark.params import Settings
 
@@ -178,7 +177,15 @@ def test_pipeline_on_standalone_cluster_survives_a_lost_worker(spark, tmp_path):
     settings = Settings.load(str(ROOT / "conf" / "cluster.yaml"), [f"embed.iterations={ITERATIONS}"])
     agg = str(run / "data" / "aggregated")
     embed(spark, agg, str(tmp_path / "emb_local"), settings.embed)
-    assign(spark, agg, str(tmp_path / "assigned_local"), settings.assign, embeddings=str(tmp_path / "emb_local"))
+    # assign.weighting=auto (conf/cluster.yaml) chooses with a proxy classifier: through the API,
+    # which runs the selection, here locally on the cached path
+    from eagle_spark.ml import Dataset, GRLRModel
+
+    GRLRModel.fromSettings(settings.assign).atFolder(str(tmp_path / "emb_local")).transformDataset(
+        Dataset.at(spark, agg), str(tmp_path / "assigned_local"))
+    chosen = [json.loads((folder / "_manifest.json").read_text())["selection"]["chosen"]
+              for folder in (run / "assigned" / "eagle", tmp_path / "assigned_local")]
+    assert chosen[0] == chosen[1]
     cols = ["group_id", "label_id", "sample_id"]
     cluster_rows = spark.read.parquet(str(run / "assigned" / "eagle" / "assignments")).select(*cols).collect()
     local_rows = spark.read.parquet(str(tmp_path / "assigned_local" / "assignments")).select(*cols).collect()
