@@ -394,7 +394,7 @@ class AssignParams(BaseParams):
             Default ``eagle``.
         multiplicity: a label of list-merge count c goes to the top-c distinct members (top-c);
             false: to its best member only (Algorithm 2 as printed). Default true, chosen on the
-            developers' data (issue 19, validation splits of train, label tree): on R-4, R-10 and
+            developers' data (validation splits of train, label tree): on R-4, R-10 and
             C-8 groupings of bibtex and delicious the tree on top-c assignments beat the Baseline by
             11.7 / 7.1 / 5.8 points of P@1 / 3 / 5 on average while the printed argmax lost to it
             by 3.9 / 5.4 / 5.1; on synthetic eurlex4k both lose, top-c by less (-17.9 vs -30.6 at

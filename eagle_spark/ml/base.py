@@ -22,6 +22,7 @@ from pyspark.ml.param import Param, Params, TypeConverters
 from pyspark.ml.util import DefaultParamsReader, DefaultParamsWriter, MLReadable, MLReader, MLWritable, MLWriter
 from pyspark.sql import SparkSession
 
+from eagle_spark import schemas as S
 from eagle_spark.errors import BadInputError, SettingsError
 from eagle_spark.io.fs import FileSystem, atomic_output, check_separate
 from eagle_spark.params import BaseParams
@@ -48,6 +49,22 @@ def optional_string(value: Any) -> Optional[str]:
 def settings_param(name: str, doc: str, converter: Any) -> Param:
     """A Param declared on a class body (pyspark's idiom: ``Params._dummy()`` as parent)."""
     return Param(Params._dummy(), name, doc, typeConverter=converter)
+
+
+class HasLabelWeightsCol(Params):
+    """The ``labelWeightsCol`` Param (default ``label_weights``): each assigned label's weight in
+    (0, 1], array<float> in the labels column's order (weighted assignment). GRLRModel.transform
+    writes it under soft weighting; the classifiers' fit reads it when the frame has it and train
+    on the expected loss."""
+
+    labelWeightsCol = Param(Params._dummy(), "labelWeightsCol", "each assigned label's weight in (0, 1], "
+                            "array<float> in the labels column's order: written by GRLRModel.transform with "
+                            "soft weighting, read by the classifiers' fit when the frame has it",
+                            typeConverter=TypeConverters.toString)
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self._setDefault(labelWeightsCol=S.LABEL_WEIGHTS)
 
 
 class SettingsParams(Params):

@@ -22,19 +22,15 @@ from eagle_spark.classifiers.base import read_metadata
 from eagle_spark.classifiers.ova import train_ova
 from eagle_spark.classifiers.predict import PREDICTIONS, model_class, predict
 from eagle_spark.classifiers.tree import train_tree
-from eagle_spark.ml.base import (FolderModel, Persistent, SettingsParams, fitted, optional_float, optional_int,
-                               optional_string, settings_param)
+from eagle_spark.ml.base import (FolderModel, HasLabelWeightsCol, Persistent, SettingsParams, fitted, optional_float,
+                               optional_int, optional_string, settings_param)
 from eagle_spark.ml.dataset import Dataset
 from eagle_spark.ml.frames import attach, source_for, work_folder
 from eagle_spark.params import OVAParams, PredictParams, TreeParams
 
 
-class _XMCParams(HasFeaturesCol, HasMaxIter, HasPredictionCol, HasSeed, HasTol, SettingsParams):
+class _XMCParams(HasFeaturesCol, HasMaxIter, HasPredictionCol, HasSeed, HasTol, HasLabelWeightsCol, SettingsParams):
     labelsCol = settings_param("labelsCol", "the sample's labels, array<int> (fit)", TypeConverters.toString)
-    labelWeightsCol = settings_param("labelWeightsCol", "fit, when the frame has this column: each label's "
-                                     "weight in (0, 1], array<float> in labelsCol's order (weighted "
-                                     "assignment; the classifiers train on the expected loss)",
-                                     TypeConverters.toString)
     scoresCol = settings_param("scoresCol", "output: scores of the predicted labels, array<float>",
                                TypeConverters.toString)
     loss = settings_param("loss", "squared_hinge or logistic", TypeConverters.toString)
@@ -67,8 +63,7 @@ class _XMCParams(HasFeaturesCol, HasMaxIter, HasPredictionCol, HasSeed, HasTol, 
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
-        self._setDefault(featuresCol="features", labelsCol="labels", labelWeightsCol=S.LABEL_WEIGHTS,
-                         predictionCol="prediction",
+        self._setDefault(featuresCol="features", labelsCol="labels", predictionCol="prediction",
                          scoresCol="scores", numFeatures=None, numLabels=None)
         self._set_settings_defaults()
 

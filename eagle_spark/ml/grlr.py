@@ -21,14 +21,14 @@ from eagle_spark import schemas as S
 from eagle_spark.assignment.assign import assign
 from eagle_spark.grlr.embedding import embed
 from eagle_spark.io.tables import read_manifest, read_table
-from eagle_spark.ml.base import (FolderModel, Persistent, SettingsParams, fitted, optional_int, optional_string,
-                               settings_param)
+from eagle_spark.ml.base import (FolderModel, HasLabelWeightsCol, Persistent, SettingsParams, fitted, optional_int,
+                               optional_string, settings_param)
 from eagle_spark.ml.dataset import Dataset
 from eagle_spark.ml.frames import attach, source_for, work_folder
 from eagle_spark.params import AssignParams, EmbedParams
 
 
-class _GRLRParams(HasFeaturesCol, HasMaxIter, HasStepSize, SettingsParams):
+class _GRLRParams(HasFeaturesCol, HasMaxIter, HasStepSize, HasLabelWeightsCol, SettingsParams):
     groupCol = settings_param("groupCol", "group of each sample (any atomic type; null: in no group), "
                               "Y1 of the paper", TypeConverters.toString)
     groupLabelsCol = settings_param("groupLabelsCol", "the labels of the sample's group, array<int>; a "
@@ -61,18 +61,15 @@ class _GRLRParams(HasFeaturesCol, HasMaxIter, HasStepSize, SettingsParams):
                             TypeConverters.toString)
     multiplicity = settings_param("multiplicity", "transform: a label of count c goes to the top-c "
                                   "members", TypeConverters.toBoolean)
-    weighting = settings_param("weighting", "transform: hard (a label to its top-c members, weight 1) or "
-                               "soft (every member a weight in (0, 1] from its score; adds "
-                               "labelWeightsCol)", TypeConverters.toString)
+    weighting = settings_param("weighting", "transform: auto (the best of candidates on held-out groups), "
+                               "hard (a label to its top-c members, weight 1) or soft (every member a "
+                               "weight in (0, 1] from its score; adds labelWeightsCol)", TypeConverters.toString)
     temperature = settings_param("temperature", "transform, soft weighting: near 0 hard top-c, large "
                                  "the Baseline", TypeConverters.toFloat)
     candidates = settings_param("candidates", "transform, weighting auto: the assignments to choose from "
                                 "(baseline, hard, soft-<T>)", lambda v: tuple(TypeConverters.toListString(v)))
     heldOut = settings_param("heldOut", "transform, weighting auto: share of the groups held out to score "
                              "the candidates", TypeConverters.toFloat)
-    labelWeightsCol = settings_param("labelWeightsCol", "output of transform with soft weighting: the "
-                                     "weight of each assigned label, array<float> in labelsCol's order",
-                                     TypeConverters.toString)
     numFeatures = settings_param("numFeatures", "feature space of array features (default: from the "
                                  "data)", optional_int)
     numLabels = settings_param("numLabels", "label space (default: largest label id + 1)", optional_int)
@@ -91,8 +88,7 @@ class _GRLRParams(HasFeaturesCol, HasMaxIter, HasStepSize, SettingsParams):
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
         self._setDefault(featuresCol="features", groupCol=S.GROUP_ID, groupLabelsCol="group_labels",
-                         labelsCol="labels", labelWeightsCol=S.LABEL_WEIGHTS, numFeatures=None,
-                         numLabels=None)
+                         labelsCol="labels", numFeatures=None, numLabels=None)
         self._set_settings_defaults()
 
     def _columns(self) -> dict[str, str]:
@@ -121,9 +117,10 @@ class GRLR(Estimator, _GRLRParams, Persistent):
     Params (each is a field of the ``embed`` / ``assign`` settings, with its default):
     ``maxIter`` (T, 20), ``stepSize`` (lambda, 0.1), ``normalize`` (true), ``pruneBelow`` (0),
     ``xAccess`` (auto), ``cacheBudget``, ``numTasks`` (16), ``batchRows``, ``splitRows``; for the
-    model's transform ``method`` (eagle), ``multiplicity`` (true: top-c), ``weighting`` (hard; soft:
-    weighted assignment, whose weights go to ``labelWeightsCol``, label_weights; auto: the best of
-    ``candidates`` on ``heldOut`` of the groups), ``temperature`` (0.3), ``labelsCol`` (labels), and, when
+    model's transform ``method`` (eagle), ``multiplicity`` (true: top-c), ``weighting`` (auto: the
+    best of ``candidates`` on ``heldOut`` (0.2) of the groups; hard: Algorithm 2; soft: weighted
+    assignment, whose weights go to ``labelWeightsCol``, label_weights), ``temperature`` (0.3),
+    ``labelsCol`` (labels), and, when
     it recomputes assignments, ``assignTasks``, ``assignBatchRows``, ``assignXAccess``,
     ``assignCacheBudget``.
 
@@ -271,12 +268,10 @@ class GRLRModel(Model, _GRLRParams, FolderModel, Persistent):
         """
         params = self.settings(AssignParams)
         embeddings = self._require_data() if params.method == "eagle" else None
-        select = None
-        if params.method == "eagle" and params.weighting == "auto":
-            from eagle_spark.ml.selection import choose_assignment
+        from eagle_spark.ml.selection import choose_assignment
 
-            def select(scratch: str) -> tuple[AssignParams, dict]:
-                return choose_assignment(self, dataset, scratch)
+        auto = params.method == "eagle" and params.weighting == "auto"
+        select = (lambda scratch: choose_assignment(self, dataset, scratch)) if auto else None
         assign(dataset.spark, dataset.path, path, params, embeddings=embeddings, overwrite=overwrite, select=select)
         return Dataset.load(dataset.spark, path)
 

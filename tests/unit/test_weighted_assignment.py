@@ -501,3 +501,18 @@ def test_auto_on_too_few_groups_falls_back_to_hard(spark, tmp_path):
     sel = out.manifest["selection"]
     assert sel["chosen"] == "hard" and sel["candidates"] == {} and str(MIN_HELD_GROUPS) in sel["skipped"]
     assert out.manifest["parameters"]["weighting"] == "hard" and out.manifest["n_assignments"] == 4
+
+
+def test_positive_weights_equal_a_dense_twin():
+    """A matcher child's weight per active row: the largest of its labels' weights, read from the
+    labels' columns only, against the dense row maximum of W restricted to them."""
+    from eagle_spark.classifiers.tree.training import positive_weights
+
+    rng = np.random.default_rng(0)
+    W = sp.random(50, 12, density=0.3, random_state=1, format="csc", dtype=np.float32)
+    dense = W.toarray()
+    for _ in range(20):
+        labels = np.sort(rng.choice(12, rng.integers(1, 6), replace=False))
+        active = np.sort(rng.choice(50, rng.integers(0, 50), replace=False))
+        np.testing.assert_allclose(positive_weights(W, active, labels), dense[np.ix_(active, labels)].max(axis=1)
+                                   if len(active) else np.zeros(0))
