@@ -26,8 +26,8 @@ import time
 from typing import Sequence
 
 from eagle_spark import __version__
-from eagle_spark.errors import (EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_OK, EagleError, OutputExistsError,
-                                from_task_failure, strict_json)
+from eagle_spark.errors import (EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_OK, BadInputError, EagleError,
+                                OutputExistsError, from_task_failure, storage_error, strict_json)
 from eagle_spark.logs import configure as configure_logging
 from eagle_spark.logs import to_log4j
 from eagle_spark.params import Settings
@@ -101,15 +101,43 @@ OUTPUT_FLAGS = ("output",)
 
 
 def command_inputs(args: argparse.Namespace) -> list[str]:
-    """The input paths given to a command (its :data:`INPUT_FLAGS` that are set)."""
-    return [getattr(args, f) for f in INPUT_FLAGS if isinstance(getattr(args, f, None), str)]
+    """The input paths given to a command (its :data:`INPUT_FLAGS` that are set, and the paths of
+    a repeated ``--input``)."""
+    found = [getattr(args, f) for f in INPUT_FLAGS if isinstance(getattr(args, f, None), str)]
+    return found + [p for p in getattr(args, "inputs", None) or () if isinstance(p, str)]
+
+
+def check_summary_path(args: argparse.Namespace, inputs: Sequence[str]) -> None:
+    """Refuse a ``--summary FILE`` that would destroy something, before any work.
+
+    The file may not be, or lie inside, an input (it would replace a manifest or a table's file),
+    nor be an existing folder; an existing file is replaced only with ``--overwrite`` or when it
+    lies inside the command's own output folder (a run folder's ``summary.json``, rewritten by
+    each run of a scheduled job).
+
+    Raises:
+        BadInputError: the path overlaps an input or is a folder.
+        OutputExistsError: the file exists and may not be replaced.
+    """
+    from eagle_spark.io.fs import check_separate, overlaps
+
+    path = args.summary
+    if not path:
+        return
+    check_separate(path, inputs)
+    if os.path.isdir(path):
+        raise BadInputError(f"--summary {path} is a folder; give a file path")
+    output = getattr(args, "output", None)
+    owned = isinstance(output, str) and overlaps(path, output)
+    if os.path.lexists(path) and not owned and not getattr(args, "overwrite", False):
+        raise OutputExistsError(f"--summary file {path} exists", path=path, existed=True)
 
 
 def _run(name: str, args: argparse.Namespace, settings: Settings) -> int:
     from pyspark.sql import SparkSession
 
     from eagle_spark.commands import COMMANDS
-    from eagle_spark.io.fs import check_separate, input_read_errors
+    from eagle_spark.io.fs import check_separate, input_read_errors, overlaps
     from eagle_spark.progress import SparkProgress, phase
     from eagle_spark.session import build_spark
 
@@ -122,6 +150,7 @@ def _run(name: str, args: argparse.Namespace, settings: Settings) -> int:
         for flag in OUTPUT_FLAGS:  # before anything runs
             if isinstance(getattr(args, flag, None), str):
                 check_separate(getattr(args, flag), inputs)
+        check_summary_path(args, inputs)
         needs_spark = getattr(run, "needs_spark", None)
         if needs_spark is not None and not needs_spark(args):  # e.g. a numpy-only simulation
             log.info("%s: started (no Spark session)", name)
@@ -136,7 +165,7 @@ def _run(name: str, args: argparse.Namespace, settings: Settings) -> int:
         seconds = round(time.monotonic() - started, 3)
         log.info("%s: done in %.1f s", name, seconds)
     except Exception as exc:  # noqa: BLE001 - every failure becomes an exit code
-        err = from_task_failure(exc)
+        err = from_task_failure(exc) or storage_error(exc, getattr(args, "output", None))
         if err is None:  # internal failure: full traceback for the bug report
             log.exception("%s: internal failure", name)
             return EXIT_INTERNAL
@@ -150,20 +179,48 @@ def _run(name: str, args: argparse.Namespace, settings: Settings) -> int:
             spark.stop()
     line = strict_json({"command": name, **summary, "seconds": seconds}, sort_keys=False)
     if args.summary:
-        _write_summary(args.summary, line)
+        replace = bool(getattr(args, "overwrite", False)) or (
+            isinstance(getattr(args, "output", None), str) and overlaps(args.summary, args.output))
+        try:
+            _write_summary(args.summary, line, replace)
+        except (OSError, OutputExistsError) as err:
+            if isinstance(err, OSError):
+                err = storage_error(err, args.summary) or BadInputError(
+                    f"cannot write --summary file {args.summary}: {err}")
+            print(f"eagle-spark {name}: error: {err}", file=sys.stderr)
+            return getattr(err, "exit_code", EXIT_BAD_INPUT)
     else:
         print(line, flush=True)
     return EXIT_OK
 
 
-def _write_summary(path: str, line: str) -> None:
-    """Write the summary line to `path` atomically (a temporary sibling renamed into place)."""
+def _write_summary(path: str, line: str, replace: bool) -> None:
+    """Write the summary line to `path` atomically: a temporary sibling, fsynced, then renamed
+    over `path` (`replace`) or linked to it (fails if `path` appeared meanwhile).
+
+    Raises:
+        OutputExistsError: `path` exists and `replace` is false.
+        OSError: the file system refused (disk full, permission, read-only).
+    """
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
     tmp = os.path.join(folder, f".{os.path.basename(path)}.tmp-{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(line + "\n")
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(line + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        if replace:
+            os.replace(tmp, path)
+        else:
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                raise OutputExistsError(f"--summary file {path} appeared while running; not "
+                                        "replaced", path=path, existed=True) from None
+    finally:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
 
 
 if __name__ == "__main__":  # pragma: no cover

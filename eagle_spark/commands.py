@@ -11,6 +11,7 @@ makes one library call and returns the summary printed as JSON by :func:`eagle_s
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 from typing import Any, Callable
@@ -18,6 +19,8 @@ from typing import Any, Callable
 from eagle_spark.data import embedded_path
 from eagle_spark.errors import BadInputError
 from eagle_spark.params import Settings
+
+log = logging.getLogger(__name__)
 
 
 Runner = Callable[[Any, argparse.Namespace, Settings], dict[str, Any]]
@@ -479,3 +482,47 @@ def run_miml_command(spark: Any, args: argparse.Namespace, settings: Settings) -
             "methods": {m: {k: r[k] for k in ("mean", "std", "paper")} for m, r in result["methods"].items()},
             "seconds": result["seconds"]["total"]}
 
+
+
+def _verify_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--input", required=True, action="append", dest="inputs", metavar="PATH",
+                   help="a committed folder (dataset, model, embeddings, predictions, metrics); "
+                        "repeatable")
+    p.add_argument("--record", action="store_true",
+                   help="write the file list of a folder that has none (tables written by another "
+                        "tool, or by an earlier eagle_spark) from its files as they are now")
+
+
+@command("verify", "Check committed folders against their file lists: every file present, of its "
+         "recorded size and CRC-32, Parquet footers readable with their recorded rows, no file "
+         "added to a table; and each dataset's manifest against its tables. Exit 2 naming the "
+         "first bad file.", _verify_args)
+def run_verify(spark: Any, args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
+    from eagle_spark.io.integrity import FILES, check_counts, read_list, record, verify_folder
+    from eagle_spark.io.parts import filesystem_for
+
+    folders = []
+    for path in args.inputs:
+        fs, root = filesystem_for(path)
+        if args.record:
+            if read_list(path, "folder") is not None:
+                raise BadInputError(f"{path} already has a file list {FILES}; `verify` without "
+                                    "--record checks it (a list is never replaced)")
+            if record(path) is None:
+                raise BadInputError(f"{path} is a file or does not exist, not a folder")
+            log.info("recorded the file list of %s", path)
+        result = verify_folder(path)
+        try:
+            with fs.open_input_stream(f"{root.rstrip('/')}/_manifest.json") as stream:
+                manifest = json.loads(stream.read().decode("utf-8"))
+        except FileNotFoundError:
+            manifest = None
+        except (UnicodeDecodeError, ValueError) as err:
+            raise BadInputError(f"{path}/_manifest.json is not valid JSON: {err}") from None
+        if isinstance(manifest, dict):
+            check_counts(path, manifest, read_list(path, "folder"), "folder")
+        folders.append(result)
+    return {"output": None, "verified": folders}
+
+
+run_verify.needs_spark = lambda args: False  # type: ignore[attr-defined]

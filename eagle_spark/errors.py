@@ -6,6 +6,7 @@ and where: file, line or row), 1 on an internal failure.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import re
@@ -52,6 +53,59 @@ class SettingsError(BadInputError):
 
 class RunFolderInUseError(BadInputError):
     """Another live process holds the run folder's lock (:mod:`eagle_spark.io.lock`)."""
+
+
+class StorageError(BadInputError):
+    """The user's storage refused a write or a read: full, over quota, read-only or not permitted.
+
+    Exit code 2 (the storage is the user's to fix); the message names the path and the cause.
+    """
+
+
+# (errno, the phrase Java and the C library use, what the message says)
+_STORAGE_CAUSES = (
+    (errno.ENOSPC, "No space left on device", "no space left on the device"),
+    (errno.EDQUOT, "Disk quota exceeded", "the disk quota is exceeded"),
+    (errno.EROFS, "Read-only file system", "the file system is read-only"),
+    (errno.EACCES, "Permission denied", "permission denied"),
+    (None, "AccessDeniedException", "permission denied"),
+)
+_JAVA_PATH = re.compile(r"(?:file:)?(/[^\s:'\"()]+)")
+
+
+def storage_error(exc: BaseException, path: str | None = None) -> StorageError | None:
+    """The :class:`StorageError` a failure amounts to, or None when storage is not the cause.
+
+    Looks at `exc` and its causes: an ``OSError`` whose errno is ENOSPC, EDQUOT, EROFS or EACCES,
+    or a Spark / Py4J error whose text carries Java's phrase for one of them (``No space left on
+    device``, ``Read-only file system``, ``Permission denied``, ``AccessDeniedException``).
+
+    Args:
+        exc: the failure.
+        path: what the command was writing (named when the error itself names no path).
+    Returns:
+        A StorageError naming the path and the cause, or None.
+    """
+    seen = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError):
+            for code, _, said in _STORAGE_CAUSES:
+                if code is not None and current.errno == code:
+                    where = current.filename or path or "the output"
+                    return StorageError(f"cannot write {where}: {said}")
+        text = str(current)
+        for _, phrase, said in _STORAGE_CAUSES:
+            at = text.find(phrase)
+            if at < 0:
+                continue
+            line = text[text.rfind("\n", 0, at) + 1:text.find("\n", at) if "\n" in text[at:] else len(text)]
+            named = _JAVA_PATH.search(line)
+            where = named.group(1) if named else path or "the output"
+            return StorageError(f"cannot write {where}: {said} ({line.strip()[:200]})")
+        current = current.__cause__ or current.__context__
+    return None
 
 
 class NumericalError(EagleError, ArithmeticError):

@@ -809,6 +809,9 @@ class Settings(BaseParams):
                     loaded = yaml.safe_load(fh)
             except OSError as err:
                 raise SettingsError(f"settings file {conf}: {err.strerror}") from err
+            except UnicodeDecodeError as err:
+                raise SettingsError(f"settings file {conf} is not UTF-8 text: byte {err.object[err.start]:#04x} "
+                                    f"at offset {err.start} cannot be decoded") from err
             except yaml.YAMLError as err:
                 raise SettingsError(f"settings file {conf} is not valid YAML: {err}") from err
             if loaded is not None and not isinstance(loaded, dict):

@@ -49,7 +49,7 @@ from pyspark.sql import SparkSession
 
 from eagle_spark import schemas as S
 from eagle_spark.errors import BadInputError, strict_json
-from eagle_spark.io.fs import FileSystem, check_separate, input_read_errors
+from eagle_spark.io.fs import FileSystem, atomic_output, check_separate, input_read_errors
 from eagle_spark.io.lock import RunLock
 from eagle_spark.monitor import PeakRSS
 from eagle_spark.progress import SparkProgress, phase
@@ -138,6 +138,12 @@ class Pipeline:
         return _sha(json.dumps({"stage": stage.name, "params": stage.params, "inputs": tokens},
                                sort_keys=True).encode())
 
+    def write_file(self, path: str, data: bytes) -> None:
+        """Write (or replace) a small file of the run folder atomically: a reader, or a run that
+        resumes after a kill, sees the previous content or the new one (:func:`atomic_output`)."""
+        with atomic_output(self.spark, path, overwrite=True) as tmp:
+            self.fs.write_bytes(tmp, data)
+
     def _record_path(self, stage: Stage) -> str:
         return posixpath.join(self.run_dir, "_stages", f"{stage.name}.json")
 
@@ -178,7 +184,7 @@ class Pipeline:
                   "output_token": self._token(stage.output), "summary": summary, "rows": rows,
                   "seconds": seconds, "peak_rss_mb": peak_mb,
                   "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-        self.fs.write_bytes(self._record_path(stage), (strict_json(record, indent=2, default=str) + "\n").encode())
+        self.write_file(self._record_path(stage), (strict_json(record, indent=2, default=str) + "\n").encode())
         self.rows.append({"stage": stage.name, "status": "ran", "seconds": seconds, "rows": rows,
                           "peak_rss_mb": peak_mb, "output": stage.output})
         return summary
@@ -498,7 +504,7 @@ def report_markdown(report: dict[str, Any]) -> str:
 
 
 def _write_text(pipe: Pipeline, name: str, text: str) -> None:
-    pipe.fs.write_bytes(pipe.path(name), text.encode())
+    pipe.write_file(pipe.path(name), text.encode())
 
 
 def _file_log(run_dir: str, run_id: str) -> Optional[logging.Handler]:

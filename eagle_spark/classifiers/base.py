@@ -21,7 +21,8 @@ from eagle_spark import __version__
 from eagle_spark import schemas as S
 from eagle_spark.errors import BadInputError, strict_json
 from eagle_spark.executor_state import shared_state, sparse_arrays, sparse_from
-from eagle_spark.io.fs import FileSystem
+from eagle_spark.io.fs import FileSystem, restore_interrupted
+from eagle_spark.io.integrity import check_folder
 from eagle_spark.io.parts import filesystem_for, folder_version, read_x
 from eagle_spark.io.tables import read_manifest, read_table
 from eagle_spark.sparse import l2_normalize_rows
@@ -65,10 +66,12 @@ def read_metadata(spark: SparkSession, folder: str, cls: str) -> dict:
 
     Raises:
         BadInputError: the folder or metadata is missing, not JSON, of another class, or of another
-            model format version.
+            model format version; a file of the model is missing, altered or added
+            (:func:`eagle_spark.io.integrity.check_folder`).
     """
     fs = FileSystem(spark)
     path = posixpath.join(folder, METADATA)
+    restore_interrupted(fs, folder)
     if not fs.exists(folder):
         raise BadInputError(f"model {folder} does not exist")
     try:
@@ -82,6 +85,7 @@ def read_metadata(spark: SparkSession, folder: str, cls: str) -> dict:
                             f"this eagle_spark reads {MODEL_FORMAT_VERSION}")
     if meta.get("class") != cls:
         raise BadInputError(f"model {folder} is a {meta.get('class')!r}, expected {cls!r}")
+    check_folder(folder, "model")
     return meta
 
 

@@ -10,7 +10,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from eagle_spark import schemas as S
 from eagle_spark.errors import BadInputError
-from eagle_spark.io.fs import FileSystem, atomic_output, check_separate
+from eagle_spark.io.fs import FileSystem, atomic_output, check_separate, restore_interrupted
 from eagle_spark.io.tables import new_manifest, read_manifest, read_table, write_manifest
 from eagle_spark.params import PREDICT_MIN_TASK_ROWS, PredictParams
 
@@ -30,6 +30,7 @@ def model_class(spark: SparkSession, model_path: str) -> str:
     """
     fs = FileSystem(spark)
     meta = f"{model_path}/metadata.json"
+    restore_interrupted(fs, model_path)
     if not fs.exists(meta):
         raise BadInputError(f"model {model_path} does not exist or has no metadata.json")
     try:

@@ -220,8 +220,11 @@ def sibling(path: str, tag: str) -> str:
 
 
 def require_exists(spark: SparkSession, path: str, what: str) -> None:
-    """Raise :class:`BadInputError` naming `what` unless `path` exists."""
-    if not FileSystem(spark).exists(path):
+    """Raise :class:`BadInputError` naming `what` unless `path` exists (after
+    :func:`restore_interrupted`)."""
+    fs = FileSystem(spark)
+    restore_interrupted(fs, path)
+    if not fs.exists(path):
         raise BadInputError(f"{what} {path} does not exist")
 
 
@@ -276,28 +279,79 @@ def _tag(kind: str, started_ms: int) -> str:
     return f"{kind}-{started_ms:013d}-{os.getpid()}-{uuid.uuid4().hex[:12]}-{_HOST}"
 
 
-def _leftovers(fs: "FileSystem", path: str, started_ms: int) -> list[str]:
-    """Hidden ``.tmp-*`` / ``.old-*`` siblings of `path` left by writers that are gone: started
-    before `started_ms` and, on this host, whose process is dead (other hosts: older by
-    :data:`STALE_FOREIGN_SECONDS`)."""
+FAULT_ENV = "EAGLE_SPARK_FAULT_AT"
+"""Fault injection for the commit's tests: when this environment variable names a step of
+:func:`atomic_output` (``written``, ``moved-old``, ``moved-new``, ``deleted-old``), the process
+exits at once (``os._exit(137)``, as if killed) right after that step."""
+
+
+def _step(name: str) -> None:
+    if os.environ.get(FAULT_ENV) == name:
+        os._exit(137)
+
+
+def _siblings(fs: "FileSystem", path: str) -> Iterator[tuple[re.Match, str]]:
+    """(name match, path) of the ``.tmp-*`` / ``.old-*`` siblings of `path` whose writer is not a
+    live process of this host (other than this one)."""
     parent, name = posixpath.split(path.rstrip("/"))
     parent = parent or "."
     if not fs.exists(parent):
-        return []
-    out = []
+        return
     for entry in fs.list(parent):
         m = _SIBLING.match(entry)
         if m is None or m.group("name") != name:
             continue
+        pid = int(m.group("pid"))
+        if m.group("host") == _HOST and pid != os.getpid() and pid_alive(pid):
+            continue
+        yield m, posixpath.join(parent, entry)
+
+
+def _dead_siblings(fs: "FileSystem", path: str, kind: str) -> list[tuple[int, str]]:
+    """(start ms, path) of the ``.<kind>-*`` siblings of `path` whose writer is gone, oldest first."""
+    return sorted((int(m.group("ms")), p) for m, p in _siblings(fs, path) if m.group("kind") == kind)
+
+
+def restore_interrupted(spark_or_fs: Any, path: str) -> bool:
+    """Put back the previous output of `path` when a replace was killed between its two renames.
+
+    :func:`atomic_output` replaces an output by renaming it to a ``.old-*`` sibling and then the
+    new one into place. A kill between the two leaves `path` missing and the previous output,
+    complete, in the sibling: this renames the newest such sibling (of a writer that is gone) back
+    to `path`, and logs a warning saying so. Called before every commit to `path` and by the
+    readers when `path` is missing. Nothing happens when `path` exists.
+
+    Returns:
+        True when an output was restored.
+    """
+    fs = spark_or_fs if isinstance(spark_or_fs, FileSystem) else FileSystem(spark_or_fs)
+    if fs.exists(path):
+        return False
+    olds = _dead_siblings(fs, path, "old")
+    if not olds:
+        return False
+    _, newest = olds[-1]
+    try:
+        fs.rename(newest, path)
+    except FileExistsError:  # another process restored or committed it meanwhile
+        return False
+    log.warning("restored %s from %s: a replace of it was interrupted between its two renames "
+                "(the previous output is back; the interrupted one was not committed)", path, newest)
+    return True
+
+
+def _leftovers(fs: "FileSystem", path: str, started_ms: int) -> list[str]:
+    """Hidden ``.tmp-*`` / ``.old-*`` siblings of `path` left by writers that are gone: started
+    before `started_ms` and, on this host, whose process is dead (other hosts: older by
+    :data:`STALE_FOREIGN_SECONDS`)."""
+    out = []
+    for m, sib in _siblings(fs, path):
         ms = int(m.group("ms"))
         if ms >= started_ms:
             continue
-        if m.group("host") == _HOST:
-            if pid_alive(int(m.group("pid"))) and int(m.group("pid")) != os.getpid():
-                continue
-        elif started_ms - ms < STALE_FOREIGN_SECONDS * 1000:
+        if m.group("host") != _HOST and started_ms - ms < STALE_FOREIGN_SECONDS * 1000:
             continue
-        out.append(posixpath.join(parent, entry))
+        out.append(sib)
     return out
 
 
@@ -329,6 +383,7 @@ def atomic_output(spark: SparkSession, path: str, overwrite: bool = False) -> It
             writer committed to `path` while this one was writing.
     """
     fs = FileSystem(spark)
+    restore_interrupted(fs, path)
     if fs.exists(path) and not overwrite:
         raise OutputExistsError(f"output {path} exists", path=path, existed=True)
     started_ms = int(time.time() * 1000)
@@ -337,9 +392,13 @@ def atomic_output(spark: SparkSession, path: str, overwrite: bool = False) -> It
         yield tmp
         if not fs.exists(tmp):
             raise OSError(f"nothing was written to {tmp}")
+        from eagle_spark.io.integrity import record
+
+        record(tmp)  # the folder's file list (a file output is left as it is)
     except BaseException:
         fs.delete(tmp)
         raise
+    _step("written")
     backup = None
     if fs.exists(path):
         if not overwrite:
@@ -347,8 +406,10 @@ def atomic_output(spark: SparkSession, path: str, overwrite: bool = False) -> It
             raise OutputExistsError(f"output {path} appeared while writing; not replaced")
         backup = sibling(path, _tag("old", started_ms))
         fs.rename(path, backup)
+        _step("moved-old")
     try:
         fs.rename(tmp, path)
+        _step("moved-new")
     except FileExistsError:
         fs.delete(tmp)
         if backup is not None:  # another writer committed meanwhile: keep its output
@@ -362,6 +423,7 @@ def atomic_output(spark: SparkSession, path: str, overwrite: bool = False) -> It
         raise
     if backup is not None:
         fs.delete(backup)
+        _step("deleted-old")
     log.info("committed %s", path)
     for left in _leftovers(fs, path, started_ms):
         fs.delete(left)

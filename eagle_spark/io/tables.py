@@ -18,7 +18,8 @@ from pyspark.sql import types as T
 
 from eagle_spark import schemas as S
 from eagle_spark.errors import BadInputError, strict_json
-from eagle_spark.io.fs import FileSystem
+from eagle_spark.io.fs import FileSystem, restore_interrupted
+from eagle_spark.io.integrity import check_counts, check_folder
 
 
 def table_path(dataset: str, name: str) -> str:
@@ -53,13 +54,16 @@ def write_manifest(spark: SparkSession, folder: str, manifest: Mapping[str, Any]
 
 
 def read_manifest(spark: SparkSession, folder: str) -> dict[str, Any]:
-    """Read ``<folder>/_manifest.json``.
+    """Read ``<folder>/_manifest.json``, after checking the folder's files against its file list.
 
     Raises:
         BadInputError: the folder or its manifest is missing, is not JSON, or has another
-            ``format_version``.
+            ``format_version``; a file is missing, altered or added
+            (:func:`eagle_spark.io.integrity.check_folder`); the manifest's sizes disagree with
+            the tables (:func:`eagle_spark.io.integrity.check_counts`).
     """
     fs = FileSystem(spark)
+    restore_interrupted(fs, folder)
     if not fs.exists(folder):
         raise BadInputError(f"dataset {folder} does not exist")
     path = posixpath.join(folder, S.MANIFEST)
@@ -76,6 +80,9 @@ def read_manifest(spark: SparkSession, folder: str) -> dict[str, Any]:
         raise BadInputError(
             f"{path} has format_version {version!r}; this eagle_spark reads {S.FORMAT_VERSION}"
         )
+    listing = check_folder(folder, "dataset")
+    if listing is not None:
+        check_counts(folder, manifest, listing)
     return manifest
 
 

@@ -50,11 +50,15 @@ def read_idx(path: str) -> np.ndarray:
                             f"or label (0x00000801) file")
     ndim = magic & 0xFF
     header = 4 + 4 * ndim
+    if len(raw) < header:
+        raise BadInputError(f"{path}: {len(raw)} bytes, shorter than its {header}-byte header "
+                            f"({ndim} dimensions)")
     dims = [int.from_bytes(raw[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim)]
     size = int(np.prod(dims))
     if len(raw) != header + size:
-        raise BadInputError(f"{path}: header says {' x '.join(map(str, dims))} = {size:,} values, the file "
-                            f"holds {len(raw) - header:,}")
+        raise BadInputError(f"{path}: header says {' x '.join(map(str, dims))} = {size:,} values "
+                            f"({header + size:,} bytes with the {header}-byte header), the file has "
+                            f"{len(raw):,} bytes ({len(raw) - header:,} values)")
     return np.frombuffer(raw, dtype=np.uint8, offset=header).reshape(dims)
 
 

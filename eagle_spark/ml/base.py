@@ -24,7 +24,8 @@ from pyspark.sql import SparkSession
 
 from eagle_spark import schemas as S
 from eagle_spark.errors import BadInputError, SettingsError
-from eagle_spark.io.fs import FileSystem, atomic_output, check_separate
+from eagle_spark.io.fs import FileSystem, atomic_output, check_separate, restore_interrupted
+from eagle_spark.io.integrity import check_folder
 from eagle_spark.params import BaseParams
 
 P = TypeVar("P", bound=BaseParams)
@@ -181,12 +182,15 @@ class ParamsReader(MLReader, Generic[M]):
         """Load the instance saved at `path`.
 
         Raises:
-            BadInputError (a ValueError): no Spark ML metadata at `path`, or it holds another class.
+            BadInputError (a ValueError): no Spark ML metadata at `path`, or it holds another class;
+                a file of it is missing, altered or added (:func:`eagle_spark.io.integrity.check_folder`).
         """
         spark = self.sparkSession
         fs = FileSystem(spark)
+        restore_interrupted(fs, path)
         if not fs.exists(posixpath.join(path, "metadata")):
             raise BadInputError(f"{path} is not a saved eagle_spark stage (no metadata/ folder)")
+        check_folder(path, "saved stage")
         metadata = DefaultParamsReader.loadMetadata(path, spark)
         expected = f"{self.cls.__module__}.{self.cls.__name__}"
         if metadata.get("class") != expected:

@@ -208,8 +208,9 @@ def materialise(df: DataFrame, columns: Mapping[str, str], path: str, where: str
         The :class:`Source` of the written folder, keyed by the internal id.
     Raises:
         ValueError: a feature id beyond `n_features` or negative, a negative label id or one beyond
-            `n_labels`, members of one group with different ``group_labels`` (names the group), or
-            no rows.
+            `n_labels`, a label column without any label id (every array empty or null: checked by
+            the first job on the labels, before any training), members of one group with different
+            ``group_labels`` (names the group), or no rows.
     """
     spark = df.sparkSession
     feat = columns.get("features")
@@ -252,6 +253,9 @@ def materialise(df: DataFrame, columns: Mapping[str, str], path: str, where: str
         if lo < 0:
             raise ValueError(f"{where}: label column {', '.join(map(repr, label_cols))} holds a negative "
                              f"label id {lo}")
+        if hi < 0:
+            raise ValueError(f"{where}: label column {', '.join(map(repr, label_cols))} holds no label "
+                             "id in any row (every array is empty or null): there is nothing to learn")
         width = n_labels if n_labels is not None else hi + 1
         if hi >= width:
             raise ValueError(f"{where}: label id {hi} is beyond the label space of {width} (numLabels)")

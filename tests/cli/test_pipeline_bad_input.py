@@ -109,12 +109,14 @@ def _feature_7(t):
 
 
 CASES = {
-    "labels out of range": (_label_7, {}, "Y2 table", "label_id 7 (group_id=2) is out of range [0, 4)"),
+    "labels out of range": (_label_7, {}, "_manifest.json",
+                            "says n_labels=4 but table Y2 has label_id 7 (in file Y2/part-0.parquet"),
     "empty group": (_drop_group_3, {}, "Y1 table", "group_id 3 has members but no labels in Y2"),
     "group without members": (_add_group_9, {}, "Y2 table", "group_id 9 has labels but no members in Y1"),
     "wrong schema": (_string_group, {}, "/Y1", "column 'group_id' has type string, expected bigint"),
     "NaN feature value": (_nan_value, {}, "/X", "sample_id 5 has a NaN or infinite feature value"),
-    "feature id out of range": (_feature_7, {}, "/X", "sample_id 6 has feature id 7 out of range [0, 5)"),
+    "feature id out of range": (_feature_7, {}, "_manifest.json",
+                                "says n_features=5 but table X has feat_idx 7 (in file X/part-0.parquet"),
     "manifest disagrees": (lambda t: t, {"n_samples": 9}, "_manifest.json",
                            "says n_samples=9 but table"),
     "manifest of another version": (lambda t: t, {"format_version": 99}, "_manifest.json",

@@ -1,0 +1,372 @@
+"""Integrity of what is on disk: file lists, manifests checked against their tables, replaces
+without a window, files the CLI writes, and clear last lines (the catalogue in docs/design.md)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from eagle_spark.cli import main
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def _error_line(err: str, command: str) -> str:
+    lines = [x for x in err.splitlines() if x.startswith(f"eagle-spark {command}: error:")]
+    assert lines, err
+    return lines[-1]
+
+
+# ------------------------------------------------------------------ replacing an output, killed
+
+_WRITER = textwrap.dedent("""
+    import sys
+    from eagle_spark.io.fs import atomic_output
+    from eagle_spark.session import build_spark
+    from eagle_spark.params import SparkParams
+    spark = build_spark(SparkParams(master="local[1]", driver_memory="1g",
+                                    extra={"spark.ui.enabled": "false"}))
+    with atomic_output(spark, sys.argv[1], overwrite=True) as tmp:
+        import os
+        os.makedirs(tmp + "/T")
+        for i in range(3):
+            open(f"{tmp}/T/part-{i}.txt", "w").write("new" * (i + 1))
+    print("committed")
+""")
+
+
+def _write_folder(spark, target: pathlib.Path, word: str, overwrite: bool = False) -> None:
+    from eagle_spark.io.fs import atomic_output
+
+    with atomic_output(spark, str(target), overwrite=overwrite) as tmp:
+        os.makedirs(f"{tmp}/T")
+        for i in range(3):
+            pathlib.Path(f"{tmp}/T/part-{i}.txt").write_text(word * (i + 1))
+
+
+def _content(target: pathlib.Path) -> set[str]:
+    return {p.read_text() for p in (target / "T").iterdir()}
+
+
+@pytest.mark.parametrize("step,survivor", [("written", "old"), ("moved-old", "old"),
+                                           ("moved-new", "new"), ("deleted-old", "new")])
+def test_replace_killed_at_each_step_leaves_old_or_new_complete(spark, tmp_path, step, survivor):
+    """A replace killed right after each of its steps (the process exits, no clean-up runs):
+    the next reader finds the old or the new output complete and listed, the old one is never
+    deleted without overwrite, and the next replace leaves no sibling behind."""
+    from eagle_spark.errors import OutputExistsError
+    from eagle_spark.io.fs import FAULT_ENV, require_exists
+    from eagle_spark.io.integrity import check_folder
+
+    target = tmp_path / "out"
+    _write_folder(spark, target, "old")
+    env = {**os.environ, FAULT_ENV: step, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", _WRITER, str(target)], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 137, done.stderr[-2000:]
+    assert "committed" not in done.stdout
+    if step == "moved-old":  # the window the fix closes: the target is gone, the old one aside
+        assert not target.exists()
+    require_exists(spark, str(target), "output")  # what every reader does first
+    check_folder(str(target), "output", full=True)
+    assert _content(target) == {w * n for w in [survivor] for n in (1, 2, 3)}
+    with pytest.raises(OutputExistsError):
+        _write_folder(spark, target, "third")  # without overwrite: kept
+    assert _content(target) == {survivor * n for n in (1, 2, 3)}
+    _write_folder(spark, target, "third", overwrite=True)
+    assert _content(target) == {"third" * n for n in (1, 2, 3)}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no .old / .tmp left
+
+
+def test_restored_output_is_logged(spark, tmp_path, caplog):
+    """The repair says what it did."""
+    from eagle_spark.io import fs as fs_module
+
+    target = tmp_path / "out"
+    _write_folder(spark, target, "old")
+    aside = tmp_path / ".out.old-0000000000001-999999-abcdefabcdef-otherhost"
+    target.rename(aside)
+    with caplog.at_level("WARNING"):
+        assert fs_module.restore_interrupted(spark, str(target))
+    assert _content(target) == {"old", "oldold", "oldoldold"}
+    assert "restored" in caplog.text and "interrupted" in caplog.text
+
+
+# ------------------------------------------------------------------ the catalogue (issue cases)
+
+@pytest.fixture(scope="module")
+def trained(spark, tmp_path_factory):
+    """A small ingested train / test pair of the embedded Delicious data, a tree model, and its
+    predictions (everything written by the CLI, so every folder has its file list)."""
+    from tests.conftest import delicious_slice
+
+    root = tmp_path_factory.mktemp("integrity")
+    for split, n in (("train", 400), ("test", 120)):
+        path = delicious_slice(root, split, n)
+        assert main(["ingest", "--input", path, "--output", str(root / split)]) == 0
+    assert main(["train", "--input", str(root / "train"), "--output", str(root / "model"),
+                 "--model", "tree", "--set", "tree.n_trees=2"]) == 0
+    assert main(["predict", "--model", str(root / "model"), "--input", str(root / "test"),
+                 "--output", str(root / "pred")]) == 0
+    return root
+
+
+def _copy(src: pathlib.Path, dst: pathlib.Path) -> pathlib.Path:
+    import shutil
+
+    if dst.exists():
+        shutil.rmtree(dst)
+    shutil.copytree(src, dst)
+    return dst
+
+
+def _edit_json(path: pathlib.Path, **changes) -> None:
+    data = json.loads(path.read_text())
+    data.update(changes)
+    path.write_text(json.dumps(data, indent=2))
+
+
+def test_every_committed_folder_lists_its_files(trained):
+    """Datasets, models and predictions carry _files.json with each file's size, CRC-32 and, for
+    Parquet, rows and integer column bounds from the footer; outside readers still read them."""
+    import zlib
+
+    import pyarrow.dataset as pads
+
+    for name in ("train", "model", "pred"):
+        listing = json.loads((trained / name / "_files.json").read_text())
+        files = listing["files"]
+        on_disk = {str(p.relative_to(trained / name)) for p in (trained / name).rglob("*")
+                   if p.is_file() and not any(s.startswith(".") for s in p.relative_to(trained / name).parts)}
+        assert set(files) == on_disk - {"_files.json", "_manifest.json"}
+        for rel, entry in files.items():
+            data = (trained / name / rel).read_bytes()
+            assert entry["size"] == len(data)
+            assert entry["crc32"] == f"{zlib.crc32(data) & 0xFFFFFFFF:08x}"
+    x = json.loads((trained / "train" / "_files.json").read_text())["files"]
+    table = pads.dataset(str(trained / "train" / "X")).to_table()
+    assert sum(e["rows"] for r, e in x.items() if r.startswith("X/")) == table.num_rows == 400
+    assert max(e["max"]["feat_idx"] for r, e in x.items() if r.startswith("X/")) == max(
+        max(v) for v in table.column("feat_idx").to_pylist() if v)
+    assert pads.dataset(str(trained / "pred" / "predictions")).to_table().num_rows == 120
+
+
+def test_case_1_model_missing_a_weights_part_is_refused(trained, tmp_path, capsys):
+    model = _copy(trained / "model", tmp_path / "model")
+    part = sorted((model / "data" / "weights_0").glob("*.parquet"))[0]
+    part.unlink()
+    code = main(["predict", "--model", str(model), "--input", str(trained / "test"),
+                 "--output", str(tmp_path / "p")])
+    line = _error_line(capsys.readouterr().err, "predict")
+    assert code == 2
+    assert f"model {model}" in line and "table data/weights_0" in line and part.name in line
+    assert "is missing" in line
+    assert not (tmp_path / "p").exists()
+
+
+def test_case_2_label_ids_beyond_n_labels_are_refused_before_any_task(trained, tmp_path, capsys):
+    data = _copy(trained / "train", tmp_path / "train")
+    _edit_json(data / "_manifest.json", n_labels=20)
+    code = main(["train", "--input", str(data), "--output", str(tmp_path / "m"), "--model", "tree"])
+    line = _error_line(capsys.readouterr().err, "train")
+    assert code == 2
+    assert f"dataset {data}" in line and "says n_labels=20 but table Y has label_ids" in line
+
+
+def test_y_matrix_refuses_out_of_range_ids_naming_the_sample():
+    """The bounds check where the sparse matrix is built (a worker used to segfault): a twin fed
+    one id beyond n_labels."""
+    import pyarrow as pa
+
+    from eagle_spark.classifiers.base import y_matrix
+
+    yt = pa.table({"sample_id": pa.array([0, 1], pa.int64()),
+                   "label_ids": pa.array([[0, 2], [5]], pa.list_(pa.int32()))})
+    assert y_matrix(yt, 6).toarray().astype(int).tolist() == [[1, 0, 1, 0, 0, 0], [0, 0, 0, 0, 0, 1]]
+    with pytest.raises(ValueError, match="5") as info:
+        y_matrix(yt, 5, what="d/Y")
+    assert "d/Y" in str(info.value) and "sample" in str(info.value)
+
+
+def test_case_3_summary_may_not_destroy_an_input_or_an_existing_file(trained, tmp_path, capsys):
+    manifest = trained / "test" / "_manifest.json"
+    before = manifest.read_bytes()
+    code = main(["evaluate", "--predictions", str(trained / "pred"), "--input", str(trained / "test"),
+                 "--output", str(tmp_path / "m1"), "--summary", str(manifest)])
+    line = _error_line(capsys.readouterr().err, "evaluate")
+    assert code == 2 and "lies inside the input" in line
+    assert manifest.read_bytes() == before
+    summary = tmp_path / "summary.json"
+    summary.write_text("keep me\n")
+    code = main(["evaluate", "--predictions", str(trained / "pred"), "--input", str(trained / "test"),
+                 "--output", str(tmp_path / "m2"), "--summary", str(summary)])
+    line = _error_line(capsys.readouterr().err, "evaluate")
+    assert code == 2 and "exists" in line and "--overwrite" in line
+    assert summary.read_text() == "keep me\n" and not (tmp_path / "m2").exists()
+    code = main(["evaluate", "--predictions", str(trained / "pred"), "--input", str(trained / "test"),
+                 "--output", str(tmp_path / "m3"), "--summary", str(summary), "--overwrite"])
+    assert code == 0 and json.loads(summary.read_text())["command"] == "evaluate"
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+@pytest.mark.parametrize("command", ["embed", "train", "predict"])
+def test_case_4_n_features_below_the_largest_feature_id_is_refused_by_name(trained, tmp_path, capsys,
+                                                                           command):
+    data = _copy(trained / "train", tmp_path / "train")
+    _edit_json(data / "_manifest.json", n_features=100)
+    args = {"embed": ["embed", "--input", str(data), "--output", str(tmp_path / "o")],
+            "train": ["train", "--input", str(data), "--output", str(tmp_path / "o")],
+            "predict": ["predict", "--model", str(trained / "model"), "--input", str(data),
+                        "--output", str(tmp_path / "o")]}[command]
+    code = main(args)
+    line = _error_line(capsys.readouterr().err, command)
+    assert code == 2
+    assert f"dataset {data}" in line and "says n_features=100 but table X has feat_idx" in line
+
+
+def test_case_5_n_samples_disagreeing_with_x_is_refused(trained, tmp_path, capsys):
+    data = _copy(trained / "test", tmp_path / "test")
+    _edit_json(data / "_manifest.json", n_samples=60)
+    code = main(["predict", "--model", str(trained / "model"), "--input", str(data),
+                 "--output", str(tmp_path / "o")])
+    line = _error_line(capsys.readouterr().err, "predict")
+    assert code == 2 and "says n_samples=60 but table X has 120 rows" in line
+    # rows removed from X (a part rewritten with half its rows): its size no longer matches
+    import pyarrow.parquet as pq
+
+    data = _copy(trained / "test", tmp_path / "test2")
+    part = sorted((data / "X").glob("*.parquet"))[0]
+    table = pq.read_table(part)
+    pq.write_table(table.slice(0, table.num_rows // 2), part)
+    code = main(["predict", "--model", str(trained / "model"), "--input", str(data),
+                 "--output", str(tmp_path / "o")])
+    line = _error_line(capsys.readouterr().err, "predict")
+    assert code == 2 and "table X" in line and part.name in line and "truncated or rewritten" in line
+
+
+@pytest.mark.parametrize("damage", ["tree folder removed", "n_trees edited", "file added"])
+def test_case_6_damaged_model_is_refused_naming_model_and_file(trained, tmp_path, capsys, damage):
+    import shutil
+
+    model = _copy(trained / "model", tmp_path / "model")
+    if damage == "tree folder removed":
+        folder = sorted(p for p in (model / "data").iterdir() if p.name.endswith("_1"))[0]
+        shutil.rmtree(folder)
+        expected = f"{folder.name}/"
+    elif damage == "n_trees edited":
+        _edit_json(model / "metadata.json", n_trees=1)
+        expected = "file metadata.json has"
+    else:
+        extra = model / "data" / "weights_0" / "part-99999.parquet"
+        shutil.copy(sorted((model / "data" / "weights_0").glob("*.parquet"))[0], extra)
+        expected = "part-99999.parquet is not in its file list"
+    code = main(["predict", "--model", str(model), "--input", str(trained / "test"),
+                 "--output", str(tmp_path / "o")])
+    line = _error_line(capsys.readouterr().err, "predict")
+    assert code == 2 and f"model {model}" in line and expected in line, line
+
+
+def test_altered_parquet_of_the_same_size_is_found_by_verify(trained, tmp_path, capsys):
+    data = _copy(trained / "test", tmp_path / "test")
+    assert main(["verify", "--input", str(data), "--input", str(trained / "model")]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [v["folder"] for v in out["verified"]] == [str(data), str(trained / "model")]
+    part = sorted((data / "Y").glob("*.parquet"))[0]
+    raw = bytearray(part.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    part.write_bytes(bytes(raw))
+    assert main(["verify", "--input", str(data)]) == 2
+    line = _error_line(capsys.readouterr().err, "verify")
+    assert "table Y" in line and part.name in line and "CRC-32" in line
+
+
+def test_verify_record_lists_a_folder_written_by_another_tool(tmp_path, capsys):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder = tmp_path / "made"
+    (folder / "X").mkdir(parents=True)
+    pq.write_table(pa.table({"sample_id": pa.array([0, 1], pa.int64())}), folder / "X" / "p.parquet")
+    assert main(["verify", "--input", str(folder)]) == 2
+    assert "no file list" in _error_line(capsys.readouterr().err, "verify")
+    assert main(["verify", "--input", str(folder), "--record"]) == 0
+    assert json.loads((folder / "_files.json").read_text())["files"]["X/p.parquet"]["rows"] == 2
+    assert main(["verify", "--input", str(folder), "--record"]) == 2  # a list is never replaced
+
+
+def test_case_7_empty_label_space_is_a_value_error_naming_the_column(spark):
+    from pyspark.ml.linalg import Vectors, VectorUDT
+    from pyspark.sql import types as T
+
+    from eagle_spark.ml import LabelTreeClassifier
+
+    schema = T.StructType([T.StructField("features", VectorUDT()),
+                           T.StructField("labels", T.ArrayType(T.IntegerType()))])
+    frame = spark.createDataFrame([(Vectors.dense([1.0, 0.0]), []), (Vectors.dense([0.0, 1.0]), None)],
+                                  schema)
+    with pytest.raises(ValueError, match="label column 'labels' holds no label id in any row"):
+        LabelTreeClassifier().fit(frame)
+
+
+def test_case_8_conf_that_is_not_utf8_exits_2_naming_the_file(tmp_path, capsys):
+    conf = tmp_path / "bad.yaml"
+    conf.write_bytes(b"spark:\n  app_name: caf\xe9\n")
+    assert main(["train", "--conf", str(conf), "--input", "x", "--output", "y"]) == 2
+    err = capsys.readouterr().err
+    assert f"settings file {conf} is not UTF-8" in err.strip().splitlines()[-1]
+
+
+def test_case_9_full_disk_ends_in_one_error_line_naming_the_path(trained, tmp_path, capsys, monkeypatch):
+    """The storage refusing a write (a Java IOException from the commit, as Spark raises it, and
+    a Python OSError) ends in one `eagle-spark <command> error:` line, exit 2."""
+    import errno
+
+    from eagle_spark.io import fs as fs_module
+
+    def full(self, src, dst):
+        raise RuntimeError("An error occurred while calling o77.rename.\n: java.io.IOException: "
+                           "No space left on device\n\tat java.base/java.io.FileOutputStream.write")
+
+    monkeypatch.setattr(fs_module.FileSystem, "rename", full)
+    out = tmp_path / "p"
+    code = main(["predict", "--model", str(trained / "model"), "--input", str(trained / "test"),
+                 "--output", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("eagle-spark predict: error:") and str(out) in last
+    assert "no space left on the device" in last
+    monkeypatch.undo()
+
+    from eagle_spark.io import integrity
+
+    def denied(folder):
+        raise PermissionError(errno.EACCES, "Permission denied", f"{folder}/_files.json")
+
+    monkeypatch.setattr(integrity, "record", denied)
+    code = main(["predict", "--model", str(trained / "model"), "--input", str(trained / "test"),
+                 "--output", str(out)])
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert code == 2 and last.startswith("eagle-spark predict: error: cannot write ")
+    assert "_files.json: permission denied" in last
+    assert not out.exists()
+
+
+def test_case_9_short_idx_file_gives_the_real_sizes(tmp_path):
+    from eagle_spark.errors import BadInputError
+    from eagle_spark.miml.data import read_idx
+
+    path = tmp_path / "t10k-images-idx3-ubyte"
+    path.write_bytes((0x803).to_bytes(4, "big") + (2).to_bytes(4, "big"))  # 8 of 16 header bytes
+    with pytest.raises(BadInputError, match="8 bytes, shorter than its 16-byte header"):
+        read_idx(str(path))
+    path.write_bytes((0x801).to_bytes(4, "big") + (5).to_bytes(4, "big") + bytes(3))
+    with pytest.raises(BadInputError, match=r"header says 5 = 5 values \(13 bytes with the 8-byte "
+                                            r"header\), the file has 11 bytes \(3 values\)"):
+        read_idx(str(path))
