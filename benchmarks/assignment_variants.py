@@ -16,6 +16,8 @@ and EAGLE's assignments (T = 20) under four variants:
   group labelled k that was not assigned k is left out of k's ranker instead of being a negative);
 * ``soft T=t``: weighted assignment (``assign.weighting=soft``, ``assign.temperature=t``, top-c
   members weight 1, the others exp(-d / t)), the tree trained on the expected loss;
+* ``top-c+r1`` / ``top-c+r2`` / ``soft T=0.3+r1``: the same assignment followed by 1 or 2 rounds
+  of refinement with a one-vs-all classifier (``assign.refine_rounds``);
 * ``auto``: the library's default, the assignment chosen on held-out groups (``ml/selection.py``).
 
 EAGLE-0's row uses the first variant's assignment settings.
@@ -46,6 +48,9 @@ VARIANTS = {  # variant -> changes to the assign section, changes to the tree se
     "soft T=0.1": ({"weighting": "soft", "temperature": 0.1}, {}),
     "soft T=0.3": ({"weighting": "soft", "temperature": 0.3}, {}),
     "soft T=1": ({"weighting": "soft", "temperature": 1.0}, {}),
+    "top-c+r1": ({"multiplicity": True, "weighting": "hard", "refine_rounds": 1}, {"unassigned": "negative"}),
+    "top-c+r2": ({"multiplicity": True, "weighting": "hard", "refine_rounds": 2}, {"unassigned": "negative"}),
+    "soft T=0.3+r1": ({"weighting": "soft", "temperature": 0.3, "refine_rounds": 1}, {}),
     "auto": ({"weighting": "auto"}, {}),
 }
 

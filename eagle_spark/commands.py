@@ -203,6 +203,9 @@ def _assign_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--weighting", choices=["hard", "soft", "auto"], default=None,
                    help="hard: weight 1 for the chosen members; soft: every member a weight from its score "
                         "(assign.temperature); auto: the best of assign.candidates on held-out groups")
+    p.add_argument("--refine-rounds", type=int, default=None,
+                   help="rounds of refinement with a one-vs-all classifier trained on the assignment "
+                        "(assign.refine_rounds; default 0)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output")
 
 
@@ -212,7 +215,8 @@ def run_assign(spark: Any, args: argparse.Namespace, settings: Settings) -> dict
     from eagle_spark.ml import Dataset, GRLRModel
 
     settings = settings.replace("assign", **_flags(args, {"method": "method", "multiplicity": "multiplicity",
-                                                          "weighting": "weighting"}))
+                                                          "weighting": "weighting",
+                                                          "refine_rounds": "refine_rounds"}))
     if settings.assign.method == "eagle" and args.embeddings is None:
         raise BadInputError("--method eagle needs --embeddings (the output of embed)")
     model = GRLRModel.fromSettings(settings.assign)
@@ -223,6 +227,8 @@ def run_assign(spark: Any, args: argparse.Namespace, settings: Settings) -> dict
            "n_assignments": m["n_assignments"], "samples_with_labels": m["samples_with_labels"]}
     if m["quality"]:
         out |= {"precision": m["quality"]["precision"], "recall": m["quality"]["recall"]}
+    if m.get("refinement"):
+        out["refinement"] = m["refinement"]
     return out
 
 

@@ -151,19 +151,24 @@ def _check(condition: bool, message: str) -> None:
 
 def candidate_changes(name: str) -> dict[str, Any]:
     """The ``assign`` settings of a candidate of ``assign.candidates``: ``baseline``, ``hard``
-    (Algorithm 2's top-c) or ``soft-<T>`` (soft weighting at temperature T > 0).
+    (Algorithm 2's top-c) or ``soft-<T>`` (soft weighting at temperature T > 0); ``hard`` and
+    ``soft-<T>`` may end in ``+r<N>``: N rounds of refinement with the classifier (0 without).
 
     Raises:
         SettingsError: any other name.
     """
     if name == "baseline":
-        return {"method": "baseline", "weighting": "hard"}
-    if name == "hard":
-        return {"method": "eagle", "weighting": "hard"}
-    m = re.fullmatch(r"soft-(\d+(?:\.\d+)?)", name)
-    _check(m is not None and float(m.group(1)) > 0,
-           f"assign.candidates: {name!r} is not baseline, hard or soft-<temperature> (e.g. soft-0.3)")
-    return {"method": "eagle", "weighting": "soft", "temperature": float(m.group(1))}
+        return {"method": "baseline", "weighting": "hard", "refine_rounds": 0}
+    m = re.fullmatch(r"(hard|soft-(\d+(?:\.\d+)?))(?:\+r(\d+))?", name)
+    _check(m is not None and (m.group(2) is None or float(m.group(2)) > 0),
+           f"assign.candidates: {name!r} is not baseline, hard or soft-<temperature> (e.g. soft-0.3), "
+           "optionally with +r<rounds> of refinement (e.g. hard+r1)")
+    changes: dict[str, Any] = {"method": "eagle", "weighting": "hard", "refine_rounds": 0}
+    if m.group(2) is not None:
+        changes |= {"weighting": "soft", "temperature": float(m.group(2))}
+    if m.group(3) is not None:
+        changes["refine_rounds"] = int(m.group(3))
+    return changes
 
 
 def _check_x_access(section: str, x_access: str, cache_budget: Optional[str]) -> None:
@@ -417,6 +422,11 @@ class AssignParams(BaseParams):
             T). Default [baseline,hard,soft-0.3,soft-1].
         held_out: with ``auto``, the share of the groups held out to score the candidates on, in
             (0, 0.9]. Default 0.2.
+        refine_rounds: rounds of refinement with the classifier after the embedding's assignment
+            (multiple-instance EM: train one-vs-all on the assignment, score each group's members
+            for its labels by w_k . x_i, assign again with the same weighting;
+            :mod:`eagle_spark.assignment.refine`), in [0, 10]. 0 is Algorithm 2 alone. A candidate
+            of ``auto`` may set it (``hard+r1``). Default 0.
         tasks: label bins, one Spark task each. Default 16.
         batch_rows: candidate rows per vectorised batch inside a task. Default 200000.
         x_access: as in ``embed``, for when the assignments are recomputed from stored
@@ -431,6 +441,7 @@ class AssignParams(BaseParams):
     temperature: float = 0.3
     candidates: tuple[str, ...] = ("baseline", "hard", "soft-0.3", "soft-1")
     held_out: float = 0.2
+    refine_rounds: int = 0
     tasks: int = 16
     batch_rows: int = 200000
     x_access: str = "auto"
@@ -450,6 +461,7 @@ class AssignParams(BaseParams):
                f"assign.held_out must be in (0, 0.9], got {self.held_out!r}")
         _check(_finite(self.temperature) and self.temperature > 0,
                f"assign.temperature must be finite and > 0, got {self.temperature!r}")
+        _check(0 <= self.refine_rounds <= 10, f"assign.refine_rounds must be in [0, 10], got {self.refine_rounds!r}")
         _check(self.tasks >= 1, "assign.tasks must be >= 1")
         _check(self.batch_rows >= 1, "assign.batch_rows must be >= 1")
 

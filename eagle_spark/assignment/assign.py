@@ -52,6 +52,7 @@ from eagle_spark.io.parts import filesystem_for
 from eagle_spark.io.tables import (has_table, new_manifest, read_manifest, read_table, require_tables, table_path,
                                    write_manifest, write_table)
 from eagle_spark.params import AssignParams
+from eagle_spark.assignment.refine import refine
 
 log = logging.getLogger(__name__)
 
@@ -288,6 +289,14 @@ def y_filter(X: DataFrame, assignments: DataFrame) -> DataFrame:
         F.coalesce(F.transform("_lw", lambda e: e[S.WEIGHT]), F.array().cast("array<float>")).alias(S.LABEL_WEIGHTS))
 
 
+def pairs_of(assignments: DataFrame) -> DataFrame:
+    """The distinct (sample_id, label_id) pairs of an assignment, with their largest ``weight``
+    when it is weighted (:func:`weighted_pairs`)."""
+    if S.WEIGHT in assignments.columns:
+        return weighted_pairs(assignments)
+    return assignments.select(S.SAMPLE_ID, S.LABEL_ID).distinct()
+
+
 def weighted_pairs(assignments: DataFrame) -> DataFrame:
     """DataFrame[sample_id, label_id, weight]: the distinct assigned pairs, each with its largest
     weight (1 when `assignments` has no ``weight`` column: hard assignment, the Baseline)."""
@@ -373,27 +382,34 @@ def assign(spark: SparkSession, dataset: str, output_path: str, params: AssignPa
             FileSystem(spark).delete(scratch)
             log.info("assign auto: chose %s", selection["chosen"])
         assignments, source = _assignments(spark, dataset, params, embeddings, manifest_in, n_features)
+        judge = None
+        if has_table(spark, dataset, S.Y):
+            Y_true, Y1 = read_table(spark, dataset, S.Y), read_table(spark, dataset, S.Y1)
+            judge = lambda pairs: assignment_quality(Y_true, Y1, pairs)  # noqa: E731
+        rounds = None
+        if params.method == "eagle" and params.refine_rounds > 0:
+            scratch = posixpath.join(tmp, "_refine")
+            assignments, rounds = refine(spark, dataset, X, assignments, params, scratch, n_features,
+                                         int(manifest_in["n_labels"]), int(manifest_in["n_samples"]), judge)
         write_table(assignments.repartition(int(spark.conf.get("spark.sql.shuffle.partitions")),
                                             S.GROUP_ID, S.LABEL_ID)
                     .sortWithinPartitions(S.GROUP_ID, S.LABEL_ID, S.SAMPLE_ID), tmp, S.ASSIGNMENTS)
         written = read_table(spark, tmp, S.ASSIGNMENTS)
         write_table(y_filter(X, written).sortWithinPartitions(S.SAMPLE_ID), tmp, S.Y)
         FileSystem(spark).copy(table_path(dataset, S.X), table_path(tmp, S.X))
-        pairs = weighted_pairs(written) if S.WEIGHT in written.columns else \
-            written.select(S.SAMPLE_ID, S.LABEL_ID).distinct()
+        pairs = pairs_of(written)
         n_assignments = written.count()
         stats = pairs.agg(F.countDistinct(S.SAMPLE_ID).alias("samples")).first()
-        quality = None
-        if has_table(spark, dataset, S.Y):
-            quality = assignment_quality(read_table(spark, dataset, S.Y),
-                                         read_table(spark, dataset, S.Y1), pairs)
+        quality = judge(pairs) if judge is not None else None
         manifest = new_manifest(
             "assign", n_samples=int(manifest_in["n_samples"]), n_features=n_features,
             n_labels=int(manifest_in["n_labels"]), n_assignments=n_assignments,
             samples_with_labels=int(stats["samples"]), quality=quality,
-            source=source, parameters=params.to_dict(), selection=selection,
+            source=source, parameters=params.to_dict(), selection=selection, refinement=rounds,
             tables=[S.X, S.Y, S.ASSIGNMENTS])
         write_manifest(spark, tmp, manifest)
+        if rounds is not None:
+            FileSystem(spark).delete(posixpath.join(tmp, "_refine"))
     if quality:
         log.info("assign %s: precision %.4f recall %.4f", params.method, quality["precision"],
                  quality["recall"])

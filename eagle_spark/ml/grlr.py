@@ -67,7 +67,11 @@ class _GRLRParams(HasFeaturesCol, HasMaxIter, HasStepSize, HasLabelWeightsCol, S
     temperature = settings_param("temperature", "transform, soft weighting: near 0 hard top-c, large "
                                  "the Baseline", TypeConverters.toFloat)
     candidates = settings_param("candidates", "transform, weighting auto: the assignments to choose from "
-                                "(baseline, hard, soft-<T>)", lambda v: tuple(TypeConverters.toListString(v)))
+                                "(baseline, hard, soft-<T>; hard and soft-<T> with +r<N> rounds of "
+                                "refinement)", lambda v: tuple(TypeConverters.toListString(v)))
+    refineRounds = settings_param("refineRounds", "transform: rounds of refinement with a one-vs-all "
+                                  "classifier trained on the assignment (0: the embedding's alone)",
+                                  TypeConverters.toInt)
     heldOut = settings_param("heldOut", "transform, weighting auto: share of the groups held out to score "
                              "the candidates", TypeConverters.toFloat)
     numFeatures = settings_param("numFeatures", "feature space of array features (default: from the "
@@ -80,7 +84,7 @@ class _GRLRParams(HasFeaturesCol, HasMaxIter, HasStepSize, HasLabelWeightsCol, S
                       "batchRows": "batch_rows", "splitRows": "split_rows", "cacheBudget": "cache_budget"},
         AssignParams: {"method": "method", "multiplicity": "multiplicity", "weighting": "weighting",
                        "temperature": "temperature", "candidates": "candidates", "heldOut": "held_out",
-                       "assignTasks": "tasks",
+                       "refineRounds": "refine_rounds", "assignTasks": "tasks",
                        "assignBatchRows": "batch_rows", "assignXAccess": "x_access",
                        "assignCacheBudget": "cache_budget"},
     }
@@ -120,7 +124,8 @@ class GRLR(Estimator, _GRLRParams, Persistent):
     model's transform ``method`` (eagle), ``multiplicity`` (true: top-c), ``weighting`` (auto: the
     best of ``candidates`` on ``heldOut`` (0.2) of the groups; hard: Algorithm 2; soft: weighted
     assignment, whose weights go to ``labelWeightsCol``, label_weights), ``temperature`` (0.3),
-    ``labelsCol`` (labels), and, when
+    ``refineRounds`` (0: rounds of refinement with a one-vs-all classifier trained on the
+    assignment, :mod:`eagle_spark.assignment.refine`), ``labelsCol`` (labels), and, when
     it recomputes assignments, ``assignTasks``, ``assignBatchRows``, ``assignXAccess``,
     ``assignCacheBudget``.
 
@@ -146,7 +151,7 @@ class GRLR(Estimator, _GRLRParams, Persistent):
                  groupLabelsCol: str = "group_labels", labelsCol: str = "labels",
                  labelWeightsCol: str = S.LABEL_WEIGHTS, weighting: Optional[str] = None,
                  temperature: Optional[float] = None, candidates: Optional[list] = None,
-                 heldOut: Optional[float] = None,
+                 heldOut: Optional[float] = None, refineRounds: Optional[int] = None,
                  maxIter: Optional[int] = None, stepSize: Optional[float] = None,
                  normalize: Optional[bool] = None, pruneBelow: Optional[float] = None,
                  xAccess: Optional[str] = None, numTasks: Optional[int] = None,

@@ -456,7 +456,8 @@ def test_auto_chooses_the_best_candidate_on_held_out_groups(spark, soft, tmp_pat
 def test_candidate_names_are_checked():
     from eagle_spark.params import candidate_changes
 
-    assert candidate_changes("soft-0.25") == {"method": "eagle", "weighting": "soft", "temperature": 0.25}
+    assert candidate_changes("soft-0.25") == {"method": "eagle", "weighting": "soft", "temperature": 0.25,
+                                              "refine_rounds": 0}
     assert candidate_changes("baseline")["method"] == "baseline"
     for bad in ("soft", "soft-0", "medium", "soft--1"):
         with pytest.raises(SettingsError, match="assign.candidates"):

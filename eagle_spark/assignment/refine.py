@@ -1,0 +1,133 @@
+"""Refinement with the classifier (multiple-instance EM, as in mi-SVM): after an assignment, train a
+linear one-vs-all classifier on it, score each group's members for the group's labels with that
+classifier, and assign again (``assign.refine_rounds`` rounds).
+
+The first round's scorer is the label embedding (<e_k, x_i>, paper Algorithm 2); round r >= 1
+scores a pair (member i, label k) by w_k . x_i of the one-vs-all classifier trained on round
+r - 1's assignment (hard or weighted, the same solver as ``train --model ova`` but without pruning
+weights, so every label of Y2 keeps a scorer). The bias b_k is left out: within a (group, label)
+pair it shifts every member's score alike, and neither the top-c choice nor the range-relative soft
+weights depend on it. The classifier's weights are written in the layout of label embeddings, so the
+assignment itself is the same code (:func:`eagle_spark.assignment.assign.eagle_assignments`) with
+another scorer.
+
+Memory: what ``train --model ova`` and the assignment keep (once per executor: X as CSR and the
+labels of the round's Y); the rounds run one after another and keep nothing between them but the
+previous round's assignments, on disk in the scratch folder.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import posixpath
+from typing import Any, Callable, Optional
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from eagle_spark import schemas as S
+from eagle_spark.io.fs import FileSystem
+from eagle_spark.io.tables import new_manifest, table_path, write_manifest, write_table
+from eagle_spark.params import AssignParams, OVAParams
+
+log = logging.getLogger(__name__)
+
+
+def classifier_scorer(spark: SparkSession, assigned: str, folder: str, n_features: int, n_labels: int,
+                      tasks: int, seed: int = 0) -> str:
+    """Train one-vs-all on the dataset `assigned` (X, Y = an assignment's Y_filter, with
+    ``label_weights`` when weighted) and write its weight vectors as label embeddings.
+
+    Args:
+        assigned: dataset folder with X and Y.
+        folder: scratch folder (must not exist); the model goes to ``folder/model``, the scorer to
+            ``folder/scorer``.
+        n_features, n_labels: the data's sizes.
+        tasks: Spark tasks of the training (``assign.tasks``).
+    Returns:
+        The scorer folder: ``label_emb`` (label_id, emb_idx = the weights' feature ids, emb_val =
+        their values, n_groups 0) and a manifest whose ``parameters.normalize`` is the
+        classifier's row normalisation.
+    """
+    from eagle_spark.classifiers.ova import train_ova
+
+    params = OVAParams(threshold=0.0, tasks=tasks, seed=seed)
+    model = posixpath.join(folder, "model")
+    train_ova(spark, assigned, model, params)
+    scorer = posixpath.join(folder, "scorer")
+    weights = spark.read.parquet(posixpath.join(model, "data", "weights"))
+    write_table(weights.select(S.LABEL_ID, F.col("w_idx").alias(S.EMB_IDX), F.col("w_val").alias(S.EMB_VAL),
+                               F.lit(0).cast("int").alias(S.N_GROUPS)), scorer, S.LABEL_EMB)
+    write_manifest(spark, scorer, new_manifest(
+        "refine-scorer", n_labels=n_labels, n_features=n_features, source={"model": model},
+        parameters={"normalize": params.normalize, "iterations": 0, "prune_below": 0.0},
+        tables=[S.LABEL_EMB]))
+    return scorer
+
+
+def refine(spark: SparkSession, dataset: str, X: DataFrame, assignments: DataFrame,
+           params: AssignParams, scratch: str, n_features: int, n_labels: int, n_samples: int,
+           quality: Optional[Callable[[DataFrame], Optional[dict[str, float]]]] = None,
+           ) -> tuple[DataFrame, list[dict[str, Any]]]:
+    """Run ``params.refine_rounds`` rounds of refinement on the first round's `assignments`.
+
+    Args:
+        dataset: the aggregated dataset (X, Y1, Y2).
+        X: its X table.
+        assignments: round 0's assignments (group_id, label_id, sample_id, score[, weight]).
+        params: the assignment's settings (method eagle; weighting hard or soft).
+        scratch: a folder for the rounds' datasets, classifiers and assignments (deleted by the
+            caller).
+        quality: maps an assignment's (sample, label) pairs to its precision and recall, when the
+            true Y is known.
+    Returns:
+        (the last round's assignments, read back from the scratch folder; one record per round:
+        ``round``, ``scorer`` (``embedding`` or ``classifier``), ``n_assignments``, ``changed``
+        (share of the round's (sample, label) pairs that the previous round did not have) and,
+        with `quality`, ``precision`` / ``recall``).
+    """
+    from eagle_spark.assignment.assign import eagle_assignments, pairs_of, y_filter
+
+    fs = FileSystem(spark)
+    current = _materialise(assignments, posixpath.join(scratch, "assign_0"), spark)
+    rounds = [_round_record(0, "embedding", current, None, quality)]
+    step = dataclasses.replace(params, refine_rounds=0)
+    for r in range(1, params.refine_rounds + 1):
+        assigned = posixpath.join(scratch, f"round_{r - 1}")
+        write_table(y_filter(X, current).sortWithinPartitions(S.SAMPLE_ID), assigned, S.Y)
+        fs.copy(table_path(dataset, S.X), table_path(assigned, S.X))
+        write_manifest(spark, assigned, new_manifest(
+            "refine-round", n_samples=n_samples, n_features=n_features, n_labels=n_labels,
+            tables=[S.X, S.Y]))
+        scorer = classifier_scorer(spark, assigned, posixpath.join(scratch, f"classifier_{r}"),
+                                   n_features, n_labels, params.tasks)
+        previous = pairs_of(current)
+        current = _materialise(eagle_assignments(spark, dataset, scorer, step, n_features,
+                                                 OVAParams().normalize),
+                               posixpath.join(scratch, f"assign_{r}"), spark)
+        rounds.append(_round_record(r, "classifier", current, previous, quality))
+        log.info("refine: round %d: %s", r, rounds[-1])
+    return current, rounds
+
+
+def _materialise(assignments: DataFrame, path: str, spark: SparkSession) -> DataFrame:
+    assignments.write.parquet(path)
+    return spark.read.parquet(path)
+
+
+def _round_record(r: int, scorer: str, assignments: DataFrame, previous: Optional[DataFrame],
+                  quality: Optional[Callable[[DataFrame], Optional[dict[str, float]]]]) -> dict[str, Any]:
+    from eagle_spark.assignment.assign import pairs_of
+
+    pairs = pairs_of(assignments)
+    record: dict[str, Any] = {"round": r, "scorer": scorer, "n_assignments": assignments.count()}
+    if previous is not None:
+        n = pairs.count()
+        new = pairs.join(previous, [S.SAMPLE_ID, S.LABEL_ID], "left_anti").count()
+        record["changed"] = round(new / n, 6) if n else 0.0
+    if quality is not None:
+        found = quality(pairs)
+        if found:
+            record |= {"precision": found["precision"], "recall": found["recall"]}
+    return record

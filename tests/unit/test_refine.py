@@ -1,0 +1,138 @@
+"""Refinement with the classifier (``assign.refine_rounds``): a tiny planted data set where the
+label embedding assigns wrongly and the classifier trained on that assignment assigns rightly."""
+
+from __future__ import annotations
+
+import json
+import math
+import pathlib
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+INTS = pa.list_(pa.field("element", pa.int32(), nullable=False))
+FLOATS = pa.list_(pa.field("element", pa.float32(), nullable=False))
+
+# Three kinds of member rows over 3 features (unit length, as normalised):
+A = [1.0, 0.0, 0.0]                                   # truly label 0
+B_EASY = [0.0, 2 / math.sqrt(5), 1 / math.sqrt(5)]    # truly label 1
+B_HARD = [0.0, 1 / math.sqrt(10), 3 / math.sqrt(10)]  # truly label 1; so are the decoys
+EMB = {0: [1.0, 0.0, 1.2], 1: [0.0, 1.0, 0.0]}        # e_0 leans on feature 2: wrong on B_HARD
+N_EASY, N_HARD, N_DECOY = 20, 4, 20
+
+
+def _planted() -> tuple[dict[str, pa.Table], dict[int, list[int]]]:
+    """Groups 0..19 {A, B_EASY} and 20..23 {A, B_HARD} labelled {0, 1}; groups 24..43 of two
+    decoys (B_HARD rows) labelled {1}. Sample 2g and 2g + 1 are group g's members."""
+    rows, truth, y1, y2 = [], {}, [], []
+    for g in range(N_EASY + N_HARD + N_DECOY):
+        decoy = g >= N_EASY + N_HARD
+        members = [B_HARD, B_HARD] if decoy else [A, B_EASY if g < N_EASY else B_HARD]
+        for j, x in enumerate(members):
+            sid = 2 * g + j
+            rows.append(x)
+            truth[sid] = [1] if decoy or j == 1 else [0]
+            y1.append((sid, g))
+        y2 += [(g, 1)] if decoy else [(g, 0), (g, 1)]
+    ids = list(range(len(rows)))
+    idx = [[i for i, v in enumerate(r) if v] for r in rows]
+    val = [[v for v in r if v] for r in rows]
+    tables = {
+        "X": pa.table({"sample_id": pa.array(ids, pa.int64()), "feat_idx": pa.array(idx, INTS),
+                       "feat_val": pa.array(val, FLOATS)}),
+        "Y": pa.table({"sample_id": pa.array(ids, pa.int64()),
+                       "label_ids": pa.array([truth[i] for i in ids], INTS)}),
+        "Y1": pa.table({"sample_id": pa.array([s for s, _ in y1], pa.int64()),
+                        "group_id": pa.array([g for _, g in y1], pa.int64())}),
+        "Y2": pa.table({"group_id": pa.array([g for g, _ in y2], pa.int64()),
+                        "label_id": pa.array([k for _, k in y2], pa.int32()),
+                        "count": pa.array([1] * len(y2), pa.int32())}),
+    }
+    return tables, truth
+
+
+def _write(folder: pathlib.Path, tables: dict[str, pa.Table], manifest: dict) -> str:
+    for name, table in tables.items():
+        (folder / name).mkdir(parents=True)
+        pq.write_table(table, folder / name / "part-0.parquet")
+    (folder / "_manifest.json").write_text(json.dumps({"format_version": 1, **manifest}))
+    return str(folder)
+
+
+def _hand_worked_round_0(truth: dict[int, list[int]]) -> float:
+    """Algorithm 2 with EMB by hand (numpy): the precision of its (sample, label) pairs."""
+    tables, _ = _planted()
+    X = np.zeros((len(truth), 3))
+    for sid, (idx, val) in enumerate(zip(tables["X"]["feat_idx"].to_pylist(),
+                                         tables["X"]["feat_val"].to_pylist())):
+        X[sid, idx] = val
+    right = total = 0
+    for g, k in zip(tables["Y2"]["group_id"].to_pylist(), tables["Y2"]["label_id"].to_pylist()):
+        members = [2 * g, 2 * g + 1]
+        scores = X[members] @ np.array(EMB[k])
+        best = members[int(np.argmax(scores))]  # ties: the first (smaller sample_id)
+        total += 1
+        right += k in truth[best]
+    return right / total
+
+
+def test_second_round_corrects_what_the_embedding_got_wrong(spark, tmp_path):
+    from eagle_spark.assignment.assign import assign
+    from eagle_spark.io.tables import read_table
+    from eagle_spark.params import AssignParams
+
+    tables, truth = _planted()
+    n = len(truth)
+    dataset = _write(tmp_path / "agg", tables, {"kind": "aggregate", "n_samples": n, "n_features": 3,
+                                                "n_labels": 2, "n_groups": N_EASY + N_HARD + N_DECOY})
+    emb = _write(tmp_path / "emb", {"label_emb": pa.table({
+        "label_id": pa.array([0, 1], pa.int32()),
+        "emb_idx": pa.array([[0, 2], [1]], INTS), "emb_val": pa.array([[1.0, 1.2], [1.0]], FLOATS),
+        "n_groups": pa.array([N_EASY + N_HARD, N_EASY + N_HARD + N_DECOY], pa.int32())})},
+        {"kind": "embed", "n_labels": 2, "n_features": 3,
+         "parameters": {"normalize": True, "iterations": 1, "prune_below": 0.0}})
+
+    round_0 = _hand_worked_round_0(truth)
+    assert round_0 == pytest.approx(64 / 68)  # the 4 hard groups' label 0 goes to B_HARD
+
+    plain = assign(spark, dataset, str(tmp_path / "r0"), AssignParams(weighting="hard", tasks=2),
+                   embeddings=emb)
+    assert plain["quality"]["precision"] == pytest.approx(round_0)
+    assert "refinement" not in plain or plain["refinement"] is None
+
+    manifest = assign(spark, dataset, str(tmp_path / "r1"),
+                      AssignParams(weighting="hard", refine_rounds=1, tasks=2), embeddings=emb)
+    rounds = manifest["refinement"]
+    assert [r["round"] for r in rounds] == [0, 1]
+    assert [r["scorer"] for r in rounds] == ["embedding", "classifier"]
+    assert rounds[0]["precision"] == pytest.approx(round_0)
+    assert rounds[1]["precision"] == pytest.approx(1.0)
+    assert rounds[1]["changed"] == pytest.approx(4 / 68, abs=1e-6)  # the 4 corrected pairs are new
+    assert manifest["quality"]["precision"] == pytest.approx(1.0)
+    got = read_table(spark, str(tmp_path / "r1"), "assignments").where("label_id = 0").collect()
+    assert sorted(r.sample_id for r in got) == [2 * g for g in range(N_EASY + N_HARD)]  # every A
+    assert manifest["parameters"]["refine_rounds"] == 1
+    assert not any(p.name.startswith("_refine") for p in (tmp_path / "r1").iterdir())
+
+    # the same through the Python API: GRLRModel's refineRounds Param
+    from eagle_spark.ml import Dataset, GRLRModel
+
+    model = GRLRModel.fromSettings(AssignParams(weighting="hard", tasks=2)).atFolder(emb)
+    model.set(model.refineRounds, 1)
+    out = model.transformDataset(Dataset.at(spark, dataset), str(tmp_path / "api"))
+    assert [r["precision"] for r in out.manifest["refinement"]] == pytest.approx([round_0, 1.0])
+
+
+def test_refine_rounds_setting_is_checked():
+    from eagle_spark.errors import SettingsError
+    from eagle_spark.params import AssignParams, candidate_changes
+
+    with pytest.raises(SettingsError, match="refine_rounds"):
+        AssignParams(refine_rounds=-1)
+    assert candidate_changes("hard+r2") == {"method": "eagle", "weighting": "hard", "refine_rounds": 2}
+    assert candidate_changes("soft-0.3+r1") == {"method": "eagle", "weighting": "soft",
+                                                "temperature": 0.3, "refine_rounds": 1}
+    with pytest.raises(SettingsError):
+        candidate_changes("baseline+r1")
