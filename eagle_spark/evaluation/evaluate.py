@@ -11,6 +11,7 @@ from eagle_spark import schemas as S
 from eagle_spark.evaluation.metrics import evaluate_frames, inv_propensity, label_counts, table
 from eagle_spark.errors import strict_json
 from eagle_spark.io.fs import FileSystem, atomic_output, check_separate, require_exists
+from eagle_spark.io.integrity import check_folder
 from eagle_spark.io.tables import new_manifest, read_manifest, read_table, write_manifest
 from eagle_spark.params import EvaluateParams
 
@@ -37,12 +38,19 @@ def evaluate(spark: SparkSession, predictions: str, dataset: str, params: Evalua
     Returns:
         {"n_samples", "k", "P", "nDCG", "PSP"}: lists of length k, fractions in [0, 1].
     Raises:
-        BadInputError: a missing dataset, Y table or predictions table.
+        BadInputError: a missing dataset, Y table or predictions table; a predictions folder whose
+            files disagree with its file list or whose row count is not its manifest's
+            ``n_samples`` (:mod:`eagle_spark.io.integrity`).
         OutputExistsError: the output exists and `overwrite` is false.
     """
     if output_path:
         check_separate(output_path, [predictions, dataset, propensity_from])
     manifest = read_manifest(spark, dataset)
+    require_exists(spark, predictions, "predictions")
+    if FileSystem(spark).exists(f"{predictions}/{S.MANIFEST}"):  # predict's output (not another tool's)
+        read_manifest(spark, predictions, "predictions")
+    else:
+        check_folder(predictions, "predictions")
     require_exists(spark, f"{predictions}/{S.PREDICTIONS}", "predictions table")
     reference = propensity_from or dataset
     counts, n_ref = label_counts(read_table(spark, reference, S.Y), int(manifest["n_labels"]))

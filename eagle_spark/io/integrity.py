@@ -6,7 +6,8 @@ Every folder eagle_spark commits (a dataset, a model, label embeddings, predicti
 
 - ``size`` (bytes) and ``crc32`` (zlib's CRC-32 of the content, hex);
 - for Parquet files, ``rows`` and, for each integer column (list elements included), the smallest
-  and largest value (``min`` / ``max``), read from the file's footer statistics.
+  and largest value (``min`` / ``max``), read from the file's footer statistics;
+- under ``tables``, the number of distinct group ids of Y1 (one column read at commit).
 
 Reading a folder (:func:`check_folder`, called by the dataset and model readers before any Spark
 job) lists the folder and compares: a listed file that is missing, a file whose size differs
@@ -143,7 +144,28 @@ def describe(folder: str, checksums: bool = True) -> dict[str, Any]:
                 raise BadInputError(f"input file {where} (table {_table(rel)} of {folder}) cannot be "
                                     f"read: {err} (the file is damaged or truncated)") from None
         files[rel] = entry
-    return {"format_version": LIST_FORMAT_VERSION, "files": files}
+    listing: dict[str, Any] = {"format_version": LIST_FORMAT_VERSION, "files": files}
+    groups = _distinct(fs, root, files, "Y1", "group_id")
+    if groups is not None:
+        listing["tables"] = {"Y1": {"distinct": {"group_id": groups}}}
+    return listing
+
+
+def _distinct(fs: pafs.FileSystem, root: str, files: Mapping[str, Any], table: str,
+              column: str) -> Optional[int]:
+    """Distinct values of `column` over `table`'s Parquet files (None: no such table or column).
+    Reads that one column (Y1's group ids: 8 bytes a sample)."""
+    import pyarrow.compute as pc
+    import pyarrow.dataset as pads
+
+    paths = [posixpath.join(root, rel) for rel in files
+             if posixpath.dirname(rel) == table and rel.endswith(".parquet")]
+    if not paths:
+        return None
+    data = pads.dataset(paths, filesystem=fs, format="parquet")
+    if column not in data.schema.names:
+        return None
+    return int(pc.count_distinct(data.to_table(columns=[column]).column(column)).as_py())
 
 
 def record(folder: str) -> Optional[dict[str, Any]]:
@@ -296,9 +318,9 @@ def check_counts(folder: str, manifest: Mapping[str, Any], listing: Mapping[str,
     """Compare a manifest's sizes with its tables' recorded statistics.
 
     Checked: X (and predictions) has ``n_samples`` rows; X's feature ids lie below ``n_features``;
-    Y's, Y2's and the assignments' label ids below ``n_labels``; none of them is negative. (Group
-    ids are names, not positions: ``n_groups`` counts them and is checked by the aggregated-data
-    check; an embeddings folder's ``n_labels`` counts the labels embedded.) A key the manifest lacks, or a table the
+    Y's, Y2's and the assignments' label ids below ``n_labels``; none of them is negative; Y1 has
+    ``n_groups`` distinct group ids (group ids are names, not positions, so only their number is
+    checked; an embeddings folder's ``n_labels`` counts the labels embedded). A key the manifest lacks, or a table the
     folder does not have, is not checked.
 
     Raises:
@@ -316,6 +338,10 @@ def check_counts(folder: str, manifest: Mapping[str, Any], listing: Mapping[str,
         if got is not None and isinstance(manifest.get(key), int) and got["rows"] != manifest[key]:
             raise BadInputError(f"{what} {folder}: {_manifest(folder)} says {key}={manifest[key]} "
                                 f"but table {table} has {got['rows']} rows")
+    groups = listing.get("tables", {}).get("Y1", {}).get("distinct", {}).get("group_id")
+    if isinstance(groups, int) and isinstance(manifest.get("n_groups"), int) and groups != manifest["n_groups"]:
+        raise BadInputError(f"{what} {folder}: {_manifest(folder)} says n_groups={manifest['n_groups']} "
+                            f"but table Y1 has {groups} distinct group_id")
     for key, table, column in _BOUNDS:
         got = of(table)
         if got is None or not isinstance(manifest.get(key), int):

@@ -53,8 +53,11 @@ def write_manifest(spark: SparkSession, folder: str, manifest: Mapping[str, Any]
     FileSystem(spark).write_bytes(posixpath.join(folder, S.MANIFEST), text.encode("utf-8"))
 
 
-def read_manifest(spark: SparkSession, folder: str) -> dict[str, Any]:
+def read_manifest(spark: SparkSession, folder: str, what: str = "dataset") -> dict[str, Any]:
     """Read ``<folder>/_manifest.json``, after checking the folder's files against its file list.
+
+    Args:
+        what: how messages name the folder (``dataset``, ``predictions``, ...).
 
     Raises:
         BadInputError: the folder or its manifest is missing, is not JSON, or has another
@@ -65,7 +68,7 @@ def read_manifest(spark: SparkSession, folder: str) -> dict[str, Any]:
     fs = FileSystem(spark)
     restore_interrupted(fs, folder)
     if not fs.exists(folder):
-        raise BadInputError(f"dataset {folder} does not exist")
+        raise BadInputError(f"{what} {folder} does not exist")
     path = posixpath.join(folder, S.MANIFEST)
     try:
         manifest = json.loads(fs.read_bytes(path).decode("utf-8"))
@@ -80,9 +83,9 @@ def read_manifest(spark: SparkSession, folder: str) -> dict[str, Any]:
         raise BadInputError(
             f"{path} has format_version {version!r}; this eagle_spark reads {S.FORMAT_VERSION}"
         )
-    listing = check_folder(folder, "dataset")
+    listing = check_folder(folder, what)
     if listing is not None:
-        check_counts(folder, manifest, listing)
+        check_counts(folder, manifest, listing, what)
     return manifest
 
 

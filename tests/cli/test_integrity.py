@@ -370,3 +370,28 @@ def test_case_9_short_idx_file_gives_the_real_sizes(tmp_path):
     with pytest.raises(BadInputError, match=r"header says 5 = 5 values \(13 bytes with the 8-byte "
                                             r"header\), the file has 11 bytes \(3 values\)"):
         read_idx(str(path))
+
+
+def test_evaluate_checks_the_predictions_folder(trained, tmp_path, capsys):
+    """A prediction part removed after predict: evaluate names it instead of scoring fewer rows."""
+    pred = _copy(trained / "pred", tmp_path / "pred")
+    part = sorted((pred / "predictions").glob("*.parquet"))[0]
+    part.unlink()
+    code = main(["evaluate", "--predictions", str(pred), "--input", str(trained / "test")])
+    line = _error_line(capsys.readouterr().err, "evaluate")
+    assert code == 2 and f"predictions {pred}" in line and part.name in line and "is missing" in line
+
+
+def test_n_groups_disagreeing_with_y1_is_refused(trained, tmp_path, capsys):
+    """The aggregated data's manifest against Y1's distinct group ids, recorded at commit."""
+    agg = tmp_path / "agg"
+    assert main(["aggregate", "--input", str(trained / "train"), "--output", str(agg),
+                 "--set", "aggregate.group_size=4"]) == 0
+    capsys.readouterr()
+    listing = json.loads((agg / "_files.json").read_text())
+    manifest = json.loads((agg / "_manifest.json").read_text())
+    assert listing["tables"]["Y1"]["distinct"]["group_id"] == manifest["n_groups"] == 100
+    _edit_json(agg / "_manifest.json", n_groups=99)
+    code = main(["embed", "--input", str(agg), "--output", str(tmp_path / "emb")])
+    line = _error_line(capsys.readouterr().err, "embed")
+    assert code == 2 and "says n_groups=99 but table Y1 has 100 distinct group_id" in line

@@ -352,8 +352,10 @@ def test_commit_removes_leftovers_of_dead_writers_only(spark, tmp_path, caplog):
     leftovers["live_writer"] = f".out.tmp-{old_ms:013d}-{live_ppid}-ffffffffffff-{_HOST}"
     for name in leftovers.values():
         (tmp_path / name).mkdir()
+    (tmp_path / "out").mkdir()  # the target exists: a dead writer's .old sibling is a leftover
+    (tmp_path / "out" / "previous").write_text("p")  # (a missing target is restored from it instead)
     with caplog.at_level("INFO", logger="eagle_spark"):
-        with atomic_output(spark, str(tmp_path / "out")) as tmp:
+        with atomic_output(spark, str(tmp_path / "out"), overwrite=True) as tmp:
             pathlib.Path(tmp).mkdir()
             (pathlib.Path(tmp) / "f").write_text("x")
     left = {p.name for p in tmp_path.iterdir()}

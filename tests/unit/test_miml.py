@@ -34,7 +34,8 @@ def test_read_idx_plain_gzip_and_bad_files(tmp_path):
     with pytest.raises(BadInputError, match=r"bad.idx: magic number 0x00000d03 is not an IDX uint8"):
         read_idx(str(tmp_path / "bad.idx"))
     (tmp_path / "short.idx").write_bytes(_idx([2, 2, 2], body[:5], 0x803))
-    with pytest.raises(BadInputError, match=r"short.idx: header says 2 x 2 x 2 = 8 values, the file holds 5"):
+    with pytest.raises(BadInputError, match=r"short.idx: header says 2 x 2 x 2 = 8 values \(24 bytes with the 16-byte "
+                                               r"header\), the file has 21 bytes \(5 values\)"):
         read_idx(str(tmp_path / "short.idx"))
     with pytest.raises(BadInputError, match="no such IDX file"):
         read_idx(str(tmp_path / "none.idx"))
