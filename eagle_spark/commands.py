@@ -373,7 +373,7 @@ def _experiment_args(p: argparse.ArgumentParser) -> None:
                         "test set (for tuning; default 0: the test set)")
     p.add_argument("--seeds", type=int, default=None, help="regression: draws per sigma_2 (default 10)")
     p.add_argument("--candidates", nargs="+", default=None,
-                   help="select: candidates (default: baseline hard soft-0.1 soft-0.3 soft-1)")
+                   help="select: candidates (default: baseline hard soft-0.1 soft-0.3 soft-1 soft-0.3+r1)")
     p.add_argument("--held-out", type=float, default=0.2, help="select: share of the groups held out (default 0.2)")
     p.add_argument("--criterion", choices=["max", "sum", "multiset"], default=None,
                    help="select: the group-level precision that ranks the candidates (default: the one "

@@ -84,8 +84,9 @@ def refine(spark: SparkSession, dataset: str, X: DataFrame, assignments: DataFra
     Returns:
         (the last round's assignments, read back from the scratch folder; one record per round:
         ``round``, ``scorer`` (``embedding`` or ``classifier``), ``n_assignments``, ``changed``
-        (share of the round's (sample, label) pairs that the previous round did not have) and,
-        with `quality`, ``precision`` / ``recall``).
+        (share of the round's (sample, label) pairs that the previous round did not have), for a
+        weighted assignment ``weight_change`` (mean absolute change of a pair's weight, 0 where a
+        pair is absent) and, with `quality`, ``precision`` / ``recall``).
     """
     from eagle_spark.assignment.assign import eagle_assignments, pairs_of, y_filter
 
@@ -126,6 +127,11 @@ def _round_record(r: int, scorer: str, assignments: DataFrame, previous: Optiona
         n = pairs.count()
         new = pairs.join(previous, [S.SAMPLE_ID, S.LABEL_ID], "left_anti").count()
         record["changed"] = round(new / n, 6) if n else 0.0
+        if S.WEIGHT in pairs.columns:  # soft: the pairs barely change, their weights do
+            both = pairs.alias("a").join(previous.alias("b"), [S.SAMPLE_ID, S.LABEL_ID], "full_outer")
+            diff = both.agg(F.avg(F.abs(F.coalesce(F.col(f"a.{S.WEIGHT}"), F.lit(0.0))
+                                        - F.coalesce(F.col(f"b.{S.WEIGHT}"), F.lit(0.0))))).first()[0]
+            record["weight_change"] = round(float(diff or 0.0), 6)
     if quality is not None:
         found = quality(pairs)
         if found:

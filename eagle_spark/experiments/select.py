@@ -37,7 +37,7 @@ from eagle_spark.pipeline import Pipeline, Stage, check_inputs, ingest_inputs, o
 
 log = logging.getLogger(__name__)
 
-CANDIDATES = ("baseline", "hard", "soft-0.1", "soft-0.3", "soft-1")
+CANDIDATES = ("baseline", "hard", "soft-0.1", "soft-0.3", "soft-1", "soft-0.3+r1")
 """The default candidates (names as ``assign.candidates``: :func:`eagle_spark.params.candidate_changes`)."""
 
 AGREEMENT_P5 = 0.5

@@ -61,6 +61,21 @@ def _write(folder: pathlib.Path, tables: dict[str, pa.Table], manifest: dict) ->
     return str(folder)
 
 
+def _folders(tmp_path: pathlib.Path) -> tuple[str, str, dict[int, list[int]]]:
+    """(the planted aggregated dataset, embeddings holding EMB, the true labels)."""
+    tables, truth = _planted()
+    dataset = _write(tmp_path / "agg", tables, {"kind": "aggregate", "n_samples": len(truth),
+                                                "n_features": 3, "n_labels": 2,
+                                                "n_groups": N_EASY + N_HARD + N_DECOY})
+    emb = _write(tmp_path / "emb", {"label_emb": pa.table({
+        "label_id": pa.array([0, 1], pa.int32()),
+        "emb_idx": pa.array([[0, 2], [1]], INTS), "emb_val": pa.array([[1.0, 1.2], [1.0]], FLOATS),
+        "n_groups": pa.array([N_EASY + N_HARD, N_EASY + N_HARD + N_DECOY], pa.int32())})},
+        {"kind": "embed", "n_labels": 2, "n_features": 3,
+         "parameters": {"normalize": True, "iterations": 1, "prune_below": 0.0}})
+    return dataset, emb, truth
+
+
 def _hand_worked_round_0(truth: dict[int, list[int]]) -> float:
     """Algorithm 2 with EMB by hand (numpy): the precision of its (sample, label) pairs."""
     tables, _ = _planted()
@@ -83,16 +98,7 @@ def test_second_round_corrects_what_the_embedding_got_wrong(spark, tmp_path):
     from eagle_spark.io.tables import read_table
     from eagle_spark.params import AssignParams
 
-    tables, truth = _planted()
-    n = len(truth)
-    dataset = _write(tmp_path / "agg", tables, {"kind": "aggregate", "n_samples": n, "n_features": 3,
-                                                "n_labels": 2, "n_groups": N_EASY + N_HARD + N_DECOY})
-    emb = _write(tmp_path / "emb", {"label_emb": pa.table({
-        "label_id": pa.array([0, 1], pa.int32()),
-        "emb_idx": pa.array([[0, 2], [1]], INTS), "emb_val": pa.array([[1.0, 1.2], [1.0]], FLOATS),
-        "n_groups": pa.array([N_EASY + N_HARD, N_EASY + N_HARD + N_DECOY], pa.int32())})},
-        {"kind": "embed", "n_labels": 2, "n_features": 3,
-         "parameters": {"normalize": True, "iterations": 1, "prune_below": 0.0}})
+    dataset, emb, truth = _folders(tmp_path)
 
     round_0 = _hand_worked_round_0(truth)
     assert round_0 == pytest.approx(64 / 68)  # the 4 hard groups' label 0 goes to B_HARD
@@ -136,3 +142,19 @@ def test_refine_rounds_setting_is_checked():
                                                 "temperature": 0.3, "refine_rounds": 1}
     with pytest.raises(SettingsError):
         candidate_changes("baseline+r1")
+
+
+def test_soft_refinement_records_the_weights_change(spark, tmp_path):
+    """Soft weighting with a round of refinement: the classifier's scores give new weights (the
+    pairs stay), and the round says by how much they moved."""
+    from eagle_spark.assignment.assign import assign
+    from eagle_spark.params import AssignParams
+
+    dataset, emb, _ = _folders(tmp_path)
+    manifest = assign(spark, dataset, str(tmp_path / "soft"),
+                      AssignParams(weighting="soft", temperature=0.3, refine_rounds=1, tasks=2),
+                      embeddings=emb)
+    first, second = manifest["refinement"]
+    assert second["weight_change"] > 0
+    # the weighted precision rises: the hard groups' label 0 moves its weight from B_HARD to A
+    assert second["precision"] > first["precision"]
