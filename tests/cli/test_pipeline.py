@@ -169,7 +169,7 @@ def test_eagle_paper_is_algorithm_2_as_printed_on_eagle_s_embeddings(spark, tmp_
 
     run = tmp_path / "paper"
     result = run_pipeline(spark, _settings(run, "pipeline.methods=[eagle_paper,eagle]", "pipeline.until=assign",
-                                           "embed.iterations=2"))
+                                           "embed.iterations=2", "assign.weighting=hard"))
     names = [r["stage"] for r in result["stages"]]
     assert names.count("embed_eagle") == 2 and "embed_eagle_paper" not in names  # the second is skipped
     assert [r["status"] for r in result["stages"] if r["stage"] == "embed_eagle"] == ["ran", "skipped"]

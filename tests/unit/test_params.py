@@ -67,7 +67,7 @@ def test_bad_files(tmp_path):
 
 
 SECTIONS = [typing.get_type_hints(Settings)[f.name] for f in dataclasses.fields(Settings)]
-_DEFAULT = re.compile(r"Default\s+(``[^`]*``|[-\w.,\[\]*]+?)(?=[.,:;]?(?:\s|$)|\s\()")
+_DEFAULT = re.compile(r"Default\s+(``[^`]*``|[-\w.,\[\]*+]+?)(?=[.,:;]?(?:\s|$)|\s\()")
 
 
 def _documented(text: str):
