@@ -119,7 +119,7 @@ def check_summary_path(args: argparse.Namespace, inputs: Sequence[str]) -> None:
         BadInputError: the path overlaps an input or is a folder.
         OutputExistsError: the file exists and may not be replaced.
     """
-    from eagle_spark.io.fs import check_separate, overlaps
+    from eagle_spark.io.fs import check_separate
 
     path = args.summary
     if not path:
@@ -127,17 +127,25 @@ def check_summary_path(args: argparse.Namespace, inputs: Sequence[str]) -> None:
     check_separate(path, inputs)
     if os.path.isdir(path):
         raise BadInputError(f"--summary {path} is a folder; give a file path")
-    output = getattr(args, "output", None)
-    owned = isinstance(output, str) and overlaps(path, output)
-    if os.path.lexists(path) and not owned and not getattr(args, "overwrite", False):
+    if os.path.lexists(path) and not summary_replaceable(args):
         raise OutputExistsError(f"--summary file {path} exists", path=path, existed=True)
+
+
+def summary_replaceable(args: argparse.Namespace) -> bool:
+    """Whether an existing ``--summary`` file may be replaced: with ``--overwrite``, or when it lies
+    inside the command's own ``--output`` folder."""
+    from eagle_spark.io.fs import overlaps
+
+    output = getattr(args, "output", None)
+    return bool(getattr(args, "overwrite", False)) or (isinstance(output, str)
+                                                       and overlaps(args.summary, output))
 
 
 def _run(name: str, args: argparse.Namespace, settings: Settings) -> int:
     from pyspark.sql import SparkSession
 
     from eagle_spark.commands import COMMANDS
-    from eagle_spark.io.fs import check_separate, input_read_errors, overlaps
+    from eagle_spark.io.fs import check_separate, input_read_errors
     from eagle_spark.progress import SparkProgress, phase
     from eagle_spark.session import build_spark
 
@@ -179,10 +187,8 @@ def _run(name: str, args: argparse.Namespace, settings: Settings) -> int:
             spark.stop()
     line = strict_json({"command": name, **summary, "seconds": seconds}, sort_keys=False)
     if args.summary:
-        replace = bool(getattr(args, "overwrite", False)) or (
-            isinstance(getattr(args, "output", None), str) and overlaps(args.summary, args.output))
         try:
-            _write_summary(args.summary, line, replace)
+            _write_summary(args.summary, line, summary_replaceable(args))
         except (OSError, OutputExistsError) as err:
             if isinstance(err, OSError):
                 err = storage_error(err, args.summary) or BadInputError(

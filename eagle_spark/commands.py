@@ -11,7 +11,6 @@ makes one library call and returns the summary printed as JSON by :func:`eagle_s
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 from typing import Any, Callable
@@ -504,12 +503,10 @@ def _verify_args(p: argparse.ArgumentParser) -> None:
          "added to a table; and each dataset's manifest against its tables. Exit 2 naming the "
          "first bad file.", _verify_args)
 def run_verify(spark: Any, args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
-    from eagle_spark.io.integrity import FILES, check_counts, read_list, record, verify_folder
-    from eagle_spark.io.parts import filesystem_for
+    from eagle_spark.io.integrity import FILES, read_list, record, verify_folder
 
     folders = []
     for path in args.inputs:
-        fs, root = filesystem_for(path)
         if args.record:
             if read_list(path, "folder") is not None:
                 raise BadInputError(f"{path} already has a file list {FILES}; `verify` without "
@@ -517,17 +514,7 @@ def run_verify(spark: Any, args: argparse.Namespace, settings: Settings) -> dict
             if record(path) is None:
                 raise BadInputError(f"{path} is a file or does not exist, not a folder")
             log.info("recorded the file list of %s", path)
-        result = verify_folder(path)
-        try:
-            with fs.open_input_stream(f"{root.rstrip('/')}/_manifest.json") as stream:
-                manifest = json.loads(stream.read().decode("utf-8"))
-        except FileNotFoundError:
-            manifest = None
-        except (UnicodeDecodeError, ValueError) as err:
-            raise BadInputError(f"{path}/_manifest.json is not valid JSON: {err}") from None
-        if isinstance(manifest, dict):
-            check_counts(path, manifest, read_list(path, "folder"), "folder")
-        folders.append(result)
+        folders.append(verify_folder(path))
     return {"output": None, "verified": folders}
 
 

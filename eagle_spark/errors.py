@@ -95,15 +95,12 @@ def storage_error(exc: BaseException, path: str | None = None) -> StorageError |
                 if code is not None and current.errno == code:
                     where = current.filename or path or "the output"
                     return StorageError(f"cannot write {where}: {said}")
-        text = str(current)
-        for _, phrase, said in _STORAGE_CAUSES:
-            at = text.find(phrase)
-            if at < 0:
-                continue
-            line = text[text.rfind("\n", 0, at) + 1:text.find("\n", at) if "\n" in text[at:] else len(text)]
-            named = _JAVA_PATH.search(line)
-            where = named.group(1) if named else path or "the output"
-            return StorageError(f"cannot write {where}: {said} ({line.strip()[:200]})")
+        for line in str(current).splitlines():
+            for _, phrase, said in _STORAGE_CAUSES:
+                if phrase in line:
+                    named = _JAVA_PATH.search(line)
+                    where = named.group(1) if named else path or "the output"
+                    return StorageError(f"cannot write {where}: {said} ({line.strip()[:200]})")
         current = current.__cause__ or current.__context__
     return None
 

@@ -21,6 +21,7 @@ from typing import Any, Iterable, Iterator, Optional
 from pyspark.sql import SparkSession
 
 from eagle_spark.errors import BadInputError, OutputExistsError
+from eagle_spark.io import integrity
 
 log = logging.getLogger(__name__)
 
@@ -392,9 +393,7 @@ def atomic_output(spark: SparkSession, path: str, overwrite: bool = False) -> It
         yield tmp
         if not fs.exists(tmp):
             raise OSError(f"nothing was written to {tmp}")
-        from eagle_spark.io.integrity import record
-
-        record(tmp)  # the folder's file list (a file output is left as it is)
+        integrity.record(tmp)  # the folder's file list (a file output is left as it is)
     except BaseException:
         fs.delete(tmp)
         raise

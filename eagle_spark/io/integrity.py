@@ -58,8 +58,8 @@ def _hidden(rel: str) -> bool:
     return any(part.startswith(".") for part in rel.split("/"))
 
 
-def _files(fs: pafs.FileSystem, root: str) -> dict[str, int]:
-    """Relative path -> size of the regular, not hidden files below `root`."""
+def _files(fs: pafs.FileSystem, root: str) -> dict[str, tuple[int, int]]:
+    """Relative path -> (size, mtime in ns) of the regular, not hidden files below `root`."""
     out = {}
     for info in fs.get_file_info(pafs.FileSelector(root, recursive=True)):
         if info.type != pafs.FileType.File:
@@ -67,7 +67,7 @@ def _files(fs: pafs.FileSystem, root: str) -> dict[str, int]:
         rel = posixpath.relpath(info.path, root)
         if _hidden(rel) or rel == FILES or rel in _UNLISTED:
             continue
-        out[rel] = int(info.size)
+        out[rel] = (int(info.size), int(info.mtime_ns or 0))
     return out
 
 
@@ -118,20 +118,34 @@ def parquet_facts(fs: pafs.FileSystem, path: str) -> dict[str, Any]:
     return {"rows": int(meta.num_rows), "min": lows, "max": highs}
 
 
+_DESCRIBED: dict[tuple, dict[str, Any]] = {}
+"""Descriptions of folders without a list (sizes and footers), by folder and its files' sizes and
+mtimes: a pipeline reads a manifest many times per stage, and a changed file changes the key."""
+_DESCRIBED_MAX = 64
+
+
 def describe(folder: str, checksums: bool = True) -> dict[str, Any]:
     """The file list of `folder` as it is now (every file read once for its CRC-32).
 
     Args:
         folder: a folder (local path, ``file:`` or any URI pyarrow.fs understands).
-        checksums: compute each file's CRC-32 (otherwise only sizes and Parquet footers are read).
+        checksums: compute each file's CRC-32. Without, only sizes and Parquet footers are
+            read, and the description is reused while the folder's files keep their sizes and
+            modification times (:data:`_DESCRIBED`).
     Returns:
-        ``{"format_version": 1, "files": {relative path: {"size", "crc32"[, "rows", "min", "max"]}}}``.
+        ``{"format_version": 1, "files": {relative path: {"size", "crc32"[, "rows", "min", "max"]}}}``
+        and, with a Y1 table, ``tables`` (its distinct group ids).
     Raises:
-        OSError: a file cannot be read; pyarrow.ArrowInvalid: a Parquet footer is damaged.
+        OSError: a file cannot be read.
+        BadInputError: a Parquet footer cannot be read (naming the file and its table).
     """
     fs, root = filesystem_for(folder)
+    found = _files(fs, root)
+    key = (folder, tuple(sorted(found.items())))
+    if not checksums and key in _DESCRIBED:
+        return _DESCRIBED[key]
     files = {}
-    for rel, size in sorted(_files(fs, root).items()):
+    for rel, (size, _) in sorted(found.items()):
         path = posixpath.join(root, rel)
         entry: dict[str, Any] = {"size": size}
         if checksums:
@@ -148,6 +162,10 @@ def describe(folder: str, checksums: bool = True) -> dict[str, Any]:
     groups = _distinct(fs, root, files, "Y1", "group_id")
     if groups is not None:
         listing["tables"] = {"Y1": {"distinct": {"group_id": groups}}}
+    if not checksums:
+        if len(_DESCRIBED) >= _DESCRIBED_MAX:
+            _DESCRIBED.pop(next(iter(_DESCRIBED)))
+        _DESCRIBED[key] = listing
     return listing
 
 
@@ -262,8 +280,8 @@ def check_folder(folder: str, what: str = "folder", full: bool = False) -> Optio
     for rel, entry in sorted(listed.items()):
         if rel not in actual:
             raise fail(rel, f"is missing (its file list {FILES} names it)")
-        if actual[rel] != entry["size"]:
-            raise fail(rel, f"has {actual[rel]} bytes, its file list says {entry['size']} "
+        if actual[rel][0] != entry["size"]:
+            raise fail(rel, f"has {actual[rel][0]} bytes, its file list says {entry['size']} "
                             "(truncated or rewritten)")
         small = entry["size"] <= CHECKSUM_ON_READ and not rel.endswith(".parquet")
         if (full or small) and "crc32" in entry:
@@ -368,16 +386,27 @@ def _manifest(folder: str) -> str:
 
 
 def verify_folder(folder: str, what: str = "folder") -> dict[str, Any]:
-    """Everything :func:`check_folder` checks, with every file's CRC-32 and Parquet footer.
+    """Everything :func:`check_folder` checks, with every file's CRC-32 and Parquet footer, and
+    the folder's ``_manifest.json`` (when it has one) against the statistics (:func:`check_counts`).
 
     Returns:
         ``{"folder", "files", "bytes", "rows"}`` of the verified folder.
     Raises:
-        BadInputError: as :func:`check_folder`.
+        BadInputError: as :func:`check_folder` and :func:`check_counts`; a manifest that is not JSON.
     """
     listing = check_folder(folder, what, full=True)
     if listing is None:
         raise BadInputError(f"{what} {folder} is a file, not a committed folder")
+    fs, root = filesystem_for(folder)
+    try:
+        with fs.open_input_stream(posixpath.join(root, "_manifest.json")) as stream:
+            manifest = json.loads(stream.read().decode("utf-8"))
+    except FileNotFoundError:
+        manifest = None
+    except (UnicodeDecodeError, ValueError) as err:
+        raise BadInputError(f"{_manifest(folder)} is not valid JSON: {err}") from None
+    if isinstance(manifest, dict):
+        check_counts(folder, manifest, listing, what)
     files = listing["files"].values()
     return {"folder": folder, "files": len(files), "bytes": sum(e["size"] for e in files),
             "rows": sum(e.get("rows", 0) for e in files)}
