@@ -29,6 +29,7 @@ pyarrow; candidates' features come from the executor cache (:mod:`eagle_spark.gr
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import posixpath
@@ -341,7 +342,8 @@ def assignment_quality(Y_true: DataFrame, Y1: DataFrame, assigned: DataFrame) ->
 
 def assign(spark: SparkSession, dataset: str, output_path: str, params: AssignParams,
            embeddings: Optional[str] = None, overwrite: bool = False,
-           select: Optional[Callable[[str], tuple[AssignParams, dict]]] = None) -> dict[str, Any]:
+           select: Optional[Callable[[str], tuple[AssignParams, dict]]] = None,
+           first_round: Optional[str] = None) -> dict[str, Any]:
     """Assign group labels to samples and write the filtered dataset (X, Y = Y_filter).
 
     Args:
@@ -355,13 +357,17 @@ def assign(spark: SparkSession, dataset: str, output_path: str, params: AssignPa
             temporary folder (deleted before the commit), returns the chosen settings and the
             selection's record (:func:`eagle_spark.ml.selection.choose_assignment`, which
             ``GRLRModel`` passes).
+        first_round: an earlier output of this function on the same `dataset` and `embeddings`
+            with the same settings but ``refine_rounds`` 0 (``auto`` scores both ``soft-0.3`` and
+            ``soft-0.3+r1``): its assignments are this call's round 0 instead of being computed
+            again. Its manifest must say so (same dataset, same settings), else BadInputError.
     Returns:
         The manifest: n_samples, n_labels, n_assignments, samples_with_labels, and, when the input
         has the true Y, ``quality`` (precision, recall); its ``parameters`` are the settings used
         (the chosen candidate's under ``auto``, with ``selection`` recording every candidate).
     Raises:
-        BadInputError: a missing table or embeddings folder, a label without embedding, or ``auto``
-            without `select`.
+        BadInputError: a missing table or embeddings folder, a label without embedding, ``auto``
+            without `select`, or a `first_round` made from other data or settings.
         OutputExistsError: the output exists and `overwrite` is false.
     """
     check_separate(output_path, [dataset, embeddings])
@@ -381,7 +387,10 @@ def assign(spark: SparkSession, dataset: str, output_path: str, params: AssignPa
             params, selection = select(scratch)
             FileSystem(spark).delete(scratch)
             log.info("assign auto: chose %s", selection["chosen"])
-        assignments, source = _assignments(spark, dataset, params, embeddings, manifest_in, n_features)
+        if first_round is not None:
+            assignments, source = _first_round(spark, first_round, dataset, embeddings, params)
+        else:
+            assignments, source = _assignments(spark, dataset, params, embeddings, manifest_in, n_features)
         judge = None
         if has_table(spark, dataset, S.Y):
             Y_true, Y1 = read_table(spark, dataset, S.Y), read_table(spark, dataset, S.Y1)
@@ -414,6 +423,22 @@ def assign(spark: SparkSession, dataset: str, output_path: str, params: AssignPa
         log.info("assign %s: precision %.4f recall %.4f", params.method, quality["precision"],
                  quality["recall"])
     return manifest
+
+
+def _first_round(spark: SparkSession, first_round: str, dataset: str, embeddings: Optional[str],
+                 params: AssignParams) -> tuple[DataFrame, dict[str, Any]]:
+    """(the assignments of the earlier output `first_round`, its manifest's ``source``), after
+    checking that it assigned `dataset` with `embeddings` and `params` without refinement."""
+    manifest = read_manifest(spark, first_round, what="assign")
+    source = manifest.get("source") or {}
+    want = dataclasses.replace(params, refine_rounds=0).to_dict()
+    if (_canonical(str(source.get("dataset"))) != _canonical(dataset)
+            or _canonical(str(source.get("embeddings"))) != _canonical(str(embeddings))
+            or manifest.get("parameters") != want):
+        raise BadInputError(f"assign: {first_round} was not assigned from {dataset} with {embeddings} and the "
+                            f"settings {want} (it has {source.get('dataset')}, {source.get('embeddings')}, "
+                            f"{manifest.get('parameters')}): it cannot be the first round")
+    return read_table(spark, first_round, S.ASSIGNMENTS), dict(source)
 
 
 def _assignments(spark: SparkSession, dataset: str, params: AssignParams, embeddings: Optional[str],

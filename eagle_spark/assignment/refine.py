@@ -5,14 +5,21 @@ classifier, and assign again (``assign.refine_rounds`` rounds).
 The first round's scorer is the label embedding (<e_k, x_i>, paper Algorithm 2); round r >= 1
 scores a pair (member i, label k) by w_k . x_i of the one-vs-all classifier trained on round
 r - 1's assignment (hard or weighted, the same solver as ``train --model ova`` but without pruning
-weights, so every label of Y2 keeps a scorer). The bias b_k is left out: within a (group, label)
+weights, so every label of Y2 keeps a scorer). Label k's negatives are every sample not assigned
+k while the one-vs-all work (labels x samples) is within :data:`NEGATIVE_BUDGET`; beyond it a
+seeded share :func:`negative_fraction` of the samples outside k's groups is drawn, and the members
+of k's groups not assigned k are always kept (``train_ova(within_groups=...)``): the scorer must
+rank a group's members, and without the draw a label costs all n samples (at Wiki10-31K's 31k
+labels, hours). Trained on k's groups alone (no sample outside them) the scorer ranks worse:
+on validation splits of bibtex and delicious, soft T=0.3 refined once lost 4.0 / 2.7 / 1.9 points
+of P@1 / P@3 / P@5 against all negatives (docs/experiments.md). The bias b_k is left out: within a (group, label)
 pair it shifts every member's score alike, and neither the top-c choice nor the range-relative soft
 weights depend on it. The classifier's weights are written in the layout of label embeddings, so the
 assignment itself is the same code (:func:`eagle_spark.assignment.assign.eagle_assignments`) with
 another scorer.
 
-Memory: what ``train --model ova`` and the assignment keep (once per executor: X as CSR and the
-labels of the round's Y); the rounds run one after another and keep nothing between them but the
+Memory: what ``train --model ova`` and the assignment keep (once per executor: X as CSR, the
+labels of the round's Y and the (member, group label) pairs it lacks, ~5 bytes each); the rounds run one after another and keep nothing between them but the
 previous round's assignments, on disk in the scratch folder.
 """
 
@@ -28,19 +35,35 @@ from pyspark.sql import functions as F
 
 from eagle_spark import schemas as S
 from eagle_spark.io.fs import FileSystem
-from eagle_spark.io.tables import new_manifest, table_path, write_manifest, write_table
+from eagle_spark.io.tables import new_manifest, read_manifest, table_path, write_manifest, write_table
 from eagle_spark.params import AssignParams, OVAParams
 
 log = logging.getLogger(__name__)
 
+NEGATIVE_BUDGET = 50_000_000
+"""(label, sample) pairs the refinement's one-vs-all trains on before it draws negatives: about four
+times delicious's full one-vs-all (983 labels x 12,920 samples), so bibtex and delicious, on which
+refinement was measured, train on all their negatives; beyond it the share drawn shrinks as
+labels x samples grow (a cost bound, not a tuned constant)."""
 
-def classifier_scorer(spark: SparkSession, assigned: str, folder: str, n_features: int, n_labels: int,
-                      tasks: int, seed: int = 0) -> str:
+
+def negative_fraction(n_labels: int, n_samples: int) -> float:
+    """The share of the negatives the refinement's one-vs-all draws: 1 within
+    :data:`NEGATIVE_BUDGET` labels x samples, else budget / (labels x samples) (a label's
+    unassigned group members are kept besides)."""
+    work = n_labels * n_samples
+    return 1.0 if work <= NEGATIVE_BUDGET else NEGATIVE_BUDGET / work
+
+
+def classifier_scorer(spark: SparkSession, assigned: str, groups: str, folder: str, n_features: int,
+                      n_labels: int, tasks: int, seed: int = 0) -> str:
     """Train one-vs-all on the dataset `assigned` (X, Y = an assignment's Y_filter, with
-    ``label_weights`` when weighted) and write its weight vectors as label embeddings.
+    ``label_weights`` when weighted), negatives drawn as the module docstring says, and write its
+    weight vectors as label embeddings.
 
     Args:
         assigned: dataset folder with X and Y.
+        groups: the aggregated dataset (Y1, Y2) `assigned` was assigned from.
         folder: scratch folder (must not exist); the model goes to ``folder/model``, the scorer to
             ``folder/scorer``.
         n_features, n_labels: the data's sizes.
@@ -52,9 +75,11 @@ def classifier_scorer(spark: SparkSession, assigned: str, folder: str, n_feature
     """
     from eagle_spark.classifiers.ova import train_ova
 
-    params = OVAParams(threshold=0.0, tasks=tasks, seed=seed)
+    n_samples = int(read_manifest(spark, assigned)["n_samples"])
+    params = OVAParams(threshold=0.0, tasks=tasks, seed=seed,
+                       negative_fraction=negative_fraction(n_labels, n_samples))
     model = posixpath.join(folder, "model")
-    train_ova(spark, assigned, model, params)
+    train_ova(spark, assigned, model, params, within_groups=groups)
     scorer = posixpath.join(folder, "scorer")
     weights = spark.read.parquet(posixpath.join(model, "data", "weights"))
     write_table(weights.select(S.LABEL_ID, F.col("w_idx").alias(S.EMB_IDX), F.col("w_val").alias(S.EMB_VAL),
@@ -101,7 +126,7 @@ def refine(spark: SparkSession, dataset: str, X: DataFrame, assignments: DataFra
         write_manifest(spark, assigned, new_manifest(
             "refine-round", n_samples=n_samples, n_features=n_features, n_labels=n_labels,
             tables=[S.X, S.Y]))
-        scorer = classifier_scorer(spark, assigned, posixpath.join(scratch, f"classifier_{r}"),
+        scorer = classifier_scorer(spark, assigned, dataset, posixpath.join(scratch, f"classifier_{r}"),
                                    n_features, n_labels, params.tasks)
         previous = pairs_of(current)
         current = _materialise(eagle_assignments(spark, dataset, scorer, step, n_features,

@@ -12,8 +12,9 @@ Prediction: ``mapInArrow`` over the rows of X; each task loads the weights once 
 matrix), scores a batch with one sparse product and keeps the top-k per row.
 
 Practical size: training costs L liblinear runs over all n samples (n x L work: Delicious 983
-labels in seconds, EurLex-4K in minutes); prediction holds a batch x L dense score block, so
-``batch_rows`` x L floats must fit in a worker. Beyond ~50k labels use the label tree.
+labels in seconds, EurLex-4K in minutes; ``negative_fraction`` < 1 shrinks it, as the refinement's
+scorer does on large data); prediction holds a batch x L dense score block, so ``batch_rows`` x L
+floats must fit in a worker. Beyond ~50k labels use the label tree.
 """
 
 from __future__ import annotations
@@ -48,9 +49,9 @@ _SUMMARY = pa.schema([pa.field("labels", pa.int64(), nullable=False),
 
 
 def _train_task(dataset: str, out: str, n_features: int, n_labels: int, params: Any, blocks: int,
-                groups: Optional[str], weighted: bool):
+                groups: Optional[str], weighted: bool, within: bool = False):
     """mapInArrow: block ids -> weights part files, from the executor cache of X and Y (and of the
-    label weights when `weighted`) (``x_access=cached``)."""
+    label weights when `weighted`) (``x_access=cached``); `within`: as :func:`_train_block`."""
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         ids, X, Y = load_xy(dataset, n_features, n_labels, params.normalize)
         U = load_unassigned(dataset, groups, ids, Y) if groups is not None else None
@@ -58,7 +59,8 @@ def _train_task(dataset: str, out: str, n_features: int, n_labels: int, params: 
         done = np.zeros(3, dtype=np.int64)
         for batch in batches:
             for block in np.asarray(batch.column(0), dtype=np.int64):
-                done += _train_block(out, int(block), X, Y, U, None, len(ids), params, n_labels, blocks, W)
+                done += _train_block(out, int(block), X, Y, U, None, len(ids), params, n_labels, blocks, W,
+                                     within)
         yield pa.RecordBatch.from_pydict({"labels": [int(done[0])], "no_positive": [int(done[1])],
                                           "weights": [int(done[2])]}, schema=_SUMMARY)
 
@@ -67,14 +69,17 @@ def _train_task(dataset: str, out: str, n_features: int, n_labels: int, params: 
 
 def _train_block(out: str, block: int, X: sp.csr_matrix, Y: sp.csc_matrix, U: Optional[sp.csc_matrix],
                  rows: Optional[np.ndarray], n_all: int, params: Any, n_labels: int, blocks: int,
-                 W: Optional[sp.csc_matrix] = None) -> np.ndarray:
+                 W: Optional[sp.csc_matrix] = None, within: bool = False) -> np.ndarray:
     """Train the labels of `block` and write their weights to ``part-<block>.parquet``.
 
     X, Y, U, W: the rows at hand in sample_id order: all of them (`rows` None) or the global rows
     `rows` of the whole data (the join path; they hold every row the block's labels train on,
     :func:`_rows_of_block`). W: the label weights of Y's entries (weighted assignment; None: all
-    1): a label's problem is then the expected loss (:func:`expected_loss_problem`). The negatives drawn with ``negative_fraction`` < 1 are drawn over the
-    `n_all` samples of the whole data, so both give the same training sets in the same order.
+    1): a label's problem is then the expected loss (:func:`expected_loss_problem`). The negatives
+    drawn with ``negative_fraction`` < 1 are drawn over the `n_all` samples of the whole data, so
+    both give the same training sets in the same order. `within`: U holds the members of a
+    label's groups that Y does not assign it; they stay among its negatives whatever is drawn
+    (``unassigned`` plays no part).
     Returns [labels, labels without a positive, weights].
     """
     lo, hi = ProportionalBlocks(n_labels, blocks).labels(block)
@@ -85,7 +90,9 @@ def _train_block(out: str, block: int, X: sp.csr_matrix, Y: sp.csc_matrix, U: Op
         if params.negative_fraction < 1.0 and y.any():
             draw = np.random.default_rng([params.seed, label]).random(n_all) < params.negative_fraction
             keep = y | (draw if rows is None else draw[rows])
-        if U is not None and U.indptr[label + 1] > U.indptr[label]:
+            if within and U is not None:  # the label's unassigned group members: always negatives
+                keep[U.indices[U.indptr[label]:U.indptr[label + 1]]] = True
+        if not within and U is not None and U.indptr[label + 1] > U.indptr[label]:
             known = np.ones(len(y), dtype=bool)  # unassigned members: not negatives
             known[U.indices[U.indptr[label]:U.indptr[label + 1]]] = False
             keep = known if keep is None else keep & known
@@ -109,15 +116,21 @@ def _train_block(out: str, block: int, X: sp.csr_matrix, Y: sp.csc_matrix, U: Op
     return np.array([hi - lo, no_pos, n_w], dtype=np.int64)
 
 
-def _rows_of_block(params: Any, n_labels: int, blocks: int) -> Any:
+def _rows_of_block(params: Any, n_labels: int, blocks: int, dataset: Optional[str] = None,
+                   within: Optional[str] = None) -> Any:
     """The join path's needs of one-vs-all: block b needs every row when ``negative_fraction`` is
     1 or one of its labels has no positive (all samples are that label's negatives), else its
-    labels' positives and drawn negatives."""
+    labels' positives and drawn negatives, and with `within` (the groups' dataset,
+    :func:`train_ova`) the members of its labels' groups in `dataset`."""
     def rows_of_bin(b: int, ids: np.ndarray, Y: sp.csc_matrix) -> np.ndarray:
         lo, hi = ProportionalBlocks(n_labels, blocks).labels(b)
         if params.negative_fraction >= 1.0 or any(Y.indptr[k + 1] == Y.indptr[k] for k in range(lo, hi)):
             return np.arange(len(ids))
         need = np.zeros(len(ids), dtype=bool)
+        if within is not None:
+            U = load_unassigned(dataset, within, ids, Y)
+            for label in range(lo, hi):
+                need[U.indices[U.indptr[label]:U.indptr[label + 1]]] = True
         for label in range(lo, hi):
             need |= np.random.default_rng([params.seed, label]).random(len(ids)) < params.negative_fraction
             need[Y.indices[Y.indptr[label]:Y.indptr[label + 1]]] = True
@@ -127,13 +140,13 @@ def _rows_of_block(params: Any, n_labels: int, blocks: int) -> Any:
 
 
 def _train_joined(spark: SparkSession, dataset: str, out: str, n_features: int, n_labels: int, params: Any,
-                  blocks: int, groups: Optional[str], weighted: bool) -> list:
+                  blocks: int, groups: Optional[str], weighted: bool, within: bool = False) -> list:
     """The join path of training (``x_access=joined``): a block's rows arrive through a join
     (:mod:`eagle_spark.classifiers.joined`). A task holds its block's rows (~8 bytes per nonzero;
     all of X when every sample is a negative) and the executor's cache of Y."""
     from eagle_spark.classifiers.joined import check_delivered, joined_stage, load_y, local_rows
 
-    rows_of_bin = _rows_of_block(params, n_labels, blocks)
+    rows_of_bin = _rows_of_block(params, n_labels, blocks, dataset, groups if within else None)
 
     def train_bin(b: int, table: pa.Table) -> pa.Table:
         ids, Y = load_y(dataset, n_labels)
@@ -147,7 +160,7 @@ def _train_joined(spark: SparkSession, dataset: str, out: str, n_features: int, 
         if weighted:
             W = load_label_weights(dataset, n_labels)[rows, :].tocsc()
             W.sort_indices()
-        done = _train_block(out, b, Xb, Yb, U, rows, len(ids), params, n_labels, blocks, W)
+        done = _train_block(out, b, Xb, Yb, U, rows, len(ids), params, n_labels, blocks, W, within)
         return pa.table({"labels": [int(done[0])], "no_positive": [int(done[1])], "weights": [int(done[2])]},
                         schema=_SUMMARY)
 
@@ -170,7 +183,7 @@ def weights_batch(rows: list) -> pa.RecordBatch:
 
 
 def train_ova(spark: SparkSession, dataset: str, model_path: str, params: Any,
-              overwrite: bool = False) -> dict:
+              overwrite: bool = False, within_groups: Optional[str] = None) -> dict:
     """Train one-vs-all on a dataset's X and Y and save the model folder.
 
     Args:
@@ -186,6 +199,11 @@ def train_ova(spark: SparkSession, dataset: str, model_path: str, params: Any,
             Y has ``label_weights`` (weighted assignment) every label trains on the expected loss
             (:func:`eagle_spark.classifiers.linear.expected_loss_problem`).
         overwrite: replace an existing model.
+        within_groups: an aggregated dataset (Y1, Y2) whose groups hold `dataset`'s samples: the
+            members of a label's groups that Y does not assign it are always among its negatives,
+            however few other negatives ``negative_fraction`` draws (``unassigned`` is not used):
+            the refinement's scorer (:mod:`eagle_spark.assignment.refine`), which must rank a
+            group's members, draws the rest on large data.
     Returns:
         The model metadata (with n_labels_without_positives, n_weights and x_access).
     Raises:
@@ -197,22 +215,25 @@ def train_ova(spark: SparkSession, dataset: str, model_path: str, params: Any,
     check_separate(model_path, [dataset])
     n_features, n_labels = training_set(spark, dataset)
     blocks = max(1, min(params.tasks, n_labels))
-    groups = unassigned_groups(spark, dataset, params.unassigned, "ova")
+    groups = (within_groups if within_groups is not None
+              else unassigned_groups(spark, dataset, params.unassigned, "ova"))
+    within = within_groups is not None
     weighted = label_weights_in(spark, dataset)
     access = training_access(spark, dataset, params, "ova")
     with atomic_output(spark, model_path, overwrite) as tmp:
         if access == "joined":
             rows = _train_joined(spark, dataset, posixpath.join(tmp, "data"), n_features, n_labels, params,
-                                 blocks, groups, weighted)
+                                 blocks, groups, weighted, within)
         else:
             rows = spark.range(0, blocks, numPartitions=blocks).mapInArrow(
                 _train_task(dataset, posixpath.join(tmp, "data"), n_features, n_labels, params, blocks, groups,
-                            weighted),
+                            weighted, within),
                 from_arrow_schema(_SUMMARY)).collect()
         meta = write_metadata(spark, tmp, "OVAModel", params.to_dict(), n_features, n_labels,
                               n_labels_without_positives=sum(r["no_positive"] for r in rows),
                               n_weights=sum(r["weights"] for r in rows), source={"dataset": dataset},
-                              x_access=access, label_weights=weighted)
+                              x_access=access, label_weights=weighted,
+                              within_groups=within_groups)
     log.info("ova: %d labels, %d weights", n_labels, meta["n_weights"])
     return meta
 

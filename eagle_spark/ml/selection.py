@@ -17,8 +17,9 @@ The label embeddings are those GRLR fitted on all the groups, held-out ones incl
 again without the held-out groups would double GRLR's cost, and the held-out groups' labels reach
 the candidates only through the embeddings' scores of the other groups' members, never as training
 labels of the proxy. Cost: per candidate an assignment of the kept groups, a one-tree training on
-them (about a third of the default three trees') and a prediction of the held-out members; all
-scratch data lives in a folder the caller deletes.
+them (about a third of the default three trees') and a prediction of the held-out members; a
+refined candidate (``soft-0.3+r1``) whose unrefined settings are also a candidate starts from that
+candidate's assignment. All scratch data lives in a folder the caller deletes.
 """
 
 from __future__ import annotations
@@ -88,6 +89,7 @@ def choose_assignment(model: Any, dataset: Any, scratch: str) -> tuple[AssignPar
         BadInputError (a ValueError): as the stages it runs (e.g. no groups held out).
     Source: this project (choosing from group labels alone), beyond the paper.
     """
+    from eagle_spark.assignment.assign import assign
     from eagle_spark.errors import BadInputError
     from eagle_spark.io.tables import read_table
     from eagle_spark.ml.classifiers import LabelTreeClassifier
@@ -115,10 +117,16 @@ def choose_assignment(model: Any, dataset: Any, scratch: str) -> tuple[AssignPar
     emb = model._require_data()  # GRLR of all the groups (see the module docstring)
     Y1, Y2 = read_table(spark, held.path, S.Y1), read_table(spark, held.path, S.Y2)
     rows: dict[str, Any] = {}
+    done: dict[AssignParams, str] = {}  # a candidate's settings -> its assigned folder
     for i, name in enumerate(params.candidates):
         chosen = dataclasses.replace(params, **candidate_changes(name))
         assigned = posixpath.join(scratch, f"assigned-{i}")
-        GRLRModel.fromSettings(chosen).atFolder(emb).transformDataset(fit, assigned)
+        unrefined = done.get(dataclasses.replace(chosen, refine_rounds=0))
+        if chosen.refine_rounds > 0 and unrefined is not None:  # its round 0 is that candidate's
+            assign(spark, fit.path, assigned, chosen, embeddings=emb, first_round=unrefined)
+        else:
+            GRLRModel.fromSettings(chosen).atFolder(emb).transformDataset(fit, assigned)
+        done[chosen] = assigned
         proxy = LabelTreeClassifier.fromSettings(PROXY).fitDataset(
             type(dataset).load(spark, assigned), posixpath.join(scratch, f"model-{i}"))
         preds = posixpath.join(scratch, f"predictions-{i}")

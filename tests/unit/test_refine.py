@@ -158,3 +158,45 @@ def test_soft_refinement_records_the_weights_change(spark, tmp_path):
     assert second["weight_change"] > 0
     # the weighted precision rises: the hard groups' label 0 moves its weight from B_HARD to A
     assert second["precision"] > first["precision"]
+
+
+def test_first_round_from_an_earlier_output(spark, tmp_path):
+    """assign(first_round=...) starts the rounds from an earlier unrefined output (what auto's
+    refined candidate does): the same assignments as computing round 0 again; an output of other
+    settings is refused by name."""
+    from eagle_spark.assignment.assign import assign
+    from eagle_spark.errors import BadInputError
+    from eagle_spark.io.tables import read_table
+    from eagle_spark.params import AssignParams
+
+    dataset, emb, _ = _folders(tmp_path)
+    hard = AssignParams(weighting="hard", tasks=2)
+    assign(spark, dataset, str(tmp_path / "r0"), hard, embeddings=emb)
+    refined = AssignParams(weighting="hard", refine_rounds=1, tasks=2)
+    again = assign(spark, dataset, str(tmp_path / "again"), refined, embeddings=emb)
+    reused = assign(spark, dataset, str(tmp_path / "reused"), refined, embeddings=emb, first_round=str(tmp_path / "r0"))
+
+    def pairs(name):
+        return sorted((r.group_id, r.label_id, r.sample_id)
+                      for r in read_table(spark, str(tmp_path / name), "assignments").collect())
+
+    assert pairs("reused") == pairs("again")
+    assert [r["precision"] for r in reused["refinement"]] == [r["precision"] for r in again["refinement"]]
+    assert reused["quality"]["precision"] == pytest.approx(1.0)
+    soft = AssignParams(weighting="soft", refine_rounds=1, tasks=2)
+    with pytest.raises(BadInputError, match="cannot be the first round"):
+        assign(spark, dataset, str(tmp_path / "bad"), soft, embeddings=emb, first_round=str(tmp_path / "r0"))
+    assert not (tmp_path / "bad").exists()
+
+
+def test_refinement_draws_negatives_only_beyond_its_budget():
+    """Within 5e7 labels x samples (bibtex, delicious) every sample not assigned a label is its
+    negative; beyond it the share drawn is budget / (labels x samples)."""
+    from eagle_spark.assignment.refine import NEGATIVE_BUDGET, negative_fraction
+
+    assert NEGATIVE_BUDGET == 50_000_000
+    assert negative_fraction(983, 12_920) == 1.0          # delicious: 1.3e7
+    assert negative_fraction(159, 4_880) == 1.0           # bibtex
+    assert negative_fraction(10_000, 5_000) == 1.0        # exactly the budget
+    assert negative_fraction(30_938, 14_146) == pytest.approx(5e7 / (30_938 * 14_146))  # Wiki10-31K: 0.114
+    assert negative_fraction(32_506, 177_835) == pytest.approx(0.00865, rel=1e-3)      # synth wiki325k 0.1

@@ -276,6 +276,74 @@ def test_weighted_ova_equals_the_twin(spark, soft, tmp_path):
     assert checked == 5
 
 
+@pytest.mark.parametrize("name", ["hard", "soft"])
+def test_ova_within_groups_equals_the_twin(spark, soft, tmp_path, name):
+    """One-vs-all with drawn negatives that keeps the labels' group members (the refinement's
+    scorer on large data): label k's classifier is scikit-learn's LinearSVC fitted, in sample_id
+    order, on k's positives (weighted as in the expected loss), the samples drawn by the seeded
+    draw rng([seed, k]).random(n) < fraction, and every member of the groups holding k (found here
+    from Y1 and Y2 with plain loops); the joined path gives the same model."""
+    from sklearn.svm import LinearSVC
+
+    from eagle_spark.classifiers.ova import train_ova
+    from eagle_spark.io.tables import read_table
+    from eagle_spark.params import OVAParams
+    from eagle_spark.sparse import l2_normalize_rows
+    from tests.conftest import dataset_matrices
+    from tests.unit.test_ova import weights
+
+    paths, _ = soft
+    params = OVAParams(tasks=2, threshold=0.0, negative_fraction=0.1)
+    got = {}
+    for access in ("cached", "joined"):
+        model = str(tmp_path / access)
+        meta = train_ova(spark, paths[name], model, dataclasses.replace(params, x_access=access),
+                         within_groups=paths["agg"])
+        assert meta["within_groups"] == paths["agg"]
+        got[access] = weights(spark, model)
+    assert got["cached"] == got["joined"]
+    ids, X, _, _ = dataset_matrices(spark, paths[name])
+    Xn = l2_normalize_rows(X).astype(np.float64)
+    lw = {r.sample_id: dict(zip(r.label_ids, r.label_weights if name == "soft" else [1.0] * len(r.label_ids)))
+          for r in read_table(spark, paths[name], "Y").collect()}
+    members: dict = {}
+    for r in read_table(spark, paths["agg"], "Y1").collect():
+        members.setdefault(r.group_id, set()).add(r.sample_id)
+    bag: dict = {}
+    for r in read_table(spark, paths["agg"], "Y2").collect():
+        bag.setdefault(r.label_id, set()).update(members[r.group_id])
+    checked = 0
+    for label in sorted(bag):
+        w_all = np.array([lw[int(s)].get(label, 0.0) for s in ids])
+        drawn = np.random.default_rng([params.seed, label]).random(len(ids)) < params.negative_fraction
+        in_bag = np.array([int(s) in bag[label] for s in ids])
+        rows = np.flatnonzero((w_all > 0) | drawn | in_bag)
+        bag_negatives = in_bag & (w_all == 0) & ~drawn
+        w_pos = w_all[rows]
+        soft_rows = [j for j in range(len(rows)) if 0 < w_pos[j] < 1]
+        if not (bag_negatives.any() if name == "hard" else soft_rows):
+            continue  # hard: labels whose group members add negatives; soft: labels with soft positives
+        Xa = Xn[rows]
+        y = np.r_[w_pos > 0, np.zeros(len(soft_rows), bool)]
+        sw = np.r_[np.where(w_pos > 0, w_pos, 1.0), 1 - w_pos[soft_rows]]
+        svc = LinearSVC(C=params.C, loss="squared_hinge", dual=True, tol=params.tol, max_iter=params.max_iter,
+                        random_state=params.seed).fit(sp.vstack([Xa, Xa[soft_rows]]).tocsr(), y,
+                                                      sample_weight=sw if soft_rows else None)
+        w = svc.coef_.ravel()
+        keep = np.flatnonzero(w)
+        assert got["cached"][label][0] == keep.tolist()
+        np.testing.assert_allclose(got["cached"][label][1], w[keep], rtol=1e-4, atol=1e-6)
+        assert got["cached"][label][2] == pytest.approx(svc.intercept_[0], rel=1e-4, abs=1e-6)
+        checked += 1
+        if checked == 5:
+            break
+    assert checked == 5
+    if name == "hard":  # the same draw without the groups loses the group members it missed
+        drawn_only = str(tmp_path / "drawn")
+        train_ova(spark, paths[name], drawn_only, params)
+        assert weights(spark, drawn_only) != got["cached"]
+
+
 def test_weighted_tree_trains_on_the_expected_loss(spark, soft, tmp_path):
     """The tree on soft assignments: its rankers are the twin's weighted LinearSVCs; the cached and
     the joined training paths give the same model; weighted and hard models differ."""
