@@ -5,7 +5,11 @@ classifier, and assign again (``assign.refine_rounds`` rounds).
 The first round's scorer is the label embedding (<e_k, x_i>, paper Algorithm 2); round r >= 1
 scores a pair (member i, label k) by w_k . x_i of the one-vs-all classifier trained on round
 r - 1's assignment (hard or weighted, the same solver as ``train --model ova`` but without pruning
-weights, so every label of Y2 keeps a scorer). Label k's negatives are every sample not assigned
+weights within :data:`NEGATIVE_BUDGET`, so every label of Y2 keeps a scorer; beyond it pruned as
+the one-vs-all model's, |w| < ``OVAParams().threshold``, since a label's weights reach every
+feature of its training rows: unpruned, synthetic Wiki-325K at scale 0.1 had 512M of them and
+reading them back ran out of memory; a label whose weights all prune away scores its members
+alike, which the assignment treats as ties). Label k's negatives are every sample not assigned
 k while the one-vs-all work (labels x samples) is within :data:`NEGATIVE_BUDGET`; beyond it a
 seeded share :func:`negative_fraction` of the samples outside k's groups is drawn, and the members
 of k's groups not assigned k are always kept (``train_ova(within_groups=...)``): the scorer must
@@ -58,8 +62,8 @@ def negative_fraction(n_labels: int, n_samples: int) -> float:
 def classifier_scorer(spark: SparkSession, assigned: str, groups: str, folder: str, n_features: int,
                       n_labels: int, tasks: int, seed: int = 0) -> str:
     """Train one-vs-all on the dataset `assigned` (X, Y = an assignment's Y_filter, with
-    ``label_weights`` when weighted), negatives drawn as the module docstring says, and write its
-    weight vectors as label embeddings.
+    ``label_weights`` when weighted), negatives drawn and weights pruned as the module docstring
+    says, and write its weight vectors as label embeddings.
 
     Args:
         assigned: dataset folder with X and Y.
@@ -76,8 +80,9 @@ def classifier_scorer(spark: SparkSession, assigned: str, groups: str, folder: s
     from eagle_spark.classifiers.ova import train_ova
 
     n_samples = int(read_manifest(spark, assigned)["n_samples"])
-    params = OVAParams(threshold=0.0, tasks=tasks, seed=seed,
-                       negative_fraction=negative_fraction(n_labels, n_samples))
+    fraction = negative_fraction(n_labels, n_samples)
+    params = OVAParams(threshold=0.0 if fraction >= 1.0 else OVAParams().threshold, tasks=tasks, seed=seed,
+                       negative_fraction=fraction)
     model = posixpath.join(folder, "model")
     train_ova(spark, assigned, model, params, within_groups=groups)
     scorer = posixpath.join(folder, "scorer")

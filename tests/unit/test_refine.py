@@ -200,3 +200,28 @@ def test_refinement_draws_negatives_only_beyond_its_budget():
     assert negative_fraction(10_000, 5_000) == 1.0        # exactly the budget
     assert negative_fraction(30_938, 14_146) == pytest.approx(5e7 / (30_938 * 14_146))  # Wiki10-31K: 0.114
     assert negative_fraction(32_506, 177_835) == pytest.approx(0.00865, rel=1e-3)      # synth wiki325k 0.1
+
+
+def test_beyond_the_budget_the_scorer_draws_negatives_and_prunes(spark, tmp_path, monkeypatch):
+    """With the budget below labels x samples the scorer's one-vs-all draws its negatives (keeping
+    the labels' group members) and prunes its weights as the one-vs-all model's; on the planted
+    data round 1 still corrects round 0."""
+    from eagle_spark.assignment import refine
+    from eagle_spark.assignment.assign import assign
+    from eagle_spark.params import AssignParams, OVAParams
+
+    dataset, emb, _ = _folders(tmp_path)
+    n = 2 * (N_EASY + N_HARD + N_DECOY)
+    monkeypatch.setattr(refine, "NEGATIVE_BUDGET", 40)
+    assert refine.negative_fraction(2, n) == pytest.approx(40 / (2 * n))
+    r0 = str(tmp_path / "r0")
+    assign(spark, dataset, r0, AssignParams(weighting="hard", tasks=2), embeddings=emb)
+    scorer = refine.classifier_scorer(spark, r0, dataset, str(tmp_path / "scorer"), 3, 2, tasks=2)
+    meta = json.loads((tmp_path / "scorer" / "model" / "metadata.json").read_text())
+    assert meta["params"]["threshold"] == OVAParams().threshold
+    assert meta["params"]["negative_fraction"] == pytest.approx(40 / (2 * n))
+    assert meta["within_groups"] == dataset
+    assert scorer == str(tmp_path / "scorer" / "scorer")
+    manifest = assign(spark, dataset, str(tmp_path / "r1"),
+                      AssignParams(weighting="hard", refine_rounds=1, tasks=2), embeddings=emb)
+    assert [r["precision"] for r in manifest["refinement"]] == pytest.approx([64 / 68, 1.0])
