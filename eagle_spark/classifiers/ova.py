@@ -203,7 +203,8 @@ def train_ova(spark: SparkSession, dataset: str, model_path: str, params: Any,
             members of a label's groups that Y does not assign it are always among its negatives,
             however few other negatives ``negative_fraction`` draws (``unassigned`` is not used):
             the refinement's scorer (:mod:`eagle_spark.assignment.refine`), which must rank a
-            group's members, draws the rest on large data.
+            group's members, draws the rest on large data. Not used (nor recorded) when
+            ``negative_fraction`` is 1.
     Returns:
         The model metadata (with n_labels_without_positives, n_weights and x_access).
     Raises:
@@ -215,6 +216,8 @@ def train_ova(spark: SparkSession, dataset: str, model_path: str, params: Any,
     check_separate(model_path, [dataset])
     n_features, n_labels = training_set(spark, dataset)
     blocks = max(1, min(params.tasks, n_labels))
+    if within_groups is not None and params.negative_fraction >= 1.0:
+        within_groups = None  # every sample is a negative already: no need to build U
     groups = (within_groups if within_groups is not None
               else unassigned_groups(spark, dataset, params.unassigned, "ova"))
     within = within_groups is not None
