@@ -12,6 +12,7 @@ References:
 from __future__ import annotations
 
 import functools
+import logging
 import warnings
 from typing import Optional
 
@@ -20,20 +21,21 @@ import scipy.sparse as sp
 
 from eagle_spark.errors import check_finite
 
+log = logging.getLogger(__name__)
 
-try:  # the solver call LinearSVC.fit / LogisticRegression.fit make after validating their input
-    from sklearn.svm._base import _fit_liblinear
-except ImportError:  # pragma: no cover - a scikit-learn without it: the public estimators
-    _fit_liblinear = None
+SCIKIT_LEARN_TESTED = ("1.4", "1.5", "1.6", "1.7", "1.8", "1.9")
+"""The scikit-learn minor versions the direct liblinear call was tested with (pyproject.toml pins
+the same range); on any version :func:`direct_solver_ok` checks the call before it is used."""
 
-try:  # the liblinear wrapper _fit_liblinear calls once it has prepared its arguments
+try:  # scikit-learn's liblinear wrapper, which LinearSVC.fit / LogisticRegression.fit reach once
+    # they have validated their input (private: fenced by direct_solver_ok)
     from sklearn.svm._base import _get_liblinear_solver_type
     from sklearn.svm._liblinear import set_verbosity_wrap as _set_verbosity
     from sklearn.svm._liblinear import train_wrap as _train_wrap
 
     _SOLVER = {"squared_hinge": _get_liblinear_solver_type("ovr", "l2", "squared_hinge", True),
                "logistic": _get_liblinear_solver_type("ovr", "l2", "logistic_regression", False)}
-except (ImportError, ValueError):  # pragma: no cover - then _fit_liblinear or the estimators
+except (ImportError, ValueError, TypeError):  # the public estimators then (direct_solver_ok)
     _train_wrap = None
 
 _BOTH_CLASSES = np.ones(2)  # class weights of None: 1 for both classes (compute_class_weight)
@@ -41,7 +43,8 @@ _BOTH_CLASSES = np.ones(2)  # class weights of None: 1 for both classes (compute
 
 @functools.lru_cache(maxsize=64)
 def _liblinear_seed(seed: int) -> int:
-    """The srand seed _fit_liblinear derives from random_state=seed (the same for every fit)."""
+    """The srand seed scikit-learn's liblinear fits derive from random_state=seed (the same for
+    every fit)."""
     return int(np.random.RandomState(seed).randint(np.iinfo("i").max))
 
 
@@ -61,13 +64,12 @@ def train_binary(X: sp.csr_matrix, y: np.ndarray, loss: str = "squared_hinge", C
         max_iter, tol: liblinear's iteration cap and stopping tolerance.
         seed: liblinear's shuffling seed (its coordinate descent visits samples in random order).
         direct: call scikit-learn's liblinear wrapper (``sklearn.svm._liblinear.train_wrap``)
-            with the arguments ``_fit_liblinear`` (what ``LinearSVC.fit`` and
-            ``LogisticRegression(solver="liblinear").fit`` call once they have validated their
-            input) would prepare: 0/1 targets, class and sample weights of 1, the srand seed it
-            draws from `seed`. Same weights bit for bit as the estimators (tested); it skips
-            ~1.5 ms of per-fit Python (label encoding, weight arrays, a RandomState per fit,
-            input checks), which at Wiki-325K scale is ~1M fits. Falls back to
-            ``_fit_liblinear``, then the estimators, when scikit-learn lacks the functions.
+            with the arguments ``LinearSVC.fit`` / ``LogisticRegression(solver="liblinear").fit``
+            prepare once they have validated their input (0/1 targets, class weights of 1, the
+            srand seed they draw from `seed`): the same weights bit for bit, without ~1.5 ms of
+            per-fit Python, which at Wiki-325K scale is ~1M fits. Used only when
+            :func:`direct_solver_ok` (checked once per process) says it matches; otherwise, or
+            with False, the public estimators.
         sample_weight: (n,) finite weights >= 0, liblinear's instance weights (sample i's loss
             term costs C x sample_weight[i], as ``LinearSVC.fit(X, y, sample_weight=...)``); None:
             1 for every sample. Weighted assignment (:func:`expected_loss_problem`) passes them.
@@ -77,8 +79,6 @@ def train_binary(X: sp.csr_matrix, y: np.ndarray, loss: str = "squared_hinge", C
     Raises:
         ValueError: unknown loss; `sample_weight` of another length than y, negative or not finite.
     """
-    from sklearn import config_context
-
     if loss not in ("squared_hinge", "logistic"):
         raise ValueError(f"loss must be squared_hinge or logistic, got {loss!r}")
     if sample_weight is not None:
@@ -89,35 +89,83 @@ def train_binary(X: sp.csr_matrix, y: np.ndarray, loss: str = "squared_hinge", C
     n_pos = int(y.sum())
     if n_pos == 0 or n_pos == len(y):
         return np.zeros(0, np.int32), np.zeros(0, np.float32), 1.0 if n_pos else -1.0
-    if direct and _train_wrap is not None and X.indices.dtype == np.int32 and X.dtype == np.float64:
-        # _fit_liblinear's call: bias = intercept_scaling 1, epsilon 0.1 (unused by classifiers)
-        _set_verbosity(0)  # liblinear's progress lines off (a process-wide flag others may set)
-        raw, _ = _train_wrap(X, y.astype(np.float64), True, _SOLVER[loss], tol, 1.0, C, _BOTH_CLASSES,
-                             max_iter, _liblinear_seed(seed), 0.1,
-                             np.ones(X.shape[0]) if sample_weight is None else sample_weight)
-        return _pruned(raw[0, :-1], raw[0, -1], threshold)
+    if direct and X.indices.dtype == np.int32 and X.dtype == np.float64 and direct_solver_ok():
+        coef, bias = _direct_fit(X, y, loss, C, max_iter, tol, seed, sample_weight)
+    else:
+        coef, bias = _public_fit(X, y, loss, C, max_iter, tol, seed, sample_weight)
+    return _pruned(coef, bias, threshold)
+
+
+def _direct_fit(X: sp.csr_matrix, y: np.ndarray, loss: str, C: float, max_iter: int, tol: float,
+                seed: int, sample_weight: Optional[np.ndarray]) -> tuple[np.ndarray, float]:
+    """liblinear through scikit-learn's wrapper with the arguments its estimators prepare: bias
+    = intercept_scaling 1, class weights 1, epsilon 0.1 (unused by classifiers), the srand seed
+    ``random_state=seed`` gives. Returns (coef (d,), bias)."""
+    _set_verbosity(0)  # liblinear's progress lines off (a process-wide flag others may set)
+    raw, _ = _train_wrap(X, y.astype(np.float64), True, _SOLVER[loss], tol, 1.0, C, _BOTH_CLASSES,
+                         max_iter, _liblinear_seed(seed), 0.1,
+                         np.ones(X.shape[0]) if sample_weight is None else sample_weight)
+    return raw[0, :-1], float(raw[0, -1])
+
+
+def _public_fit(X: sp.csr_matrix, y: np.ndarray, loss: str, C: float, max_iter: int, tol: float,
+                seed: int, sample_weight: Optional[np.ndarray]) -> tuple[np.ndarray, float]:
+    """``LinearSVC(dual=True)`` (squared hinge) or ``LogisticRegression(solver="liblinear")``
+    with the same solver settings. Returns (coef (d,), bias)."""
+    from sklearn import config_context
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.svm import LinearSVC
+
     with warnings.catch_warnings(), config_context(assume_finite=True, skip_parameter_validation=True):
         warnings.simplefilter("ignore")  # liblinear's ConvergenceWarning at max_iter: expected
-        if direct and _fit_liblinear is not None:
-            if loss == "squared_hinge":  # LinearSVC(dual=True) defaults: l2 penalty, intercept 1
-                coef, intercept, _ = _fit_liblinear(X, y, C, True, 1.0, None, "l2", True, 0, max_iter,
-                                                    tol, seed, "ovr", "squared_hinge",
-                                                    sample_weight=sample_weight)
-            else:  # LogisticRegression(solver="liblinear") defaults: primal, l2, intercept 1
-                coef, intercept, _ = _fit_liblinear(X, y, C, True, 1.0, None, "l2", False, 0, max_iter,
-                                                    tol, seed, sample_weight=sample_weight)
+        if loss == "squared_hinge":
+            model = LinearSVC(C=C, loss="squared_hinge", dual=True, tol=tol, max_iter=max_iter,
+                              random_state=seed)
         else:
-            from sklearn.linear_model import LogisticRegression
-            from sklearn.svm import LinearSVC
-            if loss == "squared_hinge":
-                model = LinearSVC(C=C, loss="squared_hinge", dual=True, tol=tol, max_iter=max_iter,
-                                  random_state=seed)
-            else:
-                model = LogisticRegression(C=C, solver="liblinear", tol=tol, max_iter=max_iter,
-                                           random_state=seed)
-            model.fit(X, y, sample_weight=sample_weight)
-            coef, intercept = model.coef_, model.intercept_
-    return _pruned(np.asarray(coef).ravel(), np.ravel(intercept)[0], threshold)
+            model = LogisticRegression(C=C, solver="liblinear", tol=tol, max_iter=max_iter,
+                                       random_state=seed)
+        model.fit(X, y, sample_weight=sample_weight)
+    return np.asarray(model.coef_, dtype=np.float64).ravel(), float(np.ravel(model.intercept_)[0])
+
+
+@functools.lru_cache(maxsize=1)
+def direct_solver_ok() -> bool:
+    """Whether :func:`train_binary`'s direct call to scikit-learn's private liblinear wrapper may
+    be used: checked once per Python process (each executor's worker checks for itself) by
+    fitting a seeded 60 x 8 problem, both losses, with and without instance weights, both ways
+    and requiring the same weights and bias bit for bit. On a missing wrapper, an exception or
+    any difference it warns (``RuntimeWarning`` and the log) and returns False: every fit then
+    uses the public estimators (same results, ~1.5 ms more per fit). Tested scikit-learn
+    versions: :data:`SCIKIT_LEARN_TESTED`.
+    """
+    import sklearn
+
+    if _train_wrap is None:
+        why = "scikit-learn has no sklearn.svm._liblinear.train_wrap"
+    else:
+        rng = np.random.default_rng(7)
+        X = sp.random(60, 8, density=0.4, format="csr", random_state=7, dtype=np.float64)
+        y = rng.random(60) < 0.4
+        weights = (None, rng.uniform(0.0, 2.0, 60))
+        try:
+            same = all(_same(_direct_fit(X, y, loss, 0.7, 50, 0.01, 3, w),
+                             _public_fit(X, y, loss, 0.7, 50, 0.01, 3, w))
+                       for loss in ("squared_hinge", "logistic") for w in weights)
+            why = None if same else "it gives other weights than LinearSVC / LogisticRegression"
+        except Exception as err:  # noqa: BLE001 - a changed private signature fails in any way
+            why = f"it raised {type(err).__name__}: {err}"
+    if why is None:
+        return True
+    msg = (f"scikit-learn {sklearn.__version__}: the direct liblinear call is not used ({why}); "
+           f"training falls back to the public estimators (same weights, slower). Tested versions: "
+           f"{', '.join(SCIKIT_LEARN_TESTED)}")
+    warnings.warn(msg, RuntimeWarning, stacklevel=2)
+    log.warning(msg)
+    return False
+
+
+def _same(a: tuple[np.ndarray, float], b: tuple[np.ndarray, float]) -> bool:
+    return a[0].shape == b[0].shape and bool(np.array_equal(a[0], b[0])) and a[1] == b[1]
 
 
 def expected_loss_problem(X: sp.csr_matrix, y: np.ndarray, w: Optional[np.ndarray]

@@ -158,9 +158,9 @@ def test_constant_classifier_for_labels_without_positives():
 
 @pytest.mark.parametrize("loss", ["squared_hinge", "logistic"])
 @pytest.mark.parametrize("seed", [0, 5])
-def test_direct_solver_call_equals_the_estimators(loss, seed, monkeypatch):
-    """train_binary's direct liblinear calls (scikit-learn's train_wrap, and _fit_liblinear where
-    train_wrap is missing) give the weights LinearSVC / LogisticRegression give, bit for bit."""
+def test_direct_solver_call_equals_the_estimators(loss, seed):
+    """train_binary's direct liblinear call (scikit-learn's private train_wrap) gives the weights
+    LinearSVC / LogisticRegression give, bit for bit, and the fence lets it be used."""
     import scipy.sparse as sp
 
     from eagle_spark.classifiers import linear
@@ -168,20 +168,57 @@ def test_direct_solver_call_equals_the_estimators(loss, seed, monkeypatch):
     rng = np.random.default_rng(3)
     X = sp.random(400, 60, density=0.1, format="csr", random_state=3, dtype=np.float64)
     y = rng.random(400) < 0.2
-    assert linear._train_wrap is not None  # the scikit-learn this project installs has it
+    assert linear.direct_solver_ok()  # the scikit-learn this project installs passes the check
     direct = train_binary(X, y, loss=loss, threshold=0.0, seed=seed)
     public = train_binary(X, y, loss=loss, threshold=0.0, seed=seed, direct=False)
-    monkeypatch.setattr(linear, "_train_wrap", None)
-    via_fit = train_binary(X, y, loss=loss, threshold=0.0, seed=seed)
     assert len(direct[0]) > 0
-    for got in (direct, via_fit):
-        np.testing.assert_array_equal(got[0], public[0])
-        np.testing.assert_array_equal(got[1], public[1])
-        assert got[2] == public[2]
+    np.testing.assert_array_equal(direct[0], public[0])
+    np.testing.assert_array_equal(direct[1], public[1])
+    assert direct[2] == public[2]
     if loss == "squared_hinge":  # the dual CD visits samples in the seed's order (the primal
         # logistic solver does not shuffle): another seed, other weights, so the seed is passed on
         other = train_binary(X, y, loss=loss, threshold=0.0, seed=seed + 1)
         assert not np.array_equal(other[1], direct[1])
+
+
+def _wrong_wrap(*args):
+    """A train_wrap whose result is off by a little (a changed meaning of an argument)."""
+    from sklearn.svm._liblinear import train_wrap
+
+    raw, n_iter = train_wrap(*args)
+    return raw * 1.001, n_iter
+
+
+def _changed_signature(X, y, is_sparse, solver):
+    raise AssertionError("never reached: called with the old argument list")
+
+
+@pytest.mark.parametrize("wrap, why", [(_wrong_wrap, "other weights"),
+                                       (_changed_signature, "raised TypeError"),
+                                       (None, "has no sklearn.svm._liblinear.train_wrap")])
+def test_direct_solver_fence_falls_back_loudly(wrap, why, monkeypatch, caplog):
+    """A private liblinear wrapper that gives other weights, takes other arguments or is gone is
+    refused once per process with a RuntimeWarning and a log line naming the reason, and every
+    fit then gives the public estimators' weights."""
+    import scipy.sparse as sp
+
+    from eagle_spark.classifiers import linear
+
+    monkeypatch.setattr(linear, "_train_wrap", wrap)
+    linear.direct_solver_ok.cache_clear()
+    try:
+        rng = np.random.default_rng(4)
+        X = sp.random(200, 30, density=0.2, format="csr", random_state=4, dtype=np.float64)
+        y = rng.random(200) < 0.3
+        with pytest.warns(RuntimeWarning, match=why), caplog.at_level("WARNING"):
+            got = train_binary(X, y, threshold=0.0, seed=1)
+        assert "falls back to the public estimators" in caplog.text
+        want = train_binary(X, y, threshold=0.0, seed=1, direct=False)
+        np.testing.assert_array_equal(got[1], want[1])
+        assert got[2] == want[2]
+        assert linear.direct_solver_ok() is False  # decided once: no second warning
+    finally:
+        linear.direct_solver_ok.cache_clear()
 
 
 @pytest.mark.slow

@@ -74,8 +74,9 @@ def _problem(seed=3, n=60, d=20):
 
 @pytest.mark.parametrize("loss", ["squared_hinge", "logistic"])
 def test_weighted_solver_equals_the_public_estimators(loss, monkeypatch):
-    """train_binary(sample_weight=w) on each of its three paths gives scikit-learn's public
-    LinearSVC / LogisticRegression(solver='liblinear') fitted with sample_weight=w."""
+    """train_binary(sample_weight=w) on each of its paths (direct, public, direct refused by the
+    fence) gives scikit-learn's public LinearSVC / LogisticRegression(solver='liblinear') fitted
+    with sample_weight=w."""
     from sklearn.linear_model import LogisticRegression
     from sklearn.svm import LinearSVC
 
@@ -91,7 +92,7 @@ def test_weighted_solver_equals_the_public_estimators(loss, monkeypatch):
     unweighted = train_binary(X, y, loss=loss, C=0.7, threshold=0.0, seed=4)
     paths = [train_binary(X, y, loss=loss, C=0.7, threshold=0.0, seed=4, sample_weight=w),
              train_binary(X, y, loss=loss, C=0.7, threshold=0.0, seed=4, sample_weight=w, direct=False)]
-    monkeypatch.setattr(linear, "_train_wrap", None)
+    monkeypatch.setattr(linear, "direct_solver_ok", lambda: False)
     paths.append(train_binary(X, y, loss=loss, C=0.7, threshold=0.0, seed=4, sample_weight=w))
     for w_idx, w_val, bias in paths:
         dense = np.zeros(X.shape[1])
