@@ -52,20 +52,6 @@ def csr_from_arrow(feat_idx: pa.Array | pa.ChunkedArray, feat_val: pa.Array | pa
                          shape=(len(indptr) - 1, n_features))
 
 
-def csr_to_arrow(matrix: sp.csr_matrix) -> tuple[pa.ListArray, pa.ListArray]:
-    """The inverse of :func:`csr_from_arrow`: (feat_idx list<int32>, feat_val list<float32>)."""
-    from eagle_spark.schemas import ARROW_FLOAT_LIST, ARROW_INT_LIST
-
-    matrix = matrix.tocsr()
-    matrix.sort_indices()
-    offsets = pa.array(matrix.indptr.astype(np.int32))
-    idx = pa.ListArray.from_arrays(offsets, pa.array(matrix.indices.astype(np.int32)),
-                                   type=ARROW_INT_LIST)
-    val = pa.ListArray.from_arrays(offsets, pa.array(matrix.data.astype(np.float32)),
-                                   type=ARROW_FLOAT_LIST)
-    return idx, val
-
-
 def l2_normalize_rows(matrix: sp.csr_matrix, dtype=np.float32) -> sp.csr_matrix:
     """Rows scaled to unit L2 norm (all-zero rows stay zero): a CSR copy of `dtype`, computed in it."""
     matrix = sp.csr_matrix(matrix, dtype=dtype, copy=True)

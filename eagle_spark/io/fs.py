@@ -84,11 +84,6 @@ class FileSystem:
         fs, jpath = self._resolve(path)
         return bool(fs.exists(jpath)) and bool(fs.getFileStatus(jpath).isDirectory())
 
-    def size(self, path: str) -> int:
-        """Length in bytes of file `path`."""
-        fs, jpath = self._resolve(path)
-        return int(fs.getFileStatus(jpath).getLen())
-
     def status(self, path: str) -> tuple[int, int]:
         """(length in bytes, modification time in ms since the epoch) of `path`."""
         fs, jpath = self._resolve(path)
@@ -171,11 +166,6 @@ class FileSystem:
         util = self._jvm.org.apache.hadoop.fs.FileUtil
         if not util.copy(fs, jsrc, dst_fs, jdst, False, self._conf):
             raise OSError(f"could not copy {src} to {dst}")
-
-    def mkdirs(self, path: str) -> None:
-        """Create `path` and its parents."""
-        fs, jpath = self._resolve(path)
-        fs.mkdirs(jpath)
 
     def list(self, path: str) -> list[str]:
         """Names (not paths) of the entries of folder `path`, sorted."""
