@@ -2,12 +2,12 @@
 
 The contract every stage keeps:
 
-* commands ``ingest``, ``export``, ``synth``, ``aggregate``, ``embed``, ``assign``, ``train``,
-  ``predict``, ``evaluate``, ``pipeline``, ``experiment`` (each added by the issue that builds it; ``eagle-spark
-  --help`` lists the ones this version has);
+* commands (:data:`eagle_spark.commands.COMMANDS`, listed by ``eagle-spark --help``): ``ingest``,
+  ``export``, ``aggregate``, ``synth``, ``embed``, ``assign``, ``train``, ``predict``,
+  ``evaluate``, ``pipeline``, ``experiment``, ``miml``, ``verify``;
 * every command takes ``--conf FILE`` (YAML shaped like :class:`eagle_spark.params.Settings`),
   repeated ``--set section.key=value`` and ``--print-defaults`` (prints the merged settings as
-  YAML and exits 0);
+  YAML and exits 0, without needing the command's required flags);
 * on success it prints ONE JSON line on stdout (``command``, ``output``, counts, ``seconds``), or
   writes it to ``--summary FILE`` and prints nothing on stdout; it writes
   ``_manifest.json`` into its output folder, and exits 0; bad usage or bad input exits 2 with a
@@ -74,8 +74,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv: arguments without the program name (default ``sys.argv[1:]``).
     """
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        args = parser.parse_args(argv)
+        if "--print-defaults" in argv and not {"-h", "--help", "--version"} & set(argv):
+            # the settings alone: a command's required flags are not needed to print them
+            from eagle_spark.commands import COMMANDS
+
+            only = argparse.ArgumentParser(prog="eagle-spark", add_help=False)
+            _common(only)
+            only.add_argument("command", nargs="?", choices=list(COMMANDS))
+            args, _ = only.parse_known_args(argv)
+        else:
+            args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse: --help/--version exit 0, bad usage exits 2
         return int(exc.code or 0)
     configure_logging(args.log_level)

@@ -1,6 +1,6 @@
 """Settings: frozen dataclasses, loaded from YAML, overridden by ``--set section.key=value``.
 
-One way to configure (STYLE.md section 3): every knob lives in a section dataclass below, with its
+One way to configure: every knob lives in a section dataclass below, with its
 unit and default in the docstring. A run is fully described by one YAML file, printed by
 ``eagle-spark --print-defaults``. Precedence, lowest first: code defaults, ``--conf FILE``,
 ``--set key=value`` overrides, then the explicit flags of a command (``--iterations 5`` is the same

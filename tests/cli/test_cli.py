@@ -18,6 +18,9 @@ def test_print_defaults_merges_conf_and_set(capsys, tmp_path):
     assert printed["spark"]["master"] == "local[1]" and printed["spark"]["shuffle_partitions"] == 5
     assert main(["ingest", "--output", "x", "--print-defaults"]) == 0
     assert "ingest:" in capsys.readouterr().out
+    # a command's required flags are not needed to print the settings
+    assert main(["train", "--print-defaults", "--set", "ova.C=0.25"]) == 0
+    assert yaml.safe_load(capsys.readouterr().out)["ova"]["C"] == 0.25
 
 
 def test_bad_usage_exits_2(capsys):
@@ -25,6 +28,10 @@ def test_bad_usage_exits_2(capsys):
     assert main(["no-such-command"]) == 2
     assert main(["ingest"]) == 2  # --output is required
     assert "--output" in capsys.readouterr().err
+    assert main(["--set", "spark.nope=1", "--print-defaults"]) == 2
+    assert "unknown setting 'spark.nope'" in capsys.readouterr().err
+    assert main(["no-such-command", "--print-defaults"]) == 2
+    assert "invalid choice" in capsys.readouterr().err
     assert main(["--set", "spark.nope=1", "--print-defaults"]) == 2
     assert "unknown setting 'spark.nope'" in capsys.readouterr().err
 
