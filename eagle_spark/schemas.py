@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 from pyspark.sql import types as T
+from pyspark.sql.pandas.types import from_arrow_schema
 
 FORMAT_VERSION = 1
 """Version of the dataset layout written into every ``_manifest.json``."""
@@ -47,40 +48,6 @@ Y = "Y"
 Y1 = "Y1"
 Y2 = "Y2"
 
-X_SCHEMA = T.StructType(
-    [
-        T.StructField(SAMPLE_ID, T.LongType(), False),
-        T.StructField(FEAT_IDX, T.ArrayType(T.IntegerType(), False), False),
-        T.StructField(FEAT_VAL, T.ArrayType(T.FloatType(), False), False),
-    ]
-)
-Y_SCHEMA = T.StructType(
-    [
-        T.StructField(SAMPLE_ID, T.LongType(), False),
-        T.StructField(LABEL_IDS, T.ArrayType(T.IntegerType(), False), False),
-    ]
-)
-Y1_SCHEMA = T.StructType(
-    [
-        T.StructField(SAMPLE_ID, T.LongType(), False),
-        T.StructField(GROUP_ID, T.LongType(), False),
-    ]
-)
-Y2_SCHEMA = T.StructType(
-    [
-        T.StructField(GROUP_ID, T.LongType(), False),
-        T.StructField(LABEL_ID, T.IntegerType(), False),
-        T.StructField(COUNT, T.IntegerType(), False),
-    ]
-)
-REJECTED_SCHEMA = T.StructType(
-    [
-        T.StructField(LINE, T.LongType(), False),
-        T.StructField(TEXT, T.StringType(), True),
-        T.StructField(REASON, T.StringType(), False),
-    ]
-)
-
 LABEL_EMB = "label_emb"
 ASSIGNMENTS = "assignments"
 TOP_MEMBERS = "top_members"
@@ -90,54 +57,14 @@ EMB_VAL = "emb_val"
 N_GROUPS = "n_groups"
 SCORE = "score"
 
-LABEL_EMB_SCHEMA = T.StructType(
-    [
-        T.StructField(LABEL_ID, T.IntegerType(), False),
-        T.StructField(EMB_IDX, T.ArrayType(T.IntegerType(), False), False),
-        T.StructField(EMB_VAL, T.ArrayType(T.FloatType(), False), False),
-        T.StructField(N_GROUPS, T.IntegerType(), False),
-    ]
-)
-ASSIGNMENTS_SCHEMA = T.StructType(
-    [
-        T.StructField(GROUP_ID, T.LongType(), False),
-        T.StructField(LABEL_ID, T.IntegerType(), False),
-        T.StructField(SAMPLE_ID, T.LongType(), False),
-        T.StructField(SCORE, T.FloatType(), False),
-    ]
-)
-
-TOP_MEMBERS_SCHEMA = T.StructType(
-    [
-        T.StructField(GROUP_ID, T.LongType(), False),
-        T.StructField(LABEL_ID, T.IntegerType(), False),
-        T.StructField(SAMPLE_ID, T.LongType(), False),
-        T.StructField(SCORE, T.FloatType(), False),
-        T.StructField(RANK, T.IntegerType(), False),
-    ]
-)
-"""``embed``'s Algorithm 2 in the same pass: for each (group, label) pair of Y2, its top-``count``
-members by <e_k, x_i> (rank 0 = the argmax; ties to the smallest sample_id)."""
-
 PREDICTIONS = "predictions"
 """Table of a predict output: sample_id long, label_ids array<int> (top-k, best first), scores
 array<float> (the matching scores)."""
 SCORES = "scores"
 
-TABLE_SCHEMAS: dict[str, T.StructType] = {
-    X: X_SCHEMA, Y: Y_SCHEMA, Y1: Y1_SCHEMA, Y2: Y2_SCHEMA,
-    LABEL_EMB: LABEL_EMB_SCHEMA, ASSIGNMENTS: ASSIGNMENTS_SCHEMA, TOP_MEMBERS: TOP_MEMBERS_SCHEMA,
-}
-"""Schema of every table of the dataset layout, by folder name."""
-
-OPTIONAL_COLUMNS: dict[str, list[T.StructField]] = {
-    Y: [T.StructField(LABEL_WEIGHTS, T.ArrayType(T.FloatType(), False), False)],
-    ASSIGNMENTS: [T.StructField(WEIGHT, T.FloatType(), False)],
-}
-"""Columns a layout table may have after its schema's (kept, in this order, when present): Y's
-label weights and the assignments' weight, written by weighted assignment."""
-
-# Arrow twins of the Spark types, for mapInArrow functions (types must match Spark's exactly).
+# The layout's tables as Arrow schemas: the one declaration of each table's columns, types and
+# nullability. Executor-side writers and mapInArrow functions use them as they are; the Spark
+# StructTypes below are derived from them.
 ARROW_INT_LIST = pa.list_(pa.field("element", pa.int32(), nullable=False))
 ARROW_FLOAT_LIST = pa.list_(pa.field("element", pa.float32(), nullable=False))
 LABEL_EMB_ARROW = pa.schema([
@@ -146,6 +73,7 @@ LABEL_EMB_ARROW = pa.schema([
     pa.field(EMB_VAL, ARROW_FLOAT_LIST, nullable=False),
     pa.field(N_GROUPS, pa.int32(), nullable=False),
 ])
+"""Arrow schema of an ``embed`` output's label embeddings (one sparse row per label)."""
 TOP_MEMBERS_ARROW = pa.schema([
     pa.field(GROUP_ID, pa.int64(), nullable=False),
     pa.field(LABEL_ID, pa.int32(), nullable=False),
@@ -153,8 +81,8 @@ TOP_MEMBERS_ARROW = pa.schema([
     pa.field(SCORE, pa.float32(), nullable=False),
     pa.field(RANK, pa.int32(), nullable=False),
 ])
-
-
+"""``embed``'s Algorithm 2 in the same pass: for each (group, label) pair of Y2, its top-``count``
+members by <e_k, x_i> (rank 0 = the argmax; ties to the smallest sample_id)."""
 X_ARROW = pa.schema([
     pa.field(SAMPLE_ID, pa.int64(), nullable=False),
     pa.field(FEAT_IDX, ARROW_INT_LIST, nullable=False),
@@ -166,6 +94,24 @@ Y_ARROW = pa.schema([
     pa.field(LABEL_IDS, ARROW_INT_LIST, nullable=False),
 ])
 """Arrow schema of table Y."""
+Y1_ARROW = pa.schema([
+    pa.field(SAMPLE_ID, pa.int64(), nullable=False),
+    pa.field(GROUP_ID, pa.int64(), nullable=False),
+])
+"""Arrow schema of table Y1 (sample -> group)."""
+Y2_ARROW = pa.schema([
+    pa.field(GROUP_ID, pa.int64(), nullable=False),
+    pa.field(LABEL_ID, pa.int32(), nullable=False),
+    pa.field(COUNT, pa.int32(), nullable=False),
+])
+"""Arrow schema of table Y2 (group -> label, with the label's multiplicity in the group)."""
+ASSIGNMENTS_ARROW = pa.schema([
+    pa.field(GROUP_ID, pa.int64(), nullable=False),
+    pa.field(LABEL_ID, pa.int32(), nullable=False),
+    pa.field(SAMPLE_ID, pa.int64(), nullable=False),
+    pa.field(SCORE, pa.float32(), nullable=False),
+])
+"""Arrow schema of an ``assign`` output's assignments table (group, label, chosen member)."""
 REJECTED_ARROW = pa.schema([
     pa.field(LINE, pa.int64(), nullable=False),
     pa.field(TEXT, pa.string(), nullable=True),
@@ -196,6 +142,30 @@ PREDICTIONS_ARROW = pa.schema([
     pa.field(SCORES, ARROW_FLOAT_LIST, nullable=False),
 ])
 """Arrow schema of the predictions table (what the predict tasks yield)."""
+
+X_SCHEMA = from_arrow_schema(X_ARROW)
+Y_SCHEMA = from_arrow_schema(Y_ARROW)
+Y1_SCHEMA = from_arrow_schema(Y1_ARROW)
+Y2_SCHEMA = from_arrow_schema(Y2_ARROW)
+REJECTED_SCHEMA = from_arrow_schema(REJECTED_ARROW)
+LABEL_EMB_SCHEMA = from_arrow_schema(LABEL_EMB_ARROW)
+ASSIGNMENTS_SCHEMA = from_arrow_schema(ASSIGNMENTS_ARROW)
+TOP_MEMBERS_SCHEMA = from_arrow_schema(TOP_MEMBERS_ARROW)
+"""The Spark types of the layout's tables, derived from their Arrow schemas (names, types and
+nullability, list elements not null)."""
+
+TABLE_SCHEMAS: dict[str, T.StructType] = {
+    X: X_SCHEMA, Y: Y_SCHEMA, Y1: Y1_SCHEMA, Y2: Y2_SCHEMA,
+    LABEL_EMB: LABEL_EMB_SCHEMA, ASSIGNMENTS: ASSIGNMENTS_SCHEMA, TOP_MEMBERS: TOP_MEMBERS_SCHEMA,
+}
+"""Schema of every table of the dataset layout, by folder name."""
+
+OPTIONAL_COLUMNS: dict[str, list[T.StructField]] = {
+    Y: list(from_arrow_schema(pa.schema([pa.field(LABEL_WEIGHTS, ARROW_FLOAT_LIST, False)]))),
+    ASSIGNMENTS: list(from_arrow_schema(pa.schema([pa.field(WEIGHT, pa.float32(), False)]))),
+}
+"""Columns a layout table may have after its schema's (kept, in this order, when present): Y's
+label weights and the assignments' weight, written by weighted assignment."""
 
 
 def spark_type_equal(actual: T.DataType, expected: T.DataType) -> bool:
