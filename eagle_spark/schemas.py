@@ -74,15 +74,6 @@ LABEL_EMB_ARROW = pa.schema([
     pa.field(N_GROUPS, pa.int32(), nullable=False),
 ])
 """Arrow schema of an ``embed`` output's label embeddings (one sparse row per label)."""
-TOP_MEMBERS_ARROW = pa.schema([
-    pa.field(GROUP_ID, pa.int64(), nullable=False),
-    pa.field(LABEL_ID, pa.int32(), nullable=False),
-    pa.field(SAMPLE_ID, pa.int64(), nullable=False),
-    pa.field(SCORE, pa.float32(), nullable=False),
-    pa.field(RANK, pa.int32(), nullable=False),
-])
-"""``embed``'s Algorithm 2 in the same pass: for each (group, label) pair of Y2, its top-``count``
-members by <e_k, x_i> (rank 0 = the argmax; ties to the smallest sample_id)."""
 X_ARROW = pa.schema([
     pa.field(SAMPLE_ID, pa.int64(), nullable=False),
     pa.field(FEAT_IDX, ARROW_INT_LIST, nullable=False),
@@ -112,6 +103,10 @@ ASSIGNMENTS_ARROW = pa.schema([
     pa.field(SCORE, pa.float32(), nullable=False),
 ])
 """Arrow schema of an ``assign`` output's assignments table (group, label, chosen member)."""
+TOP_MEMBERS_ARROW = ASSIGNMENTS_ARROW.append(pa.field(RANK, pa.int32(), nullable=False))
+"""``embed``'s Algorithm 2 in the same pass: for each (group, label) pair of Y2, its top-``count``
+members by <e_k, x_i> (rank 0 = the argmax; ties to the smallest sample_id): the assignments'
+columns and the member's rank."""
 REJECTED_ARROW = pa.schema([
     pa.field(LINE, pa.int64(), nullable=False),
     pa.field(TEXT, pa.string(), nullable=True),
