@@ -187,3 +187,28 @@ def stage_times(folder: str | os.PathLike, app_id: str, min_seconds: float = 1.0
                    task_s_max=round(max(secs, default=0.0), 1))
         rows.append(row)
     return rows
+
+
+DATA = pathlib.Path(__file__).resolve().parents[2] / "shared" / "data" / "xc"
+
+
+def data_settings(spark: Any, base: Any, name: str, work: str, test: bool = False) -> Any:
+    """`base` (Settings) naming data set `name` for the pipeline: ``bibtex`` or another folder of
+    ../shared/data/xc (its train.txt.gz, and with `test` its test.txt.gz), or
+    ``synth:<preset>:<scale>`` (the pair generated with seed 0 into `work` when missing). Exits
+    with a message when ../shared/data lacks the folder."""
+    import sys
+
+    from eagle_spark.synth import synth
+
+    if name.startswith("synth:"):
+        _, preset, scale = name.split(":")
+        pair = f"{work}/{preset}_{scale}_data"
+        if not pathlib.Path(pair).exists():
+            synth(spark, pair, preset, float(scale), seed=0)
+        return base.replace("pipeline", dataset=f"{pair}/train",
+                            **({"test_dataset": f"{pair}/test"} if test else {}))
+    if not (DATA / name).exists():
+        sys.exit(f"{DATA / name} is missing: this benchmark needs ../shared/data")
+    return base.replace("pipeline", train=str(DATA / name / "train.txt.gz"),
+                        **({"test": str(DATA / name / "test.txt.gz")} if test else {}))

@@ -20,10 +20,9 @@ import pathlib
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from _common import print_table, write_report  # noqa: E402
+from _common import data_settings, print_table, write_report  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data" / "xc"
 
 
 def main() -> None:
@@ -40,23 +39,13 @@ def main() -> None:
     from eagle_spark.ml.selection import CRITERION, selection_score
     from eagle_spark.params import AssignParams, Settings
     from eagle_spark.session import build_spark
-    from eagle_spark.synth import synth
 
     base = Settings.load(str(ROOT / "conf" / "local.yaml"))
     spark = build_spark(base.spark)
     auto_set = tuple(AssignParams().candidates)
     rows, agree, scores = [], {}, []
     for name in args.datasets:
-        if name.startswith("synth:"):
-            _, preset, scale = name.split(":")
-            pair = f"{args.work}/{preset}_{scale}_data"
-            if not pathlib.Path(pair).exists():
-                synth(spark, pair, preset, float(scale), seed=0)
-            settings = base.replace("pipeline", dataset=f"{pair}/train")
-        else:
-            if not (DATA / name).exists():
-                sys.exit(f"{DATA / name} is missing: this benchmark needs ../shared/data")
-            settings = base.replace("pipeline", train=str(DATA / name / "train.txt.gz"))
+        settings = data_settings(spark, base, name, args.work)
         out = select(spark, settings, args.groupings, f"{args.work}/{name.replace(':', '_')}", CANDIDATES)
         for g, res in out["groupings"].items():
             cands = res["candidates"]
