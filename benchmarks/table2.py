@@ -79,10 +79,11 @@ def markdown(report: dict[str, Any]) -> str:
         rows = [r for r in report["rows"] if r["dataset"] == ds]
         names = {r["method"]: r["name"] for r in rows}
         methods = [m for m in order if m in names]
-        out += [f"**{ds}** ({report['wall_s'][ds] / 60:.1f} min)", "",
+        groupings = list(dict.fromkeys(r["grouping"] for r in rows))
+        out += [f"**{ds}** ({', '.join(groupings)}; {report['wall_s'][ds] / 60:.1f} min)", "",
                 "| grouping | metric | " + " | ".join(names[m] for m in methods) + " |",
                 "|---|---|" + "---|" * len(methods)]
-        for g in dict.fromkeys(r["grouping"] for r in rows):
+        for g in groupings:
             cell = {r["method"]: r for r in rows if r["grouping"] == g}
             first = g
             for key in ("P@1", "P@3", "P@5", "PSP@5", "assignment precision"):
