@@ -9,6 +9,7 @@ import os
 import pathlib
 import platform
 import queue
+import sys
 import time
 from typing import Any, Callable, Sequence
 
@@ -197,8 +198,6 @@ def data_settings(spark: Any, base: Any, name: str, work: str, test: bool = Fals
     ../shared/data/xc (its train.txt.gz, and with `test` its test.txt.gz), or
     ``synth:<preset>:<scale>`` (the pair generated with seed 0 into `work` when missing). Exits
     with a message when ../shared/data lacks the folder."""
-    import sys
-
     from eagle_spark.synth import synth
 
     if name.startswith("synth:"):

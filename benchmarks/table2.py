@@ -104,6 +104,14 @@ def markdown(report: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+def row(dataset: str, grouping: str, method: str, name: str, res: dict[str, Any],
+        chose: str | None) -> dict[str, Any]:
+    """A report row from one column of ``experiment table2``'s result (percent values)."""
+    return {"dataset": dataset, "grouping": grouping, "method": method, "name": name,
+            **{f"P@{k}": res["P_percent"][k - 1] for k in AT}, "PSP@5": res["PSP_percent"][4],
+            "assignment precision": res.get("assignment_precision_percent"), "chose": chose}
+
+
 def chosen(folder: pathlib.Path) -> str | None:
     """The candidate ``auto`` chose for EAGLE in a grouping's run folder (its assignment's
     manifest), if any."""
@@ -151,17 +159,11 @@ def main() -> None:
             t0 = time.monotonic()
             result = table2(spark, settings, [g], out, methods=args.methods)
             walls[name] = round(walls[name] + time.monotonic() - t0, 1)
-            oracle = result["oracle"]
             for g_name, methods in result["groupings"].items():
-                rows.append({"dataset": name, "grouping": g_name, "method": "oracle", "name": "Oracle",
-                             **{f"P@{k}": oracle["P_percent"][k - 1] for k in AT},
-                             "PSP@5": oracle["PSP_percent"][4], "assignment precision": None, "chose": None})
-                for m, row in methods.items():
-                    rows.append({"dataset": name, "grouping": g_name, "method": m, "name": METHOD_NAMES[m],
-                                 **{f"P@{k}": row["P_percent"][k - 1] for k in AT},
-                                 "PSP@5": row["PSP_percent"][4],
-                                 "assignment precision": row["assignment_precision_percent"],
-                                 "chose": chosen(pathlib.Path(out) / "groupings" / g_name) if m == "eagle" else None})
+                folder = pathlib.Path(out) / "groupings" / g_name
+                rows.append(row(name, g_name, "oracle", "Oracle", result["oracle"], None))
+                rows += [row(name, g_name, m, METHOD_NAMES[m], res, chosen(folder) if m == "eagle" else None)
+                         for m, res in methods.items()]
             write_report(args.report, rows, {"datasets": list(walls), "groupings": args.groupings,
                                              "evaluated_on": "test sets",
                                              "classifier": "tree (conf/local.yaml)", "done": list(walls),
