@@ -86,10 +86,7 @@ def storage_error(exc: BaseException, path: str | None = None) -> StorageError |
     Returns:
         A StorageError naming the path and the cause, or None.
     """
-    seen = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
+    for current in _chain(exc):
         if isinstance(current, OSError):
             for code, _, said in _STORAGE_CAUSES:
                 if code is not None and current.errno == code:
@@ -101,8 +98,68 @@ def storage_error(exc: BaseException, path: str | None = None) -> StorageError |
                     named = _JAVA_PATH.search(line)
                     where = named.group(1) if named else path or "the output"
                     return StorageError(f"cannot write {where}: {said} ({line.strip()[:200]})")
-        current = current.__cause__ or current.__context__
     return None
+
+
+def spark_condition(exc: BaseException) -> tuple[str, dict[str, str]] | None:
+    """The error condition Spark attached to `exc` or one of its causes, with its parameters.
+
+    Spark 4 names each of its errors by a condition (``FAILED_READ_FILE.NO_HINT``,
+    ``PATH_NOT_FOUND``, ...) with named message parameters (``path``); the condition is read from
+    ``getCondition()`` of a PySpark exception (every one under Spark Connect, the captured ones on
+    a classic session) or of the Java exception a classic session's ``Py4JJavaError`` wraps (and
+    its causes), never parsed from the message text.
+
+    Args:
+        exc: what a Spark call raised on the driver.
+    Returns:
+        (condition, message parameters), or None when neither `exc` nor a cause carries one.
+    """
+    for current in _chain(exc):
+        getter = getattr(current, "getCondition", None)
+        if callable(getter):
+            condition = getter()
+            if condition:
+                return str(condition), dict(current.getMessageParameters() or {})  # type: ignore[attr-defined]
+        for java in _java_chain(current):
+            try:
+                condition = java.getCondition()
+            except Exception:  # a Java exception that is not a SparkThrowable
+                continue
+            if condition:
+                return str(condition), {str(k): str(v) for k, v in dict(java.getMessageParameters()).items()}
+    return None
+
+
+def innermost_cause(exc: BaseException) -> str | None:
+    """``<Java class>: <message>`` of the innermost Java cause of a classic session's error, or
+    None (no Java exception behind `exc`, e.g. under Spark Connect)."""
+    for current in _chain(exc):
+        found = list(_java_chain(current))
+        if found:
+            last = found[-1]
+            return f"{last.getClass().getName()}: {str(last.getMessage() or '').strip()}"
+    return None
+
+
+def _chain(exc: BaseException) -> Any:
+    """`exc` and its Python causes (``__cause__`` / ``__context__``), each once."""
+    seen = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+def _java_chain(exc: BaseException) -> Any:
+    """The Java exception a ``Py4JJavaError`` wraps and its Java causes (none for other errors)."""
+    java = getattr(exc, "java_exception", None)
+    depth = 0
+    while java is not None and depth < 32:
+        yield java
+        java = java.getCause()
+        depth += 1
 
 
 class NumericalError(EagleError, ArithmeticError):

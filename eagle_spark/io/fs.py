@@ -20,7 +20,7 @@ from typing import Any, Iterable, Iterator, Optional
 
 from pyspark.sql import SparkSession
 
-from eagle_spark.errors import BadInputError, OutputExistsError
+from eagle_spark.errors import BadInputError, OutputExistsError, innermost_cause, spark_condition
 from eagle_spark.io import integrity
 
 log = logging.getLogger(__name__)
@@ -419,10 +419,9 @@ def atomic_output(spark: SparkSession, path: str, overwrite: bool = False) -> It
         log.info("removed %s, left by an earlier writer of %s that is gone", left, path)
 
 
-# Where a read failure names its file: Spark's FAILED_READ_FILE error class (any source format),
-# and pyarrow's Parquet reader (executor-side reads of X, embeddings, weights).
-_FAILED_READ = (
-    re.compile(r"Encountered error while reading file (\S+?)\.?(?:\s|$)"),
+# Where pyarrow's Parquet reader (executor-side reads of X, embeddings, weights) names the file it
+# failed on: pyarrow's errors carry no condition, so its message is read.
+_ARROW_FAILED_READ = (
     re.compile(r"Could not open Parquet input source '([^']+)'"),
     re.compile(r"Could not read schema from '([^']+)'"),
 )
@@ -434,25 +433,37 @@ _ARROW_CAUSE = re.compile(r"(Parquet magic bytes not found[^\n.]*|Couldn't deser
 def damaged_file(exc: BaseException) -> Optional[tuple[str, str]]:
     """The file a failed read names, and why, from a Spark or pyarrow exception (or None).
 
+    Spark's reads are recognised by their error condition ``FAILED_READ_FILE.*`` and its ``path``
+    parameter (:func:`eagle_spark.errors.spark_condition`); pyarrow's Parquet reads inside Python
+    tasks by pyarrow's own message.
+
     Returns:
         (path as named by the error, reason: the innermost cause Spark reports, e.g.
         ``java.io.EOFException: Unexpected end of input stream``).
     """
     text = str(exc)
-    for pattern in _FAILED_READ:
-        match = pattern.search(text)
-        if match is not None:
-            causes = _CAUSE.findall(text)
-            arrow = _ARROW_CAUSE.search(text)
-            if causes:
-                name, message = causes[-1]
-                reason = f"{name}: {message.strip()}"
-            elif arrow is not None:
-                reason = arrow.group(1).strip()
-            else:
-                reason = text.strip().splitlines()[0][:300]
-            return match.group(1), reason
-    return None
+    found = spark_condition(exc)
+    if found is not None and found[0].split(".")[0] == "FAILED_READ_FILE" and found[1].get("path"):
+        path = found[1]["path"]
+    else:
+        matches = (pattern.search(text) for pattern in _ARROW_FAILED_READ)
+        match = next((m for m in matches if m is not None), None)
+        if match is None:
+            return None
+        path = match.group(1)
+        found = None
+    reason = innermost_cause(exc) if found is not None else None
+    if reason is None:  # pyarrow's failure, or no Java exception behind Spark's (Spark Connect)
+        causes = _CAUSE.findall(text)
+        arrow = _ARROW_CAUSE.search(text)
+        if causes:
+            name, message = causes[-1]
+            reason = f"{name}: {message.strip()}"
+        elif arrow is not None:
+            reason = arrow.group(1).strip()
+        else:
+            reason = text.strip().splitlines()[0][:300]
+    return path, reason
 
 
 @contextlib.contextmanager
