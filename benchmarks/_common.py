@@ -159,6 +159,27 @@ def shuffle_bytes_by_job_group(folder: str | os.PathLike, app_id: str) -> dict[s
     return totals
 
 
+def jobs_by_description(folder: str | os.PathLike, app_id: str) -> dict[str, dict[str, Any]]:
+    """Per job description (``SparkContext.setJobDescription``: the pipeline names its stages so)
+    of application `app_id`, from its event log in `folder`: how many Spark jobs and Spark stages
+    ran, and the seconds from the first job's submission to the last one's end summed over jobs
+    (``job s``: time the driver waited on Spark). Jobs without a description count under ""."""
+    found: dict[str, dict[str, Any]] = {}
+    started: dict[int, tuple[str, int]] = {}
+    for event in _events(folder, app_id):
+        kind = event.get("Event")
+        if kind == "SparkListenerJobStart":
+            name = (event.get("Properties") or {}).get("spark.job.description") or ""
+            started[event["Job ID"]] = (name, event["Submission Time"])
+            row = found.setdefault(name, {"spark jobs": 0, "spark stages": 0, "job s": 0.0})
+            row["spark jobs"] += 1
+            row["spark stages"] += len(event.get("Stage IDs", []))
+        elif kind == "SparkListenerJobEnd" and event["Job ID"] in started:
+            name, t0 = started.pop(event["Job ID"])
+            found[name]["job s"] = round(found[name]["job s"] + (event["Completion Time"] - t0) / 1e3, 2)
+    return found
+
+
 def stage_times(folder: str | os.PathLike, app_id: str, min_seconds: float = 1.0) -> list[dict[str, Any]]:
     """Per Spark stage of application `app_id`, from its event log in `folder`: name, wall
     seconds, number of tasks, and the tasks' seconds (sum, min, max).

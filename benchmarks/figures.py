@@ -1,0 +1,235 @@
+"""The figures README.md and docs/design.md quote, each read from its benchmark's report.
+
+    python benchmarks/figures.py           # print the generated blocks
+    python benchmarks/figures.py --write   # rewrite them in README.md and docs/design.md
+
+A block sits between ``<!-- figures:<name> -->`` and ``<!-- /figures:<name> -->`` in its document
+and is generated whole from ``benchmarks/reports/*.json``; nothing in it is typed by hand, and
+``tests/unit/test_figures.py`` fails when a document's block differs from what the reports give
+now (rerun a benchmark, then ``--write``). Each figure names its report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import re
+import statistics
+from typing import Any, Callable
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+REPORTS = ROOT / "benchmarks" / "reports"
+
+
+def report(name: str) -> dict[str, Any]:
+    """The report ``benchmarks/reports/<name>.json``.
+
+    Raises:
+        FileNotFoundError: no such report.
+    """
+    return json.loads((REPORTS / f"{name}.json").read_text())
+
+
+def _row(rows: list[dict[str, Any]], **match: Any) -> dict[str, Any]:
+    found = [r for r in rows if all(r.get(k) == v for k, v in match.items())]
+    if len(found) != 1:
+        raise LookupError(f"{len(found)} rows match {match}")
+    return found[0]
+
+
+def _pk(row: dict[str, Any]) -> str:
+    return f"{row['P@1']:.2f} / {row['P@3']:.2f} / {row['P@5']:.2f}"
+
+
+def _signed(d: dict[str, float]) -> str:
+    return " / ".join(f"{d[k]:+.2f}" for k in ("P@1", "P@3", "P@5"))
+
+
+def agreement() -> tuple[int, int]:
+    """(cells where the group-level choice of ``auto`` is within 0.5 P@5 of the sample-level best,
+    cells), over the selection reports (``candidates`` auto, criterion multiset)."""
+    rows = [r for name in ("selection", "selection_synth") for r in report(name)["rows"]
+            if r["candidates"] == "auto" and r["criterion"] == "multiset"]
+    return sum(r["sample P@5 best"] - r["sample P@5 chosen"] <= 0.5 for r in rows), len(rows)
+
+
+def readme() -> list[str]:
+    """README.md's "Measured" list."""
+    main = report("main_job")
+    comp = main["comparison"]
+    ingest = report("ingest")["rows"]
+    plain, gz = _row(ingest, input="plain"), _row(ingest, input="gzip")
+    synth = report("synth_aggregate")["rows"]
+    gen, agg = _row(synth, step="synth", scale=1.0), _row(synth, step="aggregate R-10", scale=1.0)
+    grlr = report("grlr_scale_1.0")["rows"]
+    embed, assign = _row(grlr, step="embed T=20"), _row(grlr, step="assign eagle")
+    both = _row(grlr, step="embed + assign (EAGLE)")
+    cls = report("classifiers")["rows"]
+    seeds = report("peers_bibtex_delicious_seeds")["rows"]
+
+    def seed_mean(data: str) -> float:
+        return statistics.mean(r["P@1"] for r in seeds if r["dataset"] == data)
+
+    def p1(data: str, model: str) -> str:
+        return f"{_row(cls, dataset=data, model=model)['P@1']:.2f}"
+
+    t2 = report("table2_targets")["targets"]
+    agree, cells = agreement()
+    lines = [
+        f"- The main job (`pipeline --conf conf/local.yaml --compare`, delicious R-4, "
+        f"{len(main['rows']) - 1} stages): {main['median_wall_s']:.0f} s as a whole command (median of "
+        f"{main['runs']} runs), peak RSS {main['peak_rss_GB']:.1f} GB; P@1/3/5 Baseline "
+        f"{_pk(comp['baseline'])}, EAGLE-0 {_pk(comp['eagle0'])}, EAGLE {_pk(comp['eagle'])} "
+        "(`main_job.json`).",
+        f"- Ingest: {plain['lines']:,} lines ({plain['input_MB']:.0f} MB) in {plain['seconds']} s = "
+        f"{plain['lines_per_s']:,} lines/s, peak RSS {plain['peak_rss_GB']} GB (all processes); gzip "
+        f"(one task: gzip does not split) {gz['lines_per_s']:,} lines/s (`ingest.json`).",
+        f"- Synthetic Wiki-325K at scale 1.0, the easy data of `--difficulty 0` ({gen['samples']:,} "
+        f"samples): generated in {gen['seconds']} s, aggregated into random groups of 10 in "
+        f"{agg['seconds']} s, peak RSS {agg['peak_rss_GB']} GB (`synth_aggregate.json`); GRLR (T=20) + "
+        f"EAGLE assignment {both['seconds']:.0f} s (embed {embed['seconds']:.0f} s, assign "
+        f"{assign['seconds']:.0f} s; {both['ratio_to_floor']}x the arithmetic floor of its sparse "
+        f"products), peak PSS {embed['peak_pss_GB']} GB, assignment precision {assign['precision']} "
+        "(`grlr_scale_1.0.json`).",
+        f"- Classifiers, P@1 on bibtex / delicious (`classifiers.json`): tree "
+        f"{p1('bibtex', 'eagle_spark tree')} / {p1('delicious', 'eagle_spark tree')}, one-vs-all "
+        f"{p1('bibtex', 'eagle_spark ova')} / {p1('delicious', 'eagle_spark ova')}, omikuji "
+        f"{p1('bibtex', 'omikuji (Parabel, 3 trees)')} / {p1('delicious', 'omikuji (Parabel, 3 trees)')}, "
+        f"napkinXC {p1('bibtex', 'napkinXC PLT')} / {p1('delicious', 'napkinXC PLT')}; the tree over "
+        f"5 seeds {seed_mean('bibtex'):.2f} / {seed_mean('delicious'):.2f} "
+        "(`peers_bibtex_delicious_seeds.json`).",
+        "- The label tree against omikuji (Parabel mode, 3 trees, 2 threads) on calibrated synthetic "
+        "Wiki-325K, training as a whole call (at scale 1.0 omikuji trains its trees one by one and "
+        "needs swap space on this machine):",
+        "",
+        "  | data (report) | tree train s | omikuji train s | tree P@1/3/5 | omikuji P@1/3/5 | peak RSS GB tree / omikuji |",
+        "  |---|---|---|---|---|---|",
+    ]
+    for name, what in (("peers_synth_wiki325k_0.1", "scale 0.1, whole test set, median of 3"),
+                       ("peers_synth_wiki325k_1.0", "scale 1.0, first 20,000 test rows")):
+        rows = report(name)["rows"]
+        tree, omi = _row(rows, model="eagle_spark tree"), _row(rows, model="omikuji (Parabel, 3 trees)")
+        lines.append(f"  | {what} (`{name}.json`) | {tree['train_s']:,.1f} | {omi['train_s']:,.1f} | "
+                     f"{_pk(tree)} | {_pk(omi)} | {tree['peak_rss_GB']} / {omi['peak_rss_GB']} |")
+    lines += [
+        "",
+        f"- Learning from group labels, the default (`assign.weighting=auto`) on the test sets of "
+        f"bibtex, delicious and synthetic eurlex4k and wiki10-31k under R-4, R-10 and C-8 "
+        f"({t2['cells']} cells, `table2_targets.json`): EAGLE minus the Baseline "
+        f"{_signed(t2['mean EAGLE - Baseline'])} at P@1/3/5, minus EAGLE (paper) "
+        f"{_signed(t2['mean EAGLE - EAGLE (paper)'])}; the group-level choice is within 0.5 P@5 of the "
+        f"sample-level best in {agree} of {cells} cells (`selection.json`, `selection_synth.json`).",
+    ]
+    return lines
+
+
+def design() -> list[str]:
+    """docs/design.md's "Current figures" table."""
+    rows: list[tuple[str, str, str]] = []
+    main = report("main_job")
+    rows.append(("main job, delicious R-4, whole command (median)", f"{main['median_wall_s']:.0f} s, "
+                 f"peak RSS {main['peak_rss_GB']:.1f} GB", "main_job"))
+    plain = _row(report("ingest")["rows"], input="plain")
+    rows.append(("ingest, plain XC text", f"{plain['lines_per_s']:,} lines/s", "ingest"))
+    grlr = report("grlr_scale_1.0")["rows"]
+    both = _row(grlr, step="embed + assign (EAGLE)")
+    rows.append(("GRLR + assignment, synthetic Wiki-325K 1.0 (easy data), cached rows",
+                 f"{both['seconds']:.0f} s, {both['ratio_to_floor']}x the floor", "grlr_scale_1.0"))
+    joined = _row(report("grlr_scale_1.0_joined")["rows"], step="embed + assign (EAGLE)")
+    emb_j = _row(report("grlr_scale_1.0_joined")["rows"], step="embed T=20")
+    rows.append(("GRLR + assignment, synthetic Wiki-325K 1.0 (easy data), joined rows", f"{joined['seconds']:.0f} s, peak PSS {emb_j['peak_pss_GB']} GB, "
+                 f"{emb_j['shuffle_MB']:,.0f} MB shuffled", "grlr_scale_1.0_joined"))
+    for name, label in (("grlr_scale_0.1", "GRLR, synthetic Wiki-325K 0.1, cached rows"),
+                        ("grlr_scale_0.1_joined", "GRLR, synthetic Wiki-325K 0.1, joined rows")):
+        r = _row(report(name)["rows"], step="embed T=20")
+        rows.append((label, f"embed {r['seconds']} s, peak PSS {r['peak_pss_GB']} GB, {r['shuffle_MB']:,.0f} MB shuffled",
+                     name))
+    for name, label in (("peers_synth_wiki325k_0.1", "tree / omikuji training, synthetic Wiki-325K 0.1"),
+                        ("peers_synth_wiki325k_1.0", "tree / omikuji training, synthetic Wiki-325K 1.0")):
+        r = report(name)["rows"]
+        tree, omi = _row(r, model="eagle_spark tree"), _row(r, model="omikuji (Parabel, 3 trees)")
+        rows.append((label, f"{tree['train_s']:,.1f} / {omi['train_s']:,.1f} s ({tree['train_s'] / omi['train_s']:.2f}x), "
+                     f"P@1 {tree['P@1']:.2f} / {omi['P@1']:.2f}", name))
+    r = report("peers_synth_wiki325k_0.1")["rows"]
+    tree, omi = _row(r, model="eagle_spark tree"), _row(r, model="omikuji (Parabel, 3 trees)")
+    rows.append(("tree / omikuji prediction, synthetic Wiki-325K 0.1", f"{tree['predict_ms_row_core']} / "
+                 f"{omi['predict_ms_row_core']} ms per row per core", "peers_synth_wiki325k_0.1"))
+    eur = report("peers_synth_eurlex4k_1.0")["rows"]
+    rows.append(("P@1 on synthetic eurlex4k 1.0: tree / one-vs-all / omikuji / napkinXC",
+                 " / ".join(f"{_row(eur, model=m)['P@1']:.2f}" for m in (
+                     "eagle_spark tree", "eagle_spark ova", "omikuji (Parabel, 3 trees)", "napkinXC PLT")),
+                 "peers_synth_eurlex4k_1.0"))
+    full = report("predict_full_1.0")["rows"]
+    pred, ev = _row(full, step="predict"), _row(full, step="evaluate")
+    rows.append(("prediction of the whole synthetic Wiki-325K 1.0 test set", f"{pred['test_rows']:,} rows in "
+                 f"{pred['seconds']:,.0f} s, peak PSS {pred['peak_pss_mb'] / 1024:.1f} GB, P@1 {ev['P@1']}",
+                 "predict_full_1.0"))
+    mem = report("executor_memory_train_0.1")["rows"]
+    rows.append(("training memory, local[4] / local[1], scale 0.1", f"{_row(mem, slots=4)['pss_ratio']}x peak PSS",
+                 "executor_memory_train_0.1"))
+    for name, label in (("executor_memory", "train / predict memory, local[4] / local[1], scale 0.05"),
+                        ("executor_memory_predict_0.3", "prediction memory, local[4] / local[1], scale 0.3"),
+                        ("executor_memory_hold_0.3", "the model held, local[4] / local[1], scale 0.3")):
+        r = report(name)["rows"]
+        ratios = ", ".join(f"{x['step']} {x['pss_ratio']}x" for x in r if x["slots"] > 1)
+        rows.append((label, ratios, name))
+    for scale in ("0.05", "0.1"):
+        r = report(f"joined_training_wiki325k_{scale}")["rows"]
+        c, j = _row(r, x_access="cached"), _row(r, x_access="joined")
+        rows.append((f"tree training, cached / joined rows, synthetic Wiki-325K {scale}",
+                     f"{c['train_s']} / {j['train_s']} s, same model: {j['same_as_first']}",
+                     f"joined_training_wiki325k_{scale}"))
+    integ = report("integrity_cost")
+    rows.append(("file lists and checks, share of the main job", f"{integ['median_share_%']}%", "integrity_cost"))
+    t2 = report("table2_targets")["targets"]
+    rows.append(("EAGLE (default) minus Baseline, mean of 12 test cells", _signed(t2["mean EAGLE - Baseline"]),
+                 "table2_targets"))
+    agree, cells = agreement()
+    rows.append(("group-level choice within 0.5 P@5 of the sample-level best", f"{agree} of {cells} cells",
+                 "selection, selection_synth"))
+    for name, label in (("assignment_cost_delicious", "EAGLE's fit, auto / hard, delicious R-4"),
+                        ("assignment_cost_wiki325k_0.1", "EAGLE's fit, auto / hard, synthetic Wiki-325K 0.1 R-10")):
+        auto = _row(report(name)["rows"], setting="auto")
+        rows.append((label, f"{auto['fit / hard']}x (chose {auto['chosen']})", name))
+    lines = ["| what | figure | report |", "|---|---|---|"]
+    for what, figure, names in rows:
+        refs = ", ".join(f"`{n.strip()}.json`" for n in names.split(","))
+        lines.append(f"| {what} | {figure} | {refs} |")
+    return lines
+
+
+BLOCKS: dict[str, tuple[pathlib.Path, Callable[[], list[str]]]] = {
+    "measured": (ROOT / "README.md", readme),
+    "current": (ROOT / "docs" / "design.md", design),
+}
+
+
+def pattern(name: str) -> re.Pattern[str]:
+    """The block `name` with its markers (group 1: its body)."""
+    return re.compile(rf"(?s)<!-- figures:{name} -->\n(.*?)<!-- /figures:{name} -->")
+
+
+def body(name: str) -> str:
+    """Block `name` as the reports give it now."""
+    return "\n".join(BLOCKS[name][1]()) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--write", action="store_true", help="rewrite the blocks in their documents")
+    args = parser.parse_args()
+    for name, (doc, _) in BLOCKS.items():
+        text = body(name)
+        if not args.write:
+            print(f"== {name} ({doc.relative_to(ROOT)})\n{text}")
+            continue
+        old = doc.read_text()
+        if not pattern(name).search(old):
+            raise SystemExit(f"{doc}: no <!-- figures:{name} --> ... <!-- /figures:{name} --> block")
+        doc.write_text(pattern(name).sub(lambda _: f"<!-- figures:{name} -->\n{text}<!-- /figures:{name} -->", old))
+        print(f"wrote {name} in {doc.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,109 @@
+"""The README's main job as a user waits for it: `eagle-spark pipeline --conf conf/local.yaml
+--compare` on the embedded Delicious pair, the whole command timed from process start to exit,
+each stage's wall time from the run's own report, several runs, medians.
+
+    python benchmarks/main_job.py                 # 3 runs -> benchmarks/reports/main_job.json
+    python benchmarks/main_job.py --runs 1 --report main_job_once
+
+Every run starts from an empty run folder (nothing is skipped by the pipeline's resume), in a
+process of its own (the JVM's start is part of what a user waits for). The report has per run the
+command's wall seconds, the pipeline's own total and the peak RSS it recorded; per stage the
+median of its seconds over the runs, and from Spark's event log how many Spark jobs and stages it
+ran and how long the driver waited on them (the rest of a stage's time is driver-side work: Python,
+file commits, manifest reads); and the comparison table (P@1/3/5 per method) of the last run,
+which every run reproduces (the runs are seeded). Compare timings only within one report: this
+machine's speed varies between days.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from _common import PeakRSS, event_log_overrides, jobs_by_description, write_report  # noqa: E402
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def run_once(work: pathlib.Path) -> dict:
+    """One whole `pipeline --compare` command into `work`; its wall seconds, report and peak RSS."""
+    shutil.rmtree(work, ignore_errors=True)
+    events = work.parent / "events"
+    shutil.rmtree(events, ignore_errors=True)
+    overrides = [a for o in event_log_overrides(events) for a in ("--set", o)]
+    command = [sys.executable, "-m", "eagle_spark.cli", "pipeline", "--conf", str(ROOT / "conf" / "local.yaml"),
+               "--compare", "--output", str(work), "--log-level", "WARNING", *overrides]
+    t0 = time.monotonic()
+    with PeakRSS(interval=0.5) as memory:
+        done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+    wall = time.monotonic() - t0
+    if done.returncode != 0:
+        sys.exit(f"the main job failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
+    report = json.loads((work / "report.json").read_text())
+    comparison = json.loads((work / "comparison.json").read_text())
+    logs = [p for p in events.iterdir()]
+    if len(logs) != 1:
+        sys.exit(f"{events}: expected the event log of one application, found {len(logs)}")
+    app_id = logs[0].name.removeprefix("eventlog_v2_")
+    return {"wall_s": round(wall, 1), "pipeline_s": round(report["seconds"], 1),
+            "peak_rss_GB": round(memory.peak_bytes / 2**30, 2), "stages": report["stages"], "comparison": comparison,
+            "jobs": jobs_by_description(events, app_id)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3, help="how many whole runs (default 3; medians over them)")
+    parser.add_argument("--report", default="main_job", help="report name under benchmarks/reports")
+    parser.add_argument("--work", default="/tmp/eagle_main_job")
+    args = parser.parse_args()
+    if args.runs < 1:
+        parser.error("--runs must be at least 1")
+    work = pathlib.Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    runs = []
+    for i in range(args.runs):
+        found = run_once(work / "run")
+        runs.append(found)
+        print(f"run {i + 1}/{args.runs}: {found['wall_s']} s (pipeline {found['pipeline_s']} s), "
+              f"peak RSS {found['peak_rss_GB']} GB", flush=True)
+    names = [s["stage"] for s in runs[0]["stages"]]
+
+    def seconds(run: dict, name: str) -> float:
+        return next(s["seconds"] for s in run["stages"] if s["stage"] == name)
+
+    def median_of(name: str, key: str) -> float:
+        return round(statistics.median(r["jobs"].get(name, {}).get(key, 0) for r in runs), 2)
+
+    stages = [{"stage": name, "median s": round(statistics.median(seconds(r, name) for r in runs), 1),
+               "runs s": [seconds(r, name) for r in runs], "spark jobs": median_of(name, "spark jobs"),
+               "spark stages": median_of(name, "spark stages"), "job s": median_of(name, "job s")}
+              for name in names]
+    methods = runs[-1]["comparison"]["methods"]
+    def total(run: dict, key: str) -> float:
+        return sum(v[key] for v in run["jobs"].values())
+
+    rows = [{"stage": "whole command", "median s": round(statistics.median(r["wall_s"] for r in runs), 1),
+             "runs s": [r["wall_s"] for r in runs],
+             "spark jobs": statistics.median(total(r, "spark jobs") for r in runs),
+             "spark stages": statistics.median(total(r, "spark stages") for r in runs),
+             "job s": round(statistics.median(total(r, "job s") for r in runs), 2)}] + stages
+    write_report(args.report, rows, {
+        "command": "eagle-spark pipeline --conf conf/local.yaml --compare",
+        "data": "delicious (embedded), R-4", "runs": args.runs,
+        "median_wall_s": rows[0]["median s"],
+        "median_pipeline_s": round(statistics.median(r["pipeline_s"] for r in runs), 1),
+        "peak_rss_GB": max(r["peak_rss_GB"] for r in runs),
+        "comparison": {m: {"P@1": v["P_percent"][0], "P@3": v["P_percent"][2], "P@5": v["P_percent"][4],
+                           "assignment precision": v["assignment_precision_percent"]} for m, v in methods.items()},
+    })
+
+
+if __name__ == "__main__":
+    main()
