@@ -163,6 +163,8 @@ def candidate_changes(name: str) -> dict[str, Any]:
     _check(m is not None and (m.group(2) is None or float(m.group(2)) > 0),
            f"assign.candidates: {name!r} is not baseline, hard or soft-<temperature> (e.g. soft-0.3), "
            "optionally with +r<rounds> of refinement (e.g. hard+r1)")
+    if m is None:  # _check raised above; this tells the type checker
+        raise SettingsError(f"assign.candidates: {name!r}")
     changes: dict[str, Any] = {"method": "eagle", "weighting": "hard", "refine_rounds": 0}
     if m.group(2) is not None:
         changes |= {"weighting": "soft", "temperature": float(m.group(2))}
@@ -479,7 +481,7 @@ _LINEAR_DOC = """
             when its projected-gradient gap falls below tol times the first pass's). Default 0.2,
             twice liblinear's and Parabel's 0.1: it trained the tree ~20% faster on delicious and
             ~9% faster on synthetic Wiki-325K with the same P@1 on bibtex, delicious and the
-            synthetic set (measured in docs/design.md).
+            synthetic set (benchmarks/peers.py; runs in the git history of docs/design.md).
         max_iter: liblinear's cap on passes of its dual coordinate descent over a classifier's
             samples, >= 1. Default 100.
         normalize: L2-normalise the rows of X. Default true.
@@ -545,9 +547,9 @@ class TreeParams(BaseParams):
             classifiers'). Finite, > 0, or None for ``C`` everywhere. Default None. 2 gains
             ~0.5-0.7 points of P@1/3/5 on calibrated synthetic Wiki-325K (scale 0.1) with the
             same P@1 on bibtex and delicious (means over 5 seeds), but trains ~1.75x longer into
-            a ~1.6x larger model there (~1.25x with ``matcher_max_iter`` 20; docs/design.md). Those
-            figures are with ``matcher_C_scale`` none; with ``samples`` it is the root's cost,
-            scaled below it.
+            a ~1.6x larger model there (~1.25x with ``matcher_max_iter`` 20; runs in the git
+            history of docs/design.md). Those figures are with ``matcher_C_scale`` none; with
+            ``samples`` it is the root's cost, scaled below it.
         matcher_C_scale: how the matcher's cost follows its node's size. ``samples``: the
             classifiers of node v's children use (``matcher_C`` or ``C``) x n_samples / n_v, where
             n_v is the number of samples positive under v (the rows they train on) and n_samples
@@ -557,7 +559,8 @@ class TreeParams(BaseParams):
             unchanged (n_v = n_samples), and so are the rankers. ``none``: the same cost at every
             node (Parabel's). Default ``samples``: +0.44 / +0.84 / +0.86 P@1/3/5 on calibrated
             synthetic Wiki-325K (scale 0.1), bibtex / delicious unchanged (means over 5 seeds),
-            1.1-1.3x the training time and a 1.75x larger model there (docs/design.md).
+            1.1-1.3x the training time and a 1.75x larger model there (runs in the git history
+            of docs/design.md).
         matcher_max_iter: liblinear's cap on passes for the matcher alone (``max_iter`` is then
             the rankers'); an integer >= 1, or None for ``max_iter`` everywhere. Default 10. The
             matcher's units hold the most rows (the root's, every sample), and at a larger cost
@@ -565,13 +568,13 @@ class TreeParams(BaseParams):
             passes. With ``matcher_C_scale`` samples, 10 keeps the P@k of 20 on synthetic
             Wiki-325K at scale 0.1 and on bibtex / delicious (means over 5 seeds) and trains the
             matchers in ~0.75x the time; at a uniform ``matcher_C`` 2, 10 costs delicious 0.6 P@1
-            and 20 does not (docs/design.md).
+            and 20 does not (runs in the git history of docs/design.md).
         max_leaf: maximum labels per leaf. Default 100.
         max_leaf_work: a leaf whose training work (samples positive under it x its labels)
             exceeds this is split further by the same balanced 2-means, while it has >= 4 labels,
             so that no leaf (usually one holding head labels) costs much more than the others.
             None: the leaves are Parabel's (only max_leaf). Default 250,000, with
-            ``max_split_shared`` 0.1 (docs/design.md).
+            ``max_split_shared`` 0.1 (docs/design.md, "Classifiers").
         max_split_shared: with ``max_leaf_work``, a heavy leaf's split is kept only when at most
             this share (in [0, 1]) of the leaf's positive samples is positive under both halves:
             the halves' rankers then train on (1 + share) / 2 of the leaf's row x classifier
@@ -579,7 +582,7 @@ class TreeParams(BaseParams):
             routing decision. None: every heavy leaf is split (as before). Measured: the heavy
             leaves of calibrated synthetic Wiki-325K (scale 0.1) share 0.5-6.4% of their samples,
             delicious's 17-45%, so 0.1 splits the former and leaves delicious's trees as
-            without a budget (docs/design.md). Default 0.1.
+            without a budget (runs in the git history of docs/design.md). Default 0.1.
         n_trees: trees in the ensemble (Parabel uses 3), scores averaged. Default 3.
         top_levels: levels of every tree the indexer's first Spark stage splits, one task per
             tree; every node at that depth roots a sub-tree split by the second stage, whose tasks
@@ -638,9 +641,9 @@ class TreeParams(BaseParams):
         _check(self.max_leaf >= 2, "tree.max_leaf must be >= 2")
         _check(self.max_leaf_work is None or self.max_leaf_work >= 1,
                "tree.max_leaf_work must be >= 1 (or null for none)")
-        m = self.max_split_shared
-        _check(m is None or (_finite(m) and 0 <= m <= 1),
-               f"tree.max_split_shared must be a number in [0, 1] (or null for always), got {m!r}")
+        shared = self.max_split_shared
+        _check(shared is None or (_finite(shared) and 0 <= shared <= 1),
+               f"tree.max_split_shared must be a number in [0, 1] (or null for always), got {shared!r}")
 
 
 @dataclass(frozen=True)

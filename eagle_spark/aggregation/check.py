@@ -14,7 +14,7 @@ with exit 2 and a message naming the table and the offending id, before anything
 
 This is the one definition of a valid aggregated dataset: ``aggregate --y1/--y2`` runs
 :func:`check_aggregated` on what it wrote before committing it, so what it writes the pipeline
-accepts. The rules for two edge cases (docs/design.md, "Aggregated datasets"):
+accepts. The rules for two edge cases (docs/design.md, "Aggregated-label data"):
 
 * a sample of X in no group is allowed: ``n_samples`` counts every row of X; the sample has no
   group labels, takes no part in GRLR or assignment, and has no labels in Y_filter;

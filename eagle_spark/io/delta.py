@@ -43,8 +43,11 @@ def is_delta(path: str) -> bool:
 
 def delta_jars_available(spark: SparkSession) -> bool:
     """Whether Delta's JVM classes (delta-spark) are on the session's classpath."""
+    jvm = spark.sparkContext._jvm
+    if jvm is None:
+        return False
     try:
-        spark.sparkContext._jvm.java.lang.Class.forName("io.delta.tables.DeltaTable")
+        jvm.java.lang.Class.forName("io.delta.tables.DeltaTable")
         return True
     except Exception:  # py4j wraps ClassNotFoundException
         return False
@@ -78,13 +81,14 @@ def publish_delta(spark: SparkSession | None, parquet_folder: str, table: str,
     fs, inner = filesystem_for(parquet_folder)
     if fs.get_file_info(inner).type != pa.fs.FileType.Directory:
         raise BadInputError(f"table {parquet_folder} does not exist")
-    use_spark = writer == "spark" or (writer == "auto" and delta_jars_available(spark))
-    if writer == "spark" and not delta_jars_available(spark):
-        raise BadInputError("writer=spark needs Delta's jars on the classpath "
+    jars = spark is not None and delta_jars_available(spark)
+    if writer == "spark" and not jars:
+        raise BadInputError("writer=spark needs a session with Delta's jars on the classpath "
                             "(--packages io.delta:delta-spark_2.13:<version>)")
+    use_spark = spark is not None and jars and writer in ("spark", "auto")
     from deltalake import DeltaTable, write_deltalake
 
-    if use_spark:
+    if use_spark and spark is not None:
         spark.read.parquet(parquet_folder).write.format("delta").mode("overwrite").save(table)
     else:
         write_deltalake(table, _parquet_batches(parquet_folder), mode="overwrite")

@@ -58,7 +58,10 @@ class FileSystem:
     """
 
     def __init__(self, spark: SparkSession) -> None:
-        self._jvm = spark.sparkContext._jvm
+        jvm = spark.sparkContext._jvm
+        if jvm is None:
+            raise RuntimeError("FileSystem needs a classic Spark session with a JVM gateway")
+        self._jvm: Any = jvm
         self._conf = spark.sparkContext._jsc.hadoopConfiguration()
 
     def _resolve(self, path: str) -> tuple[Any, Any]:

@@ -120,7 +120,7 @@ def _ingest_task(out: str, limits: xc.Limits, has_header: bool, first_line_of: d
                     acc["max_feat"] = max(acc["max_feat"], int(pc.max(pc.list_flatten(feat_idx)).as_py()))
                 if n_lab.sum():
                     acc["max_label"] = max(acc["max_label"], int(pc.max(pc.list_flatten(label_ids)).as_py()))
-        summary = {k: [v] for k, v in acc.items()}
+        summary: dict[str, list[Any]] = {k: [v] for k, v in acc.items()}
         summary["first_bad_line"] = [first_bad[0] if first_bad else None]
         summary["first_bad_reason"] = [first_bad[1] if first_bad else None]
         yield pa.RecordBatch.from_pydict(summary, schema=_SUMMARY)

@@ -71,20 +71,20 @@ class PartWriter:
         self._writer: Optional[pq.ParquetWriter] = None
         self.rows = 0
 
-    def _open(self) -> None:
+    def _open(self) -> pq.ParquetWriter:
         self._fs.create_dir(self._folder, recursive=True)
         self._writer = pq.ParquetWriter(self._tmp, self._schema, filesystem=self._fs,
                                         use_dictionary=self._dictionary)
+        return self._writer
 
     def write(self, batch: pa.RecordBatch | pa.Table) -> None:
         """Append rows (nothing is created until the first non-empty batch)."""
         if batch.num_rows == 0:
             return
-        if self._writer is None:
-            self._open()
+        writer = self._writer if self._writer is not None else self._open()
         if isinstance(batch, pa.RecordBatch):
             batch = pa.Table.from_batches([batch], self._schema)
-        self._writer.write_table(batch)
+        writer.write_table(batch)
         self.rows += batch.num_rows
 
     def close(self, allow_empty: bool = False) -> None:

@@ -295,7 +295,8 @@ def parse_lines(lines: pa.Array, limits: Limits) -> pa.RecordBatch:
         _per_line_first(n_lines, f_line, ids >= limits.n_features, ids, 6, error, value_at)
     if limits.n_labels is not None:
         _per_line_first(n_lines, l_line, labels >= limits.n_labels, labels, 11, error, value_at)
-    ids, vals, f_line = _sort_within_lines(ids, f_line, vals)
+    ids, sorted_vals, f_line = _sort_within_lines(ids, f_line, vals)
+    vals = vals if sorted_vals is None else sorted_vals
     _per_line_first(n_lines, f_line, _repeats(ids, f_line), ids, 8, error, value_at)
     labels, _, l_line = _sort_within_lines(labels, l_line, None)
     _per_line_first(n_lines, l_line, _repeats(labels, l_line), labels, 12, error, value_at)

@@ -76,6 +76,7 @@ class SettingsParams(Params):
     """
 
     _fields: ClassVar[dict[type, dict[str, str]]] = {}
+    _input_kwargs: dict[str, Any]  # set by pyspark's @keyword_only on each constructor call
 
     def _set_settings_defaults(self) -> None:
         for cls, mapping in self._fields.items():
@@ -255,7 +256,7 @@ def fitted(estimator: Params, model: M, path: str, run: Callable[[str], Any]) ->
     """
     run(path)
     model._attach_data(path)  # type: ignore[attr-defined]
-    return estimator._copyValues(model)  # type: ignore[arg-type,return-value]
+    return estimator._copyValues(model)  # type: ignore[arg-type,return-value,type-var]
 
 
 __all__ = ["FolderModel", "FolderModelWriter", "ParamsReader", "ParamsWriter", "Persistent",

@@ -374,7 +374,7 @@ def model_at(spark: Any, path: str, predict_params: Optional[PredictParams] = No
         BadInputError (a ValueError): the folder has no model metadata or another class.
     """
     cls = {"TreeModel": LabelTreeModel, "OVAModel": OneVsRestXMCModel}[model_class(spark, path)]
-    model = cls.fromSettings(predict_params) if predict_params is not None else cls()
+    model: Any = cls.fromSettings(predict_params) if predict_params is not None else cls()
     return model.atFolder(path)
 
 

@@ -281,7 +281,8 @@ class Dataset:
             raise ValueError(f"Dataset.split: share must be in (0, 1), got {share}")
         if by not in ("sample", "group"):
             raise ValueError(f"Dataset.split: by must be sample or group, got {by!r}")
-        frame, column, groups = self.samples(), S.SAMPLE_ID, {}
+        frame, column = self.samples(), S.SAMPLE_ID
+        groups: dict[str, Any] = {}
         if by == "group":
             if not (self.has(S.Y1) and self.has(S.Y2)):
                 raise ValueError(f"Dataset.split: by='group' needs an aggregated dataset (Y1, Y2); {self.path} "

@@ -63,9 +63,9 @@ def evaluate(predictions: DataFrame, labelsCol: str = "labels", predictionCol: s
     ref_col = propensityLabelsCol or labelsCol
     _label_array(reference, ref_col, "labels")
     if numLabels is None:
-        highs = list(predictions.agg(F.max(F.array_max(labelsCol)), F.max(F.array_max(predictionCol))).first())
+        highs = list(predictions.agg(F.max(F.array_max(labelsCol)), F.max(F.array_max(predictionCol))).collect()[0])
         if reference is not predictions or ref_col not in (labelsCol, predictionCol):
-            highs.append(reference.agg(F.max(F.array_max(ref_col))).first()[0])
+            highs.append(reference.agg(F.max(F.array_max(ref_col))).collect()[0][0])
         numLabels = max((h for h in highs if h is not None), default=-1) + 1
     counts, n_ref = label_counts(reference.select(F.col(ref_col).cast("array<int>").alias(S.LABEL_IDS)), numLabels)
     if n_ref == 0:

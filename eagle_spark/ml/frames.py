@@ -229,7 +229,7 @@ def materialise(df: DataFrame, columns: Mapping[str, str], path: str, where: str
             x = rows.select(F.col(KEY).alias(S.SAMPLE_ID), S.FEAT_IDX, S.FEAT_VAL, F.lit(None).cast("int").alias("_size"))
         x = x.select(S.SAMPLE_ID, F.coalesce(S.FEAT_IDX, F.array()).cast(T.ArrayType(T.IntegerType())).alias(S.FEAT_IDX),
                      F.coalesce(S.FEAT_VAL, F.array()).cast(T.ArrayType(T.FloatType())).alias(S.FEAT_VAL), "_size")
-        agg = x.agg(F.max("_size"), F.max(F.array_max(S.FEAT_IDX)), F.min(F.array_min(S.FEAT_IDX))).first()
+        agg = x.agg(F.max("_size"), F.max(F.array_max(S.FEAT_IDX)), F.min(F.array_min(S.FEAT_IDX))).collect()[0]
         size, hi, lo = agg[0], agg[1], agg[2]
         if lo is not None and lo < 0:
             raise ValueError(f"{where}: features column {feat!r} holds a negative feature id {lo}")
@@ -242,10 +242,10 @@ def materialise(df: DataFrame, columns: Mapping[str, str], path: str, where: str
     label_cols = [columns[r] for r in ("labels", "group_labels") if r in columns]
     if label_cols:
         hi_lo = rows.select(*[F.explode(_label_ids(c)).alias(c) for c in label_cols[:1]]).agg(
-            F.max(label_cols[0]), F.min(label_cols[0])).first()
+            F.max(label_cols[0]), F.min(label_cols[0])).collect()[0]
         his, los = [hi_lo[0]], [hi_lo[1]]
         for c in label_cols[1:]:
-            r = rows.select(F.explode(_label_ids(c)).alias(c)).agg(F.max(c), F.min(c)).first()
+            r = rows.select(F.explode(_label_ids(c)).alias(c)).agg(F.max(c), F.min(c)).collect()[0]
             his.append(r[0])
             los.append(r[1])
         lo = min((v for v in los if v is not None), default=0)
