@@ -49,8 +49,8 @@ MIN_HELD_GROUPS = 20
 """With fewer groups than this held out (small data), the candidates are not scored: the
 :data:`FALLBACK` is used, and the record says why."""
 FALLBACK = "hard"
-"""The candidate used when there are too few groups to choose: the paper's EAGLE (Algorithm 2,
-top-c with ``assign.multiplicity``)."""
+"""The assignment used when there are too few groups to choose (whether or not it is a candidate):
+the paper's EAGLE (Algorithm 2, top-c with ``assign.multiplicity``)."""
 MAX_HELD_GROUPS = 5000
 """At most about this many groups are held out (the share ``assign.held_out`` shrinks on larger
 data): the candidates' scores are means over the held-out members, whose spread shrinks with
@@ -101,7 +101,7 @@ def choose_assignment(model: Any, dataset: Any, scratch: str) -> tuple[AssignPar
     dataset = type(dataset).load(spark, dataset.path)  # a Dataset.at handle has not read its manifest
     n_groups = int(dataset.n_groups or 0)
     share = min(params.held_out, MAX_HELD_GROUPS / n_groups) if n_groups else params.held_out
-    fallback = FALLBACK if FALLBACK in params.candidates else params.candidates[0]
+    fallback = FALLBACK
     if n_groups * share < MIN_HELD_GROUPS:
         log.warning("assign auto: %d groups are too few to hold out %d of them; using %s", n_groups,
                     MIN_HELD_GROUPS, fallback)
