@@ -28,8 +28,9 @@ def folder_bytes(path: str | os.PathLike) -> int:
     return sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
 
 
-def run_capped(fn: Callable[..., dict], kwargs: dict[str, Any], cap_bytes: int,
-               interval: float = 0.5) -> dict:
+def run_capped(
+    fn: Callable[..., dict], kwargs: dict[str, Any], cap_bytes: int, interval: float = 0.5
+) -> dict:
     """``fn(**kwargs)`` (a report row) in a child process (spawned: it shares no memory with this
     one) whose RSS, with its own children's, is checked every `interval` seconds; above
     `cap_bytes` the child is killed, so a peer that would run the machine out of memory ends alone
@@ -53,22 +54,32 @@ def run_capped(fn: Callable[..., dict], kwargs: dict[str, Any], cap_bytes: int,
         if rss > cap_bytes:
             child.kill()
             child.join()
-            return {"error": f"stopped at {rss / 2**30:.2f} GB RSS, above the cap of {cap_bytes / 2**30:.2f} GB",
-                    "peak_rss_GB": round(peak / 2**30, 2), "stopped_after_s": stopped}
+            return {
+                "error": f"stopped at {rss / 2**30:.2f} GB RSS, above the cap of {cap_bytes / 2**30:.2f} GB",
+                "peak_rss_GB": round(peak / 2**30, 2),
+                "stopped_after_s": stopped,
+            }
         if not child.is_alive():
             try:  # the row may have been queued just before the exit
                 return out.get(timeout=interval)
             except queue.Empty:
-                return {"error": f"the process ended with exit code {child.exitcode} and no row",
-                        "peak_rss_GB": round(peak / 2**30, 2), "stopped_after_s": stopped}
+                return {
+                    "error": f"the process ended with exit code {child.exitcode} and no row",
+                    "peak_rss_GB": round(peak / 2**30, 2),
+                    "stopped_after_s": stopped,
+                }
 
 
 def _capped_child(fn: Callable[..., dict], kwargs: dict[str, Any], out) -> None:
     out.put(fn(**kwargs))
 
 
-def write_report(name: str, rows: Sequence[dict[str, Any]], extra: dict[str, Any] | None = None,
-                 table: bool = True) -> pathlib.Path:
+def write_report(
+    name: str,
+    rows: Sequence[dict[str, Any]],
+    extra: dict[str, Any] | None = None,
+    table: bool = True,
+) -> pathlib.Path:
     """Write ``benchmarks/reports/<name>.json`` atomically (a temporary file renamed over it, so a
     run killed mid-write leaves the previous report) and, with `table`, print the rows as a table;
     returns the path."""
@@ -76,8 +87,11 @@ def write_report(name: str, rows: Sequence[dict[str, Any]], extra: dict[str, Any
     report = {
         "benchmark": name,
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": {"cpus": os.cpu_count(), "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
-                    "python": platform.python_version()},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
+            "python": platform.python_version(),
+        },
         **(extra or {}),
         "rows": list(rows),
     }
@@ -116,8 +130,11 @@ def event_log_overrides(folder: str | os.PathLike) -> list[str]:
     so :func:`stage_times` can report the phases of a run after the session has stopped."""
     path = pathlib.Path(folder).resolve()
     path.mkdir(parents=True, exist_ok=True)
-    return ["spark.extra.spark.eventLog.enabled=true", f"spark.extra.spark.eventLog.dir={path.as_uri()}",
-            "spark.extra.spark.eventLog.compress=false"]
+    return [
+        "spark.extra.spark.eventLog.enabled=true",
+        f"spark.extra.spark.eventLog.dir={path.as_uri()}",
+        "spark.extra.spark.eventLog.compress=false",
+    ]
 
 
 def _events(folder: str | os.PathLike, app_id: str):
@@ -176,11 +193,15 @@ def jobs_by_description(folder: str | os.PathLike, app_id: str) -> dict[str, dic
             row["spark stages"] += len(event.get("Stage IDs", []))
         elif kind == "SparkListenerJobEnd" and event["Job ID"] in started:
             name, t0 = started.pop(event["Job ID"])
-            found[name]["job s"] = round(found[name]["job s"] + (event["Completion Time"] - t0) / 1e3, 2)
+            found[name]["job s"] = round(
+                found[name]["job s"] + (event["Completion Time"] - t0) / 1e3, 2
+            )
     return found
 
 
-def stage_times(folder: str | os.PathLike, app_id: str, min_seconds: float = 1.0) -> list[dict[str, Any]]:
+def stage_times(
+    folder: str | os.PathLike, app_id: str, min_seconds: float = 1.0
+) -> list[dict[str, Any]]:
     """Per Spark stage of application `app_id`, from its event log in `folder`: name, wall
     seconds, number of tasks, and the tasks' seconds (sum, min, max).
 
@@ -197,16 +218,21 @@ def stage_times(folder: str | os.PathLike, app_id: str, min_seconds: float = 1.0
         elif kind == "SparkListenerStageCompleted":
             info = event["Stage Info"]
             stages[info["Stage ID"]] = {
-                "stage": info["Stage ID"], "name": info["Stage Name"],
+                "stage": info["Stage ID"],
+                "name": info["Stage Name"],
                 "seconds": round((info["Completion Time"] - info["Submission Time"]) / 1e3, 1),
-                "tasks": info["Number of Tasks"]}
+                "tasks": info["Number of Tasks"],
+            }
     rows = []
     for sid, row in sorted(stages.items()):
         if row["seconds"] < min_seconds:
             continue
         secs = tasks.get(sid, [])
-        row.update(task_s_sum=round(sum(secs), 1), task_s_min=round(min(secs, default=0.0), 1),
-                   task_s_max=round(max(secs, default=0.0), 1))
+        row.update(
+            task_s_sum=round(sum(secs), 1),
+            task_s_min=round(min(secs, default=0.0), 1),
+            task_s_max=round(max(secs, default=0.0), 1),
+        )
         rows.append(row)
     return rows
 
@@ -226,9 +252,15 @@ def data_settings(spark: Any, base: Any, name: str, work: str, test: bool = Fals
         pair = f"{work}/{preset}_{scale}_data"
         if not pathlib.Path(pair).exists():
             synth(spark, pair, preset, float(scale), seed=0)
-        return base.replace("pipeline", dataset=f"{pair}/train",
-                            **({"test_dataset": f"{pair}/test"} if test else {}))
+        return base.replace(
+            "pipeline",
+            dataset=f"{pair}/train",
+            **({"test_dataset": f"{pair}/test"} if test else {}),
+        )
     if not (DATA / name).exists():
         sys.exit(f"{DATA / name} is missing: this benchmark needs ../shared/data")
-    return base.replace("pipeline", train=str(DATA / name / "train.txt.gz"),
-                        **({"test": str(DATA / name / "test.txt.gz")} if test else {}))
+    return base.replace(
+        "pipeline",
+        train=str(DATA / name / "train.txt.gz"),
+        **({"test": str(DATA / name / "test.txt.gz")} if test else {}),
+    )

@@ -24,17 +24,27 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from _common import print_table, write_report  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-SETTINGS = {"hard": {"weighting": "hard"}, "soft T=0.3": {"weighting": "soft", "temperature": 0.3},
-            "auto": {"weighting": "auto"}}
+SETTINGS = {
+    "hard": {"weighting": "hard"},
+    "soft T=0.3": {"weighting": "soft", "temperature": 0.3},
+    "auto": {"weighting": "auto"},
+}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", default="delicious",
-                        help="delicious (the embedded training set) or synth:<preset>:<scale>")
-    parser.add_argument("--group-size", type=int, default=4, help="random groups of this size (default 4)")
+    parser.add_argument(
+        "--data",
+        default="delicious",
+        help="delicious (the embedded training set) or synth:<preset>:<scale>",
+    )
+    parser.add_argument(
+        "--group-size", type=int, default=4, help="random groups of this size (default 4)"
+    )
     parser.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=list(SETTINGS))
-    parser.add_argument("--report", default="assignment_cost_delicious", help="report name under benchmarks/reports")
+    parser.add_argument(
+        "--report", default="assignment_cost_delicious", help="report name under benchmarks/reports"
+    )
     parser.add_argument("--work", default="/tmp/eagle_assignment_cost")
     args = parser.parse_args()
 
@@ -59,8 +69,13 @@ def main() -> None:
     rows = []
     for name in args.settings:
         settings = base.replace("assign", **SETTINGS[name]).replace(
-            "pipeline", output=str(work / name.replace(" ", "_").replace("=", "")), dataset=agg.path,
-            aggregate=False, methods=("eagle",), until="train")
+            "pipeline",
+            output=str(work / name.replace(" ", "_").replace("=", "")),
+            dataset=agg.path,
+            aggregate=False,
+            methods=("eagle",),
+            until="train",
+        )
         t0 = time.monotonic()
         result = run_pipeline(spark, settings)
         wall = time.monotonic() - t0
@@ -68,16 +83,33 @@ def main() -> None:
         fit = sum(stages.get(s, 0.0) for s in ("embed_eagle", "assign_eagle", "train_eagle"))
         chosen = None
         if name == "auto":
-            manifest = Dataset.load(spark, str(pathlib.Path(settings.pipeline.output) / "assigned" / "eagle")).manifest
+            manifest = Dataset.load(
+                spark, str(pathlib.Path(settings.pipeline.output) / "assigned" / "eagle")
+            ).manifest
             chosen = (manifest.get("selection") or {}).get("chosen")
-        rows.append({"setting": name, "embed s": stages.get("embed_eagle"), "assign s": stages.get("assign_eagle"),
-                     "train s": stages.get("train_eagle"), "fit s": round(fit, 1), "command s": round(wall, 1),
-                     "chosen": chosen})
+        rows.append(
+            {
+                "setting": name,
+                "embed s": stages.get("embed_eagle"),
+                "assign s": stages.get("assign_eagle"),
+                "train s": stages.get("train_eagle"),
+                "fit s": round(fit, 1),
+                "command s": round(wall, 1),
+                "chosen": chosen,
+            }
+        )
     hard = next((r["fit s"] for r in rows if r["setting"] == "hard"), None)
     for r in rows:
         r["fit / hard"] = round(r["fit s"] / hard, 2) if hard else None
-    write_report(args.report, rows, {"data": args.data, "grouping": f"R-{args.group_size}",
-                                     "classifier": "tree (conf/local.yaml)"})
+    write_report(
+        args.report,
+        rows,
+        {
+            "data": args.data,
+            "grouping": f"R-{args.group_size}",
+            "classifier": "tree (conf/local.yaml)",
+        },
+    )
     print_table(rows)
     spark.stop()
 

@@ -48,8 +48,14 @@ VARIANTS = {  # variant -> changes to the assign section, changes to the tree se
     "soft T=0.1": ({"weighting": "soft", "temperature": 0.1}, {}),
     "soft T=0.3": ({"weighting": "soft", "temperature": 0.3}, {}),
     "soft T=1": ({"weighting": "soft", "temperature": 1.0}, {}),
-    "top-c+r1": ({"multiplicity": True, "weighting": "hard", "refine_rounds": 1}, {"unassigned": "negative"}),
-    "top-c+r2": ({"multiplicity": True, "weighting": "hard", "refine_rounds": 2}, {"unassigned": "negative"}),
+    "top-c+r1": (
+        {"multiplicity": True, "weighting": "hard", "refine_rounds": 1},
+        {"unassigned": "negative"},
+    ),
+    "top-c+r2": (
+        {"multiplicity": True, "weighting": "hard", "refine_rounds": 2},
+        {"unassigned": "negative"},
+    ),
     "soft T=0.3+r1": ({"weighting": "soft", "temperature": 0.3, "refine_rounds": 1}, {}),
     "auto": ({"weighting": "auto"}, {}),
 }
@@ -57,16 +63,32 @@ VARIANTS = {  # variant -> changes to the assign section, changes to the tree se
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--datasets", nargs="+", default=["bibtex", "delicious"],
-                        help="names under ../shared/data/xc, or synth:<preset>:<scale> (e.g. synth:eurlex4k:0.5)")
-    parser.add_argument("--report", default="assignment_variants", help="report name under benchmarks/reports")
+    parser.add_argument(
+        "--datasets",
+        nargs="+",
+        default=["bibtex", "delicious"],
+        help="names under ../shared/data/xc, or synth:<preset>:<scale> (e.g. synth:eurlex4k:0.5)",
+    )
+    parser.add_argument(
+        "--report", default="assignment_variants", help="report name under benchmarks/reports"
+    )
     parser.add_argument("--groupings", nargs="+", default=["R-4", "R-10", "C"])
-    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS),
-                        help="the EAGLE variants to train (default: all)")
+    parser.add_argument(
+        "--variants",
+        nargs="+",
+        default=list(VARIANTS),
+        choices=list(VARIANTS),
+        help="the EAGLE variants to train (default: all)",
+    )
     parser.add_argument("--validation", type=float, default=0.2)
     parser.add_argument("--work", default="/tmp/eagle_assignment_variants")
     parser.add_argument("--master", default="local[2]")
-    parser.add_argument("--difficulty", type=float, default=None, help="synth difficulty in [0, 1] (default: the preset's calibrated value; 0: the easy data of the reports before 2026-11-23)")
+    parser.add_argument(
+        "--difficulty",
+        type=float,
+        default=None,
+        help="synth difficulty in [0, 1] (default: the preset's calibrated value; 0: the easy data of the reports before 2026-11-23)",
+    )
     args = parser.parse_args()
 
     from eagle_spark.experiments import xmc
@@ -83,12 +105,16 @@ def main() -> None:
             pair = f"{args.work}/{preset}_{scale}_d{args.difficulty}_data"
             if not pathlib.Path(pair).exists():
                 synth(spark, pair, preset, float(scale), seed=0, difficulty=args.difficulty)
-            settings = base.replace("pipeline", dataset=f"{pair}/train", test_dataset=f"{pair}/test")
+            settings = base.replace(
+                "pipeline", dataset=f"{pair}/train", test_dataset=f"{pair}/test"
+            )
         else:
             folder = DATA / name
             if not folder.exists():
                 sys.exit(f"{folder} is missing: this benchmark needs ../shared/data")
-            settings = base.replace("pipeline", train=str(folder / "train.txt.gz"), test=str(folder / "test.txt.gz"))
+            settings = base.replace(
+                "pipeline", train=str(folder / "train.txt.gz"), test=str(folder / "test.txt.gz")
+            )
         out = f"{args.work}/{name.replace(':', '_')}"  # no ':' in Hadoop paths
         first = True
         for variant in args.variants:
@@ -100,17 +126,34 @@ def main() -> None:
             seconds = round(time.monotonic() - t0, 1)
             for g, by_method in res["groupings"].items():
                 if first:
-                    for m, label in (("oracle", "Oracle"), ("baseline", "Baseline"), ("eagle0", f"EAGLE-0 {variant}")):
+                    for m, label in (
+                        ("oracle", "Oracle"),
+                        ("baseline", "Baseline"),
+                        ("eagle0", f"EAGLE-0 {variant}"),
+                    ):
                         row = res["oracle"] if m == "oracle" else by_method[m]
-                        rows.append({"dataset": name, "grouping": g, "variant": label,
-                                     **{f"P@{k}": row["P_percent"][k - 1] for k in (1, 3, 5)},
-                                     "PSP@5": row["PSP_percent"][4], "seconds": None})
+                        rows.append(
+                            {
+                                "dataset": name,
+                                "grouping": g,
+                                "variant": label,
+                                **{f"P@{k}": row["P_percent"][k - 1] for k in (1, 3, 5)},
+                                "PSP@5": row["PSP_percent"][4],
+                                "seconds": None,
+                            }
+                        )
                 e = by_method["eagle"]
-                rows.append({"dataset": name, "grouping": g, "variant": f"EAGLE {variant}",
-                             **{f"P@{k}": e["P_percent"][k - 1] for k in (1, 3, 5)},
-                             "PSP@5": e["PSP_percent"][4],
-                             "assignment precision": e.get("assignment_precision_percent"),
-                             "seconds": seconds})
+                rows.append(
+                    {
+                        "dataset": name,
+                        "grouping": g,
+                        "variant": f"EAGLE {variant}",
+                        **{f"P@{k}": e["P_percent"][k - 1] for k in (1, 3, 5)},
+                        "PSP@5": e["PSP_percent"][4],
+                        "assignment precision": e.get("assignment_precision_percent"),
+                        "seconds": seconds,
+                    }
+                )
             first = False
     summary = []
     for variant in args.variants:
@@ -118,17 +161,34 @@ def main() -> None:
         for r in rows:
             if r["variant"] != f"EAGLE {variant}":
                 continue
-            b = next(x for x in rows if x["dataset"] == r["dataset"] and x["grouping"] == r["grouping"]
-                     and x["variant"] == "Baseline")
+            b = next(
+                x
+                for x in rows
+                if x["dataset"] == r["dataset"]
+                and x["grouping"] == r["grouping"]
+                and x["variant"] == "Baseline"
+            )
             for k in diffs:
                 diffs[k].append(r[k] - b[k])
-        summary.append({"variant": variant, **{f"mean {k} - Baseline": round(sum(v) / len(v), 2)
-                                               for k, v in diffs.items()}})
-    write_report(args.report, rows, {
-        "datasets": args.datasets, "groupings": args.groupings, "validation": args.validation,
-        "synth_difficulty": args.difficulty,
-        "classifier": "tree (conf/local.yaml)", "summary": summary,
-        "seconds": round(time.monotonic() - started, 1)})
+        summary.append(
+            {
+                "variant": variant,
+                **{f"mean {k} - Baseline": round(sum(v) / len(v), 2) for k, v in diffs.items()},
+            }
+        )
+    write_report(
+        args.report,
+        rows,
+        {
+            "datasets": args.datasets,
+            "groupings": args.groupings,
+            "validation": args.validation,
+            "synth_difficulty": args.difficulty,
+            "classifier": "tree (conf/local.yaml)",
+            "summary": summary,
+            "seconds": round(time.monotonic() - started, 1),
+        },
+    )
     print()
     from _common import print_table
 

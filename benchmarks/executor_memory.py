@@ -54,7 +54,9 @@ def _pss(proc: psutil.Process) -> int:
 
 def _is_python_worker(proc: psutil.Process) -> bool:
     try:
-        return "pyspark.daemon" in " ".join(proc.cmdline()) or "pyspark/daemon" in " ".join(proc.cmdline())
+        return "pyspark.daemon" in " ".join(proc.cmdline()) or "pyspark/daemon" in " ".join(
+            proc.cmdline()
+        )
     except psutil.Error:
         return False
 
@@ -93,10 +95,12 @@ def measure(args: list[str], env: dict, log: pathlib.Path, cwd: str, every: floa
     thread.join()
     if code != 0:
         raise RuntimeError(f"{' '.join(args)} exited with {code}; see {log}")
-    return {"seconds": round(time.monotonic() - started, 1),
-            "peak_pss_mb": round(peak["total"] / 2**20, 1),
-            "peak_worker_pss_mb": round(peak["workers"] / 2**20, 1),
-            "python_workers": peak["n_workers"]}
+    return {
+        "seconds": round(time.monotonic() - started, 1),
+        "peak_pss_mb": round(peak["total"] / 2**20, 1),
+        "peak_worker_pss_mb": round(peak["workers"] / 2**20, 1),
+        "python_workers": peak["n_workers"],
+    }
 
 
 def _n_samples(dataset: pathlib.Path) -> int:
@@ -149,8 +153,16 @@ def hold(code: str, what: str, path: pathlib.Path, n: int, state: pathlib.Path) 
     shutil.rmtree(state, ignore_errors=True)
     env = {**os.environ, "PYTHONPATH": code, "EAGLE_SPARK_STATE_DIR": str(state)}
     started = time.monotonic()
-    procs = [subprocess.Popen([sys.executable, "-c", HOLD, what, str(path)], env=env, cwd=code,
-                              stdout=subprocess.PIPE, text=True) for _ in range(n)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", HOLD, what, str(path)],
+            env=env,
+            cwd=code,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(n)
+    ]
     try:
         for p in procs:
             if p.stdout.readline().strip() != "held":
@@ -161,8 +173,12 @@ def hold(code: str, what: str, path: pathlib.Path, n: int, state: pathlib.Path) 
             p.kill()
             p.wait()
         shutil.rmtree(state, ignore_errors=True)
-    return {"seconds": round(time.monotonic() - started, 1), "peak_pss_mb": round(sum(pss) / 2**20, 1),
-            "peak_worker_pss_mb": round(sum(pss) / 2**20, 1), "python_workers": n}
+    return {
+        "seconds": round(time.monotonic() - started, 1),
+        "peak_pss_mb": round(sum(pss) / 2**20, 1),
+        "peak_worker_pss_mb": round(sum(pss) / 2**20, 1),
+        "python_workers": n,
+    }
 
 
 def main() -> None:
@@ -173,13 +189,27 @@ def main() -> None:
     ap.add_argument("--workdir", default="/tmp/eagle-bench-memory")
     ap.add_argument("--code", default=str(ROOT), help="checkout whose eagle_spark to run")
     ap.add_argument("--name", default="executor_memory", help="report name")
-    ap.add_argument("--steps", nargs="+", choices=["train", "predict", "hold"], default=["train", "predict"])
-    ap.add_argument("--test-rows", type=int, default=0, help="predict the first N test rows (0: all)")
-    ap.add_argument("--evaluate", action="store_true", help="evaluate every prediction (P@k, nDCG@k, PSP@k)")
-    ap.add_argument("--driver-memory", default="6g", help="spark.driver_memory of the measured commands")
+    ap.add_argument(
+        "--steps", nargs="+", choices=["train", "predict", "hold"], default=["train", "predict"]
+    )
+    ap.add_argument(
+        "--test-rows", type=int, default=0, help="predict the first N test rows (0: all)"
+    )
+    ap.add_argument(
+        "--evaluate", action="store_true", help="evaluate every prediction (P@k, nDCG@k, PSP@k)"
+    )
+    ap.add_argument(
+        "--driver-memory", default="6g", help="spark.driver_memory of the measured commands"
+    )
     ap.add_argument("--sample-every", type=float, default=0.2, help="seconds between PSS samples")
-    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="settings",
-                    help="a setting for the measured commands (repeatable), e.g. tree.heavy_unit_memory=64m")
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        dest="settings",
+        help="a setting for the measured commands (repeatable), e.g. tree.heavy_unit_memory=64m",
+    )
     args = ap.parse_args()
 
     work = pathlib.Path(args.workdir)
@@ -188,8 +218,13 @@ def main() -> None:
     cli = [sys.executable, "-m", "eagle_spark"]
     data = work / f"wiki325k_{args.scale}"
     if not (data / "_manifest.json").exists():
-        subprocess.run([*cli, "synth", "--output", str(data), "--scale", str(args.scale), "--overwrite"],
-                       env=env, check=True, cwd=args.code, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [*cli, "synth", "--output", str(data), "--scale", str(args.scale), "--overwrite"],
+            env=env,
+            check=True,
+            cwd=args.code,
+            stdout=subprocess.DEVNULL,
+        )
     test = data / "test"
     if args.test_rows:
         test = _prefix(data / "test", work / f"test_{args.scale}_{args.test_rows}", args.test_rows)
@@ -198,54 +233,164 @@ def main() -> None:
     if "train" not in args.steps:
         model = work / f"model_{args.model}_{args.scale}"
         if not (model / "metadata.json").exists():
-            subprocess.run([*cli, "train", "--input", str(data / "train"), "--output", str(model),
-                            "--model", args.model, "--overwrite", "--set", "spark.master=local[2]",
-                            "--set", "spark.driver_memory=8g"], env=env, check=True, cwd=args.code,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            subprocess.run(
+                [
+                    *cli,
+                    "train",
+                    "--input",
+                    str(data / "train"),
+                    "--output",
+                    str(model),
+                    "--model",
+                    args.model,
+                    "--overwrite",
+                    "--set",
+                    "spark.master=local[2]",
+                    "--set",
+                    "spark.driver_memory=8g",
+                ],
+                env=env,
+                check=True,
+                cwd=args.code,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
     for slots in args.slots:
-        master = ["--set", f"spark.master=local[{slots}]", "--set", f"spark.driver_memory={args.driver_memory}",
-                  *[arg for kv in args.settings for arg in ("--set", kv)]]
+        master = [
+            "--set",
+            f"spark.master=local[{slots}]",
+            "--set",
+            f"spark.driver_memory={args.driver_memory}",
+            *[arg for kv in args.settings for arg in ("--set", kv)],
+        ]
         if "train" in args.steps:
             out = work / f"model_{args.name}_{slots}"
-            row = measure([*cli, "train", "--input", str(data / "train"), "--output", str(out),
-                           "--model", args.model, "--overwrite", *master], env, work / f"train_{slots}.log",
-                          args.code, args.sample_every)
-            rows.append({"step": "train", "slots": slots, **row,
-                         "model_mb": round(folder_bytes(out) / 2**20, 1)})
+            row = measure(
+                [
+                    *cli,
+                    "train",
+                    "--input",
+                    str(data / "train"),
+                    "--output",
+                    str(out),
+                    "--model",
+                    args.model,
+                    "--overwrite",
+                    *master,
+                ],
+                env,
+                work / f"train_{slots}.log",
+                args.code,
+                args.sample_every,
+            )
+            rows.append(
+                {
+                    "step": "train",
+                    "slots": slots,
+                    **row,
+                    "model_mb": round(folder_bytes(out) / 2**20, 1),
+                }
+            )
             model = model or out
         if "predict" in args.steps:
             pred = work / f"pred_{args.name}_{slots}"
-            row = measure([*cli, "predict", "--model", str(model), "--input", str(test),
-                           "--output", str(pred), "--overwrite", *master], env,
-                          work / f"predict_{slots}.log", args.code, args.sample_every)
-            rows.append({"step": "predict", "slots": slots, **row, "test_rows": _n_samples(test),
-                         "model_mb": round(folder_bytes(model) / 2**20, 1)})
+            row = measure(
+                [
+                    *cli,
+                    "predict",
+                    "--model",
+                    str(model),
+                    "--input",
+                    str(test),
+                    "--output",
+                    str(pred),
+                    "--overwrite",
+                    *master,
+                ],
+                env,
+                work / f"predict_{slots}.log",
+                args.code,
+                args.sample_every,
+            )
+            rows.append(
+                {
+                    "step": "predict",
+                    "slots": slots,
+                    **row,
+                    "test_rows": _n_samples(test),
+                    "model_mb": round(folder_bytes(model) / 2**20, 1),
+                }
+            )
             if args.evaluate:
                 summary = work / f"metrics_{args.name}_{slots}.json"
-                row = measure([*cli, "evaluate", "--predictions", str(pred), "--input", str(test),
-                               "--propensity-a", "0.5", "--propensity-b", "0.4",
-                               "--propensity-from", str(data / "train"), "--summary", str(summary),
-                               *master], env, work / f"evaluate_{slots}.log", args.code, args.sample_every)
+                row = measure(
+                    [
+                        *cli,
+                        "evaluate",
+                        "--predictions",
+                        str(pred),
+                        "--input",
+                        str(test),
+                        "--propensity-a",
+                        "0.5",
+                        "--propensity-b",
+                        "0.4",
+                        "--propensity-from",
+                        str(data / "train"),
+                        "--summary",
+                        str(summary),
+                        *master,
+                    ],
+                    env,
+                    work / f"evaluate_{slots}.log",
+                    args.code,
+                    args.sample_every,
+                )
                 m = json.loads(summary.read_text())
-                rows.append({"step": "evaluate", "slots": slots, **row, "test_rows": m["n_samples"],
-                             **{f"P@{k}": round(100 * m["P"][k - 1], 2) for k in (1, 3, 5)},
-                             "nDCG@5": round(100 * m["nDCG"][4], 2), "PSP@5": round(100 * m["PSP"][4], 2)})
+                rows.append(
+                    {
+                        "step": "evaluate",
+                        "slots": slots,
+                        **row,
+                        "test_rows": m["n_samples"],
+                        **{f"P@{k}": round(100 * m["P"][k - 1], 2) for k in (1, 3, 5)},
+                        "nDCG@5": round(100 * m["nDCG"][4], 2),
+                        "PSP@5": round(100 * m["PSP"][4], 2),
+                    }
+                )
     if "hold" in args.steps:  # the loaders alone: c processes holding the model / X and Y
         model = model or work / f"model_{args.model}_{args.scale}"
         for what, path in (("model", model), ("xy", data / "train")):
             for slots in args.slots:
-                rows.append({"step": f"hold_{what}", "slots": slots,
-                             **hold(args.code, what, path, slots, work / "hold_state"),
-                             "model_mb": round(folder_bytes(model) / 2**20, 1)})
+                rows.append(
+                    {
+                        "step": f"hold_{what}",
+                        "slots": slots,
+                        **hold(args.code, what, path, slots, work / "hold_state"),
+                        "model_mb": round(folder_bytes(model) / 2**20, 1),
+                    }
+                )
     for row in rows:
         base = next(r for r in rows if r["step"] == row["step"] and r["slots"] == args.slots[0])
         row["pss_ratio"] = round(row["peak_pss_mb"] / base["peak_pss_mb"], 2)
-        row["worker_pss_ratio"] = round(row["peak_worker_pss_mb"] / max(base["peak_worker_pss_mb"], 1e-9), 2)
-    git = subprocess.run(["git", "-C", args.code, "rev-parse", "--short", "HEAD"], capture_output=True,
-                         text=True).stdout.strip()
-    write_report(args.name, rows, {"scale": args.scale, "model": args.model, "code": git,
-                                   "test_rows": args.test_rows or "all", "settings": args.settings,
-                                   "target": "peak PSS local[4] / local[1] <= 1.5"})
+        row["worker_pss_ratio"] = round(
+            row["peak_worker_pss_mb"] / max(base["peak_worker_pss_mb"], 1e-9), 2
+        )
+    git = subprocess.run(
+        ["git", "-C", args.code, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    write_report(
+        args.name,
+        rows,
+        {
+            "scale": args.scale,
+            "model": args.model,
+            "code": git,
+            "test_rows": args.test_rows or "all",
+            "settings": args.settings,
+            "target": "peak PSS local[4] / local[1] <= 1.5",
+        },
+    )
 
 
 if __name__ == "__main__":

@@ -49,8 +49,12 @@ def _signed(d: dict[str, float]) -> str:
 def agreement() -> tuple[int, int]:
     """(cells where the group-level choice of ``auto`` is within 0.5 P@5 of the sample-level best,
     cells), over the selection reports (``candidates`` auto, criterion multiset)."""
-    rows = [r for name in ("selection", "selection_synth") for r in report(name)["rows"]
-            if r["candidates"] == "auto" and r["criterion"] == "multiset"]
+    rows = [
+        r
+        for name in ("selection", "selection_synth")
+        for r in report(name)["rows"]
+        if r["candidates"] == "auto" and r["criterion"] == "multiset"
+    ]
     return sum(r["sample P@5 best"] - r["sample P@5 chosen"] <= 0.5 for r in rows), len(rows)
 
 
@@ -106,12 +110,19 @@ def readme() -> list[str]:
         "  | data (report) | tree train s | omikuji train s | tree P@1/3/5 | omikuji P@1/3/5 | peak RSS GB tree / omikuji |",
         "  |---|---|---|---|---|---|",
     ]
-    for name, what in (("peers_synth_wiki325k_0.1", "scale 0.1, whole test set, median of 3"),
-                       ("peers_synth_wiki325k_1.0", "scale 1.0, first 20,000 test rows")):
+    for name, what in (
+        ("peers_synth_wiki325k_0.1", "scale 0.1, whole test set, median of 3"),
+        ("peers_synth_wiki325k_1.0", "scale 1.0, first 20,000 test rows"),
+    ):
         rows = report(name)["rows"]
-        tree, omi = _row(rows, model="eagle_spark tree"), _row(rows, model="omikuji (Parabel, 3 trees)")
-        lines.append(f"  | {what} (`{name}.json`) | {tree['train_s']:,.1f} | {omi['train_s']:,.1f} | "
-                     f"{_pk(tree)} | {_pk(omi)} | {tree['peak_rss_GB']} / {omi['peak_rss_GB']} |")
+        tree, omi = (
+            _row(rows, model="eagle_spark tree"),
+            _row(rows, model="omikuji (Parabel, 3 trees)"),
+        )
+        lines.append(
+            f"  | {what} (`{name}.json`) | {tree['train_s']:,.1f} | {omi['train_s']:,.1f} | "
+            f"{_pk(tree)} | {_pk(omi)} | {tree['peak_rss_GB']} / {omi['peak_rss_GB']} |"
+        )
     lines += [
         "",
         f"- Learning from group labels, the default (`assign.weighting=auto`) on the test sets of "
@@ -128,68 +139,161 @@ def design() -> list[str]:
     """docs/design.md's "Current figures" table."""
     rows: list[tuple[str, str, str]] = []
     main = report("main_job")
-    rows.append(("main job, delicious R-4, whole command (median)", f"{main['median_wall_s']:.0f} s, "
-                 f"peak RSS {main['peak_rss_GB']:.1f} GB", "main_job"))
+    rows.append(
+        (
+            "main job, delicious R-4, whole command (median)",
+            f"{main['median_wall_s']:.0f} s, peak RSS {main['peak_rss_GB']:.1f} GB",
+            "main_job",
+        )
+    )
+    whole, assign = (
+        _row(main["rows"], stage="whole command"),
+        _row(main["rows"], stage="assign_eagle"),
+    )
+    rows.append(
+        (
+            "Spark jobs: the main job / its EAGLE assign stage (auto)",
+            f"{whole['spark jobs']:,.0f} / {assign['spark jobs']:,.0f} ({assign['median s']} s, "
+            f"{assign['job s']} s of it waiting on Spark)",
+            "main_job",
+        )
+    )
     plain = _row(report("ingest")["rows"], input="plain")
     rows.append(("ingest, plain XC text", f"{plain['lines_per_s']:,} lines/s", "ingest"))
     grlr = report("grlr_scale_1.0")["rows"]
     both = _row(grlr, step="embed + assign (EAGLE)")
-    rows.append(("GRLR + assignment, synthetic Wiki-325K 1.0 (easy data), cached rows",
-                 f"{both['seconds']:.0f} s, {both['ratio_to_floor']}x the floor", "grlr_scale_1.0"))
+    rows.append(
+        (
+            "GRLR + assignment, synthetic Wiki-325K 1.0 (easy data), cached rows",
+            f"{both['seconds']:.0f} s, {both['ratio_to_floor']}x the floor",
+            "grlr_scale_1.0",
+        )
+    )
     joined = _row(report("grlr_scale_1.0_joined")["rows"], step="embed + assign (EAGLE)")
     emb_j = _row(report("grlr_scale_1.0_joined")["rows"], step="embed T=20")
-    rows.append(("GRLR + assignment, synthetic Wiki-325K 1.0 (easy data), joined rows", f"{joined['seconds']:.0f} s, peak PSS {emb_j['peak_pss_GB']} GB, "
-                 f"{emb_j['shuffle_MB']:,.0f} MB shuffled", "grlr_scale_1.0_joined"))
-    for name, label in (("grlr_scale_0.1", "GRLR, synthetic Wiki-325K 0.1, cached rows"),
-                        ("grlr_scale_0.1_joined", "GRLR, synthetic Wiki-325K 0.1, joined rows")):
+    rows.append(
+        (
+            "GRLR + assignment, synthetic Wiki-325K 1.0 (easy data), joined rows",
+            f"{joined['seconds']:.0f} s, peak PSS {emb_j['peak_pss_GB']} GB, "
+            f"{emb_j['shuffle_MB']:,.0f} MB shuffled",
+            "grlr_scale_1.0_joined",
+        )
+    )
+    for name, label in (
+        ("grlr_scale_0.1", "GRLR, synthetic Wiki-325K 0.1, cached rows"),
+        ("grlr_scale_0.1_joined", "GRLR, synthetic Wiki-325K 0.1, joined rows"),
+    ):
         r = _row(report(name)["rows"], step="embed T=20")
-        rows.append((label, f"embed {r['seconds']} s, peak PSS {r['peak_pss_GB']} GB, {r['shuffle_MB']:,.0f} MB shuffled",
-                     name))
-    for name, label in (("peers_synth_wiki325k_0.1", "tree / omikuji training, synthetic Wiki-325K 0.1"),
-                        ("peers_synth_wiki325k_1.0", "tree / omikuji training, synthetic Wiki-325K 1.0")):
+        rows.append(
+            (
+                label,
+                f"embed {r['seconds']} s, peak PSS {r['peak_pss_GB']} GB, {r['shuffle_MB']:,.0f} MB shuffled",
+                name,
+            )
+        )
+    for name, label in (
+        ("peers_synth_wiki325k_0.1", "tree / omikuji training, synthetic Wiki-325K 0.1"),
+        ("peers_synth_wiki325k_1.0", "tree / omikuji training, synthetic Wiki-325K 1.0"),
+    ):
         r = report(name)["rows"]
         tree, omi = _row(r, model="eagle_spark tree"), _row(r, model="omikuji (Parabel, 3 trees)")
-        rows.append((label, f"{tree['train_s']:,.1f} / {omi['train_s']:,.1f} s ({tree['train_s'] / omi['train_s']:.2f}x), "
-                     f"P@1 {tree['P@1']:.2f} / {omi['P@1']:.2f}", name))
+        rows.append(
+            (
+                label,
+                f"{tree['train_s']:,.1f} / {omi['train_s']:,.1f} s ({tree['train_s'] / omi['train_s']:.2f}x), "
+                f"P@1 {tree['P@1']:.2f} / {omi['P@1']:.2f}",
+                name,
+            )
+        )
     r = report("peers_synth_wiki325k_0.1")["rows"]
     tree, omi = _row(r, model="eagle_spark tree"), _row(r, model="omikuji (Parabel, 3 trees)")
-    rows.append(("tree / omikuji prediction, synthetic Wiki-325K 0.1", f"{tree['predict_ms_row_core']} / "
-                 f"{omi['predict_ms_row_core']} ms per row per core", "peers_synth_wiki325k_0.1"))
+    rows.append(
+        (
+            "tree / omikuji prediction, synthetic Wiki-325K 0.1",
+            f"{tree['predict_ms_row_core']} / {omi['predict_ms_row_core']} ms per row per core",
+            "peers_synth_wiki325k_0.1",
+        )
+    )
     eur = report("peers_synth_eurlex4k_1.0")["rows"]
-    rows.append(("P@1 on synthetic eurlex4k 1.0: tree / one-vs-all / omikuji / napkinXC",
-                 " / ".join(f"{_row(eur, model=m)['P@1']:.2f}" for m in (
-                     "eagle_spark tree", "eagle_spark ova", "omikuji (Parabel, 3 trees)", "napkinXC PLT")),
-                 "peers_synth_eurlex4k_1.0"))
+    rows.append(
+        (
+            "P@1 on synthetic eurlex4k 1.0: tree / one-vs-all / omikuji / napkinXC",
+            " / ".join(
+                f"{_row(eur, model=m)['P@1']:.2f}"
+                for m in (
+                    "eagle_spark tree",
+                    "eagle_spark ova",
+                    "omikuji (Parabel, 3 trees)",
+                    "napkinXC PLT",
+                )
+            ),
+            "peers_synth_eurlex4k_1.0",
+        )
+    )
     full = report("predict_full_1.0")["rows"]
     pred, ev = _row(full, step="predict"), _row(full, step="evaluate")
-    rows.append(("prediction of the whole synthetic Wiki-325K 1.0 test set", f"{pred['test_rows']:,} rows in "
-                 f"{pred['seconds']:,.0f} s, peak PSS {pred['peak_pss_mb'] / 1024:.1f} GB, P@1 {ev['P@1']}",
-                 "predict_full_1.0"))
+    rows.append(
+        (
+            "prediction of the whole synthetic Wiki-325K 1.0 test set",
+            f"{pred['test_rows']:,} rows in "
+            f"{pred['seconds']:,.0f} s, peak PSS {pred['peak_pss_mb'] / 1024:.1f} GB, P@1 {ev['P@1']}",
+            "predict_full_1.0",
+        )
+    )
     mem = report("executor_memory_train_0.1")["rows"]
-    rows.append(("training memory, local[4] / local[1], scale 0.1", f"{_row(mem, slots=4)['pss_ratio']}x peak PSS",
-                 "executor_memory_train_0.1"))
-    for name, label in (("executor_memory", "train / predict memory, local[4] / local[1], scale 0.05"),
-                        ("executor_memory_predict_0.3", "prediction memory, local[4] / local[1], scale 0.3"),
-                        ("executor_memory_hold_0.3", "the model held, local[4] / local[1], scale 0.3")):
+    rows.append(
+        (
+            "training memory, local[4] / local[1], scale 0.1",
+            f"{_row(mem, slots=4)['pss_ratio']}x peak PSS",
+            "executor_memory_train_0.1",
+        )
+    )
+    for name, label in (
+        ("executor_memory", "train / predict memory, local[4] / local[1], scale 0.05"),
+        ("executor_memory_predict_0.3", "prediction memory, local[4] / local[1], scale 0.3"),
+        ("executor_memory_hold_0.3", "the model held, local[4] / local[1], scale 0.3"),
+    ):
         r = report(name)["rows"]
         ratios = ", ".join(f"{x['step']} {x['pss_ratio']}x" for x in r if x["slots"] > 1)
         rows.append((label, ratios, name))
     for scale in ("0.05", "0.1"):
         r = report(f"joined_training_wiki325k_{scale}")["rows"]
         c, j = _row(r, x_access="cached"), _row(r, x_access="joined")
-        rows.append((f"tree training, cached / joined rows, synthetic Wiki-325K {scale}",
-                     f"{c['train_s']} / {j['train_s']} s, same model: {j['same_as_first']}",
-                     f"joined_training_wiki325k_{scale}"))
+        rows.append(
+            (
+                f"tree training, cached / joined rows, synthetic Wiki-325K {scale}",
+                f"{c['train_s']} / {j['train_s']} s, same model: {j['same_as_first']}",
+                f"joined_training_wiki325k_{scale}",
+            )
+        )
     integ = report("integrity_cost")
-    rows.append(("file lists and checks, share of the main job", f"{integ['median_share_%']}%", "integrity_cost"))
+    rows.append(
+        (
+            "file lists and checks, share of the main job",
+            f"{integ['median_share_%']}%",
+            "integrity_cost",
+        )
+    )
     t2 = report("table2_targets")["targets"]
-    rows.append(("EAGLE (default) minus Baseline, mean of 12 test cells", _signed(t2["mean EAGLE - Baseline"]),
-                 "table2_targets"))
+    rows.append(
+        (
+            "EAGLE (default) minus Baseline, mean of 12 test cells",
+            _signed(t2["mean EAGLE - Baseline"]),
+            "table2_targets",
+        )
+    )
     agree, cells = agreement()
-    rows.append(("group-level choice within 0.5 P@5 of the sample-level best", f"{agree} of {cells} cells",
-                 "selection, selection_synth"))
-    for name, label in (("assignment_cost_delicious", "EAGLE's fit, auto / hard, delicious R-4"),
-                        ("assignment_cost_wiki325k_0.1", "EAGLE's fit, auto / hard, synthetic Wiki-325K 0.1 R-10")):
+    rows.append(
+        (
+            "group-level choice within 0.5 P@5 of the sample-level best",
+            f"{agree} of {cells} cells",
+            "selection, selection_synth",
+        )
+    )
+    for name, label in (
+        ("assignment_cost_delicious", "EAGLE's fit, auto / hard, delicious R-4"),
+        ("assignment_cost_wiki325k_0.1", "EAGLE's fit, auto / hard, synthetic Wiki-325K 0.1 R-10"),
+    ):
         auto = _row(report(name)["rows"], setting="auto")
         rows.append((label, f"{auto['fit / hard']}x (chose {auto['chosen']})", name))
     lines = ["| what | figure | report |", "|---|---|---|"]
@@ -217,7 +321,9 @@ def body(name: str) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--write", action="store_true", help="rewrite the blocks in their documents")
+    parser.add_argument(
+        "--write", action="store_true", help="rewrite the blocks in their documents"
+    )
     args = parser.parse_args()
     for name, (doc, _) in BLOCKS.items():
         text = body(name)
@@ -226,8 +332,14 @@ def main() -> None:
             continue
         old = doc.read_text()
         if not pattern(name).search(old):
-            raise SystemExit(f"{doc}: no <!-- figures:{name} --> ... <!-- /figures:{name} --> block")
-        doc.write_text(pattern(name).sub(lambda _: f"<!-- figures:{name} -->\n{text}<!-- /figures:{name} -->", old))
+            raise SystemExit(
+                f"{doc}: no <!-- figures:{name} --> ... <!-- /figures:{name} --> block"
+            )
+        doc.write_text(
+            pattern(name).sub(
+                lambda _: f"<!-- figures:{name} -->\n{text}<!-- /figures:{name} -->", old
+            )
+        )
         print(f"wrote {name} in {doc.relative_to(ROOT)}")
 
 

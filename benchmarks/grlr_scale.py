@@ -30,8 +30,13 @@ import numpy as np
 import scipy.sparse as sp
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from _common import (PeakRSS, event_log_overrides, folder_bytes, shuffle_bytes_by_job_group,  # noqa: E402
-                     write_report)
+from _common import (  # noqa: E402
+    PeakRSS,
+    event_log_overrides,
+    folder_bytes,
+    shuffle_bytes_by_job_group,
+    write_report,
+)
 
 
 def scipy_twin(dataset: str, n_features: int, T: int = 20, lam: float = 0.1) -> tuple[float, dict]:
@@ -70,19 +75,24 @@ def candidate_structure(dataset: str, n_features: int):
     xt = pq.read_table(f"{dataset}/X").sort_by("sample_id")
     ids = np.asarray(xt.column("sample_id"))
     idx, val = xt.column("feat_idx").combine_chunks(), xt.column("feat_val").combine_chunks()
-    X = sp.csr_matrix((np.asarray(val.values, dtype=np.float64), np.asarray(idx.values),
-                       np.asarray(idx.offsets)), shape=(len(ids), n_features))
+    X = sp.csr_matrix(
+        (np.asarray(val.values, dtype=np.float64), np.asarray(idx.values), np.asarray(idx.offsets)),
+        shape=(len(ids), n_features),
+    )
     norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
     X = sp.csr_matrix(sp.diags(np.divide(1, norms, out=np.zeros_like(norms), where=norms > 0)) @ X)
     y1 = pq.read_table(f"{dataset}/Y1").to_pandas()
     y1["row"] = np.searchsorted(ids, y1["sample_id"].to_numpy())
-    members = y1.sort_values(["group_id", "row"]).groupby("group_id")["row"].apply(np.asarray).to_dict()
+    members = (
+        y1.sort_values(["group_id", "row"]).groupby("group_id")["row"].apply(np.asarray).to_dict()
+    )
     y2 = pq.read_table(f"{dataset}/Y2").to_pandas()
     return X, members, y2
 
 
-def arithmetic_floor(dataset: str, n_features: int, T: int = 20, n_labels: int = 3000,
-                     cores: int = 2, seed: int = 0) -> dict:
+def arithmetic_floor(
+    dataset: str, n_features: int, T: int = 20, n_labels: int = 3000, cores: int = 2, seed: int = 0
+) -> dict:
     """Seconds the sparse products of GRLR + assignment need at least, on `cores` cores.
 
     Every label k has a candidate matrix A_k (the rows of its groups' members, restricted to its own
@@ -116,19 +126,27 @@ def arithmetic_floor(dataset: str, n_features: int, T: int = 20, n_labels: int =
         A @ e
         best = min(best, time.perf_counter() - t0)
     seconds = best * total_nnz / A.nnz / cores
-    return {"sample_labels": len(blocks), "sample_nnz": int(A.nnz), "total_candidate_nnz": total_nnz,
-            "sample_seconds": round(best, 3), "floor_seconds": round(seconds, 1), "cores": cores,
-            "products": 2 * T + 2, "nnz_per_s_per_core": round((2 * T + 2) * A.nnz / best)}
+    return {
+        "sample_labels": len(blocks),
+        "sample_nnz": int(A.nnz),
+        "total_candidate_nnz": total_nnz,
+        "sample_seconds": round(best, 3),
+        "floor_seconds": round(seconds, 1),
+        "cores": cores,
+        "products": 2 * T + 2,
+        "nnz_per_s_per_core": round((2 * T + 2) * A.nnz / best),
+    }
 
 
 def prune_effect(spark, agg: str, exact: str, pruned: str, params) -> dict:
     """Assignments recomputed from pruned stored embeddings vs the exact ones of the embed pass."""
+    import json
+
     from pyspark.sql import functions as F
 
     from eagle_spark.assignment.assign import eagle_assignments
     from eagle_spark.io.tables import read_table
 
-    import json
     n_features = int(json.loads((pathlib.Path(agg) / "_manifest.json").read_text())["n_features"])
     again = eagle_assignments(spark, agg, pruned, params, n_features, True)
     exact_df = read_table(spark, exact, "top_members").where(F.col("rank") == 0)
@@ -145,9 +163,18 @@ def main() -> None:
     ap.add_argument("--only-eagle", action="store_true", help="only embed T=20 + assign eagle")
     ap.add_argument("--prune", type=float, default=0.0, help="also embed with embed.prune_below=P")
     ap.add_argument("--floor-labels", type=int, default=3000)
-    ap.add_argument("--x-access", default="auto", choices=["auto", "cached", "joined"],
-                    help="embed.x_access / assign.x_access for every step")
-    ap.add_argument("--difficulty", type=float, default=None, help="synth difficulty in [0, 1] (default: the preset's calibrated value; 0: the easy data of the reports before 2026-11-23)")
+    ap.add_argument(
+        "--x-access",
+        default="auto",
+        choices=["auto", "cached", "joined"],
+        help="embed.x_access / assign.x_access for every step",
+    )
+    ap.add_argument(
+        "--difficulty",
+        type=float,
+        default=None,
+        help="synth difficulty in [0, 1] (default: the preset's calibrated value; 0: the easy data of the reports before 2026-11-23)",
+    )
     ap.add_argument("--tasks", type=int, default=16, help="embed.tasks (label bins)")
     args = ap.parse_args()
 
@@ -161,7 +188,9 @@ def main() -> None:
     work = pathlib.Path(args.workdir)
     work.mkdir(parents=True, exist_ok=True)
     events = work / "eventlog"
-    spark = build_spark(Settings.load(overrides=["spark.driver_memory=6g", *event_log_overrides(events)]).spark)
+    spark = build_spark(
+        Settings.load(overrides=["spark.driver_memory=6g", *event_log_overrides(events)]).spark
+    )
     app_id = spark.sparkContext.applicationId
     xa = {"x_access": args.x_access}
     ea = {**xa, "tasks": args.tasks}
@@ -171,29 +200,92 @@ def main() -> None:
         data, agg = work / f"wiki325k_{scale}{tag}", work / f"wiki325k_{scale}{tag}_R10"
         if not (agg / "_manifest.json").exists():
             if not (data / "_manifest.json").exists():
-                synth(spark, str(data), "wiki325k", scale=scale, seed=0, overwrite=True,
-                      difficulty=args.difficulty)
-            aggregate(spark, str(data / "train"), str(agg), AggregateParams(group_size=10, seed=0),
-                      overwrite=True)
+                synth(
+                    spark,
+                    str(data),
+                    "wiki325k",
+                    scale=scale,
+                    seed=0,
+                    overwrite=True,
+                    difficulty=args.difficulty,
+                )
+            aggregate(
+                spark,
+                str(data / "train"),
+                str(agg),
+                AggregateParams(group_size=10, seed=0),
+                overwrite=True,
+            )
         steps = [
-            ("embed T=20", lambda agg=agg, scale=scale: embed(spark, str(agg), str(work / f"emb20_{scale}"),
-                                         EmbedParams(iterations=20, **ea), overwrite=True)),
-            ("assign eagle", lambda agg=agg, scale=scale: assign(spark, str(agg), str(work / f"asg20_{scale}"), AssignParams(multiplicity=False, weighting="hard"),
-                                            str(work / f"emb20_{scale}"), overwrite=True)),
+            (
+                "embed T=20",
+                lambda agg=agg, scale=scale: embed(
+                    spark,
+                    str(agg),
+                    str(work / f"emb20_{scale}"),
+                    EmbedParams(iterations=20, **ea),
+                    overwrite=True,
+                ),
+            ),
+            (
+                "assign eagle",
+                lambda agg=agg, scale=scale: assign(
+                    spark,
+                    str(agg),
+                    str(work / f"asg20_{scale}"),
+                    AssignParams(multiplicity=False, weighting="hard"),
+                    str(work / f"emb20_{scale}"),
+                    overwrite=True,
+                ),
+            ),
         ]
         if not args.only_eagle:
             steps += [
-                ("embed T=0", lambda agg=agg, scale=scale: embed(spark, str(agg), str(work / f"emb0_{scale}"),
-                                            EmbedParams(iterations=0, **ea), overwrite=True)),
-                ("assign eagle-0", lambda agg=agg, scale=scale: assign(spark, str(agg), str(work / f"asg0_{scale}"), AssignParams(multiplicity=False, weighting="hard"),
-                                                  str(work / f"emb0_{scale}"), overwrite=True)),
-                ("assign baseline", lambda agg=agg, scale=scale: assign(spark, str(agg), str(work / f"asgb_{scale}"),
-                                                   AssignParams(method="baseline"), overwrite=True)),
+                (
+                    "embed T=0",
+                    lambda agg=agg, scale=scale: embed(
+                        spark,
+                        str(agg),
+                        str(work / f"emb0_{scale}"),
+                        EmbedParams(iterations=0, **ea),
+                        overwrite=True,
+                    ),
+                ),
+                (
+                    "assign eagle-0",
+                    lambda agg=agg, scale=scale: assign(
+                        spark,
+                        str(agg),
+                        str(work / f"asg0_{scale}"),
+                        AssignParams(multiplicity=False, weighting="hard"),
+                        str(work / f"emb0_{scale}"),
+                        overwrite=True,
+                    ),
+                ),
+                (
+                    "assign baseline",
+                    lambda agg=agg, scale=scale: assign(
+                        spark,
+                        str(agg),
+                        str(work / f"asgb_{scale}"),
+                        AssignParams(method="baseline"),
+                        overwrite=True,
+                    ),
+                ),
             ]
         if args.prune:
-            steps.append((f"embed T=20 prune_below={args.prune}", lambda agg=agg, scale=scale: embed(
-                spark, str(agg), str(work / f"embp_{scale}"), EmbedParams(iterations=20, prune_below=args.prune, **ea),
-                overwrite=True)))
+            steps.append(
+                (
+                    f"embed T=20 prune_below={args.prune}",
+                    lambda agg=agg, scale=scale: embed(
+                        spark,
+                        str(agg),
+                        str(work / f"embp_{scale}"),
+                        EmbedParams(iterations=20, prune_below=args.prune, **ea),
+                        overwrite=True,
+                    ),
+                )
+            )
         total = 0.0
         seconds_of = {}
         for name, step in steps:
@@ -204,9 +296,13 @@ def main() -> None:
                 seconds = time.monotonic() - t0
             total += seconds
             seconds_of[name] = seconds
-            row = {"scale": scale, "step": name, "seconds": round(seconds, 1),
-                   "peak_rss_GB": round(rss.peak_bytes / 2**30, 2),
-                   "peak_pss_GB": round(rss.peak_pss_bytes / 2**30, 2)}
+            row = {
+                "scale": scale,
+                "step": name,
+                "seconds": round(seconds, 1),
+                "peak_rss_GB": round(rss.peak_bytes / 2**30, 2),
+                "peak_pss_GB": round(rss.peak_pss_bytes / 2**30, 2),
+            }
             if "entries_processed" in m:
                 row["entries_per_s"] = round(m["entries_processed"] / seconds)
                 row["pairs"] = m["n_pairs"]
@@ -223,35 +319,67 @@ def main() -> None:
             rows.append(row)
             print(row, flush=True)
         if args.prune:
-            effect = prune_effect(spark, str(agg), str(work / f"emb20_{scale}"), str(work / f"embp_{scale}"),
-                                  AssignParams(multiplicity=False, weighting="hard"))
-            rows.append({"scale": scale, "step": f"assign recomputed from prune_below={args.prune}",
-                         **effect, "changed_fraction": round(effect["changed_pairs"] / effect["pairs"], 5)})
+            effect = prune_effect(
+                spark,
+                str(agg),
+                str(work / f"emb20_{scale}"),
+                str(work / f"embp_{scale}"),
+                AssignParams(multiplicity=False, weighting="hard"),
+            )
+            rows.append(
+                {
+                    "scale": scale,
+                    "step": f"assign recomputed from prune_below={args.prune}",
+                    **effect,
+                    "changed_fraction": round(effect["changed_pairs"] / effect["pairs"], 5),
+                }
+            )
             print(rows[-1], flush=True)
         eagle_s = seconds_of["embed T=20"] + seconds_of["assign eagle"]
-        n_features = int(__import__("json").loads((agg / "_manifest.json").read_text())["n_features"])
+        n_features = int(
+            __import__("json").loads((agg / "_manifest.json").read_text())["n_features"]
+        )
         floor = arithmetic_floor(str(agg), n_features, n_labels=args.floor_labels)
         extra[f"floor_{scale}"] = floor
         print(floor, flush=True)
-        rows.append({"scale": scale, "step": "embed + assign (EAGLE)", "seconds": round(eagle_s, 1),
-                     "target_s": 600 if scale == 1.0 else None, "floor_s": floor["floor_seconds"],
-                     "ratio_to_floor": round(eagle_s / floor["floor_seconds"], 1)})
+        rows.append(
+            {
+                "scale": scale,
+                "step": "embed + assign (EAGLE)",
+                "seconds": round(eagle_s, 1),
+                "target_s": 600 if scale == 1.0 else None,
+                "floor_s": floor["floor_seconds"],
+                "ratio_to_floor": round(eagle_s / floor["floor_seconds"], 1),
+            }
+        )
         rows.append({"scale": scale, "step": "total (all steps)", "seconds": round(total, 1)})
         if scale == 0.1 and not args.skip_twin:
-            n_features = int(__import__("json").loads((agg / "_manifest.json").read_text())["n_features"])
+            n_features = int(
+                __import__("json").loads((agg / "_manifest.json").read_text())["n_features"]
+            )
             twin_s, twin_emb = scipy_twin(str(agg), n_features)
             import pyarrow.parquet as pq
+
             got = pq.read_table(work / f"emb20_{scale}" / "label_emb").to_pydict()
             worst = 0.0
             for k, ix, vx in zip(got["label_id"], got["emb_idx"], got["emb_val"]):
                 cols, e = twin_emb[k]
                 dense = dict(zip(cols.tolist(), e.tolist()))
                 mine = dict(zip(ix, vx))
-                worst = max(worst, max(abs(dense.get(c, 0.0) - mine.get(c, 0.0)) for c in set(dense) | set(mine)))
-            spark_s = next(r["seconds"] for r in rows if r["scale"] == scale and r["step"] == "embed T=20")
-            extra["twin"] = {"scale": scale, "twin_seconds": round(twin_s, 1), "spark_embed_seconds": spark_s,
-                             "ratio_spark_over_twin": round(spark_s / twin_s, 2),
-                             "max_abs_embedding_difference": worst}
+                worst = max(
+                    worst,
+                    max(abs(dense.get(c, 0.0) - mine.get(c, 0.0)) for c in set(dense) | set(mine)),
+                )
+            spark_s = next(
+                r["seconds"] for r in rows if r["scale"] == scale and r["step"] == "embed T=20"
+            )
+            extra["twin"] = {
+                "scale": scale,
+                "twin_seconds": round(twin_s, 1),
+                "spark_embed_seconds": spark_s,
+                "ratio_spark_over_twin": round(spark_s / twin_s, 2),
+                "max_abs_embedding_difference": worst,
+            }
             print(extra["twin"], flush=True)
     spark.stop()
     shuffle = shuffle_bytes_by_job_group(events, app_id)
@@ -259,7 +387,9 @@ def main() -> None:
         key = f"{row['scale']}:{row['step']}"
         if key in shuffle:
             row["shuffle_MB"] = round(shuffle[key] / 1e6, 1)
-    suffix = ("" if args.x_access == "auto" else f"_{args.x_access}") + ("" if args.tasks == 16 else f"_tasks{args.tasks}")
+    suffix = ("" if args.x_access == "auto" else f"_{args.x_access}") + (
+        "" if args.tasks == 16 else f"_tasks{args.tasks}"
+    )
     extra["synth_difficulty"] = args.difficulty
     write_report("grlr_scale_" + "_".join(str(s) for s in args.scales) + suffix, rows, extra)
 

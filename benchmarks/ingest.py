@@ -24,8 +24,14 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from _common import PeakRSS, folder_bytes, write_report  # noqa: E402
 
 
-def make_file(path: pathlib.Path, n_lines: int, n_features: int = 1_617_899, n_labels: int = 325_056,
-              nnz: int = 42, seed: int = 0) -> None:
+def make_file(
+    path: pathlib.Path,
+    n_lines: int,
+    n_features: int = 1_617_899,
+    n_labels: int = 325_056,
+    nnz: int = 42,
+    seed: int = 0,
+) -> None:
     """Write an XC text file of `n_lines` random sparse rows (vectorised with pyarrow)."""
     rng = np.random.default_rng(seed)
     with open(path, "w") as fh:
@@ -47,10 +53,19 @@ def make_file(path: pathlib.Path, n_lines: int, n_features: int = 1_617_899, n_l
                 pc.binary_join_element_wise("0", pc.cast(pa.array(vals.ravel()), pa.string()), "."),
                 ":",
             )
-            feat = pc.binary_join(pa.ListArray.from_arrays(pa.array(np.arange(0, n * nnz + 1, nnz, dtype=np.int32)), tok), " ")
-            lab = pc.binary_join(pa.ListArray.from_arrays(
-                pa.array(np.arange(0, n * 3 + 1, 3, dtype=np.int32)),
-                pc.cast(pa.array(labs.ravel()), pa.string())), ",")
+            feat = pc.binary_join(
+                pa.ListArray.from_arrays(
+                    pa.array(np.arange(0, n * nnz + 1, nnz, dtype=np.int32)), tok
+                ),
+                " ",
+            )
+            lab = pc.binary_join(
+                pa.ListArray.from_arrays(
+                    pa.array(np.arange(0, n * 3 + 1, 3, dtype=np.int32)),
+                    pc.cast(pa.array(labs.ravel()), pa.string()),
+                ),
+                ",",
+            )
             lines = pc.binary_join_element_wise(lab, feat, " ")
             fh.write("\n".join(lines.to_pylist()))
             fh.write("\n")
@@ -87,7 +102,9 @@ def main() -> None:
     make_file(warm, 20_000, seed=1)
     t0 = time.monotonic()
     ingest(spark, str(warm), str(work / "ds_warmup"), settings.ingest, overwrite=True)
-    print(f"warm-up ingest of 20,000 lines (JVM JIT, Python workers): {time.monotonic() - t0:.1f} s")
+    print(
+        f"warm-up ingest of 20,000 lines (JVM JIT, Python workers): {time.monotonic() - t0:.1f} s"
+    )
     rows = []
     for kind, path in inputs:
         out = work / f"ds_{kind}"
@@ -95,16 +112,18 @@ def main() -> None:
             start = time.monotonic()
             manifest = ingest(spark, str(path), str(out), settings.ingest, overwrite=True)
             seconds = time.monotonic() - start
-        rows.append({
-            "input": kind,
-            "lines": manifest["n_samples"],
-            "input_MB": round(path.stat().st_size / 1e6, 1),
-            "seconds": round(seconds, 2),
-            "lines_per_s": round(manifest["n_samples"] / seconds),
-            "peak_rss_GB": round(rss.peak_bytes / 2**30, 2),
-            "output_MB": round(folder_bytes(out) / 1e6, 1),
-            "target_lines_per_s": 100_000,
-        })
+        rows.append(
+            {
+                "input": kind,
+                "lines": manifest["n_samples"],
+                "input_MB": round(path.stat().st_size / 1e6, 1),
+                "seconds": round(seconds, 2),
+                "lines_per_s": round(manifest["n_samples"] / seconds),
+                "peak_rss_GB": round(rss.peak_bytes / 2**30, 2),
+                "output_MB": round(folder_bytes(out) / 1e6, 1),
+                "target_lines_per_s": 100_000,
+            }
+        )
     spark.stop()
     write_report("ingest", rows, {"master": settings.spark.master})
     shutil.rmtree(work, ignore_errors=True)

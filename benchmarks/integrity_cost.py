@@ -29,7 +29,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=1, help="runs of the main job (median reported)")
+    parser.add_argument(
+        "--runs", type=int, default=1, help="runs of the main job (median reported)"
+    )
     parser.add_argument("--work", default="/tmp/eagle_integrity_cost")
     args = parser.parse_args()
 
@@ -47,6 +49,7 @@ def main() -> None:
             finally:
                 spent[name] += time.perf_counter() - start
                 calls[name] += 1
+
         return wrapper
 
     # record is looked up at each commit, check_folder / check_counts through the readers' imports
@@ -67,20 +70,44 @@ def main() -> None:
         out = pathlib.Path(args.work) / f"run{run}"
         shutil.rmtree(out, ignore_errors=True)
         start = time.perf_counter()
-        code = cli.main(["pipeline", "--conf", str(ROOT / "conf" / "local.yaml"), "--compare",
-                         "--output", str(out), "--log-level", "WARNING", "--summary",
-                         str(out / "summary.json")])
+        code = cli.main(
+            [
+                "pipeline",
+                "--conf",
+                str(ROOT / "conf" / "local.yaml"),
+                "--compare",
+                "--output",
+                str(out),
+                "--log-level",
+                "WARNING",
+                "--summary",
+                str(out / "summary.json"),
+            ]
+        )
         wall = time.perf_counter() - start
         if code != 0:
             sys.exit(f"the main job exited {code}")
         checks = sum(spent.values())
-        rows.append({"run": run, "command_s": round(wall, 1), "checks_s": round(checks, 3),
-                     "share_%": round(100 * checks / wall, 2),
-                     **{f"{k} s": round(v, 3) for k, v in sorted(spent.items())},
-                     **{f"{k} calls": calls[k] for k in sorted(calls)}})
+        rows.append(
+            {
+                "run": run,
+                "command_s": round(wall, 1),
+                "checks_s": round(checks, 3),
+                "share_%": round(100 * checks / wall, 2),
+                **{f"{k} s": round(v, 3) for k, v in sorted(spent.items())},
+                **{f"{k} calls": calls[k] for k in sorted(calls)},
+            }
+        )
     median = statistics.median(r["share_%"] for r in rows)
-    write_report("integrity_cost", rows, {"command": "eagle-spark pipeline --conf conf/local.yaml "
-                                          "--compare", "median_share_%": median, "target_share_%": 5.0})
+    write_report(
+        "integrity_cost",
+        rows,
+        {
+            "command": "eagle-spark pipeline --conf conf/local.yaml --compare",
+            "median_share_%": median,
+            "target_share_%": 5.0,
+        },
+    )
     print(f"median share of the main job: {median:.2f}% (target under 5%)")
 
 

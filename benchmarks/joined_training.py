@@ -20,7 +20,13 @@ import sys
 import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from _common import PeakRSS, event_log_overrides, folder_bytes, shuffle_bytes_by_job_group, write_report  # noqa: E402
+from _common import (  # noqa: E402
+    PeakRSS,
+    event_log_overrides,
+    folder_bytes,
+    shuffle_bytes_by_job_group,
+    write_report,
+)
 
 
 def _tables(model: pathlib.Path) -> dict:
@@ -38,11 +44,17 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--preset", default="wiki325k")
     ap.add_argument("--scale", type=float, default=0.1)
-    ap.add_argument("--difficulty", type=float, default=None, help="synth difficulty (default: the preset's)")
+    ap.add_argument(
+        "--difficulty", type=float, default=None, help="synth difficulty (default: the preset's)"
+    )
     ap.add_argument("--models", nargs="+", choices=["tree", "ova"], default=["tree"])
-    ap.add_argument("--modes", nargs="+", choices=["cached", "joined"], default=["cached", "joined"])
+    ap.add_argument(
+        "--modes", nargs="+", choices=["cached", "joined"], default=["cached", "joined"]
+    )
     ap.add_argument("--workdir", default="/tmp/eagle-bench-joined")
-    ap.add_argument("--name", default=None, help="report name (default joined_training_<preset>_<scale>)")
+    ap.add_argument(
+        "--name", default=None, help="report name (default joined_training_<preset>_<scale>)"
+    )
     args = ap.parse_args()
 
     from eagle_spark.classifiers.ova import train_ova
@@ -54,12 +66,22 @@ def main() -> None:
     work = pathlib.Path(args.workdir)
     work.mkdir(parents=True, exist_ok=True)
     events = work / "spark-events"
-    spark = build_spark(Settings.load(overrides=["spark.driver_memory=8g", *event_log_overrides(events)]).spark)
+    spark = build_spark(
+        Settings.load(overrides=["spark.driver_memory=8g", *event_log_overrides(events)]).spark
+    )
     app_id = spark.sparkContext.applicationId
     tag = "" if args.difficulty is None else f"_d{args.difficulty:g}"
     data = work / f"{args.preset}_{args.scale}{tag}"
     if not (data / "_manifest.json").exists():
-        synth(spark, str(data), args.preset, scale=args.scale, seed=0, overwrite=True, difficulty=args.difficulty)
+        synth(
+            spark,
+            str(data),
+            args.preset,
+            scale=args.scale,
+            seed=0,
+            overwrite=True,
+            difficulty=args.difficulty,
+        )
     train = str(data / "train")
     rows = []
     for model in args.models:
@@ -70,16 +92,27 @@ def main() -> None:
             started = time.monotonic()
             with PeakRSS(interval=1.0, pss=True) as rss:
                 if model == "tree":
-                    meta = train_tree(spark, train, str(out), TreeParams(x_access=mode), overwrite=True)
+                    meta = train_tree(
+                        spark, train, str(out), TreeParams(x_access=mode), overwrite=True
+                    )
                 else:
-                    meta = train_ova(spark, train, str(out), OVAParams(x_access=mode), overwrite=True)
+                    meta = train_ova(
+                        spark, train, str(out), OVAParams(x_access=mode), overwrite=True
+                    )
             seconds = round(time.monotonic() - started, 1)
             tables = _tables(out)
             first = first or tables
-            rows.append({"model": model, "x_access": meta["x_access"], "train_s": seconds,
-                         "peak_pss_GB": round(rss.peak_pss_bytes / 2**30, 2),
-                         "model_MB": round(folder_bytes(out) / 2**20, 1),
-                         "same_as_first": all(tables[k].equals(first[k]) for k in first) and tables.keys() == first.keys()})
+            rows.append(
+                {
+                    "model": model,
+                    "x_access": meta["x_access"],
+                    "train_s": seconds,
+                    "peak_pss_GB": round(rss.peak_pss_bytes / 2**30, 2),
+                    "model_MB": round(folder_bytes(out) / 2**20, 1),
+                    "same_as_first": all(tables[k].equals(first[k]) for k in first)
+                    and tables.keys() == first.keys(),
+                }
+            )
     cores = spark.sparkContext.defaultParallelism
     spark.sparkContext.setJobGroup("", "")
     spark.stop()
@@ -87,9 +120,17 @@ def main() -> None:
     for row in rows:
         row["shuffle_MB"] = round(shuffle.get(f"{row['model']}:{row['x_access']}", 0) / 1e6, 1)
     manifest = json.loads((data / "_manifest.json").read_text())
-    write_report(args.name or f"joined_training_{args.preset}_{args.scale}", rows, {
-        "preset": args.preset, "scale": args.scale, "difficulty": manifest["parameters"]["difficulty"],
-        "cores": cores, **{k: manifest["shape"][k] for k in ("n_train", "n_features", "n_labels")}})
+    write_report(
+        args.name or f"joined_training_{args.preset}_{args.scale}",
+        rows,
+        {
+            "preset": args.preset,
+            "scale": args.scale,
+            "difficulty": manifest["parameters"]["difficulty"],
+            "cores": cores,
+            **{k: manifest["shape"][k] for k in ("n_train", "n_features", "n_labels")},
+        },
+    )
 
 
 if __name__ == "__main__":

@@ -38,8 +38,20 @@ def run_once(work: pathlib.Path) -> dict:
     events = work.parent / "events"
     shutil.rmtree(events, ignore_errors=True)
     overrides = [a for o in event_log_overrides(events) for a in ("--set", o)]
-    command = [sys.executable, "-m", "eagle_spark.cli", "pipeline", "--conf", str(ROOT / "conf" / "local.yaml"),
-               "--compare", "--output", str(work), "--log-level", "WARNING", *overrides]
+    command = [
+        sys.executable,
+        "-m",
+        "eagle_spark.cli",
+        "pipeline",
+        "--conf",
+        str(ROOT / "conf" / "local.yaml"),
+        "--compare",
+        "--output",
+        str(work),
+        "--log-level",
+        "WARNING",
+        *overrides,
+    ]
     t0 = time.monotonic()
     with PeakRSS(interval=0.5) as memory:
         done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
@@ -52,14 +64,21 @@ def run_once(work: pathlib.Path) -> dict:
     if len(logs) != 1:
         sys.exit(f"{events}: expected the event log of one application, found {len(logs)}")
     app_id = logs[0].name.removeprefix("eventlog_v2_")
-    return {"wall_s": round(wall, 1), "pipeline_s": round(report["seconds"], 1),
-            "peak_rss_GB": round(memory.peak_bytes / 2**30, 2), "stages": report["stages"], "comparison": comparison,
-            "jobs": jobs_by_description(events, app_id)}
+    return {
+        "wall_s": round(wall, 1),
+        "pipeline_s": round(report["seconds"], 1),
+        "peak_rss_GB": round(memory.peak_bytes / 2**30, 2),
+        "stages": report["stages"],
+        "comparison": comparison,
+        "jobs": jobs_by_description(events, app_id),
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=3, help="how many whole runs (default 3; medians over them)")
+    parser.add_argument(
+        "--runs", type=int, default=3, help="how many whole runs (default 3; medians over them)"
+    )
     parser.add_argument("--report", default="main_job", help="report name under benchmarks/reports")
     parser.add_argument("--work", default="/tmp/eagle_main_job")
     args = parser.parse_args()
@@ -71,8 +90,11 @@ def main() -> None:
     for i in range(args.runs):
         found = run_once(work / "run")
         runs.append(found)
-        print(f"run {i + 1}/{args.runs}: {found['wall_s']} s (pipeline {found['pipeline_s']} s), "
-              f"peak RSS {found['peak_rss_GB']} GB", flush=True)
+        print(
+            f"run {i + 1}/{args.runs}: {found['wall_s']} s (pipeline {found['pipeline_s']} s), "
+            f"peak RSS {found['peak_rss_GB']} GB",
+            flush=True,
+        )
     names = [s["stage"] for s in runs[0]["stages"]]
 
     def seconds(run: dict, name: str) -> float:
@@ -81,28 +103,53 @@ def main() -> None:
     def median_of(name: str, key: str) -> float:
         return round(statistics.median(r["jobs"].get(name, {}).get(key, 0) for r in runs), 2)
 
-    stages = [{"stage": name, "median s": round(statistics.median(seconds(r, name) for r in runs), 1),
-               "runs s": [seconds(r, name) for r in runs], "spark jobs": median_of(name, "spark jobs"),
-               "spark stages": median_of(name, "spark stages"), "job s": median_of(name, "job s")}
-              for name in names]
+    stages = [
+        {
+            "stage": name,
+            "median s": round(statistics.median(seconds(r, name) for r in runs), 1),
+            "runs s": [seconds(r, name) for r in runs],
+            "spark jobs": median_of(name, "spark jobs"),
+            "spark stages": median_of(name, "spark stages"),
+            "job s": median_of(name, "job s"),
+        }
+        for name in names
+    ]
     methods = runs[-1]["comparison"]["methods"]
+
     def total(run: dict, key: str) -> float:
         return sum(v[key] for v in run["jobs"].values())
 
-    rows = [{"stage": "whole command", "median s": round(statistics.median(r["wall_s"] for r in runs), 1),
-             "runs s": [r["wall_s"] for r in runs],
-             "spark jobs": statistics.median(total(r, "spark jobs") for r in runs),
-             "spark stages": statistics.median(total(r, "spark stages") for r in runs),
-             "job s": round(statistics.median(total(r, "job s") for r in runs), 2)}] + stages
-    write_report(args.report, rows, {
-        "command": "eagle-spark pipeline --conf conf/local.yaml --compare",
-        "data": "delicious (embedded), R-4", "runs": args.runs,
-        "median_wall_s": rows[0]["median s"],
-        "median_pipeline_s": round(statistics.median(r["pipeline_s"] for r in runs), 1),
-        "peak_rss_GB": max(r["peak_rss_GB"] for r in runs),
-        "comparison": {m: {"P@1": v["P_percent"][0], "P@3": v["P_percent"][2], "P@5": v["P_percent"][4],
-                           "assignment precision": v["assignment_precision_percent"]} for m, v in methods.items()},
-    })
+    rows = [
+        {
+            "stage": "whole command",
+            "median s": round(statistics.median(r["wall_s"] for r in runs), 1),
+            "runs s": [r["wall_s"] for r in runs],
+            "spark jobs": statistics.median(total(r, "spark jobs") for r in runs),
+            "spark stages": statistics.median(total(r, "spark stages") for r in runs),
+            "job s": round(statistics.median(total(r, "job s") for r in runs), 2),
+        }
+    ] + stages
+    write_report(
+        args.report,
+        rows,
+        {
+            "command": "eagle-spark pipeline --conf conf/local.yaml --compare",
+            "data": "delicious (embedded), R-4",
+            "runs": args.runs,
+            "median_wall_s": rows[0]["median s"],
+            "median_pipeline_s": round(statistics.median(r["pipeline_s"] for r in runs), 1),
+            "peak_rss_GB": max(r["peak_rss_GB"] for r in runs),
+            "comparison": {
+                m: {
+                    "P@1": v["P_percent"][0],
+                    "P@3": v["P_percent"][2],
+                    "P@5": v["P_percent"][4],
+                    "assignment precision": v["assignment_precision_percent"],
+                }
+                for m, v in methods.items()
+            },
+        },
+    )
 
 
 if __name__ == "__main__":

@@ -90,7 +90,12 @@ def metrics(true, pred, inv_ps):
     from eagle_spark.evaluation.metrics import metrics_from_lists
 
     m = metrics_from_lists(true, pred, 5, inv_ps)
-    return {"P@1": 100 * m["P"][0], "P@3": 100 * m["P"][2], "P@5": 100 * m["P"][4], "PSP@5": 100 * m["PSP"][4]}
+    return {
+        "P@1": 100 * m["P"][0],
+        "P@3": 100 * m["P"][2],
+        "P@5": 100 * m["P"][4],
+        "PSP@5": 100 * m["PSP"][4],
+    }
 
 
 def resolve(spark, spec: str, work: pathlib.Path) -> tuple[str, pathlib.Path, pathlib.Path]:
@@ -107,7 +112,9 @@ def resolve(spark, spec: str, work: pathlib.Path) -> tuple[str, pathlib.Path, pa
         difficulty = float(parts[3]) if len(parts) > 3 else None
         name = "_".join(parts[1:])
         pair = work / f"{name}_synth"
-        manifest = synth(spark, str(pair), preset, scale, seed=0, overwrite=True, difficulty=difficulty)
+        manifest = synth(
+            spark, str(pair), preset, scale, seed=0, overwrite=True, difficulty=difficulty
+        )
         files = {}
         for split in ("train", "test"):
             files[split] = work / f"{name}_{split}.txt.gz"
@@ -121,27 +128,63 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", nargs="+", default=["bibtex", "delicious"])
     ap.add_argument("--report", default=None, help="report name (default peers_<data names>)")
-    ap.add_argument("--test-rows", type=int, default=0, help="evaluate on the first N test rows (0: all)")
-    ap.add_argument("--models", nargs="*", default=["tree", "ova"], choices=["tree", "ova"],
-                    help="eagle_spark's models to run (none: the peers only; the one-vs-all is slow beyond ~10K labels)")
+    ap.add_argument(
+        "--test-rows", type=int, default=0, help="evaluate on the first N test rows (0: all)"
+    )
+    ap.add_argument(
+        "--models",
+        nargs="*",
+        default=["tree", "ova"],
+        choices=["tree", "ova"],
+        help="eagle_spark's models to run (none: the peers only; the one-vs-all is slow beyond ~10K labels)",
+    )
     ap.add_argument("--cores", type=int, default=2, help="Spark local[N] and napkinXC threads")
     ap.add_argument("--workdir", default="/tmp/eagle-bench-peers")
-    ap.add_argument("--tree-variant", action="append", default=[], metavar="KEY=VALUE[,KEY=VALUE]",
-                    help="also train a tree with these tree settings (e.g. C=1,tol=0.1), one row each")
-    ap.add_argument("--peers", nargs="*", default=["omikuji", "napkinxc"], choices=["omikuji", "napkinxc"],
-                    help="peer libraries to run (none: eagle_spark's models only)")
-    ap.add_argument("--no-warmup", action="store_true", help="time the first training of the session")
-    ap.add_argument("--repeat", type=int, default=1,
-                    help="train each model this many times; train_s is the median (train_s_runs: every time)")
-    ap.add_argument("--omikuji-trees-one-by-one", action="store_true",
-                    help="omikuji's train_trees_1_by_1: finish each tree before starting the next (same "
-                         "model, less memory: its other defaults train the 3 trees at once)")
-    ap.add_argument("--omikuji-trees", type=int, default=3,
-                    help="omikuji's n_trees (default 3, its own default and Parabel's; fewer where its 3 "
-                         "trees do not fit, see train_cpu_s)")
-    ap.add_argument("--peer-memory-gb", type=float, default=round(0.85 * psutil.virtual_memory().total / 2**30, 1),
-                    help="stop a peer whose process tree's RSS passes this (default 85%% of the machine's memory)")
-    ap.add_argument("--spark-phase", default=None, help=argparse.SUPPRESS)  # internal: the child's output file
+    ap.add_argument(
+        "--tree-variant",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE[,KEY=VALUE]",
+        help="also train a tree with these tree settings (e.g. C=1,tol=0.1), one row each",
+    )
+    ap.add_argument(
+        "--peers",
+        nargs="*",
+        default=["omikuji", "napkinxc"],
+        choices=["omikuji", "napkinxc"],
+        help="peer libraries to run (none: eagle_spark's models only)",
+    )
+    ap.add_argument(
+        "--no-warmup", action="store_true", help="time the first training of the session"
+    )
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="train each model this many times; train_s is the median (train_s_runs: every time)",
+    )
+    ap.add_argument(
+        "--omikuji-trees-one-by-one",
+        action="store_true",
+        help="omikuji's train_trees_1_by_1: finish each tree before starting the next (same "
+        "model, less memory: its other defaults train the 3 trees at once)",
+    )
+    ap.add_argument(
+        "--omikuji-trees",
+        type=int,
+        default=3,
+        help="omikuji's n_trees (default 3, its own default and Parabel's; fewer where its 3 "
+        "trees do not fit, see train_cpu_s)",
+    )
+    ap.add_argument(
+        "--peer-memory-gb",
+        type=float,
+        default=round(0.85 * psutil.virtual_memory().total / 2**30, 1),
+        help="stop a peer whose process tree's RSS passes this (default 85%% of the machine's memory)",
+    )
+    ap.add_argument(
+        "--spark-phase", default=None, help=argparse.SUPPRESS
+    )  # internal: the child's output file
     args = ap.parse_args()
     if args.repeat < 1:
         ap.error(f"--repeat must be >= 1, got {args.repeat}")
@@ -157,21 +200,35 @@ def main() -> None:
     # The data and eagle_spark's models run in a child process: when it exits, so does its Spark JVM,
     # and the peers (each in a process of its own, after it) get the whole machine's memory.
     phase_out = work / "spark_phase.json"
-    subprocess.run([sys.executable, __file__, *sys.argv[1:], "--spark-phase", str(phase_out)], check=True)
+    subprocess.run(
+        [sys.executable, __file__, *sys.argv[1:], "--spark-phase", str(phase_out)], check=True
+    )
     phase = json.loads(phase_out.read_text())
     name_of_report = args.report or "peers_" + "_".join(d["name"] for d in phase["datasets"])
     rows = []
 
     def save(complete: bool) -> None:
-        write_report(name_of_report, rows, {
-            "data": args.data, "test_rows": args.test_rows, "tree_variants": args.tree_variant,
-            "cores": args.cores, "peers": args.peers, "warmup_s": phase["warmup_s"],
-            "warmup": "one untimed training per model on the first dataset's test split",
-            "processes": "eagle_spark in a child process (its Spark JVM ends before the peers start); "
-                         "each peer in its own process, stopped above peer_memory_gb of RSS",
-            "peer_memory_gb": args.peer_memory_gb, "omikuji_trees_one_by_one": args.omikuji_trees_one_by_one,
-            "omikuji_trees": args.omikuji_trees,
-            "repeat": args.repeat, "complete": complete}, table=complete)
+        write_report(
+            name_of_report,
+            rows,
+            {
+                "data": args.data,
+                "test_rows": args.test_rows,
+                "tree_variants": args.tree_variant,
+                "cores": args.cores,
+                "peers": args.peers,
+                "warmup_s": phase["warmup_s"],
+                "warmup": "one untimed training per model on the first dataset's test split",
+                "processes": "eagle_spark in a child process (its Spark JVM ends before the peers start); "
+                "each peer in its own process, stopped above peer_memory_gb of RSS",
+                "peer_memory_gb": args.peer_memory_gb,
+                "omikuji_trees_one_by_one": args.omikuji_trees_one_by_one,
+                "omikuji_trees": args.omikuji_trees,
+                "repeat": args.repeat,
+                "complete": complete,
+            },
+            table=complete,
+        )
 
     cap = int(args.peer_memory_gb * 2**30)
     for ds in phase["datasets"]:
@@ -179,13 +236,28 @@ def main() -> None:
         save(False)
         inv_ps = np.load(ds["inv_ps_file"])  # the spark phase's, from the same training file
         for peer in args.peers:  # each in its own process, stopped above the memory cap
-            row = run_capped(peer_row, dict(peer=peer, work=str(work), name=ds["name"], train_file=ds["train_file"],
-                                            test_file=ds["test_file"], test_rows=args.test_rows,
-                                            cores=args.cores, inv_ps=inv_ps,
-                                            one_by_one=args.omikuji_trees_one_by_one, repeat=args.repeat,
-                                            omikuji_trees=args.omikuji_trees), cap)
-            rows.append(row if "model" in row else {"dataset": ds["name"],
-                                                    "model": peer_name(peer, args.omikuji_trees), **row})
+            row = run_capped(
+                peer_row,
+                dict(
+                    peer=peer,
+                    work=str(work),
+                    name=ds["name"],
+                    train_file=ds["train_file"],
+                    test_file=ds["test_file"],
+                    test_rows=args.test_rows,
+                    cores=args.cores,
+                    inv_ps=inv_ps,
+                    one_by_one=args.omikuji_trees_one_by_one,
+                    repeat=args.repeat,
+                    omikuji_trees=args.omikuji_trees,
+                ),
+                cap,
+            )
+            rows.append(
+                row
+                if "model" in row
+                else {"dataset": ds["name"], "model": peer_name(peer, args.omikuji_trees), **row}
+            )
             print(rows[-1], flush=True)
             save(False)
     save(True)
@@ -210,15 +282,21 @@ def spark_phase(args: argparse.Namespace) -> None:
     from eagle_spark.session import build_spark
 
     work = pathlib.Path(args.workdir)
-    spark = build_spark(Settings.load(overrides=[f"spark.master=local[{args.cores}]",
-                                                 "spark.driver_memory=8g"]).spark)
+    spark = build_spark(
+        Settings.load(
+            overrides=[f"spark.master=local[{args.cores}]", "spark.driver_memory=8g"]
+        ).spark
+    )
     datasets, warmup = [], {}
     for spec in args.data:
         name, train_file, test_file = resolve(spark, spec, work)
         _, Ytr, d, L = read_xc(train_file, features=False)
         _, Yte, _, _ = read_xc(test_file, features=False, max_rows=args.test_rows)
         if args.test_rows and args.test_rows == len(Yte):
-            with gzip.open(test_file, "rt") as fi, gzip.open(work / f"{name}_test_prefix.txt.gz", "wt") as fo:
+            with (
+                gzip.open(test_file, "rt") as fi,
+                gzip.open(work / f"{name}_test_prefix.txt.gz", "wt") as fo,
+            ):
                 n0, d0, l0 = fi.readline().split()
                 fo.write(f"{args.test_rows} {d0} {l0}\n")
                 for _, line in zip(range(args.test_rows), fi):
@@ -229,8 +307,15 @@ def spark_phase(args: argparse.Namespace) -> None:
         del Ytr
         np.save(work / f"{name}_inv_ps.npy", inv_ps)
         rows = []
-        datasets.append({"name": name, "train_file": str(train_file), "test_file": str(test_file),
-                         "inv_ps_file": str(work / f"{name}_inv_ps.npy"), "rows": rows})
+        datasets.append(
+            {
+                "name": name,
+                "train_file": str(train_file),
+                "test_file": str(test_file),
+                "inv_ps_file": str(work / f"{name}_inv_ps.npy"),
+                "rows": rows,
+            }
+        )
         if not args.models:
             continue
         for split, f in (("train", train_file), ("test", test_file)):
@@ -239,15 +324,24 @@ def spark_phase(args: argparse.Namespace) -> None:
             for model in args.models:
                 t0 = time.monotonic()
                 (train_tree if model == "tree" else train_ova)(
-                    spark, str(work / f"{name}_test"), str(work / f"warmup_{model}"), TreeParams() if model == "tree" else OVAParams())
+                    spark,
+                    str(work / f"{name}_test"),
+                    str(work / f"warmup_{model}"),
+                    TreeParams() if model == "tree" else OVAParams(),
+                )
                 warmup[model] = round(time.monotonic() - t0, 1)
             print({"warmup_s": warmup}, flush=True)
 
         X_test_df = read_table(spark, str(work / f"{name}_test"), "X")
         runs = [(m, m, TreeParams() if m == "tree" else OVAParams()) for m in args.models]
         for i, variant in enumerate(args.tree_variant):  # the settings' own parser and checks
-            runs.append((f"tree {variant}", f"tree_v{i}", Settings.load(
-                overrides=[f"tree.{kv}" for kv in variant.split(",")]).tree))
+            runs.append(
+                (
+                    f"tree {variant}",
+                    f"tree_v{i}",
+                    Settings.load(overrides=[f"tree.{kv}" for kv in variant.split(",")]).tree,
+                )
+            )
         for label, model, params in runs:
             out = work / f"{name}_{model}"
             times = []
@@ -258,8 +352,9 @@ def spark_phase(args: argparse.Namespace) -> None:
                         train = work / f"{name}_train_repeat{r}"
                         shutil.copytree(work / f"{name}_train", train, dirs_exist_ok=True)
                     t0 = time.monotonic()
-                    (train_ova if model == "ova" else train_tree)(spark, str(train), str(out), params,
-                                                                   overwrite=r > 0)
+                    (train_ova if model == "ova" else train_tree)(
+                        spark, str(train), str(out), params, overwrite=r > 0
+                    )
                     times.append(time.monotonic() - t0)
             t0 = time.monotonic()
             if model != "ova":
@@ -268,14 +363,28 @@ def spark_phase(args: argparse.Namespace) -> None:
                 preds = predict_ova(spark, str(out), X_test_df, d, 5).collect()
             predict_s = time.monotonic() - t0
             by_id = {r.sample_id: r.label_ids for r in preds}
-            rows.append({"dataset": name, "model": f"eagle_spark {label}",
-                         **{k: round(v, 2) for k, v in metrics(Yte, [by_id.get(i, []) for i in range(len(Yte))], inv_ps).items()},
-                         **train_times(times), "predict_s": round(predict_s, 1),
-                         "predict_ms_row_core": round(1000 * predict_s * args.cores / n_test, 3),
-                         "model_MB": round(folder_bytes(out) / 1e6, 2), "peak_rss_GB": round(rss.peak_bytes / 2**30, 2)})
+            rows.append(
+                {
+                    "dataset": name,
+                    "model": f"eagle_spark {label}",
+                    **{
+                        k: round(v, 2)
+                        for k, v in metrics(
+                            Yte, [by_id.get(i, []) for i in range(len(Yte))], inv_ps
+                        ).items()
+                    },
+                    **train_times(times),
+                    "predict_s": round(predict_s, 1),
+                    "predict_ms_row_core": round(1000 * predict_s * args.cores / n_test, 3),
+                    "model_MB": round(folder_bytes(out) / 1e6, 2),
+                    "peak_rss_GB": round(rss.peak_bytes / 2**30, 2),
+                }
+            )
             print(rows[-1], flush=True)
     spark.stop()
-    pathlib.Path(args.spark_phase).write_text(json.dumps({"datasets": datasets, "warmup_s": warmup}))
+    pathlib.Path(args.spark_phase).write_text(
+        json.dumps({"datasets": datasets, "warmup_s": warmup})
+    )
 
 
 def peer_name(peer: str, omikuji_trees: int = 3) -> str:
@@ -294,22 +403,44 @@ def train_times(times: list[float]) -> dict:
     return out
 
 
-def peer_row(peer: str, work: str, name: str, train_file: str, test_file: str, test_rows: int,
-             cores: int, inv_ps: np.ndarray, one_by_one: bool = False, repeat: int = 1,
-             omikuji_trees: int = 3) -> dict:
+def peer_row(
+    peer: str,
+    work: str,
+    name: str,
+    train_file: str,
+    test_file: str,
+    test_rows: int,
+    cores: int,
+    inv_ps: np.ndarray,
+    one_by_one: bool = False,
+    repeat: int = 1,
+    omikuji_trees: int = 3,
+) -> dict:
     """Report row of one peer library on a data set's XC files (run in a capped child process).
     `one_by_one`: omikuji's train_trees_1_by_1. `repeat`: trainings timed (the median reported).
     `omikuji_trees`: omikuji's n_trees."""
     work, train_file = pathlib.Path(work), pathlib.Path(train_file)
     Xte, Yte, _, _ = read_xc(pathlib.Path(test_file), max_rows=test_rows)
     if peer == "omikuji":
-        return run_omikuji(work, name, train_file, Xte, Yte, inv_ps, cores, one_by_one, repeat, omikuji_trees)
+        return run_omikuji(
+            work, name, train_file, Xte, Yte, inv_ps, cores, one_by_one, repeat, omikuji_trees
+        )
     Xtr, Ytr, _, _ = read_xc(train_file)
     return run_napkinxc(work, name, Xtr, Ytr, Xte, Yte, inv_ps, cores, repeat)
 
 
-def run_omikuji(work, name, train_file, Xte, Yte, inv_ps, cores, one_by_one: bool = False,
-                repeat: int = 1, n_trees: int = 3) -> dict:
+def run_omikuji(
+    work,
+    name,
+    train_file,
+    Xte,
+    Yte,
+    inv_ps,
+    cores,
+    one_by_one: bool = False,
+    repeat: int = 1,
+    n_trees: int = 3,
+) -> dict:
     """Report row of omikuji (Parabel mode, its defaults, `cores` threads) trained on the training
     XC file (decompressed first, untimed) and predicting Xte row by row (one thread). `one_by_one`:
     set its train_trees_1_by_1 (the trees trained in turn, each with every thread; same model).
@@ -335,15 +466,22 @@ def run_omikuji(work, name, train_file, Xte, Yte, inv_ps, cores, one_by_one: boo
     pred = []
     for i in range(Xte.shape[0]):
         row = Xte.getrow(i)
-        pred.append([l for l, _ in om.predict(list(zip(row.indices.tolist(), row.data.tolist())), top_k=5)])
+        pred.append(
+            [l for l, _ in om.predict(list(zip(row.indices.tolist(), row.data.tolist())), top_k=5)]
+        )
     predict_s = time.monotonic() - t0
     om.save(str(work / f"{name}_omikuji"))
-    return {"dataset": name, "model": peer_name("omikuji", n_trees),
-            **{k: round(v, 2) for k, v in metrics(Yte, pred, inv_ps).items()},
-            **train_times(times), "train_cpu_s": round(float(np.median(cpu)), 1), "predict_s": round(predict_s, 1),
-            "predict_ms_row_core": round(1000 * predict_s / Xte.shape[0], 3),
-            "model_MB": round(folder_bytes(work / f"{name}_omikuji") / 1e6, 2),
-            "peak_rss_GB": round(rss.peak_bytes / 2**30, 2)}
+    return {
+        "dataset": name,
+        "model": peer_name("omikuji", n_trees),
+        **{k: round(v, 2) for k, v in metrics(Yte, pred, inv_ps).items()},
+        **train_times(times),
+        "train_cpu_s": round(float(np.median(cpu)), 1),
+        "predict_s": round(predict_s, 1),
+        "predict_ms_row_core": round(1000 * predict_s / Xte.shape[0], 3),
+        "model_MB": round(folder_bytes(work / f"{name}_omikuji") / 1e6, 2),
+        "peak_rss_GB": round(rss.peak_bytes / 2**30, 2),
+    }
 
 
 def run_napkinxc(work, name, Xtr, Ytr, Xte, Yte, inv_ps, cores, repeat: int = 1) -> dict:
@@ -362,12 +500,16 @@ def run_napkinxc(work, name, Xtr, Ytr, Xte, Yte, inv_ps, cores, repeat: int = 1)
     t0 = time.monotonic()
     pred = plt.predict(Xte, top_k=5)
     predict_s = time.monotonic() - t0
-    return {"dataset": name, "model": peer_name("napkinxc"),
-            **{k: round(v, 2) for k, v in metrics(Yte, pred, inv_ps).items()},
-            **train_times(times), "predict_s": round(predict_s, 1),
-            "predict_ms_row_core": round(1000 * predict_s * cores / Xte.shape[0], 3),
-            "model_MB": round(folder_bytes(work / f"{name}_napkinxc") / 1e6, 2),
-            "peak_rss_GB": round(rss.peak_bytes / 2**30, 2)}
+    return {
+        "dataset": name,
+        "model": peer_name("napkinxc"),
+        **{k: round(v, 2) for k, v in metrics(Yte, pred, inv_ps).items()},
+        **train_times(times),
+        "predict_s": round(predict_s, 1),
+        "predict_ms_row_core": round(1000 * predict_s * cores / Xte.shape[0], 3),
+        "model_MB": round(folder_bytes(work / f"{name}_napkinxc") / 1e6, 2),
+        "peak_rss_GB": round(rss.peak_bytes / 2**30, 2),
+    }
 
 
 if __name__ == "__main__":

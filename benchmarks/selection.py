@@ -27,10 +27,16 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--datasets", nargs="+", default=["bibtex", "delicious"],
-                        help="names under ../shared/data/xc, or synth:<preset>:<scale>")
+    parser.add_argument(
+        "--datasets",
+        nargs="+",
+        default=["bibtex", "delicious"],
+        help="names under ../shared/data/xc, or synth:<preset>:<scale>",
+    )
     parser.add_argument("--groupings", nargs="+", default=["R-4", "R-10", "C"])
-    parser.add_argument("--report", default="selection", help="report name under benchmarks/reports")
+    parser.add_argument(
+        "--report", default="selection", help="report name under benchmarks/reports"
+    )
     parser.add_argument("--work", default="/tmp/eagle_selection")
     args = parser.parse_args()
 
@@ -46,27 +52,58 @@ def main() -> None:
     rows, agree, scores = [], {}, []
     for name in args.datasets:
         settings = data_settings(spark, base, name, args.work)
-        out = select(spark, settings, args.groupings, f"{args.work}/{name.replace(':', '_')}", CANDIDATES)
+        out = select(
+            spark, settings, args.groupings, f"{args.work}/{name.replace(':', '_')}", CANDIDATES
+        )
         for g, res in out["groupings"].items():
             cands = res["candidates"]
-            scores.extend({"dataset": name, "grouping": g, "candidate": c, **row} for c, row in cands.items())
+            scores.extend(
+                {"dataset": name, "grouping": g, "candidate": c, **row} for c, row in cands.items()
+            )
             for cset_name, cset in (("all", CANDIDATES), ("auto", auto_set)):
                 best = max(cset, key=lambda c: cands[c]["sample P@5"])
                 for crit in CRITERIA:
-                    chosen = max(cset, key=lambda c: (selection_score(cands[c], crit), -cset.index(c)))
+                    chosen = max(
+                        cset, key=lambda c: (selection_score(cands[c], crit), -cset.index(c))
+                    )
                     ok = cands[chosen]["sample P@5"] >= cands[best]["sample P@5"] - AGREEMENT_P5
                     agree.setdefault((cset_name, crit), []).append(ok)
-                    rows.append({"dataset": name, "grouping": g, "candidates": cset_name, "criterion": crit,
-                                 "chosen": chosen, "sample best": best,
-                                 "sample P@5 chosen": cands[chosen]["sample P@5"],
-                                 "sample P@5 best": cands[best]["sample P@5"], "agrees": ok})
-    summary = [{"candidates": c, "criterion": k, "agreement %": round(100 * sum(v) / len(v), 1), "cells": len(v)}
-               for (c, k), v in agree.items()]
-    write_report(args.report, rows, {"datasets": args.datasets, "groupings": args.groupings,
-                                     "held_out": 0.2, "auto_candidates": list(auto_set),
-                                     "auto_criterion": CRITERION, "summary": summary,
-                                     "candidate_scores": scores,
-                                     "classifier": "tree (conf/local.yaml)"})
+                    rows.append(
+                        {
+                            "dataset": name,
+                            "grouping": g,
+                            "candidates": cset_name,
+                            "criterion": crit,
+                            "chosen": chosen,
+                            "sample best": best,
+                            "sample P@5 chosen": cands[chosen]["sample P@5"],
+                            "sample P@5 best": cands[best]["sample P@5"],
+                            "agrees": ok,
+                        }
+                    )
+    summary = [
+        {
+            "candidates": c,
+            "criterion": k,
+            "agreement %": round(100 * sum(v) / len(v), 1),
+            "cells": len(v),
+        }
+        for (c, k), v in agree.items()
+    ]
+    write_report(
+        args.report,
+        rows,
+        {
+            "datasets": args.datasets,
+            "groupings": args.groupings,
+            "held_out": 0.2,
+            "auto_candidates": list(auto_set),
+            "auto_criterion": CRITERION,
+            "summary": summary,
+            "candidate_scores": scores,
+            "classifier": "tree (conf/local.yaml)",
+        },
+    )
     print_table(rows)
     print()
     print_table(summary)

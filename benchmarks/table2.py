@@ -32,9 +32,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 AT = (1, 3, 5)
 
 # The targets of "beating the Baseline" (points of P@k, test sets).
-MEAN_OVER_BASELINE = 2.0     # default EAGLE - Baseline, mean over every data set and grouping, each k
+MEAN_OVER_BASELINE = 2.0  # default EAGLE - Baseline, mean over every data set and grouping, each k
 DATASET_OVER_BASELINE = -0.3  # the same, each data set's mean over its groupings, each k
-PAPER_P1 = -0.5               # default EAGLE - EAGLE (paper) at P@1 (mean); at P@3 and P@5: >= 0
+PAPER_P1 = -0.5  # default EAGLE - EAGLE (paper) at P@1 (mean); at P@3 and P@5: >= 0
 
 
 def targets(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -44,8 +44,11 @@ def targets(rows: list[dict[str, Any]]) -> dict[str, Any]:
         cells.setdefault((r["dataset"], r["grouping"]), {})[r["method"]] = r
 
     def mean_diff(keys, a, b, k):
-        vals = [cells[c][a][f"P@{k}"] - cells[c][b][f"P@{k}"] for c in keys
-                if a in cells[c] and b in cells[c]]
+        vals = [
+            cells[c][a][f"P@{k}"] - cells[c][b][f"P@{k}"]
+            for c in keys
+            if a in cells[c] and b in cells[c]
+        ]
         return round(sum(vals) / len(vals), 2) if vals else None
 
     keys = sorted(cells)
@@ -60,12 +63,17 @@ def targets(rows: list[dict[str, Any]]) -> dict[str, Any]:
         per[ds] = {f"P@{k}": mean_diff(ks, "eagle", "baseline", k) for k in AT}
     out["per data set EAGLE - Baseline"] = per
     out["holds"] = {
-        "mean >= Baseline + 2.0 at each k": all(v is not None and v >= MEAN_OVER_BASELINE for v in over.values()),
-        "each data set >= Baseline - 0.3 at each k": all(v is not None and v >= DATASET_OVER_BASELINE
-                                                         for d in per.values() for v in d.values()),
+        "mean >= Baseline + 2.0 at each k": all(
+            v is not None and v >= MEAN_OVER_BASELINE for v in over.values()
+        ),
+        "each data set >= Baseline - 0.3 at each k": all(
+            v is not None and v >= DATASET_OVER_BASELINE for d in per.values() for v in d.values()
+        ),
         ">= EAGLE (paper) at P@3, P@5 and within 0.5 at P@1": (
             all(paper[f"P@{k}"] is not None and paper[f"P@{k}"] >= 0 for k in (3, 5))
-            and paper["P@1"] is not None and paper["P@1"] >= PAPER_P1),
+            and paper["P@1"] is not None
+            and paper["P@1"] >= PAPER_P1
+        ),
     }
     return out
 
@@ -80,9 +88,12 @@ def markdown(report: dict[str, Any]) -> str:
         names = {r["method"]: r["name"] for r in rows}
         methods = [m for m in order if m in names]
         groupings = list(dict.fromkeys(r["grouping"] for r in rows))
-        out += [f"**{ds}** ({', '.join(groupings)}; {report['wall_s'][ds] / 60:.1f} min)", "",
-                "| grouping | metric | " + " | ".join(names[m] for m in methods) + " |",
-                "|---|---|" + "---|" * len(methods)]
+        out += [
+            f"**{ds}** ({', '.join(groupings)}; {report['wall_s'][ds] / 60:.1f} min)",
+            "",
+            "| grouping | metric | " + " | ".join(names[m] for m in methods) + " |",
+            "|---|---|" + "---|" * len(methods),
+        ]
         for g in groupings:
             cell = {r["method"]: r for r in rows if r["grouping"] == g}
             first = g
@@ -90,26 +101,38 @@ def markdown(report: dict[str, Any]) -> str:
                 vals = ["–" if cell[m][key] is None else f"{cell[m][key]:.2f}" for m in methods]
                 out.append(f"| {first} | {key} | " + " | ".join(vals) + " |")
                 first = ""
-            out.append("|  | EAGLE chose | " + " | ".join(cell[m]["chose"] or "" for m in methods) + " |")
+            out.append(
+                "|  | EAGLE chose | " + " | ".join(cell[m]["chose"] or "" for m in methods) + " |"
+            )
         out.append("")
     t = report["targets"]
     out.append("| EAGLE minus | P@1 | P@3 | P@5 |")
     out.append("|---|---|---|---|")
     for ds, d in t["per data set EAGLE - Baseline"].items():
         out.append(f"| Baseline, {ds} | " + " | ".join(f"{d[f'P@{k}']:+.2f}" for k in AT) + " |")
-    for key, label in (("mean EAGLE - Baseline", "Baseline, mean"),
-                       ("mean EAGLE - EAGLE (paper)", "EAGLE (paper), mean")):
+    for key, label in (
+        ("mean EAGLE - Baseline", "Baseline, mean"),
+        ("mean EAGLE - EAGLE (paper)", "EAGLE (paper), mean"),
+    ):
         out.append(f"| {label} | " + " | ".join(f"{t[key][f'P@{k}']:+.2f}" for k in AT) + " |")
     out += ["", *(f"- {k}: {'holds' if v else 'does not hold'}" for k, v in t["holds"].items())]
     return "\n".join(out)
 
 
-def row(dataset: str, grouping: str, method: str, name: str, res: dict[str, Any],
-        chose: str | None) -> dict[str, Any]:
+def row(
+    dataset: str, grouping: str, method: str, name: str, res: dict[str, Any], chose: str | None
+) -> dict[str, Any]:
     """A report row from one column of ``experiment table2``'s result (percent values)."""
-    return {"dataset": dataset, "grouping": grouping, "method": method, "name": name,
-            **{f"P@{k}": res["P_percent"][k - 1] for k in AT}, "PSP@5": res["PSP_percent"][4],
-            "assignment precision": res.get("assignment_precision_percent"), "chose": chose}
+    return {
+        "dataset": dataset,
+        "grouping": grouping,
+        "method": method,
+        "name": name,
+        **{f"P@{k}": res["P_percent"][k - 1] for k in AT},
+        "PSP@5": res["PSP_percent"][4],
+        "assignment precision": res.get("assignment_precision_percent"),
+        "chose": chose,
+    }
 
 
 def chosen(folder: pathlib.Path) -> str | None:
@@ -124,23 +147,34 @@ def chosen(folder: pathlib.Path) -> str | None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--datasets", nargs="+",
-                        default=["bibtex", "delicious", "synth:eurlex4k:0.5", "synth:wiki10-31k:0.25"],
-                        help="names under ../shared/data/xc, or synth:<preset>:<scale>")
+    parser.add_argument(
+        "--datasets",
+        nargs="+",
+        default=["bibtex", "delicious", "synth:eurlex4k:0.5", "synth:wiki10-31k:0.25"],
+        help="names under ../shared/data/xc, or synth:<preset>:<scale>",
+    )
     parser.add_argument("--groupings", nargs="+", default=["R-4", "R-10", "C"])
-    parser.add_argument("--report", default="table2_targets", help="report name under benchmarks/reports")
+    parser.add_argument(
+        "--report", default="table2_targets", help="report name under benchmarks/reports"
+    )
     parser.add_argument("--work", default="/tmp/eagle_table2")
-    parser.add_argument("--methods", nargs="+", default=["baseline", "eagle0", "eagle_paper", "eagle"],
-                        help="methods beside the Oracle (the targets need baseline, eagle_paper, eagle)")
-    parser.add_argument("--markdown", action="store_true", help="print the report's tables and exit")
+    parser.add_argument(
+        "--methods",
+        nargs="+",
+        default=["baseline", "eagle0", "eagle_paper", "eagle"],
+        help="methods beside the Oracle (the targets need baseline, eagle_paper, eagle)",
+    )
+    parser.add_argument(
+        "--markdown", action="store_true", help="print the report's tables and exit"
+    )
     args = parser.parse_args()
     if args.markdown:
         print(markdown(json.loads((REPORTS / f"{args.report}.json").read_text())))
         return
 
     from eagle_spark.experiments.xmc import table2
-    from eagle_spark.pipeline import METHOD_NAMES
     from eagle_spark.params import Settings
+    from eagle_spark.pipeline import METHOD_NAMES
     from eagle_spark.session import build_spark
 
     base = Settings.load(str(ROOT / "conf" / "local.yaml"))
@@ -162,13 +196,31 @@ def main() -> None:
             for g_name, methods in result["groupings"].items():
                 folder = pathlib.Path(out) / "groupings" / g_name
                 rows.append(row(name, g_name, "oracle", "Oracle", result["oracle"], None))
-                rows += [row(name, g_name, m, METHOD_NAMES[m], res, chosen(folder) if m == "eagle" else None)
-                         for m, res in methods.items()]
-            write_report(args.report, rows, {"datasets": list(walls), "groupings": args.groupings,
-                                             "evaluated_on": "test sets",
-                                             "classifier": "tree (conf/local.yaml)", "done": list(walls),
-                                             "wall_s": walls, "targets": targets(rows)},
-                         table=False)
+                rows += [
+                    row(
+                        name,
+                        g_name,
+                        m,
+                        METHOD_NAMES[m],
+                        res,
+                        chosen(folder) if m == "eagle" else None,
+                    )
+                    for m, res in methods.items()
+                ]
+            write_report(
+                args.report,
+                rows,
+                {
+                    "datasets": list(walls),
+                    "groupings": args.groupings,
+                    "evaluated_on": "test sets",
+                    "classifier": "tree (conf/local.yaml)",
+                    "done": list(walls),
+                    "wall_s": walls,
+                    "targets": targets(rows),
+                },
+                table=False,
+            )
     print_table(rows)
     print()
     print(json.dumps(targets(rows), indent=2))

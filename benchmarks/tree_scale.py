@@ -20,7 +20,14 @@ import sys
 import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from _common import PeakRSS, event_log_overrides, folder_bytes, print_table, stage_times, write_report  # noqa: E402
+from _common import (  # noqa: E402
+    PeakRSS,
+    event_log_overrides,
+    folder_bytes,
+    print_table,
+    stage_times,
+    write_report,
+)
 
 
 def main() -> None:
@@ -29,10 +36,18 @@ def main() -> None:
     ap.add_argument("--workdir", default="/tmp/eagle-bench-synth")
     ap.add_argument("--test-rows", type=int, default=60000)
     ap.add_argument("--n-trees", type=int, default=3)
-    ap.add_argument("--difficulty", type=float, default=None, help="synth difficulty in [0, 1] (default: the preset's calibrated value; 0: the easy data of the reports before 2026-11-23)")
+    ap.add_argument(
+        "--difficulty",
+        type=float,
+        default=None,
+        help="synth difficulty in [0, 1] (default: the preset's calibrated value; 0: the easy data of the reports before 2026-11-23)",
+    )
     ap.add_argument("--tol", type=float, default=None, help="tree.tol (default: TreeParams')")
-    ap.add_argument("--max-leaf-work", default=None,
-                    help="tree.max_leaf_work, or 'none' for Parabel's leaves (default: TreeParams')")
+    ap.add_argument(
+        "--max-leaf-work",
+        default=None,
+        help="tree.max_leaf_work, or 'none' for Parabel's leaves (default: TreeParams')",
+    )
     args = ap.parse_args()
 
     from pyspark.sql import functions as F
@@ -56,27 +71,53 @@ def main() -> None:
         tag = "" if args.difficulty is None else f"_d{args.difficulty:g}"
         data = work / f"wiki325k_{scale}{tag}"
         if not (data / "_manifest.json").exists():
-            synth(spark, str(data), "wiki325k", scale=scale, seed=0, overwrite=True, difficulty=args.difficulty)
+            synth(
+                spark,
+                str(data),
+                "wiki325k",
+                scale=scale,
+                seed=0,
+                overwrite=True,
+                difficulty=args.difficulty,
+            )
         train, test = str(data / "train"), str(data / "test")
         if args.test_rows:  # a prefix of the test set, as its own dataset
             sub = work / f"wiki325k_{scale}{tag}_test{args.test_rows}"
             if not (sub / "_manifest.json").exists():
                 for name in ("X", "Y"):
-                    (spark.read.parquet(f"{test}/{name}").where(F.col("sample_id") < args.test_rows)
-                     .write.mode("overwrite").parquet(str(sub / name)))
+                    (
+                        spark.read.parquet(f"{test}/{name}")
+                        .where(F.col("sample_id") < args.test_rows)
+                        .write.mode("overwrite")
+                        .parquet(str(sub / name))
+                    )
                 m = read_manifest(spark, test)
-                write_manifest(spark, str(sub), new_manifest(
-                    "subset", n_samples=min(args.test_rows, int(m["n_samples"])),
-                    n_features=m["n_features"], n_labels=m["n_labels"], source={"dataset": test}))
+                write_manifest(
+                    spark,
+                    str(sub),
+                    new_manifest(
+                        "subset",
+                        n_samples=min(args.test_rows, int(m["n_samples"])),
+                        n_features=m["n_features"],
+                        n_labels=m["n_labels"],
+                        source={"dataset": test},
+                    ),
+                )
             test = str(sub)
         model, preds = work / f"tree_{scale}", work / f"tree_pred_{scale}"
         given = {} if args.tol is None else {"tol": args.tol}
         if args.max_leaf_work is not None:
-            given["max_leaf_work"] = None if args.max_leaf_work == "none" else int(args.max_leaf_work)
+            given["max_leaf_work"] = (
+                None if args.max_leaf_work == "none" else int(args.max_leaf_work)
+            )
         params = TreeParams(n_trees=args.n_trees, **given)
         pp, ep = PredictParams(), EvaluateParams(propensity_a=0.5, propensity_b=0.4)
-        row = {"scale": scale, "n_trees": args.n_trees, "tol": params.tol,
-               "max_leaf_work": params.max_leaf_work}
+        row = {
+            "scale": scale,
+            "n_trees": args.n_trees,
+            "tol": params.tol,
+            "max_leaf_work": params.max_leaf_work,
+        }
         with PeakRSS() as rss:
             t0 = time.monotonic()
             meta = train_tree(spark, train, str(model), params, overwrite=True)
@@ -103,7 +144,11 @@ def main() -> None:
     phases = stage_times(events, app_id)
     print("Spark stages of at least 1 s (from the event log):")
     print_table(phases)
-    write_report("tree_scale_" + "_".join(str(s) for s in args.scales), rows, extra={"stages": phases, "synth_difficulty": args.difficulty})
+    write_report(
+        "tree_scale_" + "_".join(str(s) for s in args.scales),
+        rows,
+        extra={"stages": phases, "synth_difficulty": args.difficulty},
+    )
 
 
 if __name__ == "__main__":

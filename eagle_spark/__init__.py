@@ -8,8 +8,16 @@ exported here); the dataset layout is in :mod:`eagle_spark.schemas`.
 
 __version__ = "0.1.0"
 
-_API = ("Dataset", "GRLR", "GRLRModel", "LabelTreeClassifier", "LabelTreeModel", "OneVsRestXMC",
-        "OneVsRestXMCModel", "evaluate")
+_API = (
+    "Dataset",
+    "GRLR",
+    "GRLRModel",
+    "LabelTreeClassifier",
+    "LabelTreeModel",
+    "OneVsRestXMC",
+    "OneVsRestXMCModel",
+    "evaluate",
+)
 
 __all__ = ["__version__", *_API]
 

@@ -26,27 +26,50 @@ import time
 from typing import Sequence
 
 from eagle_spark import __version__
-from eagle_spark.errors import (EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_OK, BadInputError, EagleError,
-                                OutputExistsError, from_task_failure, storage_error, strict_json)
+from eagle_spark.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_INTERNAL,
+    EXIT_OK,
+    BadInputError,
+    EagleError,
+    OutputExistsError,
+    from_task_failure,
+    storage_error,
+    strict_json,
+)
 from eagle_spark.logs import configure as configure_logging
 from eagle_spark.logs import to_log4j
 from eagle_spark.params import Settings
 
 log = logging.getLogger("eagle_spark")
 
+
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--conf", metavar="FILE", help="YAML settings file (see --print-defaults)")
     parser.add_argument(
-        "--set", metavar="KEY=VALUE", action="append", default=[], dest="overrides",
+        "--set",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        dest="overrides",
         help="override one setting, e.g. --set spark.master=local[2] (repeatable)",
     )
-    parser.add_argument("--print-defaults", action="store_true",
-                        help="print the settings in force as YAML and exit")
-    parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
-                        help="eagle_spark's log level on stderr (default INFO; WARNING hides progress)")
-    parser.add_argument("--summary", metavar="FILE", default=None,
-                        help="write the JSON summary to FILE (a local path of the driver, written "
-                             "atomically) instead of stdout, which then stays empty")
+    parser.add_argument(
+        "--print-defaults", action="store_true", help="print the settings in force as YAML and exit"
+    )
+    parser.add_argument(
+        "--log-level",
+        default="INFO",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="eagle_spark's log level on stderr (default INFO; WARNING hides progress)",
+    )
+    parser.add_argument(
+        "--summary",
+        metavar="FILE",
+        default=None,
+        help="write the JSON summary to FILE (a local path of the driver, written "
+        "atomically) instead of stdout, which then stays empty",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -105,8 +128,20 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 # Flags that name what a command reads: a damaged file under one of them is bad input (exit 2), and
 # no command may write over, into or around one of them.
-INPUT_FLAGS = ("input", "embeddings", "model", "predictions", "y1", "y2", "label_repr",
-               "propensity_from", "train", "test", "dataset", "test_dataset")
+INPUT_FLAGS = (
+    "input",
+    "embeddings",
+    "model",
+    "predictions",
+    "y1",
+    "y2",
+    "label_repr",
+    "propensity_from",
+    "train",
+    "test",
+    "dataset",
+    "test_dataset",
+)
 OUTPUT_FLAGS = ("output",)
 
 
@@ -147,8 +182,9 @@ def summary_replaceable(args: argparse.Namespace) -> bool:
     from eagle_spark.io.fs import overlaps
 
     output = getattr(args, "output", None)
-    return bool(getattr(args, "overwrite", False)) or (isinstance(output, str)
-                                                       and overlaps(args.summary, output))
+    return bool(getattr(args, "overwrite", False)) or (
+        isinstance(output, str) and overlaps(args.summary, output)
+    )
 
 
 def _run(name: str, args: argparse.Namespace, settings: Settings) -> int:
@@ -175,7 +211,9 @@ def _run(name: str, args: argparse.Namespace, settings: Settings) -> int:
             summary = run(None, args, settings)
         else:
             spark = build_spark(settings.spark)
-            to_log4j(spark, args.log_level)  # under spark-submit: stdout is for the summary line only
+            to_log4j(
+                spark, args.log_level
+            )  # under spark-submit: stdout is for the summary line only
             log.info("%s: started", name)
             with input_read_errors(inputs), phase(spark, name), SparkProgress(spark):
                 summary = run(spark, args, settings)
@@ -189,7 +227,11 @@ def _run(name: str, args: argparse.Namespace, settings: Settings) -> int:
             return EXIT_INTERNAL
         if err is not exc:
             log.debug("%s: raised in a Spark task", name, exc_info=exc)
-        hint = "; pass --overwrite to replace it" if isinstance(err, OutputExistsError) and err.existed else ""
+        hint = (
+            "; pass --overwrite to replace it"
+            if isinstance(err, OutputExistsError) and err.existed
+            else ""
+        )
         print(f"eagle-spark {name}: error: {err}{hint}", file=sys.stderr)
         return err.exit_code
     finally:
@@ -202,7 +244,8 @@ def _run(name: str, args: argparse.Namespace, settings: Settings) -> int:
         except (OSError, OutputExistsError) as err:
             if isinstance(err, OSError):
                 err = storage_error(err, args.summary) or BadInputError(
-                    f"cannot write --summary file {args.summary}: {err}")
+                    f"cannot write --summary file {args.summary}: {err}"
+                )
             print(f"eagle-spark {name}: error: {err}", file=sys.stderr)
             return getattr(err, "exit_code", EXIT_BAD_INPUT)
     else:
@@ -232,8 +275,11 @@ def _write_summary(path: str, line: str, replace: bool) -> None:
             try:
                 os.link(tmp, path)
             except FileExistsError:
-                raise OutputExistsError(f"--summary file {path} appeared while running; not "
-                                        "replaced", path=path, existed=True) from None
+                raise OutputExistsError(
+                    f"--summary file {path} appeared while running; not replaced",
+                    path=path,
+                    existed=True,
+                ) from None
     finally:
         if os.path.lexists(tmp):
             os.unlink(tmp)

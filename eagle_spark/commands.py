@@ -42,35 +42,71 @@ def command(name: str, help_text: str, add_arguments: Callable[[argparse.Argumen
 
 def _flags(args: argparse.Namespace, names: dict[str, str]) -> dict[str, Any]:
     """Explicit flag values (not None) keyed by settings field name."""
-    return {field: getattr(args, dest) for dest, field in names.items()
-            if getattr(args, dest, None) is not None}
+    return {
+        field: getattr(args, dest)
+        for dest, field in names.items()
+        if getattr(args, dest, None) is not None
+    }
 
 
 def _ingest_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--input", default=None,
-                   help="XC or libsvm text file, plain or .gz (default: the embedded delicious train file)")
+    p.add_argument(
+        "--input",
+        default=None,
+        help="XC or libsvm text file, plain or .gz (default: the embedded delicious train file)",
+    )
     p.add_argument("--output", required=True, help="dataset folder to write")
-    p.add_argument("--format", choices=["xc", "libsvm"], default=None,
-                   help="xc: header 'n_samples n_features n_labels' (default); libsvm: no header")
-    p.add_argument("--one-based", action="store_const", const=True, default=None,
-                   help="feature ids in the file start at 1 (labels stay 0-based)")
-    p.add_argument("--on-bad-line", choices=["fail", "skip"], default=None,
-                   help="fail (default): exit 2 naming file and line; skip: keep bad lines in _rejected/")
-    p.add_argument("--n-features", type=int, default=None, help="libsvm: feature count (default max id + 1)")
-    p.add_argument("--n-labels", type=int, default=None, help="libsvm: label count (default max id + 1)")
+    p.add_argument(
+        "--format",
+        choices=["xc", "libsvm"],
+        default=None,
+        help="xc: header 'n_samples n_features n_labels' (default); libsvm: no header",
+    )
+    p.add_argument(
+        "--one-based",
+        action="store_const",
+        const=True,
+        default=None,
+        help="feature ids in the file start at 1 (labels stay 0-based)",
+    )
+    p.add_argument(
+        "--on-bad-line",
+        choices=["fail", "skip"],
+        default=None,
+        help="fail (default): exit 2 naming file and line; skip: keep bad lines in _rejected/",
+    )
+    p.add_argument(
+        "--n-features", type=int, default=None, help="libsvm: feature count (default max id + 1)"
+    )
+    p.add_argument(
+        "--n-labels", type=int, default=None, help="libsvm: label count (default max id + 1)"
+    )
     p.add_argument("--overwrite", action="store_true", help="replace an existing output")
 
 
-@command("ingest", "Read an XC / libsvm text file into a dataset (X, Y Parquet tables).", _ingest_args)
+@command(
+    "ingest", "Read an XC / libsvm text file into a dataset (X, Y Parquet tables).", _ingest_args
+)
 def run_ingest(spark: Any, args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     from eagle_spark.ml import Dataset
 
-    settings = settings.replace("ingest", **_flags(args, {
-        "format": "format", "one_based": "one_based", "on_bad_line": "on_bad_line",
-        "n_features": "n_features", "n_labels": "n_labels"}))
+    settings = settings.replace(
+        "ingest",
+        **_flags(
+            args,
+            {
+                "format": "format",
+                "one_based": "one_based",
+                "on_bad_line": "on_bad_line",
+                "n_features": "n_features",
+                "n_labels": "n_labels",
+            },
+        ),
+    )
     source = args.input or embedded_path("delicious", "train")
-    manifest = Dataset.ingest(spark, source, args.output, overwrite=args.overwrite,
-                              **settings.ingest.to_dict()).manifest
+    manifest = Dataset.ingest(
+        spark, source, args.output, overwrite=args.overwrite, **settings.ingest.to_dict()
+    ).manifest
     return {
         "output": args.output,
         "input": source,
@@ -78,8 +114,10 @@ def run_ingest(spark: Any, args: argparse.Namespace, settings: Settings) -> dict
         "n_features": manifest["n_features"],
         "n_labels": manifest["n_labels"],
         "rejected_lines": manifest["rejected"]["lines"],
-        **{k: manifest["stats"][k] for k in (
-            "nnz", "labels_per_sample", "nnz_per_sample", "samples_without_labels")},
+        **{
+            k: manifest["stats"][k]
+            for k in ("nnz", "labels_per_sample", "nnz_per_sample", "samples_without_labels")
+        },
     }
 
 
@@ -89,7 +127,9 @@ def _export_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--overwrite", action="store_true", help="replace an existing file")
 
 
-@command("export", "Write a dataset's X and Y as an XC text file (round trip of ingest).", _export_args)
+@command(
+    "export", "Write a dataset's X and Y as an XC text file (round trip of ingest).", _export_args
+)
 def run_export(spark: Any, args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     from eagle_spark.io.export import export_xc
 
@@ -99,69 +139,156 @@ def run_export(spark: Any, args: argparse.Namespace, settings: Settings) -> dict
 def _aggregate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input", required=True, help="dataset with X and Y (from ingest or synth)")
     p.add_argument("--output", required=True, help="aggregated dataset folder to write")
-    p.add_argument("--grouping", choices=["random", "cluster"], default=None,
-                   help="random groups of --group-size, or hierarchical 2-means to --depth")
+    p.add_argument(
+        "--grouping",
+        choices=["random", "cluster"],
+        default=None,
+        help="random groups of --group-size, or hierarchical 2-means to --depth",
+    )
     p.add_argument("--group-size", type=int, default=None, help="g for random grouping (default 4)")
     p.add_argument("--depth", type=int, default=None, help="D for cluster grouping (default 8)")
-    p.add_argument("--noise", type=float, default=None,
-                   help="sigma of Gaussian noise on the clustered features (default 0)")
+    p.add_argument(
+        "--noise",
+        type=float,
+        default=None,
+        help="sigma of Gaussian noise on the clustered features (default 0)",
+    )
     p.add_argument("--seed", type=int, default=None, help="seed (default 0)")
-    p.add_argument("--merge", choices=["list", "set"], default=None,
-                   help="Y2 count: list = multiplicity (default), set = 1")
+    p.add_argument(
+        "--merge",
+        choices=["list", "set"],
+        default=None,
+        help="Y2 count: list = multiplicity (default), set = 1",
+    )
     p.add_argument("--y1", default=None, help="user-supplied Y1 table (Parquet or CSV)")
     p.add_argument("--y2", default=None, help="user-supplied Y2 table (Parquet or CSV)")
-    p.add_argument("--on-bad-row", choices=["fail", "skip"], default=None,
-                   help="user tables: fail (default) or drop bad rows and count them")
+    p.add_argument(
+        "--on-bad-row",
+        choices=["fail", "skip"],
+        default=None,
+        help="user tables: fail (default) or drop bad rows and count them",
+    )
     p.add_argument("--overwrite", action="store_true", help="replace an existing output")
 
 
-@command("aggregate", "Group samples (random / cluster) or take user Y1/Y2; write X, Y, Y1, Y2.",
-         _aggregate_args)
+@command(
+    "aggregate",
+    "Group samples (random / cluster) or take user Y1/Y2; write X, Y, Y1, Y2.",
+    _aggregate_args,
+)
 def run_aggregate(spark: Any, args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     from eagle_spark.ml import Dataset
 
-    settings = settings.replace("aggregate", **_flags(args, {
-        "grouping": "grouping", "group_size": "group_size", "depth": "depth", "noise": "noise",
-        "seed": "seed", "merge": "merge", "on_bad_row": "on_bad_row"}))
+    settings = settings.replace(
+        "aggregate",
+        **_flags(
+            args,
+            {
+                "grouping": "grouping",
+                "group_size": "group_size",
+                "depth": "depth",
+                "noise": "noise",
+                "seed": "seed",
+                "merge": "merge",
+                "on_bad_row": "on_bad_row",
+            },
+        ),
+    )
     a = settings.aggregate
-    manifest = Dataset.at(spark, args.input).aggregate(
-        args.output, grouping=a.grouping, groupSize=a.group_size, depth=a.depth, noise=a.noise, seed=a.seed,
-        merge=a.merge, kmeansIterations=a.kmeans_iterations, y1=args.y1, y2=args.y2, onBadRow=a.on_bad_row,
-        overwrite=args.overwrite).manifest
-    return {"output": args.output, **{k: manifest[k] for k in (
-        "n_samples", "n_groups", "group_size_mean", "group_size_max", "n_positive_pairs")},
-        "rejected_rows": sum(manifest["rejected"].values())}
+    manifest = (
+        Dataset.at(spark, args.input)
+        .aggregate(
+            args.output,
+            grouping=a.grouping,
+            groupSize=a.group_size,
+            depth=a.depth,
+            noise=a.noise,
+            seed=a.seed,
+            merge=a.merge,
+            kmeansIterations=a.kmeans_iterations,
+            y1=args.y1,
+            y2=args.y2,
+            onBadRow=a.on_bad_row,
+            overwrite=args.overwrite,
+        )
+        .manifest
+    )
+    return {
+        "output": args.output,
+        **{
+            k: manifest[k]
+            for k in (
+                "n_samples",
+                "n_groups",
+                "group_size_mean",
+                "group_size_max",
+                "n_positive_pairs",
+            )
+        },
+        "rejected_rows": sum(manifest["rejected"].values()),
+    }
 
 
 def _synth_args(p: argparse.ArgumentParser) -> None:
     from eagle_spark.synth import PRESETS
 
     p.add_argument("--output", required=True, help="folder for the train/ and test/ datasets")
-    p.add_argument("--preset", choices=sorted(PRESETS), default=None, help="shape (default wiki325k)")
-    p.add_argument("--scale", type=float, default=None, help="count multiplier in (0, 1] (default 1)")
+    p.add_argument(
+        "--preset", choices=sorted(PRESETS), default=None, help="shape (default wiki325k)"
+    )
+    p.add_argument(
+        "--scale", type=float, default=None, help="count multiplier in (0, 1] (default 1)"
+    )
     p.add_argument("--seed", type=int, default=None, help="seed (default 0)")
-    p.add_argument("--difficulty", type=float, default=None,
-                   help="in [0, 1]: how confusable labels are (default: the preset's calibrated "
-                        "value; 0: the easy data of earlier versions)")
+    p.add_argument(
+        "--difficulty",
+        type=float,
+        default=None,
+        help="in [0, 1]: how confusable labels are (default: the preset's calibrated "
+        "value; 0: the easy data of earlier versions)",
+    )
     p.add_argument("--overwrite", action="store_true", help="replace an existing output")
 
 
-@command("synth", "Generate a synthetic clean XMC train/test pair of a benchmark's shape.", _synth_args)
+@command(
+    "synth", "Generate a synthetic clean XMC train/test pair of a benchmark's shape.", _synth_args
+)
 def run_synth(spark: Any, args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     from eagle_spark.io.tables import read_manifest
     from eagle_spark.ml import Dataset
 
-    settings = settings.replace("synth", **_flags(args, {"preset": "preset", "scale": "scale",
-                                                         "seed": "seed", "difficulty": "difficulty"}))
+    settings = settings.replace(
+        "synth",
+        **_flags(
+            args, {"preset": "preset", "scale": "scale", "seed": "seed", "difficulty": "difficulty"}
+        ),
+    )
     p = settings.synth
-    Dataset.synth(spark, args.output, p.preset, p.scale, p.seed, p.rows_per_task, overwrite=args.overwrite,
-                  difficulty=p.difficulty)
+    Dataset.synth(
+        spark,
+        args.output,
+        p.preset,
+        p.scale,
+        p.seed,
+        p.rows_per_task,
+        overwrite=args.overwrite,
+        difficulty=p.difficulty,
+    )
     pair = read_manifest(spark, args.output)
-    return {"output": args.output, "preset": p.preset, "scale": p.scale,
-            "difficulty": pair["parameters"]["difficulty"],
-            **{f"{split}_{k}": v for split, stats in pair["splits"].items()
-               for k, v in stats.items() if k in ("n_samples", "nnz_per_sample", "labels_per_sample")},
-            "n_features": pair["shape"]["n_features"], "n_labels": pair["shape"]["n_labels"]}
+    return {
+        "output": args.output,
+        "preset": p.preset,
+        "scale": p.scale,
+        "difficulty": pair["parameters"]["difficulty"],
+        **{
+            f"{split}_{k}": v
+            for split, stats in pair["splits"].items()
+            for k, v in stats.items()
+            if k in ("n_samples", "nnz_per_sample", "labels_per_sample")
+        },
+        "n_features": pair["shape"]["n_features"],
+        "n_labels": pair["shape"]["n_labels"],
+    }
 
 
 def _embed_args(p: argparse.ArgumentParser) -> None:
@@ -169,61 +296,112 @@ def _embed_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--output", required=True, help="folder for label_emb/ and the manifest")
     p.add_argument("--iterations", type=int, default=None, help="T (default 20; 0 = EAGLE-0)")
     p.add_argument("--lr", type=float, default=None, help="lambda (default 0.1)")
-    p.add_argument("--no-normalize", action="store_const", const=False, default=None,
-                   dest="normalize", help="do not L2-normalise the rows of X")
+    p.add_argument(
+        "--no-normalize",
+        action="store_const",
+        const=False,
+        default=None,
+        dest="normalize",
+        help="do not L2-normalise the rows of X",
+    )
     p.add_argument("--overwrite", action="store_true", help="replace an existing output")
 
 
-@command("embed", "Learn label embeddings with GRLR (paper Algorithm 1) as map-reduce over labels.",
-         _embed_args)
+@command(
+    "embed",
+    "Learn label embeddings with GRLR (paper Algorithm 1) as map-reduce over labels.",
+    _embed_args,
+)
 def run_embed(spark: Any, args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     from eagle_spark.ml import GRLR, Dataset
 
-    settings = settings.replace("embed", **_flags(args, {
-        "iterations": "iterations", "lr": "lr", "normalize": "normalize"}))
+    settings = settings.replace(
+        "embed", **_flags(args, {"iterations": "iterations", "lr": "lr", "normalize": "normalize"})
+    )
     model = GRLR.fromSettings(settings.embed, settings.assign).fitDataset(
-        Dataset.at(spark, args.input), args.output, overwrite=args.overwrite)
+        Dataset.at(spark, args.input), args.output, overwrite=args.overwrite
+    )
     m = model.summary
     last = m["iterations"][-1]
-    return {"output": args.output, "n_labels": m["n_labels"], "n_pairs": m["n_pairs"],
-            "iterations": settings.embed.iterations, "last_changed_fraction": last["changed_fraction"],
-            "mean_max_score": last["mean_max_score"], "entries_processed": m["entries_processed"]}
+    return {
+        "output": args.output,
+        "n_labels": m["n_labels"],
+        "n_pairs": m["n_pairs"],
+        "iterations": settings.embed.iterations,
+        "last_changed_fraction": last["changed_fraction"],
+        "mean_max_score": last["mean_max_score"],
+        "entries_processed": m["entries_processed"],
+    }
 
 
 def _assign_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input", required=True, help="aggregated dataset (X, Y1, Y2; Y for quality)")
     p.add_argument("--embeddings", default=None, help="output folder of embed (method eagle)")
     p.add_argument("--output", required=True, help="filtered dataset to write (X, Y = Y_filter)")
-    p.add_argument("--method", choices=["eagle", "baseline"], default=None,
-                   help="eagle (default): argmax member per group label; baseline: Y1 Y2")
-    p.add_argument("--multiplicity", action=argparse.BooleanOptionalAction, default=None,
-                   help="a label of count c goes to the top-c members (the default); "
-                        "--no-multiplicity: to its best member only (Algorithm 2 as printed)")
-    p.add_argument("--weighting", choices=["hard", "soft", "auto"], default=None,
-                   help="hard: weight 1 for the chosen members; soft: every member a weight from its score "
-                        "(assign.temperature); auto: the best of assign.candidates on held-out groups")
-    p.add_argument("--refine-rounds", type=int, default=None,
-                   help="rounds of refinement with a one-vs-all classifier trained on the assignment "
-                        "(assign.refine_rounds; default 0)")
+    p.add_argument(
+        "--method",
+        choices=["eagle", "baseline"],
+        default=None,
+        help="eagle (default): argmax member per group label; baseline: Y1 Y2",
+    )
+    p.add_argument(
+        "--multiplicity",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="a label of count c goes to the top-c members (the default); "
+        "--no-multiplicity: to its best member only (Algorithm 2 as printed)",
+    )
+    p.add_argument(
+        "--weighting",
+        choices=["hard", "soft", "auto"],
+        default=None,
+        help="hard: weight 1 for the chosen members; soft: every member a weight from its score "
+        "(assign.temperature); auto: the best of assign.candidates on held-out groups",
+    )
+    p.add_argument(
+        "--refine-rounds",
+        type=int,
+        default=None,
+        help="rounds of refinement with a one-vs-all classifier trained on the assignment "
+        "(assign.refine_rounds; default 0)",
+    )
     p.add_argument("--overwrite", action="store_true", help="replace an existing output")
 
 
-@command("assign", "Assign each group label to its best member (paper Algorithm 2) -> Y_filter.",
-         _assign_args)
+@command(
+    "assign",
+    "Assign each group label to its best member (paper Algorithm 2) -> Y_filter.",
+    _assign_args,
+)
 def run_assign(spark: Any, args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     from eagle_spark.ml import Dataset, GRLRModel
 
-    settings = settings.replace("assign", **_flags(args, {"method": "method", "multiplicity": "multiplicity",
-                                                          "weighting": "weighting",
-                                                          "refine_rounds": "refine_rounds"}))
+    settings = settings.replace(
+        "assign",
+        **_flags(
+            args,
+            {
+                "method": "method",
+                "multiplicity": "multiplicity",
+                "weighting": "weighting",
+                "refine_rounds": "refine_rounds",
+            },
+        ),
+    )
     if settings.assign.method == "eagle" and args.embeddings is None:
         raise BadInputError("--method eagle needs --embeddings (the output of embed)")
     model = GRLRModel.fromSettings(settings.assign)
     if args.embeddings is not None:
         model = model.atFolder(args.embeddings)
-    m = model.transformDataset(Dataset.at(spark, args.input), args.output, overwrite=args.overwrite).manifest
-    out = {"output": args.output, "method": settings.assign.method,
-           "n_assignments": m["n_assignments"], "samples_with_labels": m["samples_with_labels"]}
+    m = model.transformDataset(
+        Dataset.at(spark, args.input), args.output, overwrite=args.overwrite
+    ).manifest
+    out = {
+        "output": args.output,
+        "method": settings.assign.method,
+        "n_assignments": m["n_assignments"],
+        "samples_with_labels": m["samples_with_labels"],
+    }
     if m["quality"]:
         out |= {"precision": m["quality"]["precision"], "recall": m["quality"]["recall"]}
     if m.get("refinement"):
@@ -232,18 +410,31 @@ def run_assign(spark: Any, args: argparse.Namespace, settings: Settings) -> dict
 
 
 def _train_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--input", required=True, help="dataset with X and Y (e.g. the output of assign)")
+    p.add_argument(
+        "--input", required=True, help="dataset with X and Y (e.g. the output of assign)"
+    )
     p.add_argument("--output", required=True, help="model folder to write")
-    p.add_argument("--model", choices=["ova", "tree"], default=None,
-                   help="ova: one-vs-all; tree: Parabel-like label tree (default: the setting train.model, "
-                        "ova in the code, tree in conf/local.yaml and conf/cluster.yaml)")
+    p.add_argument(
+        "--model",
+        choices=["ova", "tree"],
+        default=None,
+        help="ova: one-vs-all; tree: Parabel-like label tree (default: the setting train.model, "
+        "ova in the code, tree in conf/local.yaml and conf/cluster.yaml)",
+    )
     p.add_argument("--loss", choices=["squared_hinge", "logistic"], default=None)
-    p.add_argument("--label-repr", default=None,
-                   help="tree: cluster these label embeddings (embed's output) instead of PIFA")
+    p.add_argument(
+        "--label-repr",
+        default=None,
+        help="tree: cluster these label embeddings (embed's output) instead of PIFA",
+    )
     p.add_argument("--overwrite", action="store_true", help="replace an existing model")
 
 
-@command("train", "Train an XMC classifier on a dataset's X and Y (distributed over labels).", _train_args)
+@command(
+    "train",
+    "Train an XMC classifier on a dataset's X and Y (distributed over labels).",
+    _train_args,
+)
 def run_train(spark: Any, args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     from eagle_spark.ml import Dataset, LabelTreeClassifier, OneVsRestXMC
 
@@ -255,13 +446,22 @@ def run_train(spark: Any, args: argparse.Namespace, settings: Settings) -> dict[
         if args.label_repr is not None:
             tree.setLabelRepr(args.label_repr)
         meta = tree.fitDataset(dataset, args.output, overwrite=args.overwrite).metadata
-        return {"output": args.output, "model": "tree", "n_labels": meta["n_labels"],
-                "n_clusters": meta["n_clusters"], "depth": meta["depth"]}
+        return {
+            "output": args.output,
+            "model": "tree",
+            "n_labels": meta["n_labels"],
+            "n_clusters": meta["n_clusters"],
+            "depth": meta["depth"],
+        }
     ova = OneVsRestXMC.fromSettings(settings.ova, settings.predict)
     meta = ova.fitDataset(dataset, args.output, overwrite=args.overwrite).metadata
-    return {"output": args.output, "model": settings.train.model, "n_labels": meta["n_labels"],
-            "n_weights": meta["n_weights"],
-            "n_labels_without_positives": meta["n_labels_without_positives"]}
+    return {
+        "output": args.output,
+        "model": settings.train.model,
+        "n_labels": meta["n_labels"],
+        "n_weights": meta["n_weights"],
+        "n_labels_without_positives": meta["n_labels_without_positives"],
+    }
 
 
 def _predict_args(p: argparse.ArgumentParser) -> None:
@@ -278,9 +478,12 @@ def run_predict(spark: Any, args: argparse.Namespace, settings: Settings) -> dic
     from eagle_spark.ml import Dataset
     from eagle_spark.ml.classifiers import model_at
 
-    settings = settings.replace("predict", **_flags(args, {"top_k": "top_k", "beam_size": "beam_size"}))
+    settings = settings.replace(
+        "predict", **_flags(args, {"top_k": "top_k", "beam_size": "beam_size"})
+    )
     m = model_at(spark, args.model, settings.predict).transformDataset(
-        Dataset.at(spark, args.input), args.output, overwrite=args.overwrite)
+        Dataset.at(spark, args.input), args.output, overwrite=args.overwrite
+    )
     return {"output": args.output, "n_samples": m["n_samples"], "top_k": m["top_k"]}
 
 
@@ -290,93 +493,203 @@ def _evaluate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--k", type=int, default=None, help="evaluate at 1..k (default 5)")
     p.add_argument("--propensity-a", type=float, default=None, help="A (default 0.55)")
     p.add_argument("--propensity-b", type=float, default=None, help="B (default 1.5)")
-    p.add_argument("--propensity-from", default=None,
-                   help="dataset whose Y gives the label frequencies (default: --input)")
+    p.add_argument(
+        "--propensity-from",
+        default=None,
+        help="dataset whose Y gives the label frequencies (default: --input)",
+    )
     p.add_argument("--output", default=None, help="optional folder for metrics.json and metrics.md")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output")
 
 
-@command("evaluate", "P@k, nDCG@k, PSP@k of predictions against a dataset's Y, on Spark.",
-         _evaluate_args)
+@command(
+    "evaluate", "P@k, nDCG@k, PSP@k of predictions against a dataset's Y, on Spark.", _evaluate_args
+)
 def run_evaluate(spark: Any, args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     from eagle_spark.evaluation.evaluate import evaluate
 
-    settings = settings.replace("evaluate", **_flags(args, {
-        "k": "k", "propensity_a": "propensity_a", "propensity_b": "propensity_b"}))
-    result = evaluate(spark, args.predictions, args.input, settings.evaluate, output_path=args.output,
-                      propensity_from=args.propensity_from, overwrite=args.overwrite)
+    settings = settings.replace(
+        "evaluate",
+        **_flags(args, {"k": "k", "propensity_a": "propensity_a", "propensity_b": "propensity_b"}),
+    )
+    result = evaluate(
+        spark,
+        args.predictions,
+        args.input,
+        settings.evaluate,
+        output_path=args.output,
+        propensity_from=args.propensity_from,
+        overwrite=args.overwrite,
+    )
     return {"output": args.output, **result}
 
 
 def _pipeline_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--output", default=None, help="run folder (default runs/pipeline)")
-    p.add_argument("--train", default=None, help="training set text file (default: embedded delicious)")
+    p.add_argument(
+        "--train", default=None, help="training set text file (default: embedded delicious)"
+    )
     p.add_argument("--test", default=None, help="test set text file (default: embedded delicious)")
-    p.add_argument("--dataset", default=None,
-                   help="existing dataset instead of --train (aggregated already with --no-aggregate)")
-    p.add_argument("--test-dataset", default=None, help="existing dataset with X and Y to evaluate on")
-    p.add_argument("--no-aggregate", action="store_const", const=False, default=None, dest="aggregate",
-                   help="use the groups (Y1, Y2) of --dataset as they are")
-    p.add_argument("--compare", action="store_const", const=list(("baseline", "eagle0", "eagle")),
-                   default=None, dest="methods",
-                   help="run Baseline, EAGLE-0 and EAGLE on the same groups (the paper's Table 2)")
-    p.add_argument("--until", choices=["assign", "train", "predict", "evaluate"], default=None,
-                   help="last stage to run (default evaluate)")
-    p.add_argument("--format", choices=["parquet", "delta"], default=None,
-                   help="delta: also write assignments and predictions as Delta tables")
+    p.add_argument(
+        "--dataset",
+        default=None,
+        help="existing dataset instead of --train (aggregated already with --no-aggregate)",
+    )
+    p.add_argument(
+        "--test-dataset", default=None, help="existing dataset with X and Y to evaluate on"
+    )
+    p.add_argument(
+        "--no-aggregate",
+        action="store_const",
+        const=False,
+        default=None,
+        dest="aggregate",
+        help="use the groups (Y1, Y2) of --dataset as they are",
+    )
+    p.add_argument(
+        "--compare",
+        action="store_const",
+        const=list(("baseline", "eagle0", "eagle")),
+        default=None,
+        dest="methods",
+        help="run Baseline, EAGLE-0 and EAGLE on the same groups (the paper's Table 2)",
+    )
+    p.add_argument(
+        "--until",
+        choices=["assign", "train", "predict", "evaluate"],
+        default=None,
+        help="last stage to run (default evaluate)",
+    )
+    p.add_argument(
+        "--format",
+        choices=["parquet", "delta"],
+        default=None,
+        help="delta: also write assignments and predictions as Delta tables",
+    )
     p.add_argument("--force", action="store_true", help="rerun every stage, even unchanged ones")
 
 
-@command("pipeline", "The main job: ingest, aggregate, embed, assign, train, predict, evaluate "
-         "(resumable); --compare prints the paper's Table 2 for Baseline / EAGLE-0 / EAGLE.",
-         _pipeline_args)
-def run_pipeline_command(spark: Any, args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
+@command(
+    "pipeline",
+    "The main job: ingest, aggregate, embed, assign, train, predict, evaluate "
+    "(resumable); --compare prints the paper's Table 2 for Baseline / EAGLE-0 / EAGLE.",
+    _pipeline_args,
+)
+def run_pipeline_command(
+    spark: Any, args: argparse.Namespace, settings: Settings
+) -> dict[str, Any]:
     from eagle_spark.pipeline import comparison_markdown, run_pipeline
 
-    settings = settings.replace("pipeline", **_flags(args, {
-        "output": "output", "train": "train", "test": "test", "dataset": "dataset",
-        "test_dataset": "test_dataset", "aggregate": "aggregate", "methods": "methods",
-        "until": "until", "format": "format"}))
+    settings = settings.replace(
+        "pipeline",
+        **_flags(
+            args,
+            {
+                "output": "output",
+                "train": "train",
+                "test": "test",
+                "dataset": "dataset",
+                "test_dataset": "test_dataset",
+                "aggregate": "aggregate",
+                "methods": "methods",
+                "until": "until",
+                "format": "format",
+            },
+        ),
+    )
     result = run_pipeline(spark, settings, force=args.force)
     if result["comparison"]["until"] == "evaluate" and not logging.getLogger(
-            "eagle_spark").isEnabledFor(logging.INFO):  # the pipeline logged it already
+        "eagle_spark"
+    ).isEnabledFor(logging.INFO):  # the pipeline logged it already
         print(comparison_markdown(result["comparison"]), file=sys.stderr, flush=True)
-    return {"output": result["output"], "grouping": result["grouping"], "methods": result["methods"],
-            "comparison": result["comparison"]["methods"],
-            "stages_run": sum(r["status"] == "ran" for r in result["stages"]),
-            "stages_skipped": sum(r["status"] == "skipped" for r in result["stages"])}
+    return {
+        "output": result["output"],
+        "grouping": result["grouping"],
+        "methods": result["methods"],
+        "comparison": result["comparison"]["methods"],
+        "stages_run": sum(r["status"] == "ran" for r in result["stages"]),
+        "stages_skipped": sum(r["status"] == "skipped" for r in result["stages"]),
+    }
 
 
 def _experiment_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("kind", choices=["table2", "ablation", "regression", "select"],
-                   help="table2: Table 2 with the Oracle; ablation: Figure 3; regression: Figure 2 "
-                        "(Theorem 1's simulation, numpy only, no Spark); select: score the ways of "
-                        "learning from group labels on held-out groups and choose by group labels alone")
-    p.add_argument("--output", required=True, help="experiment folder (resumable; report.md inside)")
-    p.add_argument("--train", default=None, help="training set text file (default: embedded delicious)")
+    p.add_argument(
+        "kind",
+        choices=["table2", "ablation", "regression", "select"],
+        help="table2: Table 2 with the Oracle; ablation: Figure 3; regression: Figure 2 "
+        "(Theorem 1's simulation, numpy only, no Spark); select: score the ways of "
+        "learning from group labels on held-out groups and choose by group labels alone",
+    )
+    p.add_argument(
+        "--output", required=True, help="experiment folder (resumable; report.md inside)"
+    )
+    p.add_argument(
+        "--train", default=None, help="training set text file (default: embedded delicious)"
+    )
     p.add_argument("--test", default=None, help="test set text file (default: embedded delicious)")
-    p.add_argument("--dataset", default=None, help="existing training dataset (X, Y) instead of --train")
-    p.add_argument("--test-dataset", default=None, help="existing test dataset (X, Y) instead of --test")
-    p.add_argument("--groupings", nargs="+", default=["R-4", "R-10", "C"],
-                   help="table2: R-<g>, C (depth aggregate.depth), C-<depth>, C-<depth>-n<noise> "
-                        "(default R-4 R-10 C)")
-    p.add_argument("--axis", choices=["group-size", "depth", "noise"], default=None,
-                   help="ablation: what varies (Figure 3 left, middle, right)")
-    p.add_argument("--values", nargs="+", type=float, default=None,
-                   help="ablation: the axis' values (e.g. 2 4 8 16); regression: sigma_2 values")
-    p.add_argument("--methods", nargs="+", choices=["baseline", "eagle0", "eagle_paper", "eagle"], default=None,
-                   help="methods beside the Oracle (default all four; eagle_paper: Algorithm 2 as printed, "
-                        "eagle: the assign settings)")
-    p.add_argument("--validation", type=float, default=0.0,
-                   help="hold out this share of the training set and evaluate on it instead of the "
-                        "test set (for tuning; default 0: the test set)")
-    p.add_argument("--seeds", type=int, default=None, help="regression: draws per sigma_2 (default 10)")
-    p.add_argument("--candidates", nargs="+", default=None,
-                   help="select: candidates (default: baseline hard soft-0.1 soft-0.3 soft-1 soft-0.3+r1)")
-    p.add_argument("--held-out", type=float, default=0.2, help="select: share of the groups held out (default 0.2)")
-    p.add_argument("--criterion", choices=["max", "sum", "multiset"], default=None,
-                   help="select: the group-level precision that ranks the candidates (default: the one "
-                        "assign.weighting=auto uses)")
+    p.add_argument(
+        "--dataset", default=None, help="existing training dataset (X, Y) instead of --train"
+    )
+    p.add_argument(
+        "--test-dataset", default=None, help="existing test dataset (X, Y) instead of --test"
+    )
+    p.add_argument(
+        "--groupings",
+        nargs="+",
+        default=["R-4", "R-10", "C"],
+        help="table2: R-<g>, C (depth aggregate.depth), C-<depth>, C-<depth>-n<noise> "
+        "(default R-4 R-10 C)",
+    )
+    p.add_argument(
+        "--axis",
+        choices=["group-size", "depth", "noise"],
+        default=None,
+        help="ablation: what varies (Figure 3 left, middle, right)",
+    )
+    p.add_argument(
+        "--values",
+        nargs="+",
+        type=float,
+        default=None,
+        help="ablation: the axis' values (e.g. 2 4 8 16); regression: sigma_2 values",
+    )
+    p.add_argument(
+        "--methods",
+        nargs="+",
+        choices=["baseline", "eagle0", "eagle_paper", "eagle"],
+        default=None,
+        help="methods beside the Oracle (default all four; eagle_paper: Algorithm 2 as printed, "
+        "eagle: the assign settings)",
+    )
+    p.add_argument(
+        "--validation",
+        type=float,
+        default=0.0,
+        help="hold out this share of the training set and evaluate on it instead of the "
+        "test set (for tuning; default 0: the test set)",
+    )
+    p.add_argument(
+        "--seeds", type=int, default=None, help="regression: draws per sigma_2 (default 10)"
+    )
+    p.add_argument(
+        "--candidates",
+        nargs="+",
+        default=None,
+        help="select: candidates (default: baseline hard soft-0.1 soft-0.3 soft-1 soft-0.3+r1)",
+    )
+    p.add_argument(
+        "--held-out",
+        type=float,
+        default=0.2,
+        help="select: share of the groups held out (default 0.2)",
+    )
+    p.add_argument(
+        "--criterion",
+        choices=["max", "sum", "multiset"],
+        default=None,
+        help="select: the group-level precision that ranks the candidates (default: the one "
+        "assign.weighting=auto uses)",
+    )
     p.add_argument("--force", action="store_true", help="rerun every stage, even unchanged ones")
 
 
@@ -384,79 +697,165 @@ def _experiment_needs_spark(args: argparse.Namespace) -> bool:
     return args.kind != "regression"
 
 
-@command("experiment", "The paper's experiments: table2 (Table 2 with the Oracle), ablation (Figure 3), "
-         "regression (Figure 2), and select (choosing the method from group labels alone); tables, "
-         "PNG figures and report.md in --output.", _experiment_args)
+@command(
+    "experiment",
+    "The paper's experiments: table2 (Table 2 with the Oracle), ablation (Figure 3), "
+    "regression (Figure 2), and select (choosing the method from group labels alone); tables, "
+    "PNG figures and report.md in --output.",
+    _experiment_args,
+)
 def run_experiment(spark: Any, args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     from eagle_spark.experiments import xmc
 
     if args.kind == "regression":
         from eagle_spark.experiments.regression import RegressionSetting, run
 
-        setting = RegressionSetting(**{k: v for k, v in (("sigma2", tuple(args.values or ()) or None),
-                                                         ("seeds", args.seeds)) if v is not None})
+        setting = RegressionSetting(
+            **{
+                k: v
+                for k, v in (("sigma2", tuple(args.values or ()) or None), ("seeds", args.seeds))
+                if v is not None
+            }
+        )
         result = run(setting, args.output)
         return {"output": args.output, "kind": "regression", "rows": result["rows"]}
-    settings = settings.replace("pipeline", **_flags(args, {
-        "train": "train", "test": "test", "dataset": "dataset", "test_dataset": "test_dataset"}))
+    settings = settings.replace(
+        "pipeline",
+        **_flags(
+            args,
+            {
+                "train": "train",
+                "test": "test",
+                "dataset": "dataset",
+                "test_dataset": "test_dataset",
+            },
+        ),
+    )
     methods = tuple(args.methods or ("baseline", "eagle0", "eagle_paper", "eagle"))
     if args.kind == "select":
         from eagle_spark.experiments.select import CANDIDATES, select
         from eagle_spark.ml.selection import CRITERION
 
-        out = select(spark, settings, args.groupings, args.output, tuple(args.candidates or CANDIDATES),
-                     args.held_out, args.criterion or CRITERION, args.force)
-        return {"output": args.output, "kind": "select", "agreement": out["agreement"],
-                "chosen": {g: r["chosen"] for g, r in out["groupings"].items()},
-                "groupings": out["groupings"]}
+        out = select(
+            spark,
+            settings,
+            args.groupings,
+            args.output,
+            tuple(args.candidates or CANDIDATES),
+            args.held_out,
+            args.criterion or CRITERION,
+            args.force,
+        )
+        return {
+            "output": args.output,
+            "kind": "select",
+            "agreement": out["agreement"],
+            "chosen": {g: r["chosen"] for g, r in out["groupings"].items()},
+            "groupings": out["groupings"],
+        }
     if args.kind == "table2":
-        result = xmc.table2(spark, settings, args.groupings, args.output, methods, args.validation, args.force)
-        return {"output": args.output, "kind": "table2", "oracle": result["oracle"],
-                "groupings": result["groupings"]}
+        result = xmc.table2(
+            spark, settings, args.groupings, args.output, methods, args.validation, args.force
+        )
+        return {
+            "output": args.output,
+            "kind": "table2",
+            "oracle": result["oracle"],
+            "groupings": result["groupings"],
+        }
     if args.axis is None or not args.values:
         raise BadInputError("experiment ablation needs --axis and --values")
-    out = xmc.ablation(spark, settings, args.axis, args.values, args.output, methods, args.validation, args.force)
-    return {"output": args.output, "kind": "ablation", "axis": out["axis"], "groupings": out["groupings"],
-            "decrement_percent": out["decrement_percent"]}
+    out = xmc.ablation(
+        spark, settings, args.axis, args.values, args.output, methods, args.validation, args.force
+    )
+    return {
+        "output": args.output,
+        "kind": "ablation",
+        "axis": out["axis"],
+        "groupings": out["groupings"],
+        "decrement_percent": out["decrement_percent"],
+    }
 
 
 run_experiment.needs_spark = _experiment_needs_spark  # type: ignore[attr-defined]
 
 
 def _miml_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--images", default=None,
-                   help="folder with the four MNIST IDX files, gzip or not (default: the small MNIST "
-                        "subset shipped in the package)")
-    p.add_argument("--group-size", type=int, default=4, help="g, images per training bag (paper: 4, 50)")
-    p.add_argument("--methods", nargs="+", choices=["deep-miml", "eagle0", "eagle"],
-                   default=["deep-miml", "eagle0", "eagle"], help="methods to train (default all three)")
-    p.add_argument("--output", required=True, help="local folder for results.json, curves.png, embeddings.png")
+    p.add_argument(
+        "--images",
+        default=None,
+        help="folder with the four MNIST IDX files, gzip or not (default: the small MNIST "
+        "subset shipped in the package)",
+    )
+    p.add_argument(
+        "--group-size", type=int, default=4, help="g, images per training bag (paper: 4, 50)"
+    )
+    p.add_argument(
+        "--methods",
+        nargs="+",
+        choices=["deep-miml", "eagle0", "eagle"],
+        default=["deep-miml", "eagle0", "eagle"],
+        help="methods to train (default all three)",
+    )
+    p.add_argument(
+        "--output", required=True, help="local folder for results.json, curves.png, embeddings.png"
+    )
     p.add_argument("--seeds", type=int, default=3, help="network seeds per method (default 3)")
-    p.add_argument("--epochs", type=int, default=None, help="epochs (default 10; with --tune-lr the most tried)")
+    p.add_argument(
+        "--epochs",
+        type=int,
+        default=None,
+        help="epochs (default 10; with --tune-lr the most tried)",
+    )
     p.add_argument("--lr", type=float, default=None, help="Adam's learning rate (default 1e-3)")
-    p.add_argument("--tune-lr", type=float, nargs="+", default=None,
-                   help="tune the learning rate and epochs once for Deep-MIML on a held-out 10%% of the "
-                        "training images, then use them for every method (the paper's protocol)")
+    p.add_argument(
+        "--tune-lr",
+        type=float,
+        nargs="+",
+        default=None,
+        help="tune the learning rate and epochs once for Deep-MIML on a held-out 10%% of the "
+        "training images, then use them for every method (the paper's protocol)",
+    )
     p.add_argument("--batch-size", type=int, default=None, help="bags per step (default 64)")
-    p.add_argument("--hidden", type=int, default=None, help="width of the first layer (default 256)")
+    p.add_argument(
+        "--hidden", type=int, default=None, help="width of the first layer (default 256)"
+    )
     p.add_argument("--concepts", type=int, default=None, help="K, the concept size (default 4)")
     p.add_argument("--tau", type=float, default=None, help="co-attention hardness (default 3)")
-    p.add_argument("--mask-mix", default=None,
-                   help="the mask: alpha in (0, 1] for the max-normalised mask mixed with 1 (default "
-                        "0.5), or 'paper' for M = g softmax as printed")
-    p.add_argument("--no-centring", action="store_true",
-                   help="use the GRLR embeddings as they are (default: without their shared component)")
+    p.add_argument(
+        "--mask-mix",
+        default=None,
+        help="the mask: alpha in (0, 1] for the max-normalised mask mixed with 1 (default "
+        "0.5), or 'paper' for M = g softmax as printed",
+    )
+    p.add_argument(
+        "--no-centring",
+        action="store_true",
+        help="use the GRLR embeddings as they are (default: without their shared component)",
+    )
     p.add_argument("--iterations", type=int, default=20, help="GRLR's T for eagle (default 20)")
-    p.add_argument("--train-images", type=int, default=0, help="use the first N training images (0: all)")
-    p.add_argument("--test-images", type=int, default=0, help="use the first N test images (0: all)")
-    p.add_argument("--num-processes", type=int, default=0,
-                   help="0 (default): train in this process; N: data-parallel on N PyTorch processes "
-                        "through Spark's TorchDistributor")
+    p.add_argument(
+        "--train-images", type=int, default=0, help="use the first N training images (0: all)"
+    )
+    p.add_argument(
+        "--test-images", type=int, default=0, help="use the first N test images (0: all)"
+    )
+    p.add_argument(
+        "--num-processes",
+        type=int,
+        default=0,
+        help="0 (default): train in this process; N: data-parallel on N PyTorch processes "
+        "through Spark's TorchDistributor",
+    )
 
 
-@command("miml", "The MIML extension (paper section 5): Deep-MIML, EAGLE-0 and EAGLE on bags of MNIST "
-         "digits (Table 3); accuracies, curves.png and embeddings.png in --output. Needs the "
-         "[miml] extra (PyTorch).", _miml_args)
+@command(
+    "miml",
+    "The MIML extension (paper section 5): Deep-MIML, EAGLE-0 and EAGLE on bags of MNIST "
+    "digits (Table 3); accuracies, curves.png and embeddings.png in --output. Needs the "
+    "[miml] extra (PyTorch).",
+    _miml_args,
+)
 def run_miml_command(spark: Any, args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     from eagle_spark.data import mnist_sample
 
@@ -466,42 +865,77 @@ def run_miml_command(spark: Any, args: argparse.Namespace, settings: Settings) -
     except ImportError as exc:
         raise BadInputError(str(exc)) from exc
     try:
-        flags = _flags(args, {"epochs": "epochs", "lr": "lr", "batch_size": "batch_size",
-                              "hidden": "hidden", "concepts": "concepts", "tau": "tau"})
+        flags = _flags(
+            args,
+            {
+                "epochs": "epochs",
+                "lr": "lr",
+                "batch_size": "batch_size",
+                "hidden": "hidden",
+                "concepts": "concepts",
+                "tau": "tau",
+            },
+        )
         if args.mask_mix is not None and args.mask_mix != "paper":
             try:
                 flags["mask_mix"] = float(args.mask_mix)
             except ValueError:
-                raise ValueError(f"--mask-mix must be a number in (0, 1] or 'paper', got {args.mask_mix!r}") from None
+                raise ValueError(
+                    f"--mask-mix must be a number in (0, 1] or 'paper', got {args.mask_mix!r}"
+                ) from None
         elif args.mask_mix == "paper":
             flags["mask_mix"] = None
         net = NetConfig(**flags)
-        setting = MIMLSetting(group_size=args.group_size, methods=tuple(args.methods), seeds=args.seeds,
-                              iterations=args.iterations, net=net, tune_lr=tuple(args.tune_lr or ()),
-                              train_images=args.train_images, test_images=args.test_images,
-                              num_processes=args.num_processes, centre_embeddings=not args.no_centring)
+        setting = MIMLSetting(
+            group_size=args.group_size,
+            methods=tuple(args.methods),
+            seeds=args.seeds,
+            iterations=args.iterations,
+            net=net,
+            tune_lr=tuple(args.tune_lr or ()),
+            train_images=args.train_images,
+            test_images=args.test_images,
+            num_processes=args.num_processes,
+            centre_embeddings=not args.no_centring,
+        )
     except ValueError as exc:
         raise BadInputError(str(exc)) from exc
     result = run_miml(spark, args.images or mnist_sample(), args.output, setting)
-    return {"output": args.output, "group_size": result["group_size"],
-            "methods": {m: {k: r[k] for k in ("mean", "std", "paper")} for m, r in result["methods"].items()},
-            "seconds": result["seconds"]["total"]}
-
+    return {
+        "output": args.output,
+        "group_size": result["group_size"],
+        "methods": {
+            m: {k: r[k] for k in ("mean", "std", "paper")} for m, r in result["methods"].items()
+        },
+        "seconds": result["seconds"]["total"],
+    }
 
 
 def _verify_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--input", required=True, action="append", dest="inputs", metavar="PATH",
-                   help="a committed folder (dataset, model, embeddings, predictions, metrics); "
-                        "repeatable")
-    p.add_argument("--record", action="store_true",
-                   help="write the file list of a folder that has none (tables written by another "
-                        "tool, or by an earlier eagle_spark) from its files as they are now")
+    p.add_argument(
+        "--input",
+        required=True,
+        action="append",
+        dest="inputs",
+        metavar="PATH",
+        help="a committed folder (dataset, model, embeddings, predictions, metrics); repeatable",
+    )
+    p.add_argument(
+        "--record",
+        action="store_true",
+        help="write the file list of a folder that has none (tables written by another "
+        "tool, or by an earlier eagle_spark) from its files as they are now",
+    )
 
 
-@command("verify", "Check committed folders against their file lists: every file present, of its "
-         "recorded size and CRC-32, Parquet footers readable with their recorded rows, no file "
-         "added to a table; and each dataset's manifest against its tables. Exit 2 naming the "
-         "first bad file.", _verify_args)
+@command(
+    "verify",
+    "Check committed folders against their file lists: every file present, of its "
+    "recorded size and CRC-32, Parquet footers readable with their recorded rows, no file "
+    "added to a table; and each dataset's manifest against its tables. Exit 2 naming the "
+    "first bad file.",
+    _verify_args,
+)
 def run_verify(spark: Any, args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     from eagle_spark.io.integrity import FILES, read_list, record, verify_folder
 
@@ -509,8 +943,10 @@ def run_verify(spark: Any, args: argparse.Namespace, settings: Settings) -> dict
     for path in args.inputs:
         if args.record:
             if read_list(path, "folder") is not None:
-                raise BadInputError(f"{path} already has a file list {FILES}; `verify` without "
-                                    "--record checks it (a list is never replaced)")
+                raise BadInputError(
+                    f"{path} already has a file list {FILES}; `verify` without "
+                    "--record checks it (a list is never replaced)"
+                )
             if record(path) is None:
                 raise BadInputError(f"{path} is a file or does not exist, not a folder")
             log.info("recorded the file list of %s", path)

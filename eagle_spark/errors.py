@@ -127,7 +127,9 @@ def spark_condition(exc: BaseException) -> tuple[str, dict[str, str]] | None:
             except Exception:  # a Java exception that is not a SparkThrowable
                 continue
             if condition:
-                return str(condition), {str(k): str(v) for k, v in dict(java.getMessageParameters()).items()}
+                return str(condition), {
+                    str(k): str(v) for k, v in dict(java.getMessageParameters()).items()
+                }
     return None
 
 
@@ -235,7 +237,9 @@ def _finite_or_fail(value: Any, where: str) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         raise NumericalError(f"{where or 'the value'} is {value!r}: not valid in strict JSON")
     if isinstance(value, dict):
-        return {k: _finite_or_fail(v, f"{where}.{k}" if where else str(k)) for k, v in value.items()}
+        return {
+            k: _finite_or_fail(v, f"{where}.{k}" if where else str(k)) for k, v in value.items()
+        }
     if isinstance(value, (list, tuple)):
         return [_finite_or_fail(v, f"{where}[{i}]") for i, v in enumerate(value)]
     return value

@@ -31,7 +31,17 @@ import os
 import shutil
 import tempfile
 import threading
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Optional, TypeVar, Union
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Optional,
+    TypeVar,
+    Union,
+)
 
 import numpy as np
 
@@ -73,8 +83,10 @@ def _write(folder: str, arrays: Built) -> None:
     shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(tmp)
     try:
-        for name, value in (arrays.items() if isinstance(arrays, Mapping) else arrays):
-            np.save(os.path.join(tmp, f"{name}.npy"), np.ascontiguousarray(value), allow_pickle=False)
+        for name, value in arrays.items() if isinstance(arrays, Mapping) else arrays:
+            np.save(
+                os.path.join(tmp, f"{name}.npy"), np.ascontiguousarray(value), allow_pickle=False
+            )
             del value  # no reference kept here while a generator makes its next array
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)  # a failed build leaves nothing behind
@@ -97,8 +109,11 @@ def _release_heap() -> None:
 
 
 def _open(folder: str) -> dict[str, np.ndarray]:
-    return {name[:-4]: np.load(os.path.join(folder, name), mmap_mode="r", allow_pickle=False)
-            for name in sorted(os.listdir(folder)) if name.endswith(".npy")}
+    return {
+        name[:-4]: np.load(os.path.join(folder, name), mmap_mode="r", allow_pickle=False)
+        for name in sorted(os.listdir(folder))
+        if name.endswith(".npy")
+    }
 
 
 def shared_arrays(kind: str, key: tuple, build: Callable[[], Built]) -> dict[str, np.ndarray]:
@@ -146,8 +161,9 @@ T = TypeVar("T")
 _views: dict[str, tuple[tuple, Any]] = {}
 
 
-def shared_state(kind: str, key: tuple, build: Callable[[], Built],
-                 view: Callable[[dict[str, np.ndarray]], T]) -> T:
+def shared_state(
+    kind: str, key: tuple, build: Callable[[], Built], view: Callable[[dict[str, np.ndarray]], T]
+) -> T:
     """One piece of executor state as the object its users want, made from the mapped arrays once
     per process: the single cache every loader goes through (X and Y, GRLR's context, label
     representations, tree and one-vs-all weights).
@@ -177,9 +193,12 @@ def sparse_arrays(M: "sp.spmatrix", prefix: str) -> dict[str, np.ndarray]:
     (int32 while every index and offset fits, as scipy would otherwise copy to downcast)."""
     small = max(M.nnz, *M.shape) < np.iinfo(np.int32).max
     idx = np.int32 if small else np.int64
-    return {f"{prefix}_data": M.data, f"{prefix}_indices": M.indices.astype(idx, copy=False),
-            f"{prefix}_indptr": M.indptr.astype(idx, copy=False),
-            f"{prefix}_shape": np.asarray(M.shape, dtype=np.int64)}
+    return {
+        f"{prefix}_data": M.data,
+        f"{prefix}_indices": M.indices.astype(idx, copy=False),
+        f"{prefix}_indptr": M.indptr.astype(idx, copy=False),
+        f"{prefix}_shape": np.asarray(M.shape, dtype=np.int64),
+    }
 
 
 def sparse_from(arrays: dict[str, np.ndarray], prefix: str, fmt: str = "csr") -> "sp.spmatrix":
@@ -188,8 +207,11 @@ def sparse_from(arrays: dict[str, np.ndarray], prefix: str, fmt: str = "csr") ->
 
     cls = sp.csr_matrix if fmt == "csr" else sp.csc_matrix
     shape = tuple(int(v) for v in arrays[f"{prefix}_shape"])
-    return cls((arrays[f"{prefix}_data"], arrays[f"{prefix}_indices"], arrays[f"{prefix}_indptr"]),
-               shape=shape, copy=False)
+    return cls(
+        (arrays[f"{prefix}_data"], arrays[f"{prefix}_indices"], arrays[f"{prefix}_indptr"]),
+        shape=shape,
+        copy=False,
+    )
 
 
 @contextlib.contextmanager
@@ -240,4 +262,13 @@ def forget(kind: Optional[str] = None) -> None:
             _views.pop(kind, None)
 
 
-__all__ = ["executor_lock", "forget", "opened", "shared_arrays", "shared_state", "sparse_arrays", "sparse_from", "state_root"]
+__all__ = [
+    "executor_lock",
+    "forget",
+    "opened",
+    "shared_arrays",
+    "shared_state",
+    "sparse_arrays",
+    "sparse_from",
+    "state_root",
+]

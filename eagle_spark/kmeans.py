@@ -26,7 +26,9 @@ def _normalize(v: np.ndarray) -> np.ndarray:
     return v / norm if norm > 0 else v
 
 
-def balanced_2means(rows: sp.csr_matrix | np.ndarray, seed: int | list[int], max_iter: int = 20) -> np.ndarray:
+def balanced_2means(
+    rows: sp.csr_matrix | np.ndarray, seed: int | list[int], max_iter: int = 20
+) -> np.ndarray:
     """Split the rows of `rows` into two halves of sizes ceil(m/2) and floor(m/2).
 
     Args:
@@ -47,8 +49,11 @@ def balanced_2means(rows: sp.csr_matrix | np.ndarray, seed: int | list[int], max
     rng = np.random.default_rng(seed)
     i0, i1 = rng.choice(m, size=2, replace=False)
     dense = not sp.issparse(rows)
-    pick = (lambda i: np.asarray(rows[i], dtype=np.float64).ravel()) if dense else (
-        lambda i: rows.getrow(i).toarray().ravel().astype(np.float64))
+    pick = (
+        (lambda i: np.asarray(rows[i], dtype=np.float64).ravel())
+        if dense
+        else (lambda i: rows.getrow(i).toarray().ravel().astype(np.float64))
+    )
     c0, c1 = pick(i0), pick(i1)
     n_left = (m + 1) // 2
     previous, sums = None, None
@@ -59,7 +64,11 @@ def balanced_2means(rows: sp.csr_matrix | np.ndarray, seed: int | list[int], max
         right[order[:n_left]] = False
         if previous is not None and np.array_equal(previous, right):
             break
-        sums = _half_sums(rows, right) if previous is None else _moved_sums(rows, previous, right, sums)
+        sums = (
+            _half_sums(rows, right)
+            if previous is None
+            else _moved_sums(rows, previous, right, sums)
+        )
         previous = right
         c0, c1 = _normalize(sums[:, 0]), _normalize(sums[:, 1])
     return right
@@ -74,12 +83,18 @@ def _half_sums(rows: sp.csr_matrix | np.ndarray, right: np.ndarray) -> np.ndarra
         weights[~right, 0] = 1
         weights[right, 1] = 1
         return np.asarray(rows.T @ weights, dtype=np.float64)
-    return np.stack([np.asarray(rows[~right].sum(axis=0), dtype=np.float64).ravel(),
-                     np.asarray(rows[right].sum(axis=0), dtype=np.float64).ravel()], axis=1)
+    return np.stack(
+        [
+            np.asarray(rows[~right].sum(axis=0), dtype=np.float64).ravel(),
+            np.asarray(rows[right].sum(axis=0), dtype=np.float64).ravel(),
+        ],
+        axis=1,
+    )
 
 
-def _moved_sums(rows: sp.csr_matrix | np.ndarray, before: np.ndarray, after: np.ndarray,
-                sums: np.ndarray) -> np.ndarray:
+def _moved_sums(
+    rows: sp.csr_matrix | np.ndarray, before: np.ndarray, after: np.ndarray, sums: np.ndarray
+) -> np.ndarray:
     """(d, 2) float64: `sums` (the halves' sums under the split `before`) updated to the split
     `after` by adding and subtracting the rows that changed sides; O(nonzeros of those rows).
     Summed again from all rows (:func:`_half_sums`) when more than half of them moved."""

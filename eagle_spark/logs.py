@@ -20,7 +20,13 @@ import sys
 from typing import Any
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
-_LOG4J_LEVEL = {"DEBUG": "DEBUG", "INFO": "INFO", "WARNING": "WARN", "ERROR": "ERROR", "CRITICAL": "FATAL"}
+_LOG4J_LEVEL = {
+    "DEBUG": "DEBUG",
+    "INFO": "INFO",
+    "WARNING": "WARN",
+    "ERROR": "ERROR",
+    "CRITICAL": "FATAL",
+}
 
 
 def under_spark_submit() -> bool:
@@ -67,12 +73,15 @@ def configure(level: str) -> None:
     """Set up eagle_spark's logging at `level` (``DEBUG``, ``INFO``, ``WARNING``, ``ERROR``): to stderr,
     or, under spark-submit, into a buffer that :func:`to_log4j` empties into log4j."""
     if under_spark_submit():
-        handler: logging.Handler = logging.handlers.MemoryHandler(capacity=100_000,
-                                                                 flushLevel=logging.CRITICAL + 1)
+        handler: logging.Handler = logging.handlers.MemoryHandler(
+            capacity=100_000, flushLevel=logging.CRITICAL + 1
+        )
         handler.setFormatter(logging.Formatter(FORMAT))
         logging.basicConfig(level=getattr(logging, level), handlers=[handler], force=True)
     else:
-        logging.basicConfig(level=getattr(logging, level), format=FORMAT, stream=sys.stderr, force=True)
+        logging.basicConfig(
+            level=getattr(logging, level), format=FORMAT, stream=sys.stderr, force=True
+        )
     for handler in logging.getLogger().handlers:  # a run's log file may lower the logger's level
         handler.setLevel(getattr(logging, level))  # to INFO; stderr keeps the level asked for
     logging.getLogger("py4j").setLevel(logging.WARNING)
@@ -87,7 +96,8 @@ def to_log4j(spark: Any, level: str) -> None:
         return
     jvm = spark.sparkContext._jvm
     jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
-        "eagle_spark", jvm.org.apache.logging.log4j.Level.toLevel(_LOG4J_LEVEL[level]))
+        "eagle_spark", jvm.org.apache.logging.log4j.Level.toLevel(_LOG4J_LEVEL[level])
+    )
     forward = Log4jHandler(spark)
     for buffer in buffers:
         buffer.setTarget(forward)

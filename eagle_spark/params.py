@@ -160,9 +160,11 @@ def candidate_changes(name: str) -> dict[str, Any]:
     if name == "baseline":
         return {"method": "baseline", "weighting": "hard", "refine_rounds": 0}
     m = re.fullmatch(r"(hard|soft-(\d+(?:\.\d+)?))(?:\+r(\d+))?", name)
-    _check(m is not None and (m.group(2) is None or float(m.group(2)) > 0),
-           f"assign.candidates: {name!r} is not baseline, hard or soft-<temperature> (e.g. soft-0.3), "
-           "optionally with +r<rounds> of refinement (e.g. hard+r1)")
+    _check(
+        m is not None and (m.group(2) is None or float(m.group(2)) > 0),
+        f"assign.candidates: {name!r} is not baseline, hard or soft-<temperature> (e.g. soft-0.3), "
+        "optionally with +r<rounds> of refinement (e.g. hard+r1)",
+    )
     if m is None:  # _check raised above; this tells the type checker
         raise SettingsError(f"assign.candidates: {name!r}")
     changes: dict[str, Any] = {"method": "eagle", "weighting": "hard", "refine_rounds": 0}
@@ -174,8 +176,10 @@ def candidate_changes(name: str) -> dict[str, Any]:
 
 
 def _check_x_access(section: str, x_access: str, cache_budget: Optional[str]) -> None:
-    _check(x_access in ("auto", "cached", "joined"),
-           f"{section}.x_access must be auto, cached or joined, got {x_access!r}")
+    _check(
+        x_access in ("auto", "cached", "joined"),
+        f"{section}.x_access must be auto, cached or joined, got {x_access!r}",
+    )
     if cache_budget is not None:
         memory_mib(cache_budget, f"{section}.cache_budget")
 
@@ -186,9 +190,11 @@ def _finite(value: float) -> bool:
 
 def _check_jvm_memory(text: str, key: str) -> None:
     mib = memory_mib(text, key)
-    _check(mib >= MIN_JVM_MIB,
-           f"{key}={text} is below {MIN_JVM_MIB}m: Spark reserves 300 MiB of the JVM heap and "
-           f"will not start a JVM with less than 450 MiB; set {MIN_JVM_MIB}m or more")
+    _check(
+        mib >= MIN_JVM_MIB,
+        f"{key}={text} is below {MIN_JVM_MIB}m: Spark reserves 300 MiB of the JVM heap and "
+        f"will not start a JVM with less than 450 MiB; set {MIN_JVM_MIB}m or more",
+    )
 
 
 @dataclass(frozen=True)
@@ -235,14 +241,18 @@ class SparkParams(BaseParams):
         _check_jvm_memory(self.executor_memory, "spark.executor_memory")
         if self.python_worker_memory is not None:
             mib = memory_mib(self.python_worker_memory, "spark.python_worker_memory")
-            _check(mib >= MIN_PYTHON_WORKER_MIB,
-                   f"spark.python_worker_memory={self.python_worker_memory} is below "
-                   f"{MIN_PYTHON_WORKER_MIB // 1024}g: Spark applies it as "
-                   "the Python worker's address-space limit (RLIMIT_AS), and a worker maps ~0.6 GB of "
-                   f"address space on its imports alone; set {MIN_PYTHON_WORKER_MIB // 1024}g or more "
-                   "(about 0.7 GB above the data a task holds), or leave it unset for no cap")
+            _check(
+                mib >= MIN_PYTHON_WORKER_MIB,
+                f"spark.python_worker_memory={self.python_worker_memory} is below "
+                f"{MIN_PYTHON_WORKER_MIB // 1024}g: Spark applies it as "
+                "the Python worker's address-space limit (RLIMIT_AS), and a worker maps ~0.6 GB of "
+                f"address space on its imports alone; set {MIN_PYTHON_WORKER_MIB // 1024}g or more "
+                "(about 0.7 GB above the data a task holds), or leave it unset for no cap",
+            )
         for key in self.extra:
-            _check(str(key).startswith("spark."), f"spark.extra key {key!r} must start with 'spark.'")
+            _check(
+                str(key).startswith("spark."), f"spark.extra key {key!r} must start with 'spark.'"
+            )
 
 
 @dataclass(frozen=True)
@@ -267,9 +277,14 @@ class IngestParams(BaseParams):
     n_labels: Optional[int] = None
 
     def __post_init__(self) -> None:
-        _check(self.format in ("xc", "libsvm"), f"ingest.format must be xc or libsvm, got {self.format!r}")
-        _check(self.on_bad_line in ("fail", "skip"),
-               f"ingest.on_bad_line must be fail or skip, got {self.on_bad_line!r}")
+        _check(
+            self.format in ("xc", "libsvm"),
+            f"ingest.format must be xc or libsvm, got {self.format!r}",
+        )
+        _check(
+            self.on_bad_line in ("fail", "skip"),
+            f"ingest.on_bad_line must be fail or skip, got {self.on_bad_line!r}",
+        )
         for name in ("n_features", "n_labels"):
             value = getattr(self, name)
             _check(value is None or value >= 0, f"ingest.{name} must be >= 0")
@@ -303,15 +318,24 @@ class AggregateParams(BaseParams):
     on_bad_row: str = "fail"
 
     def __post_init__(self) -> None:
-        _check(self.grouping in ("random", "cluster"),
-               f"aggregate.grouping must be random or cluster, got {self.grouping!r}")
+        _check(
+            self.grouping in ("random", "cluster"),
+            f"aggregate.grouping must be random or cluster, got {self.grouping!r}",
+        )
         _check(self.group_size >= 1, "aggregate.group_size must be >= 1")
         _check(0 <= self.depth <= 24, "aggregate.depth must be in [0, 24]")
-        _check(_finite(self.noise) and self.noise >= 0, "aggregate.noise must be a finite number >= 0")
-        _check(self.merge in ("list", "set"), f"aggregate.merge must be list or set, got {self.merge!r}")
+        _check(
+            _finite(self.noise) and self.noise >= 0, "aggregate.noise must be a finite number >= 0"
+        )
+        _check(
+            self.merge in ("list", "set"),
+            f"aggregate.merge must be list or set, got {self.merge!r}",
+        )
         _check(self.kmeans_iterations >= 1, "aggregate.kmeans_iterations must be >= 1")
-        _check(self.on_bad_row in ("fail", "skip"),
-               f"aggregate.on_bad_row must be fail or skip, got {self.on_bad_row!r}")
+        _check(
+            self.on_bad_row in ("fail", "skip"),
+            f"aggregate.on_bad_row must be fail or skip, got {self.on_bad_row!r}",
+        )
 
 
 @dataclass(frozen=True)
@@ -339,8 +363,10 @@ class SynthParams(BaseParams):
     def __post_init__(self) -> None:
         _check(0 < self.scale <= 1, f"synth.scale must be in (0, 1], got {self.scale}")
         _check(self.rows_per_task >= 1, "synth.rows_per_task must be >= 1")
-        _check(self.difficulty is None or (_finite(self.difficulty) and 0 <= self.difficulty <= 1),
-               f"synth.difficulty must be in [0, 1] or null, got {self.difficulty}")
+        _check(
+            self.difficulty is None or (_finite(self.difficulty) and 0 <= self.difficulty <= 1),
+            f"synth.difficulty must be in [0, 1] or null, got {self.difficulty}",
+        )
 
 
 @dataclass(frozen=True)
@@ -383,9 +409,13 @@ class EmbedParams(BaseParams):
     def __post_init__(self) -> None:
         _check_x_access("embed", self.x_access, self.cache_budget)
         _check(self.iterations >= 0, "embed.iterations must be >= 0")
-        _check(_finite(self.prune_below) and 0 <= self.prune_below < 1,
-               f"embed.prune_below must be a finite number in [0, 1), got {self.prune_below}")
-        _check(_finite(self.lr) and self.lr > 0, f"embed.lr must be a finite number > 0, got {self.lr}")
+        _check(
+            _finite(self.prune_below) and 0 <= self.prune_below < 1,
+            f"embed.prune_below must be a finite number in [0, 1), got {self.prune_below}",
+        )
+        _check(
+            _finite(self.lr) and self.lr > 0, f"embed.lr must be a finite number > 0, got {self.lr}"
+        )
         _check(self.tasks >= 1, "embed.tasks must be >= 1")
         _check(self.batch_rows >= 1, "embed.batch_rows must be >= 1")
         _check(self.split_rows >= 0, "embed.split_rows must be >= 0")
@@ -458,19 +488,32 @@ class AssignParams(BaseParams):
 
     def __post_init__(self) -> None:
         _check_x_access("assign", self.x_access, self.cache_budget)
-        _check(self.method in ("eagle", "baseline"),
-               f"assign.method must be eagle or baseline, got {self.method!r}")
-        _check(self.weighting in ("hard", "soft", "auto"),
-               f"assign.weighting must be hard, soft or auto, got {self.weighting!r}")
-        _check(len(self.candidates) >= 1 and len(set(self.candidates)) == len(self.candidates),
-               "assign.candidates must name at least one candidate, each once")
+        _check(
+            self.method in ("eagle", "baseline"),
+            f"assign.method must be eagle or baseline, got {self.method!r}",
+        )
+        _check(
+            self.weighting in ("hard", "soft", "auto"),
+            f"assign.weighting must be hard, soft or auto, got {self.weighting!r}",
+        )
+        _check(
+            len(self.candidates) >= 1 and len(set(self.candidates)) == len(self.candidates),
+            "assign.candidates must name at least one candidate, each once",
+        )
         for name in self.candidates:
             candidate_changes(name)
-        _check(_finite(self.held_out) and 0 < self.held_out <= 0.9,
-               f"assign.held_out must be in (0, 0.9], got {self.held_out!r}")
-        _check(_finite(self.temperature) and self.temperature > 0,
-               f"assign.temperature must be finite and > 0, got {self.temperature!r}")
-        _check(0 <= self.refine_rounds <= 10, f"assign.refine_rounds must be in [0, 10], got {self.refine_rounds!r}")
+        _check(
+            _finite(self.held_out) and 0 < self.held_out <= 0.9,
+            f"assign.held_out must be in (0, 0.9], got {self.held_out!r}",
+        )
+        _check(
+            _finite(self.temperature) and self.temperature > 0,
+            f"assign.temperature must be finite and > 0, got {self.temperature!r}",
+        )
+        _check(
+            0 <= self.refine_rounds <= 10,
+            f"assign.refine_rounds must be in [0, 10], got {self.refine_rounds!r}",
+        )
         _check(self.tasks >= 1, "assign.tasks must be >= 1")
         _check(self.batch_rows >= 1, "assign.batch_rows must be >= 1")
 
@@ -509,17 +552,25 @@ _LINEAR_DOC = """
 
 
 def _check_linear(section: str, p: Any) -> None:
-    _check(p.loss in ("squared_hinge", "logistic"),
-           f"{section}.loss must be squared_hinge or logistic, got {p.loss!r}")
+    _check(
+        p.loss in ("squared_hinge", "logistic"),
+        f"{section}.loss must be squared_hinge or logistic, got {p.loss!r}",
+    )
     _check(_finite(p.C) and p.C > 0, f"{section}.C must be a finite number > 0, got {p.C}")
-    _check(_finite(p.threshold) and p.threshold >= 0,
-           f"{section}.threshold must be a finite number >= 0, got {p.threshold}")
+    _check(
+        _finite(p.threshold) and p.threshold >= 0,
+        f"{section}.threshold must be a finite number >= 0, got {p.threshold}",
+    )
     _check(_finite(p.tol) and p.tol > 0, f"{section}.tol must be a finite number > 0, got {p.tol}")
-    _check(isinstance(p.max_iter, int) and not isinstance(p.max_iter, bool) and p.max_iter >= 1,
-           f"{section}.max_iter must be an integer >= 1, got {p.max_iter!r}")
+    _check(
+        isinstance(p.max_iter, int) and not isinstance(p.max_iter, bool) and p.max_iter >= 1,
+        f"{section}.max_iter must be an integer >= 1, got {p.max_iter!r}",
+    )
     _check(p.tasks >= 1, f"{section}.tasks must be >= 1")
-    _check(p.unassigned in ("negative", "ignore"),
-           f"{section}.unassigned must be negative or ignore, got {p.unassigned!r}")
+    _check(
+        p.unassigned in ("negative", "ignore"),
+        f"{section}.unassigned must be negative or ignore, got {p.unassigned!r}",
+    )
     _check_x_access(section, p.x_access, p.cache_budget)
 
 
@@ -536,14 +587,19 @@ class TrainParams(BaseParams):
     model: str = "ova"
 
     def __post_init__(self) -> None:
-        _check(self.model in ("ova", "tree"), f"train.model must be ova or tree, got {self.model!r}")
+        _check(
+            self.model in ("ova", "tree"), f"train.model must be ova or tree, got {self.model!r}"
+        )
 
 
 @dataclass(frozen=True)
 class TreeParams(BaseParams):
-    __doc__ = """The label-tree classifier (:mod:`eagle_spark.classifiers.tree`; ``LabelTreeClassifier``).
+    __doc__ = (
+        """The label-tree classifier (:mod:`eagle_spark.classifiers.tree`; ``LabelTreeClassifier``).
 
-    Attributes:""" + _LINEAR_DOC + """
+    Attributes:"""
+        + _LINEAR_DOC
+        + """
         matcher_C: liblinear cost of the matcher (the classifiers of the tree's inner nodes, which
             route a sample to a child node); ``C`` is then the rankers' (a leaf's label
             classifiers'). Finite, > 0, or None for ``C`` everywhere. Default None. 2 gains
@@ -604,6 +660,7 @@ class TreeParams(BaseParams):
             size (``64m``, ``2g``): that bound. Null: no bound. Same model either way. Default
             ``auto``.
     """
+    )
 
     loss: str = "squared_hinge"
     C: float = 0.5
@@ -628,33 +685,49 @@ class TreeParams(BaseParams):
 
     def __post_init__(self) -> None:
         _check_linear("tree", self)
-        _check(self.matcher_C is None or (_finite(self.matcher_C) and self.matcher_C > 0),
-               f"tree.matcher_C must be a finite number > 0 (or null for tree.C), got {self.matcher_C}")
-        _check(self.matcher_C_scale in ("samples", "none"),
-               f"tree.matcher_C_scale must be samples or none, got {self.matcher_C_scale!r}")
+        _check(
+            self.matcher_C is None or (_finite(self.matcher_C) and self.matcher_C > 0),
+            f"tree.matcher_C must be a finite number > 0 (or null for tree.C), got {self.matcher_C}",
+        )
+        _check(
+            self.matcher_C_scale in ("samples", "none"),
+            f"tree.matcher_C_scale must be samples or none, got {self.matcher_C_scale!r}",
+        )
         m = self.matcher_max_iter
-        _check(m is None or (isinstance(m, int) and not isinstance(m, bool) and m >= 1),
-               f"tree.matcher_max_iter must be an integer >= 1 (or null for tree.max_iter), got {m!r}")
+        _check(
+            m is None or (isinstance(m, int) and not isinstance(m, bool) and m >= 1),
+            f"tree.matcher_max_iter must be an integer >= 1 (or null for tree.max_iter), got {m!r}",
+        )
         if self.heavy_unit_memory not in (None, "auto"):
             memory_mib(self.heavy_unit_memory, "tree.heavy_unit_memory (or auto, or null)")
         _check(self.n_trees >= 1, "tree.n_trees must be >= 1")
-        _check(self.top_levels is None or self.top_levels >= 0,
-               "tree.top_levels must be >= 0 (or null for automatic)")
+        _check(
+            self.top_levels is None or self.top_levels >= 0,
+            "tree.top_levels must be >= 0 (or null for automatic)",
+        )
         _check(self.max_leaf >= 2, "tree.max_leaf must be >= 2")
-        _check(self.max_leaf_work is None or self.max_leaf_work >= 1,
-               "tree.max_leaf_work must be >= 1 (or null for none)")
+        _check(
+            self.max_leaf_work is None or self.max_leaf_work >= 1,
+            "tree.max_leaf_work must be >= 1 (or null for none)",
+        )
         shared = self.max_split_shared
-        _check(shared is None or (_finite(shared) and 0 <= shared <= 1),
-               f"tree.max_split_shared must be a number in [0, 1] (or null for always), got {shared!r}")
+        _check(
+            shared is None or (_finite(shared) and 0 <= shared <= 1),
+            f"tree.max_split_shared must be a number in [0, 1] (or null for always), got {shared!r}",
+        )
 
 
 @dataclass(frozen=True)
 class OVAParams(BaseParams):
-    __doc__ = """The one-vs-all classifier (:mod:`eagle_spark.classifiers.ova`; ``OneVsRestXMC``).
+    __doc__ = (
+        """The one-vs-all classifier (:mod:`eagle_spark.classifiers.ova`; ``OneVsRestXMC``).
 
-    Attributes:""" + _LINEAR_DOC + """
+    Attributes:"""
+        + _LINEAR_DOC
+        + """
         negative_fraction: share of the negatives each label trains on (1 = all). Default 1.0.
     """
+    )
 
     loss: str = "squared_hinge"
     C: float = 0.5
@@ -723,10 +796,14 @@ class EvaluateParams(BaseParams):
 
     def __post_init__(self) -> None:
         _check(self.k >= 1, "evaluate.k must be >= 1")
-        _check(_finite(self.propensity_a) and self.propensity_a > 0,
-               f"evaluate.propensity_a must be a finite number > 0, got {self.propensity_a}")
-        _check(_finite(self.propensity_b) and self.propensity_b > 0,
-               f"evaluate.propensity_b must be a finite number > 0, got {self.propensity_b}")
+        _check(
+            _finite(self.propensity_a) and self.propensity_a > 0,
+            f"evaluate.propensity_a must be a finite number > 0, got {self.propensity_a}",
+        )
+        _check(
+            _finite(self.propensity_b) and self.propensity_b > 0,
+            f"evaluate.propensity_b must be a finite number > 0, got {self.propensity_b}",
+        )
 
 
 @dataclass(frozen=True)
@@ -765,17 +842,27 @@ class PipelineParams(BaseParams):
     def __post_init__(self) -> None:
         _check(len(self.methods) >= 1, "pipeline.methods must name at least one method")
         for m in self.methods:
-            _check(m in ("baseline", "eagle0", "eagle_paper", "eagle"),
-                   f"pipeline.methods: {m!r} is not one of baseline, eagle0, eagle_paper, eagle")
+            _check(
+                m in ("baseline", "eagle0", "eagle_paper", "eagle"),
+                f"pipeline.methods: {m!r} is not one of baseline, eagle0, eagle_paper, eagle",
+            )
         _check(len(set(self.methods)) == len(self.methods), "pipeline.methods has a repeat")
-        _check(self.until in ("assign", "train", "predict", "evaluate"),
-               f"pipeline.until must be assign, train, predict or evaluate, got {self.until!r}")
-        _check(self.format in ("parquet", "delta"),
-               f"pipeline.format must be parquet or delta, got {self.format!r}")
-        _check(not (self.train is not None and self.dataset is not None),
-               "give pipeline.train (a text file) or pipeline.dataset (a dataset folder), not both")
-        _check(not (self.test is not None and self.test_dataset is not None),
-               "give pipeline.test or pipeline.test_dataset, not both")
+        _check(
+            self.until in ("assign", "train", "predict", "evaluate"),
+            f"pipeline.until must be assign, train, predict or evaluate, got {self.until!r}",
+        )
+        _check(
+            self.format in ("parquet", "delta"),
+            f"pipeline.format must be parquet or delta, got {self.format!r}",
+        )
+        _check(
+            not (self.train is not None and self.dataset is not None),
+            "give pipeline.train (a text file) or pipeline.dataset (a dataset folder), not both",
+        )
+        _check(
+            not (self.test is not None and self.test_dataset is not None),
+            "give pipeline.test or pipeline.test_dataset, not both",
+        )
 
 
 @dataclass(frozen=True)
@@ -832,8 +919,10 @@ class Settings(BaseParams):
             except OSError as err:
                 raise SettingsError(f"settings file {conf}: {err.strerror}") from err
             except UnicodeDecodeError as err:
-                raise SettingsError(f"settings file {conf} is not UTF-8 text: byte {err.object[err.start]:#04x} "
-                                    f"at offset {err.start} cannot be decoded") from err
+                raise SettingsError(
+                    f"settings file {conf} is not UTF-8 text: byte {err.object[err.start]:#04x} "
+                    f"at offset {err.start} cannot be decoded"
+                ) from err
             except yaml.YAMLError as err:
                 raise SettingsError(f"settings file {conf} is not valid YAML: {err}") from err
             if loaded is not None and not isinstance(loaded, dict):

@@ -52,8 +52,8 @@ from eagle_spark.errors import BadInputError, strict_json
 from eagle_spark.io.fs import FileSystem, atomic_output, check_separate, input_read_errors
 from eagle_spark.io.lock import RunLock
 from eagle_spark.monitor import PeakRSS
-from eagle_spark.progress import SparkProgress, phase
 from eagle_spark.params import Settings
+from eagle_spark.progress import SparkProgress, phase
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,12 @@ METHODS = ("baseline", "eagle0", "eagle_paper", "eagle")
 (each group label to its best member, hard), ``eagle`` EAGLE with the ``assign`` settings (the
 library's default)."""
 
-METHOD_NAMES = {"baseline": "Baseline", "eagle0": "EAGLE-0", "eagle_paper": "EAGLE (paper)", "eagle": "EAGLE"}
+METHOD_NAMES = {
+    "baseline": "Baseline",
+    "eagle0": "EAGLE-0",
+    "eagle_paper": "EAGLE (paper)",
+    "eagle": "EAGLE",
+}
 
 PAPER_ASSIGN = {"method": "eagle", "multiplicity": False, "weighting": "hard"}
 """The ``assign`` settings of ``eagle_paper``: Algorithm 2 as printed."""
@@ -124,7 +129,9 @@ class Pipeline:
             log_dir = posixpath.join(path, "_delta_log")
             if self.fs.exists(log_dir):
                 return "delta:" + max(self.fs.list(log_dir))
-            raise BadInputError(f"{path} is a folder without {S.MANIFEST}: not an eagle_spark dataset")
+            raise BadInputError(
+                f"{path} is a folder without {S.MANIFEST}: not an eagle_spark dataset"
+            )
         size, mtime = self.fs.status(path)
         return f"file:{size}:{mtime}"
 
@@ -135,8 +142,11 @@ class Pipeline:
             if token is None:
                 raise BadInputError(f"stage {stage.name}: input {path} does not exist")
             tokens.append(token)
-        return _sha(json.dumps({"stage": stage.name, "params": stage.params, "inputs": tokens},
-                               sort_keys=True).encode())
+        return _sha(
+            json.dumps(
+                {"stage": stage.name, "params": stage.params, "inputs": tokens}, sort_keys=True
+            ).encode()
+        )
 
     def write_file(self, path: str, data: bytes) -> None:
         """Write (or replace) a small file of the run folder atomically: a reader, or a run that
@@ -165,28 +175,67 @@ class Pipeline:
         """
         fingerprint = self._fingerprint(stage)
         record = self._record(stage)
-        if (not self.force and record is not None and record.get("fingerprint") == fingerprint
-                and record.get("output_token") == self._token(stage.output)):
+        if (
+            not self.force
+            and record is not None
+            and record.get("fingerprint") == fingerprint
+            and record.get("output_token") == self._token(stage.output)
+        ):
             log.info("stage %s: unchanged, skipped (%s)", stage.name, stage.output)
-            self.rows.append({"stage": stage.name, "status": "skipped", "seconds": 0.0,
-                              "rows": record.get("rows"), "peak_rss_mb": None, "output": stage.output})
+            self.rows.append(
+                {
+                    "stage": stage.name,
+                    "status": "skipped",
+                    "seconds": 0.0,
+                    "rows": record.get("rows"),
+                    "peak_rss_mb": None,
+                    "output": stage.output,
+                }
+            )
             return record["summary"]
         log.info("stage %s: start -> %s", stage.name, stage.output)
         started = time.monotonic()
-        with PeakRSS(interval=0.5) as memory, input_read_errors(stage.inputs), phase(self.spark, stage.name):
+        with (
+            PeakRSS(interval=0.5) as memory,
+            input_read_errors(stage.inputs),
+            phase(self.spark, stage.name),
+        ):
             summary = stage.run(True)
         seconds = round(time.monotonic() - started, 3)
         rows = summary.get(stage.rows)
         peak_mb = round(memory.peak_bytes / 2**20, 1)
-        log.info("stage %s: done in %.1f s, %s %s, peak RSS %.0f MB", stage.name, seconds, rows,
-                 stage.rows, peak_mb)
-        record = {"stage": stage.name, "fingerprint": fingerprint, "output": stage.output,
-                  "output_token": self._token(stage.output), "summary": summary, "rows": rows,
-                  "seconds": seconds, "peak_rss_mb": peak_mb,
-                  "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-        self.write_file(self._record_path(stage), (strict_json(record, indent=2, default=str) + "\n").encode())
-        self.rows.append({"stage": stage.name, "status": "ran", "seconds": seconds, "rows": rows,
-                          "peak_rss_mb": peak_mb, "output": stage.output})
+        log.info(
+            "stage %s: done in %.1f s, %s %s, peak RSS %.0f MB",
+            stage.name,
+            seconds,
+            rows,
+            stage.rows,
+            peak_mb,
+        )
+        record = {
+            "stage": stage.name,
+            "fingerprint": fingerprint,
+            "output": stage.output,
+            "output_token": self._token(stage.output),
+            "summary": summary,
+            "rows": rows,
+            "seconds": seconds,
+            "peak_rss_mb": peak_mb,
+            "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+        self.write_file(
+            self._record_path(stage), (strict_json(record, indent=2, default=str) + "\n").encode()
+        )
+        self.rows.append(
+            {
+                "stage": stage.name,
+                "status": "ran",
+                "seconds": seconds,
+                "rows": rows,
+                "peak_rss_mb": peak_mb,
+                "output": stage.output,
+            }
+        )
         return summary
 
     def path(self, *parts: str) -> str:
@@ -252,9 +301,16 @@ def check_inputs(pipe: Pipeline) -> None:
 
     spark, p = pipe.spark, pipe.settings.pipeline
     default_data = p.train is None and p.dataset is None
-    if p.test is None and p.test_dataset is None and not default_data and p.until in ("predict", "evaluate"):
-        raise BadInputError("pipeline.test or pipeline.test_dataset is needed to predict and evaluate "
-                            "(or set pipeline.until=train)")
+    if (
+        p.test is None
+        and p.test_dataset is None
+        and not default_data
+        and p.until in ("predict", "evaluate")
+    ):
+        raise BadInputError(
+            "pipeline.test or pipeline.test_dataset is needed to predict and evaluate "
+            "(or set pipeline.until=train)"
+        )
     with input_read_errors([p.dataset, p.test_dataset]):
         if p.dataset is not None:
             if p.aggregate:
@@ -269,9 +325,9 @@ def check_inputs(pipe: Pipeline) -> None:
     check_separate(pipe.run_dir, [p.train, p.test, p.dataset, p.test_dataset])
 
 
-
-def _run_stages(spark: SparkSession, settings: Settings, pipe: "Pipeline",
-                started: float, run_id: str) -> dict[str, Any]:
+def _run_stages(
+    spark: SparkSession, settings: Settings, pipe: "Pipeline", started: float, run_id: str
+) -> dict[str, Any]:
     """The stages of :func:`run_pipeline`, once its inputs are checked and the run folder locked."""
     from eagle_spark.classifiers.predict import PREDICTIONS
     from eagle_spark.io.delta import publish_delta
@@ -283,9 +339,16 @@ def _run_stages(spark: SparkSession, settings: Settings, pipe: "Pipeline",
     agg = train_data
     if p.aggregate:
         agg = pipe.path("data", "aggregated")
-        pipe.run_stage(Stage("aggregate", agg, [train_data], settings.aggregate.to_dict(),
-                             lambda ow: _aggregate(spark, train_data, agg, settings, ow),
-                             "n_groups"))
+        pipe.run_stage(
+            Stage(
+                "aggregate",
+                agg,
+                [train_data],
+                settings.aggregate.to_dict(),
+                lambda ow: _aggregate(spark, train_data, agg, settings, ow),
+                "n_groups",
+            )
+        )
     grouping = _grouping_name(spark, agg)
 
     # -- per method: embed, assign, train, predict, evaluate ----------------------------------
@@ -302,26 +365,50 @@ def _run_stages(spark: SparkSession, settings: Settings, pipe: "Pipeline",
                 tables.append(("predictions", pipe.path("predictions", method), PREDICTIONS))
             for name, folder, table in tables:
                 target = pipe.path("delta", f"{name}_{method}")
-                delta[f"{name}_{method}"] = pipe.run_stage(Stage(
-                    f"delta_{name}_{method}", target, [folder], {"format": "delta"},
-                    lambda ow, f=f"{folder}/{table}", t=target: publish_delta(spark, f, t), "rows"))
+                delta[f"{name}_{method}"] = pipe.run_stage(
+                    Stage(
+                        f"delta_{name}_{method}",
+                        target,
+                        [folder],
+                        {"format": "delta"},
+                        lambda ow, f=f"{folder}/{table}", t=target: publish_delta(spark, f, t),
+                        "rows",
+                    )
+                )
 
     comparison = _comparison(results, grouping, p.until)
     if p.until == "evaluate":
         _write_text(pipe, "comparison.json", strict_json(comparison, indent=2) + "\n")
         _write_text(pipe, "comparison.md", comparison_markdown(comparison) + "\n")
-        log.info("comparison (%s) -> %s:\n%s", grouping, pipe.path("comparison.md"),
-                 comparison_markdown(comparison))
+        log.info(
+            "comparison (%s) -> %s:\n%s",
+            grouping,
+            pipe.path("comparison.md"),
+            comparison_markdown(comparison),
+        )
     seconds = round(time.monotonic() - started, 3)
-    report = {"output": pipe.run_dir, "run_id": run_id, "methods": list(p.methods), "grouping": grouping,
-              "seconds": seconds, "stages": pipe.rows, "delta": delta,
-              "settings": settings.to_dict()}
+    report = {
+        "output": pipe.run_dir,
+        "run_id": run_id,
+        "methods": list(p.methods),
+        "grouping": grouping,
+        "seconds": seconds,
+        "stages": pipe.rows,
+        "delta": delta,
+        "settings": settings.to_dict(),
+    }
     report_json = strict_json(report, indent=2, default=str) + "\n"
     _write_text(pipe, f"reports/{run_id}.json", report_json)  # every run's report is kept
     _write_text(pipe, "report.json", report_json)  # the latest run's
     _write_text(pipe, "report.md", report_markdown(report) + "\n")
-    return {"output": pipe.run_dir, "methods": list(p.methods), "grouping": grouping,
-            "comparison": comparison, "stages": pipe.rows, "seconds": seconds}
+    return {
+        "output": pipe.run_dir,
+        "methods": list(p.methods),
+        "grouping": grouping,
+        "comparison": comparison,
+        "stages": pipe.rows,
+        "seconds": seconds,
+    }
 
 
 def ingest_inputs(pipe: Pipeline) -> tuple[str, Optional[str]]:
@@ -336,69 +423,135 @@ def ingest_inputs(pipe: Pipeline) -> tuple[str, Optional[str]]:
     if train_data is None:
         source = p.train or embedded_path("delicious", "train")
         train_data = pipe.path("data", "train")
-        pipe.run_stage(Stage("ingest_train", train_data, [source], settings.ingest.to_dict(),
-                             lambda ow, s=source, o=train_data: _ingest(spark, s, o, settings, ow),
-                             "n_samples"))
+        pipe.run_stage(
+            Stage(
+                "ingest_train",
+                train_data,
+                [source],
+                settings.ingest.to_dict(),
+                lambda ow, s=source, o=train_data: _ingest(spark, s, o, settings, ow),
+                "n_samples",
+            )
+        )
     test_data = p.test_dataset
     if test_data is None and p.until in ("predict", "evaluate"):
         source = p.test or embedded_path("delicious", "test")
         test_data = pipe.path("data", "test")
-        pipe.run_stage(Stage("ingest_test", test_data, [source], settings.ingest.to_dict(),
-                             lambda ow, s=source, o=test_data: _ingest(spark, s, o, settings, ow),
-                             "n_samples"))
+        pipe.run_stage(
+            Stage(
+                "ingest_test",
+                test_data,
+                [source],
+                settings.ingest.to_dict(),
+                lambda ow, s=source, o=test_data: _ingest(spark, s, o, settings, ow),
+                "n_samples",
+            )
+        )
     return train_data, test_data
 
 
-def _ingest(spark: SparkSession, source: str, out: str, settings: Settings, overwrite: bool) -> dict[str, Any]:
+def _ingest(
+    spark: SparkSession, source: str, out: str, settings: Settings, overwrite: bool
+) -> dict[str, Any]:
     from eagle_spark.ml import Dataset
 
-    return Dataset.ingest(spark, source, out, overwrite=overwrite, **settings.ingest.to_dict()).manifest
+    return Dataset.ingest(
+        spark, source, out, overwrite=overwrite, **settings.ingest.to_dict()
+    ).manifest
 
 
-def _aggregate(spark: SparkSession, dataset: str, out: str, settings: Settings, overwrite: bool) -> dict[str, Any]:
+def _aggregate(
+    spark: SparkSession, dataset: str, out: str, settings: Settings, overwrite: bool
+) -> dict[str, Any]:
     from eagle_spark.ml import Dataset
 
     a = settings.aggregate
-    return Dataset.at(spark, dataset).aggregate(
-        out, grouping=a.grouping, groupSize=a.group_size, depth=a.depth, noise=a.noise, seed=a.seed, merge=a.merge,
-        kmeansIterations=a.kmeans_iterations, onBadRow=a.on_bad_row, overwrite=overwrite).manifest
+    return (
+        Dataset.at(spark, dataset)
+        .aggregate(
+            out,
+            grouping=a.grouping,
+            groupSize=a.group_size,
+            depth=a.depth,
+            noise=a.noise,
+            seed=a.seed,
+            merge=a.merge,
+            kmeansIterations=a.kmeans_iterations,
+            onBadRow=a.on_bad_row,
+            overwrite=overwrite,
+        )
+        .manifest
+    )
 
 
-def _run_method(pipe: Pipeline, method: str, agg: str, test_data: Optional[str],
-                train_data: str) -> dict[str, Any]:
+def _run_method(
+    pipe: Pipeline, method: str, agg: str, test_data: Optional[str], train_data: str
+) -> dict[str, Any]:
     """embed (eagle / eagle0), assign, train, predict, evaluate for one method; returns its results."""
     from eagle_spark.ml import GRLR, Dataset, GRLRModel
 
     spark, settings, p = pipe.spark, pipe.settings, pipe.settings.pipeline
     out: dict[str, Any] = {}
     assigned = pipe.path("assigned", method)
-    assign_params = (_section(settings, "assign", **PAPER_ASSIGN) if method == "eagle_paper" else
-                     _section(settings, "assign", method="baseline" if method == "baseline" else "eagle"))
+    assign_params = (
+        _section(settings, "assign", **PAPER_ASSIGN)
+        if method == "eagle_paper"
+        else _section(settings, "assign", method="baseline" if method == "baseline" else "eagle")
+    )
     if method == "baseline":
         assign_inputs, emb = [agg], None
     else:
-        learner = "eagle" if method == "eagle_paper" else method  # the paper's EAGLE shares EAGLE's GRLR
+        learner = (
+            "eagle" if method == "eagle_paper" else method
+        )  # the paper's EAGLE shares EAGLE's GRLR
         emb = pipe.path("embeddings", learner)
-        embed_params = settings.embed if learner == "eagle" else _section(settings, "embed", iterations=0)
-        pipe.run_stage(Stage(f"embed_{learner}", emb, [agg], embed_params.to_dict(),
-                             lambda ow: GRLR.fromSettings(embed_params).fitDataset(
-                                 Dataset.at(spark, agg), emb, overwrite=ow).summary, "n_labels"))
+        embed_params = (
+            settings.embed if learner == "eagle" else _section(settings, "embed", iterations=0)
+        )
+        pipe.run_stage(
+            Stage(
+                f"embed_{learner}",
+                emb,
+                [agg],
+                embed_params.to_dict(),
+                lambda ow: (
+                    GRLR.fromSettings(embed_params)
+                    .fitDataset(Dataset.at(spark, agg), emb, overwrite=ow)
+                    .summary
+                ),
+                "n_labels",
+            )
+        )
         assign_inputs = [agg, emb]
     # baseline ignores every assign setting but the method: keep its fingerprint independent of them
     depends = {"method": "baseline"} if method == "baseline" else assign_params.to_dict()
-    summary = pipe.run_stage(Stage(
-        f"assign_{method}", assigned, assign_inputs, depends,
-        lambda ow: (GRLRModel.fromSettings(assign_params).atFolder(emb) if emb else GRLRModel.fromSettings(
-            assign_params)).transformDataset(Dataset.at(spark, agg), assigned, overwrite=ow).manifest,
-        "n_assignments"))
+    summary = pipe.run_stage(
+        Stage(
+            f"assign_{method}",
+            assigned,
+            assign_inputs,
+            depends,
+            lambda ow: (
+                (
+                    GRLRModel.fromSettings(assign_params).atFolder(emb)
+                    if emb
+                    else GRLRModel.fromSettings(assign_params)
+                )
+                .transformDataset(Dataset.at(spark, agg), assigned, overwrite=ow)
+                .manifest
+            ),
+            "n_assignments",
+        )
+    )
     out["assignment"] = summary.get("quality")
     if p.until == "assign":
         return out
     return {**out, **classify(pipe, method, assigned, test_data, train_data)}
 
 
-def classify(pipe: Pipeline, name: str, training: str, test_data: Optional[str],
-             train_data: str) -> dict[str, Any]:
+def classify(
+    pipe: Pipeline, name: str, training: str, test_data: Optional[str], train_data: str
+) -> dict[str, Any]:
     """Stages ``train_<name>``, ``predict_<name>``, ``evaluate_<name>`` (as far as
     ``pipeline.until``): the classifier of ``train.model`` fitted on `training`'s X and Y into
     ``models/<name>``, its top-k of `test_data` and their metrics (propensities from `train_data`'s
@@ -413,26 +566,60 @@ def classify(pipe: Pipeline, name: str, training: str, test_data: Optional[str],
     kind, train_params = settings.train.model, settings.classifier()
 
     def train(ow: bool) -> dict[str, Any]:
-        estimator = (LabelTreeClassifier if kind == "tree" else OneVsRestXMC).fromSettings(train_params)
+        estimator = (LabelTreeClassifier if kind == "tree" else OneVsRestXMC).fromSettings(
+            train_params
+        )
         return estimator.fitDataset(Dataset.at(spark, training), model, overwrite=ow).metadata
 
-    pipe.run_stage(Stage(f"train_{name}", model, [training], {"model": kind, **train_params.to_dict()}, train,
-                         "n_labels"))
+    pipe.run_stage(
+        Stage(
+            f"train_{name}",
+            model,
+            [training],
+            {"model": kind, **train_params.to_dict()},
+            train,
+            "n_labels",
+        )
+    )
     if p.until == "train" or test_data is None:
         return {}
     preds = pipe.path("predictions", name)
-    pipe.run_stage(Stage(f"predict_{name}", preds, [model, test_data], settings.predict.to_dict(),
-                         lambda ow: model_at(spark, model, settings.predict).transformDataset(
-                             Dataset.at(spark, test_data), preds, overwrite=ow),
-                         "n_samples"))
+    pipe.run_stage(
+        Stage(
+            f"predict_{name}",
+            preds,
+            [model, test_data],
+            settings.predict.to_dict(),
+            lambda ow: model_at(spark, model, settings.predict).transformDataset(
+                Dataset.at(spark, test_data), preds, overwrite=ow
+            ),
+            "n_samples",
+        )
+    )
     if p.until == "predict":
         return {}
     metrics = pipe.path("metrics", name)
     reference = train_data if has_table(spark, train_data, S.Y) else test_data
-    return {"metrics": pipe.run_stage(Stage(
-        f"evaluate_{name}", metrics, [preds, test_data, reference], settings.evaluate.to_dict(),
-        lambda ow: evaluate(spark, preds, test_data, settings.evaluate, output_path=metrics,
-                            propensity_from=reference, overwrite=ow), "n_samples"))}
+    return {
+        "metrics": pipe.run_stage(
+            Stage(
+                f"evaluate_{name}",
+                metrics,
+                [preds, test_data, reference],
+                settings.evaluate.to_dict(),
+                lambda ow: evaluate(
+                    spark,
+                    preds,
+                    test_data,
+                    settings.evaluate,
+                    output_path=metrics,
+                    propensity_from=reference,
+                    overwrite=ow,
+                ),
+                "n_samples",
+            )
+        )
+    }
 
 
 def _grouping_name(spark: SparkSession, agg: str) -> str:
@@ -448,20 +635,29 @@ def _grouping_name(spark: SparkSession, agg: str) -> str:
 
 
 def _comparison(results: dict[str, dict[str, Any]], grouping: str, until: str) -> dict[str, Any]:
-    methods = {method: {"name": METHOD_NAMES[method], **percent_row(res.get("metrics"), res.get("assignment"))}
-               for method, res in results.items()}
+    methods = {
+        method: {
+            "name": METHOD_NAMES[method],
+            **percent_row(res.get("metrics"), res.get("assignment")),
+        }
+        for method, res in results.items()
+    }
     return {"grouping": grouping, "until": until, "methods": methods}
 
 
-def percent_row(metrics: Optional[dict[str, Any]], quality: Optional[dict[str, Any]]) -> dict[str, Any]:
+def percent_row(
+    metrics: Optional[dict[str, Any]], quality: Optional[dict[str, Any]]
+) -> dict[str, Any]:
     """One column of the comparison: P / nDCG / PSP @1..k and assignment precision / recall, in
     percent rounded to 2 decimals (None where not known, e.g. no true Y)."""
     metrics, quality = metrics or {}, quality or {}
-    return {"P_percent": [round(100 * v, 2) for v in metrics.get("P", [])],
-            "nDCG_percent": [round(100 * v, 2) for v in metrics.get("nDCG", [])],
-            "PSP_percent": [round(100 * v, 2) for v in metrics.get("PSP", [])],
-            "assignment_precision_percent": _percent(quality.get("precision")),
-            "assignment_recall_percent": _percent(quality.get("recall"))}
+    return {
+        "P_percent": [round(100 * v, 2) for v in metrics.get("P", [])],
+        "nDCG_percent": [round(100 * v, 2) for v in metrics.get("nDCG", [])],
+        "PSP_percent": [round(100 * v, 2) for v in metrics.get("PSP", [])],
+        "assignment_precision_percent": _percent(quality.get("precision")),
+        "assignment_recall_percent": _percent(quality.get("recall")),
+    }
 
 
 def _percent(fraction: Optional[float]) -> Optional[float]:
@@ -473,33 +669,52 @@ def comparison_markdown(comparison: dict[str, Any]) -> str:
     plus assignment precision and recall when the true Y was known (every value in percent)."""
     methods = [m for m in METHODS if m in comparison["methods"]]
     cols = [comparison["methods"][m] for m in methods]
-    lines = ["| grouping | metric | " + " | ".join(c["name"] for c in cols) + " |",
-             "|---|---|" + "---|" * len(cols)]
+    lines = [
+        "| grouping | metric | " + " | ".join(c["name"] for c in cols) + " |",
+        "|---|---|" + "---|" * len(cols),
+    ]
     first = comparison["grouping"]
     for at in (1, 3, 5):
         if all(len(c["P_percent"]) >= at for c in cols) and cols:
-            lines.append(f"| {first} | P@{at} | " + " | ".join(f"{c['P_percent'][at - 1]:.2f}" for c in cols)
-                         + " |")
+            lines.append(
+                f"| {first} | P@{at} | "
+                + " | ".join(f"{c['P_percent'][at - 1]:.2f}" for c in cols)
+                + " |"
+            )
             first = ""
-    for key, label in (("assignment_precision_percent", "assignment precision"),
-                       ("assignment_recall_percent", "assignment recall")):
+    for key, label in (
+        ("assignment_precision_percent", "assignment precision"),
+        ("assignment_recall_percent", "assignment recall"),
+    ):
         if cols and all(c[key] is not None for c in cols):
-            lines.append(f"| {first} | {label} | " + " | ".join(f"{c[key]:.2f}" for c in cols) + " |")
+            lines.append(
+                f"| {first} | {label} | " + " | ".join(f"{c[key]:.2f}" for c in cols) + " |"
+            )
             first = ""
     return "\n".join(lines)
 
 
 def report_markdown(report: dict[str, Any]) -> str:
     """The run report as a Markdown table (one row per stage)."""
-    lines = [f"# eagle_spark pipeline run: {report['output']}", "",
-             f"grouping {report['grouping']}, methods {', '.join(report['methods'])}, "
-             f"total {report['seconds']:.1f} s", "",
-             "| stage | status | seconds | rows | peak RSS MB | output |", "|---|---|---|---|---|---|"]
+    lines = [
+        f"# eagle_spark pipeline run: {report['output']}",
+        "",
+        f"grouping {report['grouping']}, methods {', '.join(report['methods'])}, "
+        f"total {report['seconds']:.1f} s",
+        "",
+        "| stage | status | seconds | rows | peak RSS MB | output |",
+        "|---|---|---|---|---|---|",
+    ]
     for r in report["stages"]:
         mem = "" if r["peak_rss_mb"] is None else f"{r['peak_rss_mb']:.0f}"
-        lines.append(f"| {r['stage']} | {r['status']} | {r['seconds']:.1f} | {r['rows']} | {mem} | {r['output']} |")
-    lines += ["", "Peak RSS is the driver's process tree (in local mode: driver, JVM and Python workers); "
-              "executors of a cluster are not included."]
+        lines.append(
+            f"| {r['stage']} | {r['status']} | {r['seconds']:.1f} | {r['rows']} | {mem} | {r['output']} |"
+        )
+    lines += [
+        "",
+        "Peak RSS is the driver's process tree (in local mode: driver, JVM and Python workers); "
+        "executors of a cluster are not included.",
+    ]
     return "\n".join(lines)
 
 
@@ -511,7 +726,7 @@ def _file_log(run_dir: str, run_id: str) -> Optional[logging.Handler]:
     """Write eagle_spark's log lines to ``<run>/logs/<run_id>.log`` when the run folder is local."""
     if "://" in run_dir and not run_dir.startswith("file://"):
         return None
-    local = run_dir[len("file://"):] if run_dir.startswith("file://") else run_dir
+    local = run_dir[len("file://") :] if run_dir.startswith("file://") else run_dir
     os.makedirs(os.path.join(local, "logs"), exist_ok=True)
     handler = logging.FileHandler(os.path.join(local, "logs", f"{run_id}.log"))
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
@@ -523,5 +738,16 @@ def _file_log(run_dir: str, run_id: str) -> Optional[logging.Handler]:
     return handler
 
 
-__all__ = ["METHODS", "Pipeline", "Stage", "check_inputs", "classify", "comparison_markdown", "ingest_inputs",
-           "open_run", "percent_row", "report_markdown", "run_pipeline"]
+__all__ = [
+    "METHODS",
+    "Pipeline",
+    "Stage",
+    "check_inputs",
+    "classify",
+    "comparison_markdown",
+    "ingest_inputs",
+    "open_run",
+    "percent_row",
+    "report_markdown",
+    "run_pipeline",
+]

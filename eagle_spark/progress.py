@@ -63,7 +63,9 @@ def bar(done: int, total: int, width: int = 30) -> str:
         ValueError: `total` < 0, `done` outside [0, total], or `width` < 1.
     """
     if total < 0 or not 0 <= done <= max(total, 0) or width < 1:
-        raise ValueError(f"bar needs 0 <= done <= total and width >= 1, got {done}/{total}, {width}")
+        raise ValueError(
+            f"bar needs 0 <= done <= total and width >= 1, got {done}/{total}, {width}"
+        )
     filled = width if total == 0 else done * width // total
     return f"[{'#' * filled}{'.' * (width - filled)}] {done:>{len(str(total))}}/{total}"
 
@@ -85,10 +87,17 @@ class SparkProgress:
     task counts (a few Py4J calls), never touching executors.
     """
 
-    def __init__(self, spark: Any, interval: float = 1.0, log_every: float = 10.0,
-                 stream: Optional[Any] = None) -> None:
+    def __init__(
+        self,
+        spark: Any,
+        interval: float = 1.0,
+        log_every: float = 10.0,
+        stream: Optional[Any] = None,
+    ) -> None:
         if interval <= 0 or log_every < 0:
-            raise ValueError(f"interval must be > 0 and log_every >= 0, got {interval}, {log_every}")
+            raise ValueError(
+                f"interval must be > 0 and log_every >= 0, got {interval}, {log_every}"
+            )
         self.tracker = spark.sparkContext.statusTracker()
         self.interval, self.log_every = interval, log_every
         self.stream = stream if stream is not None else sys.stderr
@@ -98,7 +107,9 @@ class SparkProgress:
         self._seen: dict[int, tuple[int, int, float]] = {}  # stage id -> (done, total, last logged)
         self.lines: list[str] = []  # every line reported (for tests and the run log)
 
-    _running = 0  # monitors entered and not yet left: a nested one (pipeline inside the CLI) is idle
+    _running = (
+        0  # monitors entered and not yet left: a nested one (pipeline inside the CLI) is idle
+    )
 
     def __enter__(self) -> "SparkProgress":
         self._outer = SparkProgress._running == 0
@@ -128,7 +139,7 @@ class SparkProgress:
             return
         now = time.monotonic()
         active = set()
-        for stage_id in (() if final else self.tracker.getActiveStageIds()):
+        for stage_id in () if final else self.tracker.getActiveStageIds():
             info = self.tracker.getStageInfo(stage_id)
             if info is None:
                 continue
@@ -136,7 +147,9 @@ class SparkProgress:
             done, total = int(info.numCompletedTasks), int(info.numTasks)
             previous = self._seen.get(stage_id)
             if previous is None:
-                self._report(f"stage {stage_id} started: {bar(min(done, total), total)} tasks ({info.name})")
+                self._report(
+                    f"stage {stage_id} started: {bar(min(done, total), total)} tasks ({info.name})"
+                )
                 self._seen[stage_id] = (done, total, now)
             elif done != previous[0]:
                 if self.tty:

@@ -67,75 +67,95 @@ SCORES = "scores"
 # StructTypes below are derived from them.
 ARROW_INT_LIST = pa.list_(pa.field("element", pa.int32(), nullable=False))
 ARROW_FLOAT_LIST = pa.list_(pa.field("element", pa.float32(), nullable=False))
-LABEL_EMB_ARROW = pa.schema([
-    pa.field(LABEL_ID, pa.int32(), nullable=False),
-    pa.field(EMB_IDX, ARROW_INT_LIST, nullable=False),
-    pa.field(EMB_VAL, ARROW_FLOAT_LIST, nullable=False),
-    pa.field(N_GROUPS, pa.int32(), nullable=False),
-])
+LABEL_EMB_ARROW = pa.schema(
+    [
+        pa.field(LABEL_ID, pa.int32(), nullable=False),
+        pa.field(EMB_IDX, ARROW_INT_LIST, nullable=False),
+        pa.field(EMB_VAL, ARROW_FLOAT_LIST, nullable=False),
+        pa.field(N_GROUPS, pa.int32(), nullable=False),
+    ]
+)
 """Arrow schema of an ``embed`` output's label embeddings (one sparse row per label)."""
-X_ARROW = pa.schema([
-    pa.field(SAMPLE_ID, pa.int64(), nullable=False),
-    pa.field(FEAT_IDX, ARROW_INT_LIST, nullable=False),
-    pa.field(FEAT_VAL, ARROW_FLOAT_LIST, nullable=False),
-])
+X_ARROW = pa.schema(
+    [
+        pa.field(SAMPLE_ID, pa.int64(), nullable=False),
+        pa.field(FEAT_IDX, ARROW_INT_LIST, nullable=False),
+        pa.field(FEAT_VAL, ARROW_FLOAT_LIST, nullable=False),
+    ]
+)
 """Arrow schema of table X (executor-side writers: ingest, synth)."""
-Y_ARROW = pa.schema([
-    pa.field(SAMPLE_ID, pa.int64(), nullable=False),
-    pa.field(LABEL_IDS, ARROW_INT_LIST, nullable=False),
-])
+Y_ARROW = pa.schema(
+    [
+        pa.field(SAMPLE_ID, pa.int64(), nullable=False),
+        pa.field(LABEL_IDS, ARROW_INT_LIST, nullable=False),
+    ]
+)
 """Arrow schema of table Y."""
-Y1_ARROW = pa.schema([
-    pa.field(SAMPLE_ID, pa.int64(), nullable=False),
-    pa.field(GROUP_ID, pa.int64(), nullable=False),
-])
+Y1_ARROW = pa.schema(
+    [
+        pa.field(SAMPLE_ID, pa.int64(), nullable=False),
+        pa.field(GROUP_ID, pa.int64(), nullable=False),
+    ]
+)
 """Arrow schema of table Y1 (sample -> group)."""
-Y2_ARROW = pa.schema([
-    pa.field(GROUP_ID, pa.int64(), nullable=False),
-    pa.field(LABEL_ID, pa.int32(), nullable=False),
-    pa.field(COUNT, pa.int32(), nullable=False),
-])
+Y2_ARROW = pa.schema(
+    [
+        pa.field(GROUP_ID, pa.int64(), nullable=False),
+        pa.field(LABEL_ID, pa.int32(), nullable=False),
+        pa.field(COUNT, pa.int32(), nullable=False),
+    ]
+)
 """Arrow schema of table Y2 (group -> label, with the label's multiplicity in the group)."""
-ASSIGNMENTS_ARROW = pa.schema([
-    pa.field(GROUP_ID, pa.int64(), nullable=False),
-    pa.field(LABEL_ID, pa.int32(), nullable=False),
-    pa.field(SAMPLE_ID, pa.int64(), nullable=False),
-    pa.field(SCORE, pa.float32(), nullable=False),
-])
+ASSIGNMENTS_ARROW = pa.schema(
+    [
+        pa.field(GROUP_ID, pa.int64(), nullable=False),
+        pa.field(LABEL_ID, pa.int32(), nullable=False),
+        pa.field(SAMPLE_ID, pa.int64(), nullable=False),
+        pa.field(SCORE, pa.float32(), nullable=False),
+    ]
+)
 """Arrow schema of an ``assign`` output's assignments table (group, label, chosen member)."""
 TOP_MEMBERS_ARROW = ASSIGNMENTS_ARROW.append(pa.field(RANK, pa.int32(), nullable=False))
 """``embed``'s Algorithm 2 in the same pass: for each (group, label) pair of Y2, its top-``count``
 members by <e_k, x_i> (rank 0 = the argmax; ties to the smallest sample_id): the assignments'
 columns and the member's rank."""
-REJECTED_ARROW = pa.schema([
-    pa.field(LINE, pa.int64(), nullable=False),
-    pa.field(TEXT, pa.string(), nullable=True),
-    pa.field(REASON, pa.string(), nullable=False),
-])
+REJECTED_ARROW = pa.schema(
+    [
+        pa.field(LINE, pa.int64(), nullable=False),
+        pa.field(TEXT, pa.string(), nullable=True),
+        pa.field(REASON, pa.string(), nullable=False),
+    ]
+)
 """Arrow schema of ``_rejected`` (ingest with ``on_bad_line=skip``)."""
 
 # Model folders (metadata.json + data/): a one-vs-all model's data/weights (one row per label), a
 # tree model's data/tree_<t> and data/weights_<t> (one row per scored element: cluster nodes, then
 # labels as n_clusters + label).
-WEIGHTS_ARROW = pa.schema([
-    pa.field(LABEL_ID, pa.int32(), nullable=False),    # label id, or the tree's scored element id
-    pa.field("w_idx", ARROW_INT_LIST, nullable=False),  # feature ids of the kept weights
-    pa.field("w_val", ARROW_FLOAT_LIST, nullable=False),
-    pa.field("bias", pa.float32(), nullable=False),
-])
+WEIGHTS_ARROW = pa.schema(
+    [
+        pa.field(LABEL_ID, pa.int32(), nullable=False),  # label id, or the tree's scored element id
+        pa.field("w_idx", ARROW_INT_LIST, nullable=False),  # feature ids of the kept weights
+        pa.field("w_val", ARROW_FLOAT_LIST, nullable=False),
+        pa.field("bias", pa.float32(), nullable=False),
+    ]
+)
 """Arrow schema of a model's weights tables."""
-TREE_ARROW = pa.schema([
-    pa.field("node_id", pa.int32(), nullable=False),    # scored element id (nodes, then labels)
-    pa.field("parent_id", pa.int32(), nullable=False),  # -1 for the root
-    pa.field("level", pa.int32(), nullable=False),
-    pa.field(LABEL_ID, pa.int32(), nullable=False),     # -1 for cluster nodes
-])
+TREE_ARROW = pa.schema(
+    [
+        pa.field("node_id", pa.int32(), nullable=False),  # scored element id (nodes, then labels)
+        pa.field("parent_id", pa.int32(), nullable=False),  # -1 for the root
+        pa.field("level", pa.int32(), nullable=False),
+        pa.field(LABEL_ID, pa.int32(), nullable=False),  # -1 for cluster nodes
+    ]
+)
 """Arrow schema of a tree model's ``data/tree_<t>`` tables."""
-PREDICTIONS_ARROW = pa.schema([
-    pa.field(SAMPLE_ID, pa.int64(), nullable=False),
-    pa.field(LABEL_IDS, ARROW_INT_LIST, nullable=False),
-    pa.field(SCORES, ARROW_FLOAT_LIST, nullable=False),
-])
+PREDICTIONS_ARROW = pa.schema(
+    [
+        pa.field(SAMPLE_ID, pa.int64(), nullable=False),
+        pa.field(LABEL_IDS, ARROW_INT_LIST, nullable=False),
+        pa.field(SCORES, ARROW_FLOAT_LIST, nullable=False),
+    ]
+)
 """Arrow schema of the predictions table (what the predict tasks yield)."""
 
 X_SCHEMA = from_arrow_schema(X_ARROW)
@@ -150,8 +170,13 @@ TOP_MEMBERS_SCHEMA = from_arrow_schema(TOP_MEMBERS_ARROW)
 nullability, list elements not null)."""
 
 TABLE_SCHEMAS: dict[str, T.StructType] = {
-    X: X_SCHEMA, Y: Y_SCHEMA, Y1: Y1_SCHEMA, Y2: Y2_SCHEMA,
-    LABEL_EMB: LABEL_EMB_SCHEMA, ASSIGNMENTS: ASSIGNMENTS_SCHEMA, TOP_MEMBERS: TOP_MEMBERS_SCHEMA,
+    X: X_SCHEMA,
+    Y: Y_SCHEMA,
+    Y1: Y1_SCHEMA,
+    Y2: Y2_SCHEMA,
+    LABEL_EMB: LABEL_EMB_SCHEMA,
+    ASSIGNMENTS: ASSIGNMENTS_SCHEMA,
+    TOP_MEMBERS: TOP_MEMBERS_SCHEMA,
 }
 """Schema of every table of the dataset layout, by folder name."""
 

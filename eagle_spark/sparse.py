@@ -23,9 +23,13 @@ def list_parts(column: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarr
     return offsets - start, np.asarray(values.slice(start, stop - start))
 
 
-def csr_from_arrow(feat_idx: pa.Array | pa.ChunkedArray, feat_val: pa.Array | pa.ChunkedArray,
-                   n_features: int, dtype: type = np.float32,
-                   names: tuple[str, str] = ("feat_idx", "feat_val")) -> sp.csr_matrix:
+def csr_from_arrow(
+    feat_idx: pa.Array | pa.ChunkedArray,
+    feat_val: pa.Array | pa.ChunkedArray,
+    n_features: int,
+    dtype: type = np.float32,
+    names: tuple[str, str] = ("feat_idx", "feat_val"),
+) -> sp.csr_matrix:
     """Build a CSR matrix from two list columns (the X layout's, or any index / value lists).
 
     Args:
@@ -47,9 +51,12 @@ def csr_from_arrow(feat_idx: pa.Array | pa.ChunkedArray, feat_val: pa.Array | pa
     if len(indices):
         low, high = int(indices.min()), int(indices.max())
         if low < 0 or high >= n_features:
-            raise ValueError(f"{names[0]} index {low if low < 0 else high} is outside [0, {n_features})")
-    return sp.csr_matrix((data.astype(dtype, copy=False), indices, indptr),
-                         shape=(len(indptr) - 1, n_features))
+            raise ValueError(
+                f"{names[0]} index {low if low < 0 else high} is outside [0, {n_features})"
+            )
+    return sp.csr_matrix(
+        (data.astype(dtype, copy=False), indices, indptr), shape=(len(indptr) - 1, n_features)
+    )
 
 
 def l2_normalize_rows(matrix: sp.csr_matrix, dtype=np.float32) -> sp.csr_matrix:

@@ -163,16 +163,24 @@ class Generator:
         fid = self._hash(2, lab, j) % np.uint64(self.shape.n_features)
         if self.difficulty > 0:
             pool = self._hash(7, lab, j) % np.uint64(2 * self.prototype_size)
-            shared = self._hash(6, self.topic_of(labels)[:, None], pool) % np.uint64(self.shape.n_features)
+            shared = self._hash(6, self.topic_of(labels)[:, None], pool) % np.uint64(
+                self.shape.n_features
+            )
             fid = np.where(self._uniform(5, lab, j) < self.difficulty, shared, fid)
         return fid.astype(np.int64)
 
     # ---- counter-based randomness ----
     def _hash(self, *parts: np.ndarray | int) -> np.ndarray:
-        h = np.full(np.broadcast(*[np.asarray(p) for p in parts]).shape,
-                    np.uint64(self.seed * 0x9E3779B97F4A7C15 % 2**64), dtype=np.uint64)
+        h = np.full(
+            np.broadcast(*[np.asarray(p) for p in parts]).shape,
+            np.uint64(self.seed * 0x9E3779B97F4A7C15 % 2**64),
+            dtype=np.uint64,
+        )
         for i, p in enumerate(parts):
-            h = _splitmix(h ^ (np.asarray(p, dtype=np.uint64) + np.uint64(0x632BE59BD9B4E019 * (i + 1) % 2**64)))
+            h = _splitmix(
+                h
+                ^ (np.asarray(p, dtype=np.uint64) + np.uint64(0x632BE59BD9B4E019 * (i + 1) % 2**64))
+            )
         return h
 
     def _uniform(self, *parts: np.ndarray | int) -> np.ndarray:
@@ -189,8 +197,9 @@ class Generator:
 
     @functools.cached_property
     def _noise_draws(self) -> int:
-        planted = (self.shape.labels_per_sample * self._kept_per_label(self.keep)
-                   + self.distractors * self._kept_per_label(0.5 * self.keep))
+        planted = self.shape.labels_per_sample * self._kept_per_label(
+            self.keep
+        ) + self.distractors * self._kept_per_label(0.5 * self.keep)
         target = min(max(1.0, self.shape.nnz_per_sample - planted), 0.5 * self.shape.n_features)
         w = (np.arange(self.shape.n_features, dtype=np.float64) + 1) ** -self.feature_alpha
         p = w / w.sum()
@@ -224,12 +233,15 @@ class Generator:
         n = len(ids)
         mean_extra = max(self.shape.labels_per_sample - 1.0, 0.0)
         top = int(scipy.stats.poisson.ppf(1 - 1e-12, mean_extra)) + 2 if mean_extra > 0 else 1
-        poisson_cdf = scipy.stats.poisson.cdf(np.arange(top), mean_extra) if mean_extra > 0 else np.ones(1)
+        poisson_cdf = (
+            scipy.stats.poisson.cdf(np.arange(top), mean_extra) if mean_extra > 0 else np.ones(1)
+        )
         want = 1 + np.searchsorted(poisson_cdf, self._uniform(split, ids, 0), side="right")
         want = np.minimum(want, self.shape.n_labels)
         k = int(min(self.shape.n_labels, 3 * int(want.max()) + 8))
-        draws = np.searchsorted(cdf, self._uniform(split, ids[:, None], 1 + np.arange(k)[None, :]),
-                                side="right")
+        draws = np.searchsorted(
+            cdf, self._uniform(split, ids[:, None], 1 + np.arange(k)[None, :]), side="right"
+        )
         draws = np.minimum(draws, self.shape.n_labels - 1)
         # keep the first `want` distinct labels of each row, in draw order
         order = np.argsort(draws, axis=1, kind="stable")
@@ -247,37 +259,69 @@ class Generator:
         np.cumsum(counts, out=offsets[1:])
         return offsets, flat
 
-    def _planted(self, split: int, ids: np.ndarray, owner: np.ndarray, lab: np.ndarray, slot: np.ndarray,
-                 keep: float, keep_salt: int, value_salt: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _planted(
+        self,
+        split: int,
+        ids: np.ndarray,
+        owner: np.ndarray,
+        lab: np.ndarray,
+        slot: np.ndarray,
+        keep: float,
+        keep_salt: int,
+        value_salt: int,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The prototype features a sample shows of one label each: (row, feature id, value) of the
         kept slots, for rows `owner`, labels `lab` at place `slot` in their sample, kept at rate `keep`."""
         j = np.arange(self.prototype_size)[None, :]
         sid, slot = ids[owner][:, None], slot[:, None]
         kept = self._uniform(split, sid, keep_salt + slot, j + 10_000) < keep
-        val = (0.5 + self._uniform(3, lab[:, None], j)) * (0.5 + self._uniform(split, sid, value_salt + j, slot))
-        return (np.broadcast_to(owner[:, None], kept.shape)[kept], self.prototype_features(lab)[kept],
-                val[kept])
+        val = (0.5 + self._uniform(3, lab[:, None], j)) * (
+            0.5 + self._uniform(split, sid, value_salt + j, slot)
+        )
+        return (
+            np.broadcast_to(owner[:, None], kept.shape)[kept],
+            self.prototype_features(lab)[kept],
+            val[kept],
+        )
 
-    def features(self, split: int, ids: np.ndarray, lab_off: np.ndarray, labels: np.ndarray,
-                 fcdf: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def features(
+        self, split: int, ids: np.ndarray, lab_off: np.ndarray, labels: np.ndarray, fcdf: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Sparse rows: (offsets int64 (n+1), feature ids int32, values float32), L2-normalised."""
         n = len(ids)
-        owner = np.repeat(np.arange(n), np.diff(lab_off))             # sample of each positive
-        slot = np.arange(len(labels)) - lab_off[owner]                # its place among the sample's labels
-        rows_p, fid_p, val_p = self._planted(split, ids, owner, labels, slot, self.keep, 1000, 20_000)
+        owner = np.repeat(np.arange(n), np.diff(lab_off))  # sample of each positive
+        slot = np.arange(len(labels)) - lab_off[owner]  # its place among the sample's labels
+        rows_p, fid_p, val_p = self._planted(
+            split, ids, owner, labels, slot, self.keep, 1000, 20_000
+        )
         md = self.distractors
         if md:  # prototype features of labels the sample does not have (drawn like labels)
-            draws = np.searchsorted(self._label_cdf, self._uniform(split, ids[:, None], 50_000 + np.arange(md)[None, :]),
-                                    side="right")
+            draws = np.searchsorted(
+                self._label_cdf,
+                self._uniform(split, ids[:, None], 50_000 + np.arange(md)[None, :]),
+                side="right",
+            )
             d_lab = np.minimum(draws, self.shape.n_labels - 1).ravel()
-            d = self._planted(split, ids, np.repeat(np.arange(n), md), d_lab, np.tile(np.arange(md), n),
-                              0.5 * self.keep, 60_000, 70_000)
-            rows_p, fid_p, val_p = (np.concatenate([a, b]) for a, b in zip((rows_p, fid_p, val_p), d))
+            d = self._planted(
+                split,
+                ids,
+                np.repeat(np.arange(n), md),
+                d_lab,
+                np.tile(np.arange(md), n),
+                0.5 * self.keep,
+                60_000,
+                70_000,
+            )
+            rows_p, fid_p, val_p = (
+                np.concatenate([a, b]) for a, b in zip((rows_p, fid_p, val_p), d)
+            )
         m = self.noise_words()
         jn = np.arange(m)[None, :]
         fid_n = np.searchsorted(fcdf, self._uniform(split, ids[:, None], 30_000 + jn), side="right")
         fid_n = np.minimum(fid_n, self.shape.n_features - 1).ravel()
-        val_n = (self.noise_weight * (0.5 + self._uniform(split, ids[:, None], 40_000 + jn))).ravel()
+        val_n = (
+            self.noise_weight * (0.5 + self._uniform(split, ids[:, None], 40_000 + jn))
+        ).ravel()
         rows_n = np.repeat(np.arange(n), m)
         rows = np.concatenate([rows_p, rows_n])
         fids = np.concatenate([fid_p, fid_n])
@@ -329,11 +373,13 @@ def scaled_shape(preset: str, scale: float) -> Shape:
     )
 
 
-_SUMMARY = pa.schema([
-    pa.field("rows", pa.int64(), nullable=False),
-    pa.field("nnz", pa.int64(), nullable=False),
-    pa.field("positives", pa.int64(), nullable=False),
-])
+_SUMMARY = pa.schema(
+    [
+        pa.field("rows", pa.int64(), nullable=False),
+        pa.field("nnz", pa.int64(), nullable=False),
+        pa.field("positives", pa.int64(), nullable=False),
+    ]
+)
 
 
 def _generate_task(gen: Generator, split: int, out: str, batch_rows: int):
@@ -349,42 +395,83 @@ def _generate_task(gen: Generator, split: int, out: str, batch_rows: int):
                     continue
                 writers.name(f"part-{int(all_ids[0]):012d}.parquet")
                 for start in range(0, len(all_ids), batch_rows):
-                    ids = all_ids[start:start + batch_rows]
+                    ids = all_ids[start : start + batch_rows]
                     lab_off, labels = gen.labels(split, ids, lcdf)
                     f_off, fids, vals = gen.features(split, ids, lab_off, labels, fcdf)
                     sid = pa.array(ids)
-                    writers.write(S.X, pa.RecordBatch.from_arrays([
-                        sid,
-                        pa.ListArray.from_arrays(pa.array(f_off.astype(np.int32)), pa.array(fids),
-                                                 type=S.ARROW_INT_LIST),
-                        pa.ListArray.from_arrays(pa.array(f_off.astype(np.int32)), pa.array(vals),
-                                                 type=S.ARROW_FLOAT_LIST)], schema=S.X_ARROW))
-                    writers.write(S.Y, pa.RecordBatch.from_arrays([
-                        sid, pa.ListArray.from_arrays(pa.array(lab_off.astype(np.int32)),
-                                                      pa.array(labels.astype(np.int32)),
-                                                      type=S.ARROW_INT_LIST)], schema=S.Y_ARROW))
+                    writers.write(
+                        S.X,
+                        pa.RecordBatch.from_arrays(
+                            [
+                                sid,
+                                pa.ListArray.from_arrays(
+                                    pa.array(f_off.astype(np.int32)),
+                                    pa.array(fids),
+                                    type=S.ARROW_INT_LIST,
+                                ),
+                                pa.ListArray.from_arrays(
+                                    pa.array(f_off.astype(np.int32)),
+                                    pa.array(vals),
+                                    type=S.ARROW_FLOAT_LIST,
+                                ),
+                            ],
+                            schema=S.X_ARROW,
+                        ),
+                    )
+                    writers.write(
+                        S.Y,
+                        pa.RecordBatch.from_arrays(
+                            [
+                                sid,
+                                pa.ListArray.from_arrays(
+                                    pa.array(lab_off.astype(np.int32)),
+                                    pa.array(labels.astype(np.int32)),
+                                    type=S.ARROW_INT_LIST,
+                                ),
+                            ],
+                            schema=S.Y_ARROW,
+                        ),
+                    )
                     rows += len(ids)
                     nnz += len(fids)
                     positives += len(labels)
-        yield pa.RecordBatch.from_pydict({"rows": [rows], "nnz": [nnz], "positives": [positives]},
-                                         schema=_SUMMARY)
+        yield pa.RecordBatch.from_pydict(
+            {"rows": [rows], "nnz": [nnz], "positives": [positives]}, schema=_SUMMARY
+        )
 
     return run
 
 
 def _label_stats(spark: SparkSession, dataset: str, n_labels: int) -> dict[str, Any]:
-    freq = (read_table(spark, dataset, S.Y).select(F.explode(S.LABEL_IDS).alias(S.LABEL_ID))
-            .groupBy(S.LABEL_ID).count())
-    row = freq.agg(F.count(F.lit(1)).alias("used"), F.max("count").alias("max"),
-                   F.expr("percentile_approx(count, 0.5)").alias("median")).first()
-    return {"labels_with_samples": int(row["used"]), "max_samples_per_label": int(row["max"] or 0),
-            "median_samples_per_label_among_used": int(row["median"] or 0),
-            "labels_without_samples": n_labels - int(row["used"])}
+    freq = (
+        read_table(spark, dataset, S.Y)
+        .select(F.explode(S.LABEL_IDS).alias(S.LABEL_ID))
+        .groupBy(S.LABEL_ID)
+        .count()
+    )
+    row = freq.agg(
+        F.count(F.lit(1)).alias("used"),
+        F.max("count").alias("max"),
+        F.expr("percentile_approx(count, 0.5)").alias("median"),
+    ).first()
+    return {
+        "labels_with_samples": int(row["used"]),
+        "max_samples_per_label": int(row["max"] or 0),
+        "median_samples_per_label_among_used": int(row["median"] or 0),
+        "labels_without_samples": n_labels - int(row["used"]),
+    }
 
 
-def synth(spark: SparkSession, output_path: str, preset: str, scale: float = 1.0, seed: int = 0,
-          rows_per_task: int = 250_000, overwrite: bool = False,
-          difficulty: Optional[float] = None) -> dict[str, Any]:
+def synth(
+    spark: SparkSession,
+    output_path: str,
+    preset: str,
+    scale: float = 1.0,
+    seed: int = 0,
+    rows_per_task: int = 250_000,
+    overwrite: bool = False,
+    difficulty: Optional[float] = None,
+) -> dict[str, Any]:
     """Generate ``<output>/train`` and ``<output>/test`` datasets (X, Y) of a preset's shape.
 
     Args:
@@ -419,8 +506,9 @@ def synth(spark: SparkSession, output_path: str, preset: str, scale: float = 1.0
             out = posixpath.join(tmp, name)
             tasks = max(1, math.ceil(n / rows_per_task))
             ids = spark.range(0, n, numPartitions=tasks).withColumnRenamed("id", S.SAMPLE_ID)
-            rows = ids.mapInArrow(_generate_task(gen, split, out, batch_rows),
-                                  from_arrow_schema(_SUMMARY)).collect()
+            rows = ids.mapInArrow(
+                _generate_task(gen, split, out, batch_rows), from_arrow_schema(_SUMMARY)
+            ).collect()
             n_rows = sum(r["rows"] for r in rows)
             nnz = sum(r["nnz"] for r in rows)
             pos = sum(r["positives"] for r in rows)
@@ -432,21 +520,41 @@ def synth(spark: SparkSession, output_path: str, preset: str, scale: float = 1.0
                 **_label_stats(spark, out, shape.n_labels),
             }
             manifest = new_manifest(
-                "synth", n_samples=n_rows, n_features=shape.n_features, n_labels=shape.n_labels,
-                source={"generator": "eagle_spark.synth", "preset": preset, "scale": scale,
-                        "split": name},
-                parameters={"seed": seed, "rows_per_task": rows_per_task,
-                            "alpha": gen.alpha, "k0": gen.k0, "feature_alpha": gen.feature_alpha,
-                            "prototype_size": gen.prototype_size,
-                            "prototype_keep": gen.prototype_keep, "difficulty": difficulty,
-                            "topic_size": gen.topic_size, "distractors": gen.distractors,
-                            "noise_weight": gen.noise_weight},
-                tables=[S.X, S.Y], stats=stats)
+                "synth",
+                n_samples=n_rows,
+                n_features=shape.n_features,
+                n_labels=shape.n_labels,
+                source={
+                    "generator": "eagle_spark.synth",
+                    "preset": preset,
+                    "scale": scale,
+                    "split": name,
+                },
+                parameters={
+                    "seed": seed,
+                    "rows_per_task": rows_per_task,
+                    "alpha": gen.alpha,
+                    "k0": gen.k0,
+                    "feature_alpha": gen.feature_alpha,
+                    "prototype_size": gen.prototype_size,
+                    "prototype_keep": gen.prototype_keep,
+                    "difficulty": difficulty,
+                    "topic_size": gen.topic_size,
+                    "distractors": gen.distractors,
+                    "noise_weight": gen.noise_weight,
+                },
+                tables=[S.X, S.Y],
+                stats=stats,
+            )
             write_manifest(spark, out, manifest)
             splits[name] = stats
             log.info("synth %s %s: %d samples", preset, name, n_rows)
-        pair = new_manifest("synth", source={"preset": preset, "scale": scale},
-                            parameters={"seed": seed, "difficulty": difficulty},
-                            shape=shape.__dict__, splits=splits)
+        pair = new_manifest(
+            "synth",
+            source={"preset": preset, "scale": scale},
+            parameters={"seed": seed, "difficulty": difficulty},
+            shape=shape.__dict__,
+            splits=splits,
+        )
         write_manifest(spark, tmp, pair)
     return pair

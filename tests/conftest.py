@@ -90,16 +90,22 @@ def dataset_matrices(spark, dataset):
     yr = {r.sample_id: r.label_ids for r in read_table(spark, dataset, "Y").collect()}
     ids = np.array([r.sample_id for r in xr])
     X = sp.csr_matrix(
-        (np.concatenate([r.feat_val for r in xr]).astype(np.float32),
-         np.concatenate([r.feat_idx for r in xr]).astype(np.int64),
-         np.concatenate([[0], np.cumsum([len(r.feat_idx) for r in xr])])),
-        shape=(len(xr), manifest["n_features"]))
+        (
+            np.concatenate([r.feat_val for r in xr]).astype(np.float32),
+            np.concatenate([r.feat_idx for r in xr]).astype(np.int64),
+            np.concatenate([[0], np.cumsum([len(r.feat_idx) for r in xr])]),
+        ),
+        shape=(len(xr), manifest["n_features"]),
+    )
     labels = [yr[i] for i in ids]
     Y = sp.csr_matrix(
-        (np.ones(sum(map(len, labels)), dtype=np.float32),
-         np.concatenate([np.array(l, dtype=np.int64) for l in labels]),
-         np.concatenate([[0], np.cumsum([len(l) for l in labels])])),
-        shape=(len(xr), manifest["n_labels"]))
+        (
+            np.ones(sum(map(len, labels)), dtype=np.float32),
+            np.concatenate([np.array(l, dtype=np.int64) for l in labels]),
+            np.concatenate([[0], np.cumsum([len(l) for l in labels])]),
+        ),
+        shape=(len(xr), manifest["n_labels"]),
+    )
     return ids, X, Y, manifest
 
 

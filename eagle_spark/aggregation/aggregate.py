@@ -14,13 +14,24 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from eagle_spark import schemas as S
-from eagle_spark.aggregation.groups import (cluster_groups, group_size_stats, merge_labels,
-                                            random_groups)
+from eagle_spark.aggregation.groups import (
+    cluster_groups,
+    group_size_stats,
+    merge_labels,
+    random_groups,
+)
 from eagle_spark.aggregation.supplied import read_user_table, validate_supplied
 from eagle_spark.errors import BadInputError
 from eagle_spark.io.fs import FileSystem, atomic_output, check_separate
-from eagle_spark.io.tables import (has_table, new_manifest, read_manifest, read_table, table_path,
-                                   write_manifest, write_table)
+from eagle_spark.io.tables import (
+    has_table,
+    new_manifest,
+    read_manifest,
+    read_table,
+    table_path,
+    write_manifest,
+    write_table,
+)
 from eagle_spark.params import AggregateParams
 
 log = logging.getLogger(__name__)
@@ -73,21 +84,36 @@ def aggregate(
         if y1_path is not None:
             Y1_raw = read_user_table(spark, y1_path, [S.SAMPLE_ID, S.GROUP_ID])
             Y2_raw = read_user_table(spark, y2_path, [S.GROUP_ID, S.LABEL_ID], optional=(S.COUNT,))
-            Y1, Y2, rejected = validate_supplied(X, Y1_raw, Y2_raw, n_labels, params.on_bad_row,
-                                                 y1_path, y2_path)
-            grouping = {"grouping": "supplied", "y1": y1_path, "y2": y2_path,
-                        "on_bad_row": params.on_bad_row}
+            Y1, Y2, rejected = validate_supplied(
+                X, Y1_raw, Y2_raw, n_labels, params.on_bad_row, y1_path, y2_path
+            )
+            grouping = {
+                "grouping": "supplied",
+                "y1": y1_path,
+                "y2": y2_path,
+                "on_bad_row": params.on_bad_row,
+            }
         else:
             if not has_y:
                 raise BadInputError(f"dataset {input_path} has no Y table to aggregate")
             if params.grouping == "random":
                 Y1 = random_groups(X.select(S.SAMPLE_ID), params.group_size, params.seed)
-                grouping = {k: getattr(params, k) for k in ("grouping", "group_size", "seed", "merge")}
+                grouping = {
+                    k: getattr(params, k) for k in ("grouping", "group_size", "seed", "merge")
+                }
             else:
-                Y1 = cluster_groups(X, int(manifest_in["n_features"]), params.depth, params.seed,
-                                    params.noise, params.kmeans_iterations)
-                grouping = {k: getattr(params, k) for k in (
-                    "grouping", "depth", "noise", "seed", "merge", "kmeans_iterations")}
+                Y1 = cluster_groups(
+                    X,
+                    int(manifest_in["n_features"]),
+                    params.depth,
+                    params.seed,
+                    params.noise,
+                    params.kmeans_iterations,
+                )
+                grouping = {
+                    k: getattr(params, k)
+                    for k in ("grouping", "depth", "noise", "seed", "merge", "kmeans_iterations")
+                }
             Y2 = merge_labels(Y1, read_table(spark, input_path, S.Y), params.merge)
         _write_sorted(Y1, tmp, S.Y1, [S.SAMPLE_ID, S.GROUP_ID], partitions)
         _write_sorted(Y2, tmp, S.Y2, [S.GROUP_ID, S.LABEL_ID], partitions)
@@ -99,7 +125,9 @@ def aggregate(
             tables.insert(1, S.Y)
         Y1_written = read_table(spark, tmp, S.Y1)
         Y2_written = read_table(spark, tmp, S.Y2)
-        y2_stats = Y2_written.agg(F.count(F.lit(1)).alias("rows"), F.sum(S.COUNT).alias("total")).first()
+        y2_stats = Y2_written.agg(
+            F.count(F.lit(1)).alias("rows"), F.sum(S.COUNT).alias("total")
+        ).first()
         manifest = new_manifest(
             "aggregate",
             n_samples=int(manifest_in["n_samples"]),  # every row of X (samples in no group too)
@@ -120,8 +148,12 @@ def aggregate(
 
             try:
                 check_aggregated(spark, tmp)
-            except BadInputError as err:  # validate_supplied let through what check_aggregated refuses
-                raise RuntimeError(f"aggregate wrote a dataset its own check refuses: {err}") from err
+            except (
+                BadInputError
+            ) as err:  # validate_supplied let through what check_aggregated refuses
+                raise RuntimeError(
+                    f"aggregate wrote a dataset its own check refuses: {err}"
+                ) from err
     log.info("aggregated %s -> %s: %d groups", input_path, output_path, manifest["n_groups"])
     return manifest
 

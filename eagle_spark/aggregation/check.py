@@ -39,7 +39,9 @@ def _non_finite(column: str):
     return F.exists(column, lambda v: F.isnan(v) | (F.abs(v) == float("inf")))
 
 
-def check_dataset(spark: SparkSession, dataset: str, need: tuple[str, ...] = (S.X,)) -> dict[str, Any]:
+def check_dataset(
+    spark: SparkSession, dataset: str, need: tuple[str, ...] = (S.X,)
+) -> dict[str, Any]:
     """Check a dataset's manifest against its X (and Y when present).
 
     Args:
@@ -55,41 +57,68 @@ def check_dataset(spark: SparkSession, dataset: str, need: tuple[str, ...] = (S.
     manifest = require_tables(spark, dataset, need)
     where = f"{dataset}/{S.MANIFEST}"
     try:
-        n_samples, n_features, n_labels = (int(manifest[k]) for k in ("n_samples", "n_features", "n_labels"))
+        n_samples, n_features, n_labels = (
+            int(manifest[k]) for k in ("n_samples", "n_features", "n_labels")
+        )
     except (KeyError, TypeError, ValueError) as err:
-        raise BadInputError(f"{where} lacks a valid n_samples / n_features / n_labels: {err}") from None
+        raise BadInputError(
+            f"{where} lacks a valid n_samples / n_features / n_labels: {err}"
+        ) from None
     X = read_table(spark, dataset, S.X)
-    xs = X.agg(F.count(F.lit(1)).alias("rows"), F.countDistinct(S.SAMPLE_ID).alias("ids"),
-               F.min(S.SAMPLE_ID).alias("lo"), F.max(S.SAMPLE_ID).alias("hi"),
-               F.max(F.array_max(S.FEAT_IDX)).alias("f_hi"), F.min(F.array_min(S.FEAT_IDX)).alias("f_lo"),
-               F.max(_non_finite(S.FEAT_VAL).cast("int")).alias("bad_val")).first()
+    xs = X.agg(
+        F.count(F.lit(1)).alias("rows"),
+        F.countDistinct(S.SAMPLE_ID).alias("ids"),
+        F.min(S.SAMPLE_ID).alias("lo"),
+        F.max(S.SAMPLE_ID).alias("hi"),
+        F.max(F.array_max(S.FEAT_IDX)).alias("f_hi"),
+        F.min(F.array_min(S.FEAT_IDX)).alias("f_lo"),
+        F.max(_non_finite(S.FEAT_VAL).cast("int")).alias("bad_val"),
+    ).first()
     x_path = table_path(dataset, S.X)
     if xs["rows"] != n_samples:
-        raise BadInputError(f"{where} says n_samples={n_samples} but table {x_path} has {xs['rows']} rows")
+        raise BadInputError(
+            f"{where} says n_samples={n_samples} but table {x_path} has {xs['rows']} rows"
+        )
     if xs["ids"] != xs["rows"]:
-        raise BadInputError(f"table {x_path}: sample_id is not unique ({xs['rows'] - xs['ids']} repeats)")
+        raise BadInputError(
+            f"table {x_path}: sample_id is not unique ({xs['rows'] - xs['ids']} repeats)"
+        )
     if n_samples and (xs["lo"] < 0 or xs["hi"] >= n_samples):
         bad = xs["lo"] if xs["lo"] < 0 else xs["hi"]
-        raise BadInputError(f"table {x_path}: sample_id {bad} is out of range [0, {n_samples}) "
-                            f"given by {where}")
+        raise BadInputError(
+            f"table {x_path}: sample_id {bad} is out of range [0, {n_samples}) given by {where}"
+        )
     if xs["f_hi"] is not None and (xs["f_hi"] >= n_features or xs["f_lo"] < 0):
         bad_id = xs["f_hi"] if xs["f_hi"] >= n_features else xs["f_lo"]
-        row = X.where(F.array_contains(S.FEAT_IDX, int(bad_id))).select(S.SAMPLE_ID).orderBy(S.SAMPLE_ID).first()
-        raise BadInputError(f"table {x_path}: sample_id {row[S.SAMPLE_ID]} has feature id {bad_id} out of "
-                            f"range [0, {n_features}) given by {where}")
+        row = (
+            X.where(F.array_contains(S.FEAT_IDX, int(bad_id)))
+            .select(S.SAMPLE_ID)
+            .orderBy(S.SAMPLE_ID)
+            .first()
+        )
+        raise BadInputError(
+            f"table {x_path}: sample_id {row[S.SAMPLE_ID]} has feature id {bad_id} out of "
+            f"range [0, {n_features}) given by {where}"
+        )
     if xs["bad_val"]:
         row = X.where(_non_finite(S.FEAT_VAL)).select(S.SAMPLE_ID).orderBy(S.SAMPLE_ID).first()
-        raise BadInputError(f"table {x_path}: sample_id {row[S.SAMPLE_ID]} has a NaN or infinite "
-                            "feature value")
+        raise BadInputError(
+            f"table {x_path}: sample_id {row[S.SAMPLE_ID]} has a NaN or infinite feature value"
+        )
     if has_table(spark, dataset, S.Y):
         y_path = table_path(dataset, S.Y)
-        bad_y = (read_table(spark, dataset, S.Y)
-                 .select(S.SAMPLE_ID, F.explode(S.LABEL_IDS).alias("l"))
-                 .where((F.col("l") < 0) | (F.col("l") >= n_labels))
-                 .orderBy(S.SAMPLE_ID, "l").first())
+        bad_y = (
+            read_table(spark, dataset, S.Y)
+            .select(S.SAMPLE_ID, F.explode(S.LABEL_IDS).alias("l"))
+            .where((F.col("l") < 0) | (F.col("l") >= n_labels))
+            .orderBy(S.SAMPLE_ID, "l")
+            .first()
+        )
         if bad_y is not None:
-            raise BadInputError(f"table {y_path}: sample_id {bad_y[S.SAMPLE_ID]} has label id {bad_y['l']} "
-                                f"out of range [0, {n_labels}) given by {where}")
+            raise BadInputError(
+                f"table {y_path}: sample_id {bad_y[S.SAMPLE_ID]} has label id {bad_y['l']} "
+                f"out of range [0, {n_labels}) given by {where}"
+            )
     return manifest
 
 
@@ -108,8 +137,9 @@ def check_aggregated(spark: SparkSession, dataset: str) -> dict[str, Any]:
     X = read_table(spark, dataset, S.X)
     Y1 = read_table(spark, dataset, S.Y1)
     y1_path, y2_path = table_path(dataset, S.Y1), table_path(dataset, S.Y2)
-    validate_supplied(X, Y1, read_table(spark, dataset, S.Y2), int(manifest["n_labels"]), "fail",
-                      y1_path, y2_path)
+    validate_supplied(
+        X, Y1, read_table(spark, dataset, S.Y2), int(manifest["n_labels"]), "fail", y1_path, y2_path
+    )
     return manifest
 
 

@@ -21,6 +21,7 @@ groups.
 from __future__ import annotations
 
 import logging
+
 import numpy as np
 import pyarrow as pa
 from pyspark.sql import DataFrame, Window
@@ -90,7 +91,9 @@ def _noisy_rows(sample_ids: np.ndarray, rows, noise: float, seed: int) -> np.nda
     """Dense rows + fixed per-sample Gaussian noise (seeded by (seed, sample_id)), L2-normalised."""
     dense = rows.toarray().astype(np.float64)
     for i, sid in enumerate(sample_ids):
-        dense[i] += noise * np.random.default_rng([seed, int(sid), 7919]).standard_normal(dense.shape[1])
+        dense[i] += noise * np.random.default_rng([seed, int(sid), 7919]).standard_normal(
+            dense.shape[1]
+        )
     norms = np.linalg.norm(dense, axis=1, keepdims=True)
     return np.divide(dense, norms, out=np.zeros_like(dense), where=norms > 0)
 
@@ -138,9 +141,13 @@ def cluster_groups(
     previous = None
     for level in range(depth):
         members = features.join(assign, S.SAMPLE_ID)
-        assign = members.groupBy("node").applyInArrow(
-            _split_level(n_features, level, seed, noise, max_iter), "sample_id long, node long"
-        ).persist(StorageLevel.MEMORY_AND_DISK)
+        assign = (
+            members.groupBy("node")
+            .applyInArrow(
+                _split_level(n_features, level, seed, noise, max_iter), "sample_id long, node long"
+            )
+            .persist(StorageLevel.MEMORY_AND_DISK)
+        )
         n_nodes = assign.select("node").distinct().count()  # one job per level; cuts the lineage
         log.info("cluster grouping: level %d/%d done, %d nodes", level + 1, depth, n_nodes)
         if previous is not None:
@@ -149,7 +156,8 @@ def cluster_groups(
     nodes = assign.select("node").distinct()
     numbered = nodes.withColumn(S.GROUP_ID, F.row_number().over(Window.orderBy("node")) - 1)
     return assign.join(F.broadcast(numbered), "node").select(
-        S.SAMPLE_ID, F.col(S.GROUP_ID).cast("long"))
+        S.SAMPLE_ID, F.col(S.GROUP_ID).cast("long")
+    )
 
 
 def merge_labels(Y1: DataFrame, Y: DataFrame, merge: str) -> DataFrame:
@@ -176,8 +184,10 @@ def merge_labels(Y1: DataFrame, Y: DataFrame, merge: str) -> DataFrame:
 def group_size_stats(Y1: DataFrame) -> dict:
     """n_groups, mean/min/max group size and the histogram {size: n_groups} (bounded by max size)."""
     sizes = Y1.groupBy(S.GROUP_ID).count()
-    hist = {int(r["count"]): int(r["n"]) for r in
-            sizes.groupBy("count").agg(F.count(F.lit(1)).alias("n")).collect()}
+    hist = {
+        int(r["count"]): int(r["n"])
+        for r in sizes.groupBy("count").agg(F.count(F.lit(1)).alias("n")).collect()
+    }
     n_groups = sum(hist.values())
     members = sum(size * n for size, n in hist.items())
     return {
@@ -187,4 +197,3 @@ def group_size_stats(Y1: DataFrame) -> dict:
         "group_size_max": max(hist) if hist else 0,
         "group_size_histogram": {str(k): hist[k] for k in sorted(hist)},
     }
-

@@ -46,7 +46,9 @@ from eagle_spark.io.fs import FileSystem
 log = logging.getLogger(__name__)
 
 
-def read_user_table(spark: SparkSession, path: str, columns: list[str], optional: tuple = ()) -> DataFrame:
+def read_user_table(
+    spark: SparkSession, path: str, columns: list[str], optional: tuple = ()
+) -> DataFrame:
     """Read a Parquet or CSV table and cast its id columns to long with ``try_cast`` (bad -> null).
 
     Args:
@@ -63,19 +65,28 @@ def read_user_table(spark: SparkSession, path: str, columns: list[str], optional
     if not fs.exists(path):
         raise BadInputError(f"table {path} does not exist")
     is_csv = path.endswith(".csv") or (
-        fs.is_dir(path) and any(n.endswith(".csv") for n in fs.list(path)))
+        fs.is_dir(path) and any(n.endswith(".csv") for n in fs.list(path))
+    )
     try:
-        df = (spark.read.option("header", True).csv(path) if is_csv else spark.read.parquet(path))
+        df = spark.read.option("header", True).csv(path) if is_csv else spark.read.parquet(path)
         present = df.columns
     except Exception as err:  # Spark's AnalysisException for unreadable files
-        raise BadInputError(f"table {path} cannot be read as {'CSV' if is_csv else 'Parquet'}: "
-                            f"{str(err).splitlines()[0]}") from err
+        raise BadInputError(
+            f"table {path} cannot be read as {'CSV' if is_csv else 'Parquet'}: "
+            f"{str(err).splitlines()[0]}"
+        ) from err
     missing = [c for c in columns if c not in present]
     if missing:
         raise BadInputError(f"table {path} lacks column {missing[0]!r} (has {', '.join(present)})")
     keep = columns + [c for c in optional if c in present]
-    raw = ([F.col(f"`{c}`").cast("string").alias(f"{_RAW}{c}") for c in keep]
-           + [F.col("_metadata.file_path").alias(_FILE)]) if is_csv else []
+    raw = (
+        (
+            [F.col(f"`{c}`").cast("string").alias(f"{_RAW}{c}") for c in keep]
+            + [F.col("_metadata.file_path").alias(_FILE)]
+        )
+        if is_csv
+        else []
+    )
     return df.select(*[F.expr(f"try_cast(`{c}` as bigint)").alias(c) for c in keep], *raw)
 
 
@@ -83,7 +94,9 @@ _RAW = "_raw_"
 _FILE = "_file"
 
 
-def _csv_line(spark: SparkSession, file_path: str, row: dict[str, Any]) -> Optional[tuple[int, str]]:
+def _csv_line(
+    spark: SparkSession, file_path: str, row: dict[str, Any]
+) -> Optional[tuple[int, str]]:
     """(1-based line number, text) of the first data line of CSV file `file_path` whose cells equal
     the raw cells of `row`; None when not found. Runs on the driver, on the failure path only."""
     fs = FileSystem(spark)
@@ -96,7 +109,7 @@ def _csv_line(spark: SparkSession, file_path: str, row: dict[str, Any]) -> Optio
     header = next(reader, None)
     if header is None:
         return None
-    want = {k[len(_RAW):]: v for k, v in row.items() if k.startswith(_RAW)}
+    want = {k[len(_RAW) :]: v for k, v in row.items() if k.startswith(_RAW)}
     for number, cells in enumerate(reader, start=2):
         by_name = dict(zip(header, cells, strict=False))  # short rows: missing cells
         if all((by_name.get(c) if by_name.get(c) != "" else None) == v for c, v in want.items()):
@@ -104,8 +117,9 @@ def _csv_line(spark: SparkSession, file_path: str, row: dict[str, Any]) -> Optio
     return None
 
 
-def _bad_cell(spark: Optional[SparkSession], what: str, row: dict[str, Any], columns: list[str],
-              default: str) -> str:
+def _bad_cell(
+    spark: Optional[SparkSession], what: str, row: dict[str, Any], columns: list[str], default: str
+) -> str:
     """The message for a row with a missing, non-numeric or negative id: with the CSV line and
     its text when the table is CSV (`row` has raw cells), else `default`."""
     if spark is None or _FILE not in row:
@@ -129,13 +143,23 @@ class _Checker:
         self.on_bad_row = on_bad_row
         self.rejected: dict[str, int] = {}
 
-    def apply(self, df: DataFrame, bad: Column, name: str, describe: Callable[[dict], str],
-              order: list[str]) -> DataFrame:
+    def apply(
+        self,
+        df: DataFrame,
+        bad: Column,
+        name: str,
+        describe: Callable[[dict], str],
+        order: list[str],
+    ) -> DataFrame:
         flagged = df.withColumn("_bad", F.coalesce(bad, F.lit(True)))
         n_bad = flagged.where("_bad").count()
         if n_bad:
             if self.on_bad_row == "fail":
-                first = flagged.where("_bad").orderBy(*[F.col(c).asc_nulls_first() for c in order]).first()
+                first = (
+                    flagged.where("_bad")
+                    .orderBy(*[F.col(c).asc_nulls_first() for c in order])
+                    .first()
+                )
                 more = f" ({n_bad} rows fail this check)" if n_bad > 1 else ""
                 raise BadInputError(describe(first.asDict()) + more)
             self.rejected[name] = n_bad
@@ -184,49 +208,91 @@ def validate_supplied(
 
     spark = Y1.sparkSession
     Y1 = check.apply(
-        Y1, F.col(S.SAMPLE_ID).isNull() | F.col(S.GROUP_ID).isNull() | (F.col(S.SAMPLE_ID) < 0)
-        | (F.col(S.GROUP_ID) < 0), "Y1: missing or negative id",
-        lambda r: _bad_cell(spark, "Y1 table", r, [S.SAMPLE_ID, S.GROUP_ID],
-                            f"{y1}: row (sample_id={r[S.SAMPLE_ID]}, group_id={r[S.GROUP_ID]}) has a "
-                            "missing, non-numeric or negative id"), [S.SAMPLE_ID, S.GROUP_ID])
+        Y1,
+        F.col(S.SAMPLE_ID).isNull()
+        | F.col(S.GROUP_ID).isNull()
+        | (F.col(S.SAMPLE_ID) < 0)
+        | (F.col(S.GROUP_ID) < 0),
+        "Y1: missing or negative id",
+        lambda r: _bad_cell(
+            spark,
+            "Y1 table",
+            r,
+            [S.SAMPLE_ID, S.GROUP_ID],
+            f"{y1}: row (sample_id={r[S.SAMPLE_ID]}, group_id={r[S.GROUP_ID]}) has a "
+            "missing, non-numeric or negative id",
+        ),
+        [S.SAMPLE_ID, S.GROUP_ID],
+    )
     Y1 = check.apply(
-        Y1, _first_copy(Y1, [S.SAMPLE_ID, S.GROUP_ID]), "Y1: duplicate row",
+        Y1,
+        _first_copy(Y1, [S.SAMPLE_ID, S.GROUP_ID]),
+        "Y1: duplicate row",
         lambda r: f"{y1}: duplicate row (sample_id={r[S.SAMPLE_ID]}, group_id={r[S.GROUP_ID]})",
-        [S.SAMPLE_ID, S.GROUP_ID])
+        [S.SAMPLE_ID, S.GROUP_ID],
+    )
     known = X.select(S.SAMPLE_ID, F.lit(True).alias("_in_x"))
     Y1 = check.apply(
-        Y1.join(known, S.SAMPLE_ID, "left"), F.col("_in_x").isNull(), "Y1: sample_id not in X",
-        lambda r: f"{y1}: sample_id {r[S.SAMPLE_ID]} is not in X", [S.SAMPLE_ID]).drop("_in_x")
+        Y1.join(known, S.SAMPLE_ID, "left"),
+        F.col("_in_x").isNull(),
+        "Y1: sample_id not in X",
+        lambda r: f"{y1}: sample_id {r[S.SAMPLE_ID]} is not in X",
+        [S.SAMPLE_ID],
+    ).drop("_in_x")
 
     Y2 = check.apply(
-        Y2, F.col(S.GROUP_ID).isNull() | F.col(S.LABEL_ID).isNull() | F.col(S.COUNT).isNull()
-        | (F.col(S.GROUP_ID) < 0) | (F.col(S.LABEL_ID) < 0) | (F.col(S.COUNT) < 1),
+        Y2,
+        F.col(S.GROUP_ID).isNull()
+        | F.col(S.LABEL_ID).isNull()
+        | F.col(S.COUNT).isNull()
+        | (F.col(S.GROUP_ID) < 0)
+        | (F.col(S.LABEL_ID) < 0)
+        | (F.col(S.COUNT) < 1),
         "Y2: missing or negative id, or count < 1",
-        lambda r: _bad_cell(spark, "Y2 table", r, [S.GROUP_ID, S.LABEL_ID, S.COUNT],
-                            f"{y2}: row (group_id={r[S.GROUP_ID]}, label_id={r[S.LABEL_ID]}, "
-                            f"count={r[S.COUNT]}) has a missing, non-numeric or negative id or a "
-                            "count < 1"),
-        [S.GROUP_ID, S.LABEL_ID])
+        lambda r: _bad_cell(
+            spark,
+            "Y2 table",
+            r,
+            [S.GROUP_ID, S.LABEL_ID, S.COUNT],
+            f"{y2}: row (group_id={r[S.GROUP_ID]}, label_id={r[S.LABEL_ID]}, "
+            f"count={r[S.COUNT]}) has a missing, non-numeric or negative id or a "
+            "count < 1",
+        ),
+        [S.GROUP_ID, S.LABEL_ID],
+    )
     Y2 = check.apply(
-        Y2, F.col(S.LABEL_ID) >= n_labels, "Y2: label_id out of range",
-        lambda r: f"{y2}: label_id {r[S.LABEL_ID]} (group_id={r[S.GROUP_ID]}) is out of range "
-                  f"[0, {n_labels})", [S.LABEL_ID])
+        Y2,
+        F.col(S.LABEL_ID) >= n_labels,
+        "Y2: label_id out of range",
+        lambda r: (
+            f"{y2}: label_id {r[S.LABEL_ID]} (group_id={r[S.GROUP_ID]}) is out of range "
+            f"[0, {n_labels})"
+        ),
+        [S.LABEL_ID],
+    )
     Y2 = check.apply(
-        Y2, _first_copy(Y2, [S.GROUP_ID, S.LABEL_ID], [F.col(S.COUNT).desc()]), "Y2: duplicate row",
+        Y2,
+        _first_copy(Y2, [S.GROUP_ID, S.LABEL_ID], [F.col(S.COUNT).desc()]),
+        "Y2: duplicate row",
         lambda r: f"{y2}: duplicate row (group_id={r[S.GROUP_ID]}, label_id={r[S.LABEL_ID]})",
-        [S.GROUP_ID, S.LABEL_ID])
+        [S.GROUP_ID, S.LABEL_ID],
+    )
     members = Y1.select(S.GROUP_ID).distinct().withColumn("_has_members", F.lit(True))
     Y2 = check.apply(
-        Y2.join(members, S.GROUP_ID, "left"), F.col("_has_members").isNull(),
+        Y2.join(members, S.GROUP_ID, "left"),
+        F.col("_has_members").isNull(),
         "Y2: group without members",
         lambda r: f"{y2}: group_id {r[S.GROUP_ID]} has labels but no members in Y1",
-        [S.GROUP_ID]).drop("_has_members")
+        [S.GROUP_ID],
+    ).drop("_has_members")
     labelled = Y2.select(S.GROUP_ID).distinct().withColumn("_has_labels", F.lit(True))
     Y1 = check.apply(
-        Y1.join(labelled, S.GROUP_ID, "left"), F.col("_has_labels").isNull(),
+        Y1.join(labelled, S.GROUP_ID, "left"),
+        F.col("_has_labels").isNull(),
         "Y1: group without labels",
         lambda r: f"{y1}: group_id {r[S.GROUP_ID]} has members but no labels in Y2",
-        [S.GROUP_ID]).drop("_has_labels")
+        [S.GROUP_ID],
+    ).drop("_has_labels")
     Y1 = Y1.select(S.SAMPLE_ID, S.GROUP_ID)
     Y2 = Y2.select(S.GROUP_ID, F.col(S.LABEL_ID).cast("int"), F.col(S.COUNT).cast("int"))
     return Y1, Y2, check.rejected

@@ -44,26 +44,42 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from eagle_spark import schemas as S
+from eagle_spark.assignment.refine import refine
 from eagle_spark.errors import BadInputError, check_finite
-from eagle_spark.grlr.context import Context, choose_x_access, context_of_members, joined_members, load_context
+from eagle_spark.grlr.context import (
+    Context,
+    choose_x_access,
+    context_of_members,
+    joined_members,
+    load_context,
+)
 from eagle_spark.grlr.embedding import batches_of
 from eagle_spark.grlr.kernel import PairBatch, score_with_embeddings, select_top
 from eagle_spark.io.fs import FileSystem, atomic_output, check_separate, local_path
 from eagle_spark.io.parts import filesystem_for
-from eagle_spark.io.tables import (has_table, new_manifest, read_manifest, read_table, require_tables, table_path,
-                                   write_manifest, write_table)
+from eagle_spark.io.tables import (
+    has_table,
+    new_manifest,
+    read_manifest,
+    read_table,
+    require_tables,
+    table_path,
+    write_manifest,
+    write_table,
+)
 from eagle_spark.params import AssignParams
-from eagle_spark.assignment.refine import refine
 
 log = logging.getLogger(__name__)
 
 _FILE = "_file"
-_OUT = pa.schema([
-    pa.field(S.GROUP_ID, pa.int64(), nullable=False),
-    pa.field(S.LABEL_ID, pa.int32(), nullable=False),
-    pa.field(S.SAMPLE_ID, pa.int64(), nullable=False),
-    pa.field(S.SCORE, pa.float32(), nullable=False),
-])
+_OUT = pa.schema(
+    [
+        pa.field(S.GROUP_ID, pa.int64(), nullable=False),
+        pa.field(S.LABEL_ID, pa.int32(), nullable=False),
+        pa.field(S.SAMPLE_ID, pa.int64(), nullable=False),
+        pa.field(S.SCORE, pa.float32(), nullable=False),
+    ]
+)
 _OUT_WEIGHTED = _OUT.append(pa.field(S.WEIGHT, pa.float32(), nullable=False))
 
 
@@ -81,7 +97,9 @@ MIN_WEIGHT = 1e-3
 label (it bounds the rows a soft assignment adds; exp(-d / T) < 1e-3 is d > 6.9 T)."""
 
 
-def soft_weights(scores: np.ndarray, ptr: np.ndarray, take: np.ndarray, temperature: float) -> np.ndarray:
+def soft_weights(
+    scores: np.ndarray, ptr: np.ndarray, take: np.ndarray, temperature: float
+) -> np.ndarray:
     """Weighted assignment: each candidate's weight for its pair's label.
 
     For a (group, label) pair p with candidates ptr[p]:ptr[p+1] (the group's members), the top
@@ -174,11 +192,20 @@ def _assign_file(ctx: Context, key: tuple, pairs: pa.Table, params: AssignParams
         lengths = emb_off[at + 1] - emb_off[at]
         emb_ptr = np.r_[0, np.cumsum(lengths)]
         take = np.repeat(emb_off[at] - emb_ptr[:-1], lengths) + np.arange(emb_ptr[-1])
-        scores = score_with_embeddings(ctx.X, PairBatch(local, ptr, rows, len(batch_labels)),
-                                       emb_ptr, emb_idx_all[take], emb_val_all[take])
-        check_finite(scores, lambda i, lab=labels[lo:hi], p=ptr: (
-            f"assign: label {int(lab[np.searchsorted(p, i, side='right') - 1])}: a score "
-            "<e_k, x_i> is not finite; check the embeddings"))
+        scores = score_with_embeddings(
+            ctx.X,
+            PairBatch(local, ptr, rows, len(batch_labels)),
+            emb_ptr,
+            emb_idx_all[take],
+            emb_val_all[take],
+        )
+        check_finite(
+            scores,
+            lambda i, lab=labels[lo:hi], p=ptr: (
+                f"assign: label {int(lab[np.searchsorted(p, i, side='right') - 1])}: a score "
+                "<e_k, x_i> is not finite; check the embeddings"
+            ),
+        )
         want = counts[lo:hi] if params.multiplicity else np.ones(hi - lo, dtype=np.int64)
         columns = []
         if params.weighting == "soft":
@@ -188,15 +215,29 @@ def _assign_file(ctx: Context, key: tuple, pairs: pa.Table, params: AssignParams
         else:
             chosen = select_top(scores, ptr, want)
         pair_of = np.repeat(np.arange(hi - lo), np.diff(ptr))[chosen]
-        out.append(pa.RecordBatch.from_arrays([
-            pa.array(groups[lo:hi][pair_of]), pa.array(labels[lo:hi][pair_of].astype(np.int32)),
-            pa.array(ctx.sample_ids[rows[chosen]]), pa.array(scores[chosen].astype(np.float32)), *columns],
-            schema=_out_schema(params)))
+        out.append(
+            pa.RecordBatch.from_arrays(
+                [
+                    pa.array(groups[lo:hi][pair_of]),
+                    pa.array(labels[lo:hi][pair_of].astype(np.int32)),
+                    pa.array(ctx.sample_ids[rows[chosen]]),
+                    pa.array(scores[chosen].astype(np.float32)),
+                    *columns,
+                ],
+                schema=_out_schema(params),
+            )
+        )
     return pa.Table.from_batches(out, schema=_out_schema(params))
 
 
-def eagle_assignments(spark: SparkSession, dataset: str, embeddings: str, params: AssignParams,
-                      n_features: int, normalize: bool) -> DataFrame:
+def eagle_assignments(
+    spark: SparkSession,
+    dataset: str,
+    embeddings: str,
+    params: AssignParams,
+    n_features: int,
+    normalize: bool,
+) -> DataFrame:
     """DataFrame[group_id, label_id, sample_id, score] of Algorithm 2 (see the module docstring),
     with a ``weight`` column and every member of weight >= :data:`MIN_WEIGHT` under ``soft``
     weighting (:func:`soft_weights`).
@@ -212,9 +253,12 @@ def eagle_assignments(spark: SparkSession, dataset: str, embeddings: str, params
     if not has_table(spark, embeddings, S.LABEL_EMB):
         raise BadInputError(f"{embeddings} has no {S.LABEL_EMB} table (run embed first)")
     Y2 = read_table(spark, dataset, S.Y2)
-    where = (read_table(spark, embeddings, S.LABEL_EMB)
-             .select(S.LABEL_ID, F.input_file_name().alias(_FILE)))
-    duplicated = where.groupBy(S.LABEL_ID).count().where("count > 1").agg(F.min(S.LABEL_ID)).first()[0]
+    where = read_table(spark, embeddings, S.LABEL_EMB).select(
+        S.LABEL_ID, F.input_file_name().alias(_FILE)
+    )
+    duplicated = (
+        where.groupBy(S.LABEL_ID).count().where("count > 1").agg(F.min(S.LABEL_ID)).first()[0]
+    )
     if duplicated is not None:
         raise BadInputError(f"{embeddings}: label {duplicated} has several embeddings")
     pairs = Y2.join(where, S.LABEL_ID, "left")
@@ -222,16 +266,26 @@ def eagle_assignments(spark: SparkSession, dataset: str, embeddings: str, params
     if missing is not None:
         raise BadInputError(f"label {missing} of Y2 has no embedding in {embeddings}")
     X = read_table(spark, dataset, S.X)
-    x_access, why = choose_x_access(spark, X, read_table(spark, dataset, S.Y1), params.x_access,
-                                    params.cache_budget, "assign")
+    x_access, why = choose_x_access(
+        spark, X, read_table(spark, dataset, S.Y1), params.x_access, params.cache_budget, "assign"
+    )
     log.info("assign: %s path (%s)", x_access, why)
     if x_access == "cached":
         return pairs.groupBy(_FILE).applyInArrow(
-            _assign_task(dataset, n_features, normalize, params), from_arrow_schema(_out_schema(params)))
-    members = joined_members(X, read_table(spark, dataset, S.Y1), pairs.select(_FILE, S.GROUP_ID).distinct(),
-                             [_FILE])
-    return pairs.groupBy(_FILE).cogroup(members.groupBy(_FILE)).applyInArrow(
-        _assign_task_joined(n_features, normalize, params), from_arrow_schema(_out_schema(params)))
+            _assign_task(dataset, n_features, normalize, params),
+            from_arrow_schema(_out_schema(params)),
+        )
+    members = joined_members(
+        X, read_table(spark, dataset, S.Y1), pairs.select(_FILE, S.GROUP_ID).distinct(), [_FILE]
+    )
+    return (
+        pairs.groupBy(_FILE)
+        .cogroup(members.groupBy(_FILE))
+        .applyInArrow(
+            _assign_task_joined(n_features, normalize, params),
+            from_arrow_schema(_out_schema(params)),
+        )
+    )
 
 
 def _canonical(path: str) -> str:
@@ -239,8 +293,14 @@ def _canonical(path: str) -> str:
     return os.path.realpath(local) if local is not None else path.rstrip("/")
 
 
-def stored_top_members(spark: SparkSession, dataset: str, embeddings: str, multiplicity: bool,
-                       manifest_in: dict, emb_manifest: dict) -> Optional[DataFrame]:
+def stored_top_members(
+    spark: SparkSession,
+    dataset: str,
+    embeddings: str,
+    multiplicity: bool,
+    manifest_in: dict,
+    emb_manifest: dict,
+) -> Optional[DataFrame]:
     """Algorithm 2's choices written by ``embed`` in its pass, or None when they cannot be used.
 
     They are used when ``embeddings`` has ``top_members`` and was made from `dataset` as it is now
@@ -252,9 +312,11 @@ def stored_top_members(spark: SparkSession, dataset: str, embeddings: str, multi
         (the top-``count`` members) with `multiplicity`; None when the table is absent or stale.
     """
     source = emb_manifest.get("source", {})
-    if (S.TOP_MEMBERS not in emb_manifest.get("tables", [])
-            or _canonical(str(source.get("dataset"))) != _canonical(dataset)
-            or source.get("dataset_created_at") != manifest_in.get("created_at")):
+    if (
+        S.TOP_MEMBERS not in emb_manifest.get("tables", [])
+        or _canonical(str(source.get("dataset"))) != _canonical(dataset)
+        or source.get("dataset_created_at") != manifest_in.get("created_at")
+    ):
         return None
     top = read_table(spark, embeddings, S.TOP_MEMBERS)
     if not multiplicity:
@@ -266,7 +328,8 @@ def baseline_assignments(spark: SparkSession, dataset: str) -> DataFrame:
     """Every member gets all its group's labels (Y1 Y2), score 1."""
     Y1, Y2 = read_table(spark, dataset, S.Y1), read_table(spark, dataset, S.Y2)
     return Y1.join(Y2, S.GROUP_ID).select(
-        S.GROUP_ID, S.LABEL_ID, S.SAMPLE_ID, F.lit(1.0).cast("float").alias(S.SCORE))
+        S.GROUP_ID, S.LABEL_ID, S.SAMPLE_ID, F.lit(1.0).cast("float").alias(S.SCORE)
+    )
 
 
 def y_filter(X: DataFrame, assignments: DataFrame) -> DataFrame:
@@ -278,16 +341,33 @@ def y_filter(X: DataFrame, assignments: DataFrame) -> DataFrame:
     """
     if S.WEIGHT not in assignments.columns:
         labels = assignments.groupBy(S.SAMPLE_ID).agg(
-            F.array_sort(F.collect_set(S.LABEL_ID)).alias(S.LABEL_IDS))
-        return X.select(S.SAMPLE_ID).join(labels, S.SAMPLE_ID, "left").select(
-            S.SAMPLE_ID, F.coalesce(S.LABEL_IDS, F.array().cast("array<int>")).alias(S.LABEL_IDS))
+            F.array_sort(F.collect_set(S.LABEL_ID)).alias(S.LABEL_IDS)
+        )
+        return (
+            X.select(S.SAMPLE_ID)
+            .join(labels, S.SAMPLE_ID, "left")
+            .select(
+                S.SAMPLE_ID,
+                F.coalesce(S.LABEL_IDS, F.array().cast("array<int>")).alias(S.LABEL_IDS),
+            )
+        )
     pairs = weighted_pairs(assignments)
     rows = pairs.groupBy(S.SAMPLE_ID).agg(
-        F.array_sort(F.collect_list(F.struct(S.LABEL_ID, S.WEIGHT))).alias("_lw"))
-    return X.select(S.SAMPLE_ID).join(rows, S.SAMPLE_ID, "left").select(
-        S.SAMPLE_ID,
-        F.coalesce(F.transform("_lw", lambda e: e[S.LABEL_ID]), F.array().cast("array<int>")).alias(S.LABEL_IDS),
-        F.coalesce(F.transform("_lw", lambda e: e[S.WEIGHT]), F.array().cast("array<float>")).alias(S.LABEL_WEIGHTS))
+        F.array_sort(F.collect_list(F.struct(S.LABEL_ID, S.WEIGHT))).alias("_lw")
+    )
+    return (
+        X.select(S.SAMPLE_ID)
+        .join(rows, S.SAMPLE_ID, "left")
+        .select(
+            S.SAMPLE_ID,
+            F.coalesce(
+                F.transform("_lw", lambda e: e[S.LABEL_ID]), F.array().cast("array<int>")
+            ).alias(S.LABEL_IDS),
+            F.coalesce(
+                F.transform("_lw", lambda e: e[S.WEIGHT]), F.array().cast("array<float>")
+            ).alias(S.LABEL_WEIGHTS),
+        )
+    )
 
 
 def pairs_of(assignments: DataFrame) -> DataFrame:
@@ -302,7 +382,11 @@ def weighted_pairs(assignments: DataFrame) -> DataFrame:
     """DataFrame[sample_id, label_id, weight]: the distinct assigned pairs, each with its largest
     weight (1 when `assignments` has no ``weight`` column: hard assignment, the Baseline)."""
     if S.WEIGHT not in assignments.columns:
-        return assignments.select(S.SAMPLE_ID, S.LABEL_ID).distinct().withColumn(S.WEIGHT, F.lit(1.0).cast("float"))
+        return (
+            assignments.select(S.SAMPLE_ID, S.LABEL_ID)
+            .distinct()
+            .withColumn(S.WEIGHT, F.lit(1.0).cast("float"))
+        )
     return assignments.groupBy(S.SAMPLE_ID, S.LABEL_ID).agg(F.max(S.WEIGHT).alias(S.WEIGHT))
 
 
@@ -323,27 +407,44 @@ def assignment_quality(Y_true: DataFrame, Y1: DataFrame, assigned: DataFrame) ->
         "assigned_weight" and "correct_weight" (the sums).
     """
     grouped = Y1.select(S.SAMPLE_ID).distinct()
-    truth = (Y_true.join(grouped, S.SAMPLE_ID)
-             .select(S.SAMPLE_ID, F.explode(S.LABEL_IDS).alias(S.LABEL_ID), F.lit(1).alias("_true")))
+    truth = Y_true.join(grouped, S.SAMPLE_ID).select(
+        S.SAMPLE_ID, F.explode(S.LABEL_IDS).alias(S.LABEL_ID), F.lit(1).alias("_true")
+    )
     weight = F.col(S.WEIGHT) if S.WEIGHT in assigned.columns else F.lit(1.0)
-    row = (assigned.join(truth, [S.SAMPLE_ID, S.LABEL_ID], "left")
-           .agg(F.count(F.lit(1)).alias("n"), F.count("_true").alias("hits"),
-                F.sum(weight.cast("double")).alias("w"),
-                F.sum(F.when(F.col("_true").isNotNull(), weight.cast("double"))).alias("w_hits")).first())
+    row = (
+        assigned.join(truth, [S.SAMPLE_ID, S.LABEL_ID], "left")
+        .agg(
+            F.count(F.lit(1)).alias("n"),
+            F.count("_true").alias("hits"),
+            F.sum(weight.cast("double")).alias("w"),
+            F.sum(F.when(F.col("_true").isNotNull(), weight.cast("double"))).alias("w_hits"),
+        )
+        .first()
+    )
     n_assigned, hits, n_true = int(row["n"]), int(row["hits"]), truth.count()
     w_all, w_hits = float(row["w"] or 0.0), float(row["w_hits"] or 0.0)
-    out = {"precision": w_hits / w_all if w_all else 0.0,
-           "recall": w_hits / n_true if n_true else 0.0,
-           "assigned_pairs": n_assigned, "true_pairs": n_true, "correct_pairs": hits}
+    out = {
+        "precision": w_hits / w_all if w_all else 0.0,
+        "recall": w_hits / n_true if n_true else 0.0,
+        "assigned_pairs": n_assigned,
+        "true_pairs": n_true,
+        "correct_pairs": hits,
+    }
     if S.WEIGHT in assigned.columns:
         out |= {"assigned_weight": w_all, "correct_weight": w_hits}
     return out
 
 
-def assign(spark: SparkSession, dataset: str, output_path: str, params: AssignParams,
-           embeddings: Optional[str] = None, overwrite: bool = False,
-           select: Optional[Callable[[str], tuple[AssignParams, dict]]] = None,
-           first_round: Optional[str] = None) -> dict[str, Any]:
+def assign(
+    spark: SparkSession,
+    dataset: str,
+    output_path: str,
+    params: AssignParams,
+    embeddings: Optional[str] = None,
+    overwrite: bool = False,
+    select: Optional[Callable[[str], tuple[AssignParams, dict]]] = None,
+    first_round: Optional[str] = None,
+) -> dict[str, Any]:
     """Assign group labels to samples and write the filtered dataset (X, Y = Y_filter).
 
     Args:
@@ -375,8 +476,10 @@ def assign(spark: SparkSession, dataset: str, output_path: str, params: AssignPa
     n_features = int(manifest_in["n_features"])
     auto = params.method == "eagle" and params.weighting == "auto"
     if auto and select is None:
-        raise BadInputError("assign.weighting=auto chooses with a classifier: run it through GRLRModel, "
-                            "eagle-spark assign or the pipeline")
+        raise BadInputError(
+            "assign.weighting=auto chooses with a classifier: run it through GRLRModel, "
+            "eagle-spark assign or the pipeline"
+        )
     if params.method == "eagle" and embeddings is None:
         raise BadInputError("method 'eagle' needs embeddings (the output folder of embed)")
     X = read_table(spark, dataset, S.X)
@@ -390,7 +493,9 @@ def assign(spark: SparkSession, dataset: str, output_path: str, params: AssignPa
         if first_round is not None:
             assignments, source = _first_round(spark, first_round, dataset, embeddings, params)
         else:
-            assignments, source = _assignments(spark, dataset, params, embeddings, manifest_in, n_features)
+            assignments, source = _assignments(
+                spark, dataset, params, embeddings, manifest_in, n_features
+            )
         judge = None
         if has_table(spark, dataset, S.Y):
             Y_true, Y1 = read_table(spark, dataset, S.Y), read_table(spark, dataset, S.Y1)
@@ -398,11 +503,25 @@ def assign(spark: SparkSession, dataset: str, output_path: str, params: AssignPa
         rounds = None
         if params.method == "eagle" and params.refine_rounds > 0:
             scratch = posixpath.join(tmp, "_refine")
-            assignments, rounds = refine(spark, dataset, X, assignments, params, scratch, n_features,
-                                         int(manifest_in["n_labels"]), int(manifest_in["n_samples"]), judge)
-        write_table(assignments.repartition(int(spark.conf.get("spark.sql.shuffle.partitions")),
-                                            S.GROUP_ID, S.LABEL_ID)
-                    .sortWithinPartitions(S.GROUP_ID, S.LABEL_ID, S.SAMPLE_ID), tmp, S.ASSIGNMENTS)
+            assignments, rounds = refine(
+                spark,
+                dataset,
+                X,
+                assignments,
+                params,
+                scratch,
+                n_features,
+                int(manifest_in["n_labels"]),
+                int(manifest_in["n_samples"]),
+                judge,
+            )
+        write_table(
+            assignments.repartition(
+                int(spark.conf.get("spark.sql.shuffle.partitions")), S.GROUP_ID, S.LABEL_ID
+            ).sortWithinPartitions(S.GROUP_ID, S.LABEL_ID, S.SAMPLE_ID),
+            tmp,
+            S.ASSIGNMENTS,
+        )
         written = read_table(spark, tmp, S.ASSIGNMENTS)
         write_table(y_filter(X, written).sortWithinPartitions(S.SAMPLE_ID), tmp, S.Y)
         FileSystem(spark).copy(table_path(dataset, S.X), table_path(tmp, S.X))
@@ -411,38 +530,65 @@ def assign(spark: SparkSession, dataset: str, output_path: str, params: AssignPa
         stats = pairs.agg(F.countDistinct(S.SAMPLE_ID).alias("samples")).first()
         quality = judge(pairs) if judge is not None else None
         manifest = new_manifest(
-            "assign", n_samples=int(manifest_in["n_samples"]), n_features=n_features,
-            n_labels=int(manifest_in["n_labels"]), n_assignments=n_assignments,
-            samples_with_labels=int(stats["samples"]), quality=quality,
-            source=source, parameters=params.to_dict(), selection=selection, refinement=rounds,
-            tables=[S.X, S.Y, S.ASSIGNMENTS])
+            "assign",
+            n_samples=int(manifest_in["n_samples"]),
+            n_features=n_features,
+            n_labels=int(manifest_in["n_labels"]),
+            n_assignments=n_assignments,
+            samples_with_labels=int(stats["samples"]),
+            quality=quality,
+            source=source,
+            parameters=params.to_dict(),
+            selection=selection,
+            refinement=rounds,
+            tables=[S.X, S.Y, S.ASSIGNMENTS],
+        )
         write_manifest(spark, tmp, manifest)
         if rounds is not None:
             FileSystem(spark).delete(posixpath.join(tmp, "_refine"))
     if quality:
-        log.info("assign %s: precision %.4f recall %.4f", params.method, quality["precision"],
-                 quality["recall"])
+        log.info(
+            "assign %s: precision %.4f recall %.4f",
+            params.method,
+            quality["precision"],
+            quality["recall"],
+        )
     return manifest
 
 
-def _first_round(spark: SparkSession, first_round: str, dataset: str, embeddings: Optional[str],
-                 params: AssignParams) -> tuple[DataFrame, dict[str, Any]]:
+def _first_round(
+    spark: SparkSession,
+    first_round: str,
+    dataset: str,
+    embeddings: Optional[str],
+    params: AssignParams,
+) -> tuple[DataFrame, dict[str, Any]]:
     """(the assignments of the earlier output `first_round`, its manifest's ``source``), after
     checking that it assigned `dataset` with `embeddings` and `params` without refinement."""
     manifest = read_manifest(spark, first_round, what="assign")
     source = manifest.get("source") or {}
     want = dataclasses.replace(params, refine_rounds=0).to_dict()
-    if (_canonical(str(source.get("dataset"))) != _canonical(dataset)
-            or _canonical(str(source.get("embeddings"))) != _canonical(str(embeddings))
-            or manifest.get("parameters") != want):
-        raise BadInputError(f"assign: {first_round} was not assigned from {dataset} with {embeddings} and the "
-                            f"settings {want} (it has {source.get('dataset')}, {source.get('embeddings')}, "
-                            f"{manifest.get('parameters')}): it cannot be the first round")
+    if (
+        _canonical(str(source.get("dataset"))) != _canonical(dataset)
+        or _canonical(str(source.get("embeddings"))) != _canonical(str(embeddings))
+        or manifest.get("parameters") != want
+    ):
+        raise BadInputError(
+            f"assign: {first_round} was not assigned from {dataset} with {embeddings} and the "
+            f"settings {want} (it has {source.get('dataset')}, {source.get('embeddings')}, "
+            f"{manifest.get('parameters')}): it cannot be the first round"
+        )
     return read_table(spark, first_round, S.ASSIGNMENTS), dict(source)
 
 
-def _assignments(spark: SparkSession, dataset: str, params: AssignParams, embeddings: Optional[str],
-                 manifest_in: dict, n_features: int) -> tuple[DataFrame, dict[str, Any]]:
+def _assignments(
+    spark: SparkSession,
+    dataset: str,
+    params: AssignParams,
+    embeddings: Optional[str],
+    manifest_in: dict,
+    n_features: int,
+) -> tuple[DataFrame, dict[str, Any]]:
     """(the assignments DataFrame, the manifest's ``source``) of ``eagle`` (stored top members or
     recomputed) or ``baseline``."""
     source: dict[str, Any] = {"dataset": dataset}
@@ -453,14 +599,18 @@ def _assignments(spark: SparkSession, dataset: str, params: AssignParams, embedd
     source |= {"embeddings": embeddings, "iterations": emb_manifest["parameters"]["iterations"]}
     assignments = None
     if params.weighting == "hard":  # soft needs every member's score: always recomputed
-        assignments = stored_top_members(spark, dataset, embeddings, params.multiplicity, manifest_in,
-                                         emb_manifest)
+        assignments = stored_top_members(
+            spark, dataset, embeddings, params.multiplicity, manifest_in, emb_manifest
+        )
     source["top_members"] = "from embed" if assignments is not None else "recomputed"
     if assignments is None:
         if float(emb_manifest["parameters"].get("prune_below", 0.0)) > 0:
-            log.warning("assign: %s holds pruned embeddings (prune_below=%s): the assignments "
-                        "recomputed from them may differ from exact ones", embeddings,
-                        emb_manifest["parameters"]["prune_below"])
+            log.warning(
+                "assign: %s holds pruned embeddings (prune_below=%s): the assignments "
+                "recomputed from them may differ from exact ones",
+                embeddings,
+                emb_manifest["parameters"]["prune_below"],
+            )
         assignments = eagle_assignments(spark, dataset, embeddings, params, n_features, normalize)
     log.info("assign eagle: top members %s", source["top_members"])
     return assignments, source

@@ -39,7 +39,13 @@ from pyspark.sql import functions as F
 
 from eagle_spark import schemas as S
 from eagle_spark.io.fs import FileSystem
-from eagle_spark.io.tables import new_manifest, read_manifest, table_path, write_manifest, write_table
+from eagle_spark.io.tables import (
+    new_manifest,
+    read_manifest,
+    table_path,
+    write_manifest,
+    write_table,
+)
 from eagle_spark.params import AssignParams, OVAParams
 
 log = logging.getLogger(__name__)
@@ -59,8 +65,16 @@ def negative_fraction(n_labels: int, n_samples: int) -> float:
     return 1.0 if work <= NEGATIVE_BUDGET else NEGATIVE_BUDGET / work
 
 
-def classifier_scorer(spark: SparkSession, assigned: str, groups: str, folder: str, n_features: int,
-                      n_labels: int, tasks: int, seed: int = 0) -> str:
+def classifier_scorer(
+    spark: SparkSession,
+    assigned: str,
+    groups: str,
+    folder: str,
+    n_features: int,
+    n_labels: int,
+    tasks: int,
+    seed: int = 0,
+) -> str:
     """Train one-vs-all on the dataset `assigned` (X, Y = an assignment's Y_filter, with
     ``label_weights`` when weighted), negatives drawn and weights pruned as the module docstring
     says, and write its weight vectors as label embeddings.
@@ -81,25 +95,53 @@ def classifier_scorer(spark: SparkSession, assigned: str, groups: str, folder: s
 
     n_samples = int(read_manifest(spark, assigned)["n_samples"])
     fraction = negative_fraction(n_labels, n_samples)
-    params = OVAParams(threshold=0.0 if fraction >= 1.0 else OVAParams().threshold, tasks=tasks, seed=seed,
-                       negative_fraction=fraction)
+    params = OVAParams(
+        threshold=0.0 if fraction >= 1.0 else OVAParams().threshold,
+        tasks=tasks,
+        seed=seed,
+        negative_fraction=fraction,
+    )
     model = posixpath.join(folder, "model")
     train_ova(spark, assigned, model, params, within_groups=groups)
     scorer = posixpath.join(folder, "scorer")
     weights = spark.read.parquet(posixpath.join(model, "data", "weights"))
-    write_table(weights.select(S.LABEL_ID, F.col("w_idx").alias(S.EMB_IDX), F.col("w_val").alias(S.EMB_VAL),
-                               F.lit(0).cast("int").alias(S.N_GROUPS)), scorer, S.LABEL_EMB)
-    write_manifest(spark, scorer, new_manifest(
-        "refine-scorer", n_labels=n_labels, n_features=n_features, source={"model": model},
-        parameters={"normalize": params.normalize, "iterations": 0, "prune_below": 0.0},
-        tables=[S.LABEL_EMB]))
+    write_table(
+        weights.select(
+            S.LABEL_ID,
+            F.col("w_idx").alias(S.EMB_IDX),
+            F.col("w_val").alias(S.EMB_VAL),
+            F.lit(0).cast("int").alias(S.N_GROUPS),
+        ),
+        scorer,
+        S.LABEL_EMB,
+    )
+    write_manifest(
+        spark,
+        scorer,
+        new_manifest(
+            "refine-scorer",
+            n_labels=n_labels,
+            n_features=n_features,
+            source={"model": model},
+            parameters={"normalize": params.normalize, "iterations": 0, "prune_below": 0.0},
+            tables=[S.LABEL_EMB],
+        ),
+    )
     return scorer
 
 
-def refine(spark: SparkSession, dataset: str, X: DataFrame, assignments: DataFrame,
-           params: AssignParams, scratch: str, n_features: int, n_labels: int, n_samples: int,
-           quality: Optional[Callable[[DataFrame], Optional[dict[str, float]]]] = None,
-           ) -> tuple[DataFrame, list[dict[str, Any]]]:
+def refine(
+    spark: SparkSession,
+    dataset: str,
+    X: DataFrame,
+    assignments: DataFrame,
+    params: AssignParams,
+    scratch: str,
+    n_features: int,
+    n_labels: int,
+    n_samples: int,
+    quality: Optional[Callable[[DataFrame], Optional[dict[str, float]]]] = None,
+) -> tuple[DataFrame, list[dict[str, Any]]]:
     """Run ``params.refine_rounds`` rounds of refinement on the first round's `assignments`.
 
     Args:
@@ -128,15 +170,32 @@ def refine(spark: SparkSession, dataset: str, X: DataFrame, assignments: DataFra
         assigned = posixpath.join(scratch, f"round_{r - 1}")
         write_table(y_filter(X, current).sortWithinPartitions(S.SAMPLE_ID), assigned, S.Y)
         fs.copy(table_path(dataset, S.X), table_path(assigned, S.X))
-        write_manifest(spark, assigned, new_manifest(
-            "refine-round", n_samples=n_samples, n_features=n_features, n_labels=n_labels,
-            tables=[S.X, S.Y]))
-        scorer = classifier_scorer(spark, assigned, dataset, posixpath.join(scratch, f"classifier_{r}"),
-                                   n_features, n_labels, params.tasks)
+        write_manifest(
+            spark,
+            assigned,
+            new_manifest(
+                "refine-round",
+                n_samples=n_samples,
+                n_features=n_features,
+                n_labels=n_labels,
+                tables=[S.X, S.Y],
+            ),
+        )
+        scorer = classifier_scorer(
+            spark,
+            assigned,
+            dataset,
+            posixpath.join(scratch, f"classifier_{r}"),
+            n_features,
+            n_labels,
+            params.tasks,
+        )
         previous = pairs_of(current)
-        current = _materialise(eagle_assignments(spark, dataset, scorer, step, n_features,
-                                                 OVAParams().normalize),
-                               posixpath.join(scratch, f"assign_{r}"), spark)
+        current = _materialise(
+            eagle_assignments(spark, dataset, scorer, step, n_features, OVAParams().normalize),
+            posixpath.join(scratch, f"assign_{r}"),
+            spark,
+        )
         rounds.append(_round_record(r, "classifier", current, previous, quality))
         log.info("refine: round %d: %s", r, rounds[-1])
     return current, rounds
@@ -147,8 +206,13 @@ def _materialise(assignments: DataFrame, path: str, spark: SparkSession) -> Data
     return spark.read.parquet(path)
 
 
-def _round_record(r: int, scorer: str, assignments: DataFrame, previous: Optional[DataFrame],
-                  quality: Optional[Callable[[DataFrame], Optional[dict[str, float]]]]) -> dict[str, Any]:
+def _round_record(
+    r: int,
+    scorer: str,
+    assignments: DataFrame,
+    previous: Optional[DataFrame],
+    quality: Optional[Callable[[DataFrame], Optional[dict[str, float]]]],
+) -> dict[str, Any]:
     from eagle_spark.assignment.assign import pairs_of
 
     pairs = pairs_of(assignments)
@@ -158,9 +222,17 @@ def _round_record(r: int, scorer: str, assignments: DataFrame, previous: Optiona
         new = pairs.join(previous, [S.SAMPLE_ID, S.LABEL_ID], "left_anti").count()
         record["changed"] = round(new / n, 6) if n else 0.0
         if S.WEIGHT in pairs.columns:  # soft: the pairs barely change, their weights do
-            both = pairs.alias("a").join(previous.alias("b"), [S.SAMPLE_ID, S.LABEL_ID], "full_outer")
-            diff = both.agg(F.avg(F.abs(F.coalesce(F.col(f"a.{S.WEIGHT}"), F.lit(0.0))
-                                        - F.coalesce(F.col(f"b.{S.WEIGHT}"), F.lit(0.0))))).first()[0]
+            both = pairs.alias("a").join(
+                previous.alias("b"), [S.SAMPLE_ID, S.LABEL_ID], "full_outer"
+            )
+            diff = both.agg(
+                F.avg(
+                    F.abs(
+                        F.coalesce(F.col(f"a.{S.WEIGHT}"), F.lit(0.0))
+                        - F.coalesce(F.col(f"b.{S.WEIGHT}"), F.lit(0.0))
+                    )
+                )
+            ).first()[0]
             record["weight_change"] = round(float(diff or 0.0), 6)
     if quality is not None:
         found = quality(pairs)

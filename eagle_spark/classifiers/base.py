@@ -44,20 +44,39 @@ def training_set(spark: SparkSession, dataset: str) -> tuple[int, int]:
         (read_manifest / read_table raise BadInputError for a missing manifest, X or Y.)
     """
     manifest = read_manifest(spark, dataset)
-    if int(manifest.get("n_samples", 0)) == 0 or read_table(spark, dataset, S.X).limit(1).count() == 0:
+    if (
+        int(manifest.get("n_samples", 0)) == 0
+        or read_table(spark, dataset, S.X).limit(1).count() == 0
+    ):
         raise BadInputError(f"dataset {dataset} has no samples to train on")
     read_table(spark, dataset, S.Y)  # raises when Y is missing
     return int(manifest["n_features"]), int(manifest["n_labels"])
 
 
-def write_metadata(spark: SparkSession, folder: str, cls: str, params: dict, n_features: int,
-                   n_labels: int, **extra: Any) -> dict:
+def write_metadata(
+    spark: SparkSession,
+    folder: str,
+    cls: str,
+    params: dict,
+    n_features: int,
+    n_labels: int,
+    **extra: Any,
+) -> dict:
     """Write ``<folder>/metadata.json``; returns it."""
-    meta = {"class": cls, "format_version": MODEL_FORMAT_VERSION, "eagle_spark_version": __version__,
-            "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-            "params": params, "n_features": n_features, "n_labels": n_labels, **extra}
-    FileSystem(spark).write_bytes(posixpath.join(folder, METADATA),
-                                  (strict_json(meta, indent=2, sort_keys=True) + "\n").encode())
+    meta = {
+        "class": cls,
+        "format_version": MODEL_FORMAT_VERSION,
+        "eagle_spark_version": __version__,
+        "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "params": params,
+        "n_features": n_features,
+        "n_labels": n_labels,
+        **extra,
+    }
+    FileSystem(spark).write_bytes(
+        posixpath.join(folder, METADATA),
+        (strict_json(meta, indent=2, sort_keys=True) + "\n").encode(),
+    )
     return meta
 
 
@@ -81,16 +100,19 @@ def read_metadata(spark: SparkSession, folder: str, cls: str) -> dict:
     except ValueError as err:
         raise BadInputError(f"{path} is not valid JSON: {err}") from err
     if meta.get("format_version") != MODEL_FORMAT_VERSION:
-        raise BadInputError(f"model {folder} has format_version {meta.get('format_version')!r}; "
-                            f"this eagle_spark reads {MODEL_FORMAT_VERSION}")
+        raise BadInputError(
+            f"model {folder} has format_version {meta.get('format_version')!r}; "
+            f"this eagle_spark reads {MODEL_FORMAT_VERSION}"
+        )
     if meta.get("class") != cls:
         raise BadInputError(f"model {folder} is a {meta.get('class')!r}, expected {cls!r}")
     check_folder(folder, "model")
     return meta
 
 
-
-def load_xy(dataset: str, n_features: int, n_labels: int, normalize: bool) -> tuple[np.ndarray, sp.csr_matrix, sp.csc_matrix]:
+def load_xy(
+    dataset: str, n_features: int, n_labels: int, normalize: bool
+) -> tuple[np.ndarray, sp.csr_matrix, sp.csc_matrix]:
     """(sample_ids, X CSR float32 (normalised when asked), Y CSC bool) of a dataset.
 
     Held once per executor (:mod:`eagle_spark.executor_state`): the first worker reads the tables
@@ -107,12 +129,20 @@ def load_xy(dataset: str, n_features: int, n_labels: int, normalize: bool) -> tu
         if not np.array_equal(ids, np.asarray(yt.column(S.SAMPLE_ID), dtype=np.int64)):
             raise ValueError(f"{dataset}: X and Y do not have the same sample_ids")
         X = l2_normalize_rows(X) if normalize else X
-        return {"ids": ids, **sparse_arrays(X, "X"), **sparse_arrays(y_matrix(yt, n_labels, what=f"{dataset}/Y"), "Y")}
+        return {
+            "ids": ids,
+            **sparse_arrays(X, "X"),
+            **sparse_arrays(y_matrix(yt, n_labels, what=f"{dataset}/Y"), "Y"),
+        }
 
-    return shared_state("xy", key, build, lambda a: (a["ids"], sparse_from(a, "X"), sparse_from(a, "Y", "csc")))
+    return shared_state(
+        "xy", key, build, lambda a: (a["ids"], sparse_from(a, "X"), sparse_from(a, "Y", "csc"))
+    )
 
 
-def y_matrix(yt: pa.Table, n_labels: int, values: Optional[str] = None, what: str = "Y") -> sp.csc_matrix:
+def y_matrix(
+    yt: pa.Table, n_labels: int, values: Optional[str] = None, what: str = "Y"
+) -> sp.csc_matrix:
     """Y (rows of `yt` x n_labels) CSC bool with sorted indices, from a Y table's label_ids lists;
     with `values` (a list column of the same lengths, ``label_weights``) CSC float32 of those values
     in the same pattern.
@@ -123,18 +153,20 @@ def y_matrix(yt: pa.Table, n_labels: int, values: Optional[str] = None, what: st
     """
     lab = yt.column(S.LABEL_IDS).combine_chunks()
     indptr = np.asarray(lab.offsets, dtype=np.int64)
-    indices = np.asarray(lab.values, dtype=np.int64)[indptr[0]:indptr[-1]]
+    indices = np.asarray(lab.values, dtype=np.int64)[indptr[0] : indptr[-1]]
     bad = np.flatnonzero((indices < 0) | (indices >= n_labels))
     if len(bad):
         row = int(np.searchsorted(indptr - indptr[0], bad[0], side="right") - 1)
-        raise ValueError(f"{what}: sample_id {yt.column(S.SAMPLE_ID)[row].as_py()} has label id {int(indices[bad[0]])}, "
-                         f"outside [0, {n_labels}) (n_labels of the manifest)")
+        raise ValueError(
+            f"{what}: sample_id {yt.column(S.SAMPLE_ID)[row].as_py()} has label id {int(indices[bad[0]])}, "
+            f"outside [0, {n_labels}) (n_labels of the manifest)"
+        )
     if values is None:
         data = np.ones(len(indices), dtype=bool)
     else:
         col = yt.column(values).combine_chunks()
         off = np.asarray(col.offsets, dtype=np.int64)
-        data = np.asarray(col.values, dtype=np.float32)[off[0]:off[-1]]
+        data = np.asarray(col.values, dtype=np.float32)[off[0] : off[-1]]
     Y = sp.csr_matrix((data, indices, indptr - indptr[0]), shape=(yt.num_rows, n_labels)).tocsc()
     Y.sort_indices()
     return Y
@@ -155,12 +187,20 @@ def label_weights_in(spark: SparkSession, dataset: str) -> bool:
     from pyspark.sql import functions as F
 
     bad_weight = F.exists(S.LABEL_WEIGHTS, lambda w: w.isNull() | F.isnan(w) | (w <= 0) | (w > 1))
-    bad = (Y.where(F.col(S.LABEL_WEIGHTS).isNull()
-                   | (F.size(S.LABEL_WEIGHTS) != F.size(S.LABEL_IDS)) | bad_weight)
-           .agg(F.min(S.SAMPLE_ID)).first()[0])
+    bad = (
+        Y.where(
+            F.col(S.LABEL_WEIGHTS).isNull()
+            | (F.size(S.LABEL_WEIGHTS) != F.size(S.LABEL_IDS))
+            | bad_weight
+        )
+        .agg(F.min(S.SAMPLE_ID))
+        .first()[0]
+    )
     if bad is not None:
-        raise BadInputError(f"dataset {dataset}: table {S.Y}, sample_id {bad}: {S.LABEL_WEIGHTS} must hold one "
-                            f"weight in (0, 1] per label id of {S.LABEL_IDS}")
+        raise BadInputError(
+            f"dataset {dataset}: table {S.Y}, sample_id {bad}: {S.LABEL_WEIGHTS} must hold one "
+            f"weight in (0, 1] per label id of {S.LABEL_IDS}"
+        )
     return True
 
 
@@ -176,8 +216,9 @@ def load_label_weights(dataset: str, n_labels: int) -> sp.csc_matrix:
 
     def build() -> dict[str, np.ndarray]:
         fs, root = filesystem_for(dataset)
-        yt = pq.read_table(f"{root}/{S.Y}", filesystem=fs,
-                           columns=[S.SAMPLE_ID, S.LABEL_IDS, S.LABEL_WEIGHTS]).sort_by(S.SAMPLE_ID)
+        yt = pq.read_table(
+            f"{root}/{S.Y}", filesystem=fs, columns=[S.SAMPLE_ID, S.LABEL_IDS, S.LABEL_WEIGHTS]
+        ).sort_by(S.SAMPLE_ID)
         return sparse_arrays(y_matrix(yt, n_labels, S.LABEL_WEIGHTS, f"{dataset}/Y"), "W")
 
     return shared_state("label_weights", key, build, lambda a: sparse_from(a, "W", "csc"))
@@ -192,13 +233,18 @@ def groups_source(spark: SparkSession, dataset: str) -> Optional[str]:
         BadInputError: the assignment's source dataset is gone or lacks Y1 / Y2.
     """
     manifest = read_manifest(spark, dataset)
-    if manifest.get("kind") != "assign" or (manifest.get("parameters") or {}).get("method") != "eagle":
+    if (
+        manifest.get("kind") != "assign"
+        or (manifest.get("parameters") or {}).get("method") != "eagle"
+    ):
         return None
     source = (manifest.get("source") or {}).get("dataset")
     fs = FileSystem(spark)
     if not source or not all(fs.exists(posixpath.join(source, t)) for t in (S.Y1, S.Y2)):
-        raise BadInputError(f"{dataset}: unassigned=ignore needs the groups (Y1, Y2) of the dataset it "
-                            f"was assigned from, {source!r}, which is gone or has no Y1 / Y2")
+        raise BadInputError(
+            f"{dataset}: unassigned=ignore needs the groups (Y1, Y2) of the dataset it "
+            f"was assigned from, {source!r}, which is gone or has no Y1 / Y2"
+        )
     return source
 
 
@@ -229,11 +275,17 @@ def load_unassigned(dataset: str, groups: str, ids: np.ndarray, Y: sp.csc_matrix
         g1 = np.asarray(y1.column(S.GROUP_ID), dtype=np.int64)
         g2 = np.asarray(y2.column(S.GROUP_ID), dtype=np.int64)
         groups_, inv = np.unique(np.r_[g1, g2], return_inverse=True)
-        member = sp.csr_matrix((np.ones(int(inside.sum()), dtype=np.float32), (row[inside], inv[:len(g1)][inside])),
-                               shape=(len(ids), len(groups_)))
-        labels = sp.csr_matrix((np.ones(len(g2), dtype=np.float32),
-                                (inv[len(g1):], np.asarray(y2.column(S.LABEL_ID), dtype=np.int64))),
-                               shape=(len(groups_), Y.shape[1]))
+        member = sp.csr_matrix(
+            (np.ones(int(inside.sum()), dtype=np.float32), (row[inside], inv[: len(g1)][inside])),
+            shape=(len(ids), len(groups_)),
+        )
+        labels = sp.csr_matrix(
+            (
+                np.ones(len(g2), dtype=np.float32),
+                (inv[len(g1) :], np.asarray(y2.column(S.LABEL_ID), dtype=np.int64)),
+            ),
+            shape=(len(groups_), Y.shape[1]),
+        )
         G = (member @ labels).astype(bool).tocsc()
         U = (G > Y.astype(bool)).tocsc()  # in the group's labels, not assigned
         U.sort_indices()
@@ -242,7 +294,9 @@ def load_unassigned(dataset: str, groups: str, ids: np.ndarray, Y: sp.csc_matrix
     return shared_state("unassigned", key, build, lambda a: sparse_from(a, "U", "csc"))
 
 
-def unassigned_groups(spark: SparkSession, dataset: str, unassigned: str, who: str) -> Optional[str]:
+def unassigned_groups(
+    spark: SparkSession, dataset: str, unassigned: str, who: str
+) -> Optional[str]:
     """The driver's side of ``unassigned``: the groups folder the tasks read U from
     (:func:`load_unassigned`), or None when every sample is trained as usual (``negative``, or
     training data that is not an EAGLE assignment, which is logged)."""
@@ -250,8 +304,14 @@ def unassigned_groups(spark: SparkSession, dataset: str, unassigned: str, who: s
         return None
     groups = groups_source(spark, dataset)
     if groups is None:
-        log.info("%s: unassigned=ignore has no effect on %s (not an EAGLE assignment)", who, dataset)
+        log.info(
+            "%s: unassigned=ignore has no effect on %s (not an EAGLE assignment)", who, dataset
+        )
     else:
-        log.info("%s: unassigned=ignore: group members not assigned a label of their group are left "
-                 "out of that label's training set (groups of %s)", who, groups)
+        log.info(
+            "%s: unassigned=ignore: group members not assigned a label of their group are left "
+            "out of that label's training set (groups of %s)",
+            who,
+            groups,
+        )
     return groups

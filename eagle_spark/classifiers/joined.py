@@ -50,9 +50,13 @@ log = logging.getLogger(__name__)
 
 BIN = "bin"
 _PAIRS = pa.schema([pa.field(BIN, pa.int64(), False), pa.field(S.SAMPLE_ID, pa.int64(), False)])
-PIFA_ARROW = pa.schema([pa.field(S.LABEL_ID, pa.int32(), False),
-                        pa.field(S.EMB_IDX, pa.list_(pa.field("element", pa.int32(), False)), False),
-                        pa.field(S.EMB_VAL, pa.list_(pa.field("element", pa.float64(), False)), False)])
+PIFA_ARROW = pa.schema(
+    [
+        pa.field(S.LABEL_ID, pa.int32(), False),
+        pa.field(S.EMB_IDX, pa.list_(pa.field("element", pa.int32(), False)), False),
+        pa.field(S.EMB_VAL, pa.list_(pa.field("element", pa.float64(), False)), False),
+    ]
+)
 """PIFA rows as the join path writes them: float64 values, so the indexer clusters the same numbers."""
 
 
@@ -69,7 +73,9 @@ def load_y(dataset: str, n_labels: int) -> tuple[np.ndarray, sp.csc_matrix]:
 
     def build() -> dict[str, np.ndarray]:
         fs, root = filesystem_for(dataset)
-        yt = pq.read_table(f"{root}/{S.Y}", filesystem=fs, columns=[S.SAMPLE_ID, S.LABEL_IDS]).sort_by(S.SAMPLE_ID)
+        yt = pq.read_table(
+            f"{root}/{S.Y}", filesystem=fs, columns=[S.SAMPLE_ID, S.LABEL_IDS]
+        ).sort_by(S.SAMPLE_ID)
         from eagle_spark.classifiers.base import y_matrix
 
         ids = np.asarray(yt.column(S.SAMPLE_ID), dtype=np.int64)
@@ -90,14 +96,22 @@ def training_access(spark: SparkSession, dataset: str, params: Any, who: str) ->
     """
     from eagle_spark.grlr.context import choose_x_access
 
-    access, why = choose_x_access(spark, read_table(spark, dataset, S.X), None, params.x_access,
-                                  params.cache_budget, who, bytes_per_nonzero=8)
+    access, why = choose_x_access(
+        spark,
+        read_table(spark, dataset, S.X),
+        None,
+        params.x_access,
+        params.cache_budget,
+        who,
+        bytes_per_nonzero=8,
+    )
     log.info("%s: %s training rows (%s)", who, access, why)
     return access
 
 
-def local_rows(table: pa.Table, ids: np.ndarray, Y: sp.csc_matrix, n_features: int, normalize: bool,
-               who: str) -> tuple[np.ndarray, sp.csr_matrix, sp.csc_matrix]:
+def local_rows(
+    table: pa.Table, ids: np.ndarray, Y: sp.csc_matrix, n_features: int, normalize: bool, who: str
+) -> tuple[np.ndarray, sp.csr_matrix, sp.csc_matrix]:
     """The rows a join delivered to one bin, as task-private matrices in sample_id order.
 
     Args:
@@ -114,7 +128,9 @@ def local_rows(table: pa.Table, ids: np.ndarray, Y: sp.csc_matrix, n_features: i
     table = table.sort_by(S.SAMPLE_ID)
     sid = np.asarray(table.column(S.SAMPLE_ID), dtype=np.int64)
     if len(sid) > 1 and (np.diff(sid) == 0).any():
-        raise ValueError(f"{who}: sample_id {int(sid[np.flatnonzero(np.diff(sid) == 0)[0]])} has two rows in X")
+        raise ValueError(
+            f"{who}: sample_id {int(sid[np.flatnonzero(np.diff(sid) == 0)[0]])} has two rows in X"
+        )
     rows = np.searchsorted(ids, sid)
     bad = (rows >= len(ids)) | (ids[np.minimum(rows, len(ids) - 1)] != sid)
     if bad.any():
@@ -126,8 +142,13 @@ def local_rows(table: pa.Table, ids: np.ndarray, Y: sp.csc_matrix, n_features: i
     return rows, X, Yb
 
 
-def needed_pairs(spark: SparkSession, dataset: str, n_labels: int, bins: int,
-                 rows_of_bin: Callable[[int, np.ndarray, sp.csc_matrix], np.ndarray]) -> DataFrame:
+def needed_pairs(
+    spark: SparkSession,
+    dataset: str,
+    n_labels: int,
+    bins: int,
+    rows_of_bin: Callable[[int, np.ndarray, sp.csc_matrix], np.ndarray],
+) -> DataFrame:
     """DataFrame[bin, sample_id]: for each bin, the samples whose rows it needs.
 
     `rows_of_bin(b, ids, Y)` returns the sorted global row numbers bin b needs (a picklable
@@ -140,27 +161,43 @@ def needed_pairs(spark: SparkSession, dataset: str, n_labels: int, bins: int,
         for batch in batches:
             for b in np.asarray(batch.column(0), dtype=np.int64):
                 rows = rows_of_bin(int(b), ids, Y)
-                yield pa.RecordBatch.from_arrays([pa.array(np.full(len(rows), b, dtype=np.int64)),
-                                                  pa.array(ids[rows])], schema=_PAIRS)
+                yield pa.RecordBatch.from_arrays(
+                    [pa.array(np.full(len(rows), b, dtype=np.int64)), pa.array(ids[rows])],
+                    schema=_PAIRS,
+                )
 
     return spark.range(0, bins, numPartitions=bins).mapInArrow(run, from_arrow_schema(_PAIRS))
 
 
-def check_delivered(dataset: str, n_labels: int, bins: int,
-                    rows_of_bin: Callable[[int, np.ndarray, sp.csc_matrix], np.ndarray],
-                    b: int, got: np.ndarray, who: str) -> None:
+def check_delivered(
+    dataset: str,
+    n_labels: int,
+    bins: int,
+    rows_of_bin: Callable[[int, np.ndarray, sp.csc_matrix], np.ndarray],
+    b: int,
+    got: np.ndarray,
+    who: str,
+) -> None:
     """Raise ValueError naming a sample of Y that bin `b` needed and the join did not deliver (a
     sample of Y without a row of X)."""
     ids, Y = load_y(dataset, n_labels)
     want = rows_of_bin(b, ids, Y)
     if len(want) != len(got):
         missing = np.setdiff1d(want, got)
-        raise ValueError(f"{who}: sample_id {int(ids[missing[0]])} of Y has no row in X of {dataset}")
+        raise ValueError(
+            f"{who}: sample_id {int(ids[missing[0]])} of Y has no row in X of {dataset}"
+        )
 
 
-def joined_stage(spark: SparkSession, dataset: str, n_labels: int, bins: int,
-                 rows_of_bin: Callable[[int, np.ndarray, sp.csc_matrix], np.ndarray],
-                 train_bin: Callable[[int, pa.Table], pa.Table], out_schema: str) -> list:
+def joined_stage(
+    spark: SparkSession,
+    dataset: str,
+    n_labels: int,
+    bins: int,
+    rows_of_bin: Callable[[int, np.ndarray, sp.csc_matrix], np.ndarray],
+    train_bin: Callable[[int, pa.Table], pa.Table],
+    out_schema: str,
+) -> list:
     """Run the join path: the pairs of :func:`needed_pairs` joined with X, grouped by bin, and
     ``train_bin(b, rows)`` called once per bin with its rows (sample_id, feat_idx, feat_val) as an
     Arrow table; a bin that needs no row is called with an empty table in a second, small stage
@@ -170,7 +207,9 @@ def joined_stage(spark: SparkSession, dataset: str, n_labels: int, bins: int,
 
     X = read_table(spark, dataset, S.X).select(S.SAMPLE_ID, S.FEAT_IDX, S.FEAT_VAL)
     pairs = needed_pairs(spark, dataset, n_labels, bins, rows_of_bin)
-    joined = pairs.join(X, S.SAMPLE_ID).select(*[F.col(c).alias(c) for c in (BIN, S.SAMPLE_ID, S.FEAT_IDX, S.FEAT_VAL)])
+    joined = pairs.join(X, S.SAMPLE_ID).select(
+        *[F.col(c).alias(c) for c in (BIN, S.SAMPLE_ID, S.FEAT_IDX, S.FEAT_VAL)]
+    )
 
     def call(b: int, table: pa.Table) -> pa.Table:
         got = train_bin(b, table)
@@ -183,22 +222,37 @@ def joined_stage(spark: SparkSession, dataset: str, n_labels: int, bins: int,
     done = joined.groupBy(BIN).applyInArrow(per_bin, schema).collect()
     missing = sorted(set(range(bins)) - {int(r[BIN]) for r in done})
     if missing:
-        empty = pa.table({S.SAMPLE_ID: pa.array([], pa.int64()),
-                          S.FEAT_IDX: pa.array([], S.ARROW_INT_LIST),
-                          S.FEAT_VAL: pa.array([], S.ARROW_FLOAT_LIST)})
+        empty = pa.table(
+            {
+                S.SAMPLE_ID: pa.array([], pa.int64()),
+                S.FEAT_IDX: pa.array([], S.ARROW_INT_LIST),
+                S.FEAT_VAL: pa.array([], S.ARROW_FLOAT_LIST),
+            }
+        )
 
         def rest(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             for batch in batches:
                 for b in np.asarray(batch.column(0), dtype=np.int64):
                     yield from call(int(b), empty).to_batches()
 
-        done += spark.createDataFrame([(b,) for b in missing], f"{BIN} long").repartition(
-            len(missing)).mapInArrow(rest, schema).collect()
+        done += (
+            spark.createDataFrame([(b,) for b in missing], f"{BIN} long")
+            .repartition(len(missing))
+            .mapInArrow(rest, schema)
+            .collect()
+        )
     return done
 
 
-def joined_pifa(spark: SparkSession, dataset: str, out: str, n_features: int, n_labels: int,
-                normalize: bool, bins: int) -> str:
+def joined_pifa(
+    spark: SparkSession,
+    dataset: str,
+    out: str,
+    n_features: int,
+    n_labels: int,
+    normalize: bool,
+    bins: int,
+) -> str:
     """PIFA label representations by the join path, written as ``<out>/label_emb`` (float64).
 
     Labels are cut into `bins` contiguous blocks; the task of a block receives the rows of the
@@ -226,12 +280,24 @@ def joined_pifa(spark: SparkSession, dataset: str, out: str, n_features: int, n_
         writer = PartWriter(posixpath.join(out, S.LABEL_EMB), f"part-{b:05d}.parquet", PIFA_ARROW)
         try:
             offsets = pa.array(R.indptr.astype(np.int32))
-            writer.write(pa.RecordBatch.from_arrays([
-                pa.array(np.arange(lo, hi, dtype=np.int32)),
-                pa.ListArray.from_arrays(offsets, pa.array(R.indices.astype(np.int32)),
-                                         type=PIFA_ARROW.field(S.EMB_IDX).type),
-                pa.ListArray.from_arrays(offsets, pa.array(R.data.astype(np.float64)),
-                                         type=PIFA_ARROW.field(S.EMB_VAL).type)], schema=PIFA_ARROW))
+            writer.write(
+                pa.RecordBatch.from_arrays(
+                    [
+                        pa.array(np.arange(lo, hi, dtype=np.int32)),
+                        pa.ListArray.from_arrays(
+                            offsets,
+                            pa.array(R.indices.astype(np.int32)),
+                            type=PIFA_ARROW.field(S.EMB_IDX).type,
+                        ),
+                        pa.ListArray.from_arrays(
+                            offsets,
+                            pa.array(R.data.astype(np.float64)),
+                            type=PIFA_ARROW.field(S.EMB_VAL).type,
+                        ),
+                    ],
+                    schema=PIFA_ARROW,
+                )
+            )
         except BaseException:
             writer.abort()
             raise

@@ -33,8 +33,10 @@ try:  # scikit-learn's liblinear wrapper, which LinearSVC.fit / LogisticRegressi
     from sklearn.svm._liblinear import set_verbosity_wrap as _set_verbosity
     from sklearn.svm._liblinear import train_wrap as _train_wrap
 
-    _SOLVER = {"squared_hinge": _get_liblinear_solver_type("ovr", "l2", "squared_hinge", True),
-               "logistic": _get_liblinear_solver_type("ovr", "l2", "logistic_regression", False)}
+    _SOLVER = {
+        "squared_hinge": _get_liblinear_solver_type("ovr", "l2", "squared_hinge", True),
+        "logistic": _get_liblinear_solver_type("ovr", "l2", "logistic_regression", False),
+    }
 except (ImportError, ValueError, TypeError):  # the public estimators then (direct_solver_ok)
     _train_wrap = None
 
@@ -48,10 +50,18 @@ def _liblinear_seed(seed: int) -> int:
     return int(np.random.RandomState(seed).randint(np.iinfo("i").max))
 
 
-def train_binary(X: sp.csr_matrix, y: np.ndarray, loss: str = "squared_hinge", C: float = 1.0,
-                 threshold: float = 0.1, max_iter: int = 100, tol: float = 0.1,
-                 seed: int = 0, direct: bool = True,
-                 sample_weight: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray, float]:
+def train_binary(
+    X: sp.csr_matrix,
+    y: np.ndarray,
+    loss: str = "squared_hinge",
+    C: float = 1.0,
+    threshold: float = 0.1,
+    max_iter: int = 100,
+    tol: float = 0.1,
+    seed: int = 0,
+    direct: bool = True,
+    sample_weight: Optional[np.ndarray] = None,
+) -> tuple[np.ndarray, np.ndarray, float]:
     """Train one binary classifier.
 
     Args:
@@ -83,8 +93,11 @@ def train_binary(X: sp.csr_matrix, y: np.ndarray, loss: str = "squared_hinge", C
         raise ValueError(f"loss must be squared_hinge or logistic, got {loss!r}")
     if sample_weight is not None:
         sample_weight = np.asarray(sample_weight, dtype=np.float64)
-        if sample_weight.shape != (len(y),) or not np.all(np.isfinite(sample_weight)) \
-                or np.any(sample_weight < 0):
+        if (
+            sample_weight.shape != (len(y),)
+            or not np.all(np.isfinite(sample_weight))
+            or np.any(sample_weight < 0)
+        ):
             raise ValueError(f"sample_weight must be {len(y)} finite values >= 0")
     n_pos = int(y.sum())
     if n_pos == 0 or n_pos == len(y):
@@ -96,34 +109,66 @@ def train_binary(X: sp.csr_matrix, y: np.ndarray, loss: str = "squared_hinge", C
     return _pruned(coef, bias, threshold)
 
 
-def _direct_fit(X: sp.csr_matrix, y: np.ndarray, loss: str, C: float, max_iter: int, tol: float,
-                seed: int, sample_weight: Optional[np.ndarray]) -> tuple[np.ndarray, float]:
+def _direct_fit(
+    X: sp.csr_matrix,
+    y: np.ndarray,
+    loss: str,
+    C: float,
+    max_iter: int,
+    tol: float,
+    seed: int,
+    sample_weight: Optional[np.ndarray],
+) -> tuple[np.ndarray, float]:
     """liblinear through scikit-learn's wrapper with the arguments its estimators prepare: bias
     = intercept_scaling 1, class weights 1, epsilon 0.1 (unused by classifiers), the srand seed
     ``random_state=seed`` gives. Returns (coef (d,), bias)."""
     _set_verbosity(0)  # liblinear's progress lines off (a process-wide flag others may set)
-    raw, _ = _train_wrap(X, y.astype(np.float64), True, _SOLVER[loss], tol, 1.0, C, _BOTH_CLASSES,
-                         max_iter, _liblinear_seed(seed), 0.1,
-                         np.ones(X.shape[0]) if sample_weight is None else sample_weight)
+    raw, _ = _train_wrap(
+        X,
+        y.astype(np.float64),
+        True,
+        _SOLVER[loss],
+        tol,
+        1.0,
+        C,
+        _BOTH_CLASSES,
+        max_iter,
+        _liblinear_seed(seed),
+        0.1,
+        np.ones(X.shape[0]) if sample_weight is None else sample_weight,
+    )
     return raw[0, :-1], float(raw[0, -1])
 
 
-def _public_fit(X: sp.csr_matrix, y: np.ndarray, loss: str, C: float, max_iter: int, tol: float,
-                seed: int, sample_weight: Optional[np.ndarray]) -> tuple[np.ndarray, float]:
+def _public_fit(
+    X: sp.csr_matrix,
+    y: np.ndarray,
+    loss: str,
+    C: float,
+    max_iter: int,
+    tol: float,
+    seed: int,
+    sample_weight: Optional[np.ndarray],
+) -> tuple[np.ndarray, float]:
     """``LinearSVC(dual=True)`` (squared hinge) or ``LogisticRegression(solver="liblinear")``
     with the same solver settings. Returns (coef (d,), bias)."""
     from sklearn import config_context
     from sklearn.linear_model import LogisticRegression
     from sklearn.svm import LinearSVC
 
-    with warnings.catch_warnings(), config_context(assume_finite=True, skip_parameter_validation=True):
+    with (
+        warnings.catch_warnings(),
+        config_context(assume_finite=True, skip_parameter_validation=True),
+    ):
         warnings.simplefilter("ignore")  # liblinear's ConvergenceWarning at max_iter: expected
         if loss == "squared_hinge":
-            model = LinearSVC(C=C, loss="squared_hinge", dual=True, tol=tol, max_iter=max_iter,
-                              random_state=seed)
+            model = LinearSVC(
+                C=C, loss="squared_hinge", dual=True, tol=tol, max_iter=max_iter, random_state=seed
+            )
         else:
-            model = LogisticRegression(C=C, solver="liblinear", tol=tol, max_iter=max_iter,
-                                       random_state=seed)
+            model = LogisticRegression(
+                C=C, solver="liblinear", tol=tol, max_iter=max_iter, random_state=seed
+            )
         model.fit(X, y, sample_weight=sample_weight)
     return np.asarray(model.coef_, dtype=np.float64).ravel(), float(np.ravel(model.intercept_)[0])
 
@@ -148,17 +193,24 @@ def direct_solver_ok() -> bool:
         y = rng.random(60) < 0.4
         weights = (None, rng.uniform(0.0, 2.0, 60))
         try:
-            same = all(_same(_direct_fit(X, y, loss, 0.7, 50, 0.01, 3, w),
-                             _public_fit(X, y, loss, 0.7, 50, 0.01, 3, w))
-                       for loss in ("squared_hinge", "logistic") for w in weights)
+            same = all(
+                _same(
+                    _direct_fit(X, y, loss, 0.7, 50, 0.01, 3, w),
+                    _public_fit(X, y, loss, 0.7, 50, 0.01, 3, w),
+                )
+                for loss in ("squared_hinge", "logistic")
+                for w in weights
+            )
             why = None if same else "it gives other weights than LinearSVC / LogisticRegression"
         except Exception as err:  # noqa: BLE001 - a changed private signature fails in any way
             why = f"it raised {type(err).__name__}: {err}"
     if why is None:
         return True
-    msg = (f"scikit-learn {sklearn.__version__}: the direct liblinear call is not used ({why}); "
-           f"training falls back to the public estimators (same weights, slower). Tested versions: "
-           f"{', '.join(SCIKIT_LEARN_TESTED)}")
+    msg = (
+        f"scikit-learn {sklearn.__version__}: the direct liblinear call is not used ({why}); "
+        f"training falls back to the public estimators (same weights, slower). Tested versions: "
+        f"{', '.join(SCIKIT_LEARN_TESTED)}"
+    )
     warnings.warn(msg, RuntimeWarning, stacklevel=2)
     log.warning(msg)
     return False
@@ -168,8 +220,9 @@ def _same(a: tuple[np.ndarray, float], b: tuple[np.ndarray, float]) -> bool:
     return a[0].shape == b[0].shape and bool(np.array_equal(a[0], b[0])) and a[1] == b[1]
 
 
-def expected_loss_problem(X: sp.csr_matrix, y: np.ndarray, w: Optional[np.ndarray]
-                          ) -> tuple[sp.csr_matrix, np.ndarray, Optional[np.ndarray]]:
+def expected_loss_problem(
+    X: sp.csr_matrix, y: np.ndarray, w: Optional[np.ndarray]
+) -> tuple[sp.csr_matrix, np.ndarray, Optional[np.ndarray]]:
     """One label's binary problem under weighted assignment: the expected loss when positive i is
     truly positive with probability w[i].
 
@@ -196,8 +249,11 @@ def expected_loss_problem(X: sp.csr_matrix, y: np.ndarray, w: Optional[np.ndarra
     if len(soft) == 0:
         return X, y, None
     weight = np.where(y, w, 1.0)
-    return (sp.vstack([X, X[soft]], format="csr"), np.r_[y, np.zeros(len(soft), dtype=bool)],
-            np.r_[weight, 1.0 - w[soft]])
+    return (
+        sp.vstack([X, X[soft]], format="csr"),
+        np.r_[y, np.zeros(len(soft), dtype=bool)],
+        np.r_[weight, 1.0 - w[soft]],
+    )
 
 
 def check_weights(rows: list, what: str) -> None:
@@ -209,9 +265,13 @@ def check_weights(rows: list, what: str) -> None:
         what: names the id in the message (``"train: label"``, ``"train: tree 0, node"``).
     """
     for row in rows:
-        check_finite(np.r_[row[2], row[3]],
-                     lambda _, r=row: f"{what} {int(r[0])}: the trained weights are not finite "
-                                      "(NaN or infinite); check the features and the classifier's C")
+        check_finite(
+            np.r_[row[2], row[3]],
+            lambda _, r=row: (
+                f"{what} {int(r[0])}: the trained weights are not finite "
+                "(NaN or infinite); check the features and the classifier's C"
+            ),
+        )
 
 
 def _pruned(w: np.ndarray, bias: float, threshold: float) -> tuple[np.ndarray, np.ndarray, float]:

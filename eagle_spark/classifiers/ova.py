@@ -30,9 +30,18 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from eagle_spark import schemas as S
-from eagle_spark.classifiers.base import (WEIGHTS, WEIGHTS_ARROW, label_weights_in, load_label_weights,
-                                          load_unassigned, load_xy, read_metadata, training_set,
-                                          unassigned_groups, write_metadata)
+from eagle_spark.classifiers.base import (
+    WEIGHTS,
+    WEIGHTS_ARROW,
+    label_weights_in,
+    load_label_weights,
+    load_unassigned,
+    load_xy,
+    read_metadata,
+    training_set,
+    unassigned_groups,
+    write_metadata,
+)
 from eagle_spark.classifiers.joined import ProportionalBlocks, training_access
 from eagle_spark.classifiers.linear import check_weights, expected_loss_problem, train_binary
 from eagle_spark.errors import BadInputError, check_finite_scores
@@ -43,15 +52,29 @@ from eagle_spark.sparse import csr_from_arrow, l2_normalize_rows
 
 log = logging.getLogger(__name__)
 
-_SUMMARY = pa.schema([pa.field("labels", pa.int64(), nullable=False),
-                      pa.field("no_positive", pa.int64(), nullable=False),
-                      pa.field("weights", pa.int64(), nullable=False)])
+_SUMMARY = pa.schema(
+    [
+        pa.field("labels", pa.int64(), nullable=False),
+        pa.field("no_positive", pa.int64(), nullable=False),
+        pa.field("weights", pa.int64(), nullable=False),
+    ]
+)
 
 
-def _train_task(dataset: str, out: str, n_features: int, n_labels: int, params: Any, blocks: int,
-                groups: Optional[str], weighted: bool, within: bool = False):
+def _train_task(
+    dataset: str,
+    out: str,
+    n_features: int,
+    n_labels: int,
+    params: Any,
+    blocks: int,
+    groups: Optional[str],
+    weighted: bool,
+    within: bool = False,
+):
     """mapInArrow: block ids -> weights part files, from the executor cache of X and Y (and of the
     label weights when `weighted`) (``x_access=cached``); `within`: as :func:`_train_block`."""
+
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         ids, X, Y = load_xy(dataset, n_features, n_labels, params.normalize)
         U = load_unassigned(dataset, groups, ids, Y) if groups is not None else None
@@ -59,17 +82,31 @@ def _train_task(dataset: str, out: str, n_features: int, n_labels: int, params: 
         done = np.zeros(3, dtype=np.int64)
         for batch in batches:
             for block in np.asarray(batch.column(0), dtype=np.int64):
-                done += _train_block(out, int(block), X, Y, U, None, len(ids), params, n_labels, blocks, W,
-                                     within)
-        yield pa.RecordBatch.from_pydict({"labels": [int(done[0])], "no_positive": [int(done[1])],
-                                          "weights": [int(done[2])]}, schema=_SUMMARY)
+                done += _train_block(
+                    out, int(block), X, Y, U, None, len(ids), params, n_labels, blocks, W, within
+                )
+        yield pa.RecordBatch.from_pydict(
+            {"labels": [int(done[0])], "no_positive": [int(done[1])], "weights": [int(done[2])]},
+            schema=_SUMMARY,
+        )
 
     return run
 
 
-def _train_block(out: str, block: int, X: sp.csr_matrix, Y: sp.csc_matrix, U: Optional[sp.csc_matrix],
-                 rows: Optional[np.ndarray], n_all: int, params: Any, n_labels: int, blocks: int,
-                 W: Optional[sp.csc_matrix] = None, within: bool = False) -> np.ndarray:
+def _train_block(
+    out: str,
+    block: int,
+    X: sp.csr_matrix,
+    Y: sp.csc_matrix,
+    U: Optional[sp.csc_matrix],
+    rows: Optional[np.ndarray],
+    n_all: int,
+    params: Any,
+    n_labels: int,
+    blocks: int,
+    W: Optional[sp.csc_matrix] = None,
+    within: bool = False,
+) -> np.ndarray:
     """Train the labels of `block` and write their weights to ``part-<block>.parquet``.
 
     X, Y, U, W: the rows at hand in sample_id order: all of them (`rows` None) or the global rows
@@ -88,13 +125,15 @@ def _train_block(out: str, block: int, X: sp.csr_matrix, Y: sp.csc_matrix, U: Op
         y = Y[:, label].toarray().ravel()
         keep = None
         if params.negative_fraction < 1.0 and y.any():
-            draw = np.random.default_rng([params.seed, label]).random(n_all) < params.negative_fraction
+            draw = (
+                np.random.default_rng([params.seed, label]).random(n_all) < params.negative_fraction
+            )
             keep = y | (draw if rows is None else draw[rows])
             if within and U is not None:  # the label's unassigned group members: always negatives
-                keep[U.indices[U.indptr[label]:U.indptr[label + 1]]] = True
+                keep[U.indices[U.indptr[label] : U.indptr[label + 1]]] = True
         if not within and U is not None and U.indptr[label + 1] > U.indptr[label]:
             known = np.ones(len(y), dtype=bool)  # unassigned members: not negatives
-            known[U.indices[U.indptr[label]:U.indptr[label + 1]]] = False
+            known[U.indices[U.indptr[label] : U.indptr[label + 1]]] = False
             keep = known if keep is None else keep & known
         Xl, yl = (X, y) if keep is None else (X[keep], y[keep])
         wl = None
@@ -102,9 +141,17 @@ def _train_block(out: str, block: int, X: sp.csr_matrix, Y: sp.csc_matrix, U: Op
             wl = W[:, label].toarray().ravel()
             wl = wl if keep is None else wl[keep]
         Xl, yl, sw = expected_loss_problem(Xl, yl, wl)
-        w_idx, w_val, bias = train_binary(Xl, yl, params.loss, params.C, params.threshold,
-                                          tol=params.tol, max_iter=params.max_iter,
-                                          seed=params.seed, sample_weight=sw)
+        w_idx, w_val, bias = train_binary(
+            Xl,
+            yl,
+            params.loss,
+            params.C,
+            params.threshold,
+            tol=params.tol,
+            max_iter=params.max_iter,
+            seed=params.seed,
+            sample_weight=sw,
+        )
         no_pos += int(not y.any())
         n_w += len(w_idx)
         trained.append((label, w_idx, w_val, bias))
@@ -116,31 +163,52 @@ def _train_block(out: str, block: int, X: sp.csr_matrix, Y: sp.csc_matrix, U: Op
     return np.array([hi - lo, no_pos, n_w], dtype=np.int64)
 
 
-def _rows_of_block(params: Any, n_labels: int, blocks: int, dataset: Optional[str] = None,
-                   within: Optional[str] = None) -> Any:
+def _rows_of_block(
+    params: Any,
+    n_labels: int,
+    blocks: int,
+    dataset: Optional[str] = None,
+    within: Optional[str] = None,
+) -> Any:
     """The join path's needs of one-vs-all: block b needs every row when ``negative_fraction`` is
     1 or one of its labels has no positive (all samples are that label's negatives), else its
     labels' positives and drawn negatives, and with `within` (the groups' dataset,
     :func:`train_ova`) the members of its labels' groups in `dataset`."""
+
     def rows_of_bin(b: int, ids: np.ndarray, Y: sp.csc_matrix) -> np.ndarray:
         lo, hi = ProportionalBlocks(n_labels, blocks).labels(b)
-        if params.negative_fraction >= 1.0 or any(Y.indptr[k + 1] == Y.indptr[k] for k in range(lo, hi)):
+        if params.negative_fraction >= 1.0 or any(
+            Y.indptr[k + 1] == Y.indptr[k] for k in range(lo, hi)
+        ):
             return np.arange(len(ids))
         need = np.zeros(len(ids), dtype=bool)
         if within is not None:
             U = load_unassigned(dataset, within, ids, Y)
             for label in range(lo, hi):
-                need[U.indices[U.indptr[label]:U.indptr[label + 1]]] = True
+                need[U.indices[U.indptr[label] : U.indptr[label + 1]]] = True
         for label in range(lo, hi):
-            need |= np.random.default_rng([params.seed, label]).random(len(ids)) < params.negative_fraction
-            need[Y.indices[Y.indptr[label]:Y.indptr[label + 1]]] = True
+            need |= (
+                np.random.default_rng([params.seed, label]).random(len(ids))
+                < params.negative_fraction
+            )
+            need[Y.indices[Y.indptr[label] : Y.indptr[label + 1]]] = True
         return np.flatnonzero(need)
 
     return rows_of_bin
 
 
-def _train_joined(spark: SparkSession, dataset: str, out: str, n_features: int, n_labels: int, params: Any,
-                  blocks: int, groups: Optional[str], weighted: bool, within: bool = False) -> list:
+def _train_joined(
+    spark: SparkSession,
+    dataset: str,
+    out: str,
+    n_features: int,
+    n_labels: int,
+    params: Any,
+    blocks: int,
+    groups: Optional[str],
+    weighted: bool,
+    within: bool = False,
+) -> list:
     """The join path of training (``x_access=joined``): a block's rows arrive through a join
     (:mod:`eagle_spark.classifiers.joined`). A task holds its block's rows (~8 bytes per nonzero;
     all of X when every sample is a negative) and the executor's cache of Y."""
@@ -161,11 +229,20 @@ def _train_joined(spark: SparkSession, dataset: str, out: str, n_features: int, 
             W = load_label_weights(dataset, n_labels)[rows, :].tocsc()
             W.sort_indices()
         done = _train_block(out, b, Xb, Yb, U, rows, len(ids), params, n_labels, blocks, W, within)
-        return pa.table({"labels": [int(done[0])], "no_positive": [int(done[1])], "weights": [int(done[2])]},
-                        schema=_SUMMARY)
+        return pa.table(
+            {"labels": [int(done[0])], "no_positive": [int(done[1])], "weights": [int(done[2])]},
+            schema=_SUMMARY,
+        )
 
-    return joined_stage(spark, dataset, n_labels, blocks, rows_of_bin, train_bin,
-                        "labels long, no_positive long, weights long")
+    return joined_stage(
+        spark,
+        dataset,
+        n_labels,
+        blocks,
+        rows_of_bin,
+        train_bin,
+        "labels long, no_positive long, weights long",
+    )
 
 
 def weights_batch(rows: list) -> pa.RecordBatch:
@@ -173,17 +250,33 @@ def weights_batch(rows: list) -> pa.RecordBatch:
     values, bias)."""
     lengths = [len(r[1]) for r in rows]
     offsets = pa.array(np.r_[0, np.cumsum(lengths)].astype(np.int32))
-    return pa.RecordBatch.from_arrays([
-        pa.array([r[0] for r in rows], pa.int32()),
-        pa.ListArray.from_arrays(offsets, pa.array(np.concatenate([r[1] for r in rows]).astype(np.int32)),
-                                 type=S.ARROW_INT_LIST),
-        pa.ListArray.from_arrays(offsets, pa.array(np.concatenate([r[2] for r in rows]).astype(np.float32)),
-                                 type=S.ARROW_FLOAT_LIST),
-        pa.array([r[3] for r in rows], pa.float32())], schema=WEIGHTS_ARROW)
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array([r[0] for r in rows], pa.int32()),
+            pa.ListArray.from_arrays(
+                offsets,
+                pa.array(np.concatenate([r[1] for r in rows]).astype(np.int32)),
+                type=S.ARROW_INT_LIST,
+            ),
+            pa.ListArray.from_arrays(
+                offsets,
+                pa.array(np.concatenate([r[2] for r in rows]).astype(np.float32)),
+                type=S.ARROW_FLOAT_LIST,
+            ),
+            pa.array([r[3] for r in rows], pa.float32()),
+        ],
+        schema=WEIGHTS_ARROW,
+    )
 
 
-def train_ova(spark: SparkSession, dataset: str, model_path: str, params: Any,
-              overwrite: bool = False, within_groups: Optional[str] = None) -> dict:
+def train_ova(
+    spark: SparkSession,
+    dataset: str,
+    model_path: str,
+    params: Any,
+    overwrite: bool = False,
+    within_groups: Optional[str] = None,
+) -> dict:
     """Train one-vs-all on a dataset's X and Y and save the model folder.
 
     Args:
@@ -218,41 +311,89 @@ def train_ova(spark: SparkSession, dataset: str, model_path: str, params: Any,
     blocks = max(1, min(params.tasks, n_labels))
     if within_groups is not None and params.negative_fraction >= 1.0:
         within_groups = None  # every sample is a negative already: no need to build U
-    groups = (within_groups if within_groups is not None
-              else unassigned_groups(spark, dataset, params.unassigned, "ova"))
+    groups = (
+        within_groups
+        if within_groups is not None
+        else unassigned_groups(spark, dataset, params.unassigned, "ova")
+    )
     within = within_groups is not None
     weighted = label_weights_in(spark, dataset)
     access = training_access(spark, dataset, params, "ova")
     with atomic_output(spark, model_path, overwrite) as tmp:
         if access == "joined":
-            rows = _train_joined(spark, dataset, posixpath.join(tmp, "data"), n_features, n_labels, params,
-                                 blocks, groups, weighted, within)
+            rows = _train_joined(
+                spark,
+                dataset,
+                posixpath.join(tmp, "data"),
+                n_features,
+                n_labels,
+                params,
+                blocks,
+                groups,
+                weighted,
+                within,
+            )
         else:
-            rows = spark.range(0, blocks, numPartitions=blocks).mapInArrow(
-                _train_task(dataset, posixpath.join(tmp, "data"), n_features, n_labels, params, blocks, groups,
-                            weighted, within),
-                from_arrow_schema(_SUMMARY)).collect()
-        meta = write_metadata(spark, tmp, "OVAModel", params.to_dict(), n_features, n_labels,
-                              n_labels_without_positives=sum(r["no_positive"] for r in rows),
-                              n_weights=sum(r["weights"] for r in rows), source={"dataset": dataset},
-                              x_access=access, label_weights=weighted,
-                              within_groups=within_groups)
+            rows = (
+                spark.range(0, blocks, numPartitions=blocks)
+                .mapInArrow(
+                    _train_task(
+                        dataset,
+                        posixpath.join(tmp, "data"),
+                        n_features,
+                        n_labels,
+                        params,
+                        blocks,
+                        groups,
+                        weighted,
+                        within,
+                    ),
+                    from_arrow_schema(_SUMMARY),
+                )
+                .collect()
+            )
+        meta = write_metadata(
+            spark,
+            tmp,
+            "OVAModel",
+            params.to_dict(),
+            n_features,
+            n_labels,
+            n_labels_without_positives=sum(r["no_positive"] for r in rows),
+            n_weights=sum(r["weights"] for r in rows),
+            source={"dataset": dataset},
+            x_access=access,
+            label_weights=weighted,
+            within_groups=within_groups,
+        )
     log.info("ova: %d labels, %d weights", n_labels, meta["n_weights"])
     return meta
 
 
 PRED_SCHEMA = from_arrow_schema(S.PREDICTIONS_ARROW)
 
-def _load_weights(model_path: str, n_features: int, n_labels: int) -> tuple[sp.csc_matrix, np.ndarray]:
+
+def _load_weights(
+    model_path: str, n_features: int, n_labels: int
+) -> tuple[sp.csc_matrix, np.ndarray]:
     """(W (d x L) CSC float32, bias (L,) float32) of a one-vs-all model, held once per executor
     (:mod:`eagle_spark.executor_state`; ~8 bytes per weight, whatever the number of task slots)."""
     key = (model_path, folder_version(model_path), n_features, n_labels)  # retrained -> reread
 
     def build() -> dict[str, np.ndarray]:
-        WT, bias = read_sparse_rows(posixpath.join(model_path, WEIGHTS), S.LABEL_ID, "w_idx", "w_val",
-                                    (n_labels, n_features), extra="bias")
+        WT, bias = read_sparse_rows(
+            posixpath.join(model_path, WEIGHTS),
+            S.LABEL_ID,
+            "w_idx",
+            "w_val",
+            (n_labels, n_features),
+            extra="bias",
+        )
         # weights are stored as float32: the round trip through float64 is exact
-        return {**sparse_arrays(WT.T.tocsc().astype(np.float32), "W"), "bias": bias.astype(np.float32)}
+        return {
+            **sparse_arrays(WT.T.tocsc().astype(np.float32), "W"),
+            "bias": bias.astype(np.float32),
+        }
 
     return shared_state("ova", key, build, lambda a: (sparse_from(a, "W", "csc"), a["bias"]))
 
@@ -260,15 +401,24 @@ def _load_weights(model_path: str, n_features: int, n_labels: int) -> tuple[sp.c
 def top_k(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Per row of a dense score block: (label ids, scores) of the k best, best first; ties by id."""
     k = min(k, scores.shape[1])
-    part = np.argpartition(-scores, k - 1, axis=1)[:, :k] if k < scores.shape[1] else \
-        np.tile(np.arange(scores.shape[1]), (scores.shape[0], 1))
+    part = (
+        np.argpartition(-scores, k - 1, axis=1)[:, :k]
+        if k < scores.shape[1]
+        else np.tile(np.arange(scores.shape[1]), (scores.shape[0], 1))
+    )
     vals = np.take_along_axis(scores, part, axis=1)
     order = np.lexsort((part, -vals), axis=1)
     return np.take_along_axis(part, order, axis=1), np.take_along_axis(vals, order, axis=1)
 
 
-def predict_ova(spark: SparkSession, model_path: str, X: DataFrame, n_features: int, k: int,
-                batch_rows: int = 1000) -> DataFrame:
+def predict_ova(
+    spark: SparkSession,
+    model_path: str,
+    X: DataFrame,
+    n_features: int,
+    k: int,
+    batch_rows: int = 1000,
+) -> DataFrame:
     """Top-k predictions of an OVA model for the rows of X.
 
     Args:
@@ -282,8 +432,10 @@ def predict_ova(spark: SparkSession, model_path: str, X: DataFrame, n_features: 
     """
     meta = read_metadata(spark, model_path, "OVAModel")
     if n_features > meta["n_features"]:
-        raise BadInputError(f"the data has {n_features} features, beyond the model's n_features="
-                            f"{meta['n_features']}")
+        raise BadInputError(
+            f"the data has {n_features} features, beyond the model's n_features="
+            f"{meta['n_features']}"
+        )
     m_features, n_labels = meta["n_features"], meta["n_labels"]
     normalize = meta["params"]["normalize"]
 
@@ -298,11 +450,21 @@ def predict_ova(spark: SparkSession, model_path: str, X: DataFrame, n_features: 
                 check_finite_scores(scores, part.column(0), "predict")
                 labels, vals = top_k(scores, k)
                 offsets = pa.array(np.arange(0, labels.size + 1, labels.shape[1], dtype=np.int32))
-                yield pa.RecordBatch.from_arrays([
-                    part.column(0),
-                    pa.ListArray.from_arrays(offsets, pa.array(labels.ravel().astype(np.int32)),
-                                             type=S.ARROW_INT_LIST),
-                    pa.ListArray.from_arrays(offsets, pa.array(vals.ravel().astype(np.float32)),
-                                             type=S.ARROW_FLOAT_LIST)], schema=S.PREDICTIONS_ARROW)
+                yield pa.RecordBatch.from_arrays(
+                    [
+                        part.column(0),
+                        pa.ListArray.from_arrays(
+                            offsets,
+                            pa.array(labels.ravel().astype(np.int32)),
+                            type=S.ARROW_INT_LIST,
+                        ),
+                        pa.ListArray.from_arrays(
+                            offsets,
+                            pa.array(vals.ravel().astype(np.float32)),
+                            type=S.ARROW_FLOAT_LIST,
+                        ),
+                    ],
+                    schema=S.PREDICTIONS_ARROW,
+                )
 
     return X.select(S.SAMPLE_ID, S.FEAT_IDX, S.FEAT_VAL).mapInArrow(run, PRED_SCHEMA)

@@ -38,11 +38,15 @@ def model_class(spark: SparkSession, model_path: str) -> str:
     except (ValueError, AttributeError) as err:
         raise BadInputError(f"{meta} is not valid JSON: {err}") from err
     if cls not in MODEL_CLASSES:
-        raise BadInputError(f"model {model_path} is a {cls!r}; predict takes an OVAModel or a TreeModel")
+        raise BadInputError(
+            f"model {model_path} is a {cls!r}; predict takes an OVAModel or a TreeModel"
+        )
     return cls
 
 
-def split_for_prediction(spark: SparkSession, X: DataFrame, n_samples: int, tasks: int) -> DataFrame:
+def split_for_prediction(
+    spark: SparkSession, X: DataFrame, n_samples: int, tasks: int
+) -> DataFrame:
     """X as the partitions prediction runs on (``predict.tasks``, :class:`PredictParams`).
 
     Prediction costs the same per row, so one task per Parquet split leaves cores idle when a
@@ -65,13 +69,23 @@ def split_for_prediction(spark: SparkSession, X: DataFrame, n_samples: int, task
     if tasks == 0 and (parts >= want or n_samples < want * PREDICT_MIN_TASK_ROWS):
         log.info("predict: %d tasks as X is read (%d rows)", parts, n_samples)
         return X
-    log.info("predict: X (%d rows, %d partitions) range-partitioned by sample_id into %d tasks",
-             n_samples, parts, want)
+    log.info(
+        "predict: X (%d rows, %d partitions) range-partitioned by sample_id into %d tasks",
+        n_samples,
+        parts,
+        want,
+    )
     return X.repartitionByRange(want, S.SAMPLE_ID).sortWithinPartitions(S.SAMPLE_ID)
 
 
-def predict(spark: SparkSession, model_path: str, dataset: str, output_path: str, params: PredictParams,
-            overwrite: bool = False) -> dict[str, Any]:
+def predict(
+    spark: SparkSession,
+    model_path: str,
+    dataset: str,
+    output_path: str,
+    params: PredictParams,
+    overwrite: bool = False,
+) -> dict[str, Any]:
     """Score every sample of a dataset's X and write its top-k labels (paper section 6 protocol).
 
     Args:
@@ -105,9 +119,14 @@ def predict(spark: SparkSession, model_path: str, dataset: str, output_path: str
     with atomic_output(spark, output_path, overwrite) as tmp:
         preds.write.parquet(f"{tmp}/{PREDICTIONS}")
         n = spark.read.parquet(f"{tmp}/{PREDICTIONS}").count()
-        out = new_manifest("predict", n_samples=n, top_k=params.top_k,
-                           source={"model": model_path, "dataset": dataset},
-                           parameters=params.to_dict(), tables=[PREDICTIONS])
+        out = new_manifest(
+            "predict",
+            n_samples=n,
+            top_k=params.top_k,
+            source={"model": model_path, "dataset": dataset},
+            parameters=params.to_dict(),
+            tables=[PREDICTIONS],
+        )
         write_manifest(spark, tmp, out)
     log.info("predicted top-%d for %d samples -> %s", params.top_k, n, output_path)
     return out

@@ -25,7 +25,9 @@ def embedded_path(name: str = "delicious", split: str = "train") -> str:
         ValueError: unknown name or split.
     """
     if name not in DATASETS or split not in DATASETS[name]:
-        raise ValueError(f"no embedded data {name!r}/{split!r}; embedded: delicious/train, delicious/test")
+        raise ValueError(
+            f"no embedded data {name!r}/{split!r}; embedded: delicious/train, delicious/test"
+        )
     return str(resources.files(__name__).joinpath(name, f"{split}.txt.gz"))
 
 

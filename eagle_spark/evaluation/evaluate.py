@@ -8,8 +8,8 @@ from typing import Any, Optional
 from pyspark.sql import SparkSession
 
 from eagle_spark import schemas as S
-from eagle_spark.evaluation.metrics import evaluate_frames, inv_propensity, label_counts, table
 from eagle_spark.errors import strict_json
+from eagle_spark.evaluation.metrics import evaluate_frames, inv_propensity, label_counts, table
 from eagle_spark.io.fs import FileSystem, atomic_output, check_separate, require_exists
 from eagle_spark.io.integrity import check_folder
 from eagle_spark.io.tables import new_manifest, read_manifest, read_table, write_manifest
@@ -18,9 +18,15 @@ from eagle_spark.params import EvaluateParams
 log = logging.getLogger(__name__)
 
 
-def evaluate(spark: SparkSession, predictions: str, dataset: str, params: EvaluateParams,
-             output_path: Optional[str] = None, propensity_from: Optional[str] = None,
-             overwrite: bool = False) -> dict[str, Any]:
+def evaluate(
+    spark: SparkSession,
+    predictions: str,
+    dataset: str,
+    params: EvaluateParams,
+    output_path: Optional[str] = None,
+    propensity_from: Optional[str] = None,
+    overwrite: bool = False,
+) -> dict[str, Any]:
     """Evaluate predictions at 1..k (definitions of napkinXC, :mod:`eagle_spark.evaluation.metrics`).
 
     Rows of Y without any true label count with precision 0 (the XC repository's convention: they
@@ -47,7 +53,9 @@ def evaluate(spark: SparkSession, predictions: str, dataset: str, params: Evalua
         check_separate(output_path, [predictions, dataset, propensity_from])
     manifest = read_manifest(spark, dataset)
     require_exists(spark, predictions, "predictions")
-    if FileSystem(spark).exists(f"{predictions}/{S.MANIFEST}"):  # predict's output (not another tool's)
+    if FileSystem(spark).exists(
+        f"{predictions}/{S.MANIFEST}"
+    ):  # predict's output (not another tool's)
         read_manifest(spark, predictions, "predictions")
     else:
         check_folder(predictions, "predictions")
@@ -55,17 +63,32 @@ def evaluate(spark: SparkSession, predictions: str, dataset: str, params: Evalua
     reference = propensity_from or dataset
     counts, n_ref = label_counts(read_table(spark, reference, S.Y), int(manifest["n_labels"]))
     inv_ps = inv_propensity(counts, max(n_ref, 1), params.propensity_a, params.propensity_b)
-    result = evaluate_frames(read_table(spark, dataset, S.Y),
-                             spark.read.parquet(f"{predictions}/{S.PREDICTIONS}"), params.k, inv_ps)
+    result = evaluate_frames(
+        read_table(spark, dataset, S.Y),
+        spark.read.parquet(f"{predictions}/{S.PREDICTIONS}"),
+        params.k,
+        inv_ps,
+    )
     log.info("metrics of %s (x100):\n%s", predictions, table(result))
     if output_path:
         with atomic_output(spark, output_path, overwrite) as tmp:
             fs = FileSystem(spark)
             fs.write_bytes(f"{tmp}/metrics.json", (strict_json(result, indent=2) + "\n").encode())
             fs.write_bytes(f"{tmp}/metrics.md", (table(result) + "\n").encode())
-            write_manifest(spark, tmp, new_manifest("evaluate", **result, source={
-                "predictions": predictions, "dataset": dataset, "propensity_from": reference},
-                parameters=params.to_dict()))
+            write_manifest(
+                spark,
+                tmp,
+                new_manifest(
+                    "evaluate",
+                    **result,
+                    source={
+                        "predictions": predictions,
+                        "dataset": dataset,
+                        "propensity_from": reference,
+                    },
+                    parameters=params.to_dict(),
+                ),
+            )
     return result
 
 

@@ -24,7 +24,9 @@ COMBINE = ("max", "sum")
 """How the members' scores of a label make the group's score."""
 
 
-def group_predictions(predictions: DataFrame, Y1: DataFrame, k: int, combine: str = "max") -> DataFrame:
+def group_predictions(
+    predictions: DataFrame, Y1: DataFrame, k: int, combine: str = "max"
+) -> DataFrame:
     """DataFrame[group_id, label_ids array<int>]: each group's top-k labels, best first, from its
     members' predictions.
 
@@ -41,20 +43,37 @@ def group_predictions(predictions: DataFrame, Y1: DataFrame, k: int, combine: st
         raise ValueError(f"k must be >= 1, got {k}")
     if combine not in COMBINE:
         raise ValueError(f"combine must be one of {', '.join(COMBINE)}, got {combine!r}")
-    pairs = (predictions.select(S.SAMPLE_ID, F.explode(F.arrays_zip(F.col(S.LABEL_IDS).alias("k"),
-                                                                     F.col(S.SCORES).alias("s"))).alias("p"))
-             .select(S.SAMPLE_ID, F.col("p.k").alias(S.LABEL_ID), F.col("p.s").cast("double").alias("s"))
-             .join(Y1.select(S.SAMPLE_ID, S.GROUP_ID), S.SAMPLE_ID))
+    pairs = (
+        predictions.select(
+            S.SAMPLE_ID,
+            F.explode(
+                F.arrays_zip(F.col(S.LABEL_IDS).alias("k"), F.col(S.SCORES).alias("s"))
+            ).alias("p"),
+        )
+        .select(S.SAMPLE_ID, F.col("p.k").alias(S.LABEL_ID), F.col("p.s").cast("double").alias("s"))
+        .join(Y1.select(S.SAMPLE_ID, S.GROUP_ID), S.SAMPLE_ID)
+    )
     agg = F.max("s") if combine == "max" else F.sum("s")
     scored = pairs.groupBy(S.GROUP_ID, S.LABEL_ID).agg(agg.alias("s"))
-    rank = F.row_number().over(Window.partitionBy(S.GROUP_ID).orderBy(F.desc("s"), F.asc(S.LABEL_ID)))
+    rank = F.row_number().over(
+        Window.partitionBy(S.GROUP_ID).orderBy(F.desc("s"), F.asc(S.LABEL_ID))
+    )
     top = scored.withColumn("_rank", rank).where(F.col("_rank") <= k)
-    return top.groupBy(S.GROUP_ID).agg(F.array_sort(F.collect_list(F.struct("_rank", S.LABEL_ID))).alias("_r")) \
+    return (
+        top.groupBy(S.GROUP_ID)
+        .agg(F.array_sort(F.collect_list(F.struct("_rank", S.LABEL_ID))).alias("_r"))
         .select(S.GROUP_ID, F.transform("_r", lambda e: e[S.LABEL_ID]).alias(S.LABEL_IDS))
+    )
 
 
-def group_metrics(predictions: DataFrame, Y1: DataFrame, Y2: DataFrame, k: int, inv_ps: np.ndarray,
-                  combine: str = "max") -> dict[str, Any]:
+def group_metrics(
+    predictions: DataFrame,
+    Y1: DataFrame,
+    Y2: DataFrame,
+    k: int,
+    inv_ps: np.ndarray,
+    combine: str = "max",
+) -> dict[str, Any]:
     """P@k, nDCG@k and PSP@k of the groups' combined predictions against their labels Y2.
 
     Every group of `Y2` is a row (a group none of whose members was predicted scores 0, as a
@@ -109,15 +128,27 @@ def multiset_precision(predictions: DataFrame, Y1: DataFrame, Y2: DataFrame, k: 
     n_members = members.count()
     if n_members == 0:
         return [0.0] * k
-    ranked = (predictions.select(S.SAMPLE_ID, F.posexplode(S.LABEL_IDS).alias("_rank", S.LABEL_ID))
-              .where(F.col("_rank") < k).join(members, S.SAMPLE_ID))
+    ranked = (
+        predictions.select(S.SAMPLE_ID, F.posexplode(S.LABEL_IDS).alias("_rank", S.LABEL_ID))
+        .where(F.col("_rank") < k)
+        .join(members, S.SAMPLE_ID)
+    )
     # a prediction at rank r is within the top j for every j > r: count the members per (group,
     # label, j), cap each count by the label's count in Y2, sum per j
-    within = (ranked.select(S.GROUP_ID, S.LABEL_ID, F.explode(F.sequence(F.col("_rank") + 1, F.lit(k))).alias("_j"))
-              .groupBy(S.GROUP_ID, S.LABEL_ID, "_j").agg(F.count(F.lit(1)).alias("_n")))
+    within = (
+        ranked.select(
+            S.GROUP_ID, S.LABEL_ID, F.explode(F.sequence(F.col("_rank") + 1, F.lit(k))).alias("_j")
+        )
+        .groupBy(S.GROUP_ID, S.LABEL_ID, "_j")
+        .agg(F.count(F.lit(1)).alias("_n"))
+    )
     counts = Y2.select(S.GROUP_ID, S.LABEL_ID, F.col(S.COUNT).alias("_c"))
-    capped = (within.join(counts, [S.GROUP_ID, S.LABEL_ID])
-              .groupBy("_j").agg(F.sum(F.least(F.col("_n"), F.col("_c"))).alias("_hits")).collect())
+    capped = (
+        within.join(counts, [S.GROUP_ID, S.LABEL_ID])
+        .groupBy("_j")
+        .agg(F.sum(F.least(F.col("_n"), F.col("_c"))).alias("_hits"))
+        .collect()
+    )
     hits = np.zeros(k)
     for r in capped:
         hits[int(r["_j"]) - 1] = float(r["_hits"])
@@ -129,8 +160,9 @@ CRITERIA = ("max", "sum", "multiset")
 multiset."""
 
 
-def group_precisions(predictions: DataFrame, Y1: DataFrame, Y2: DataFrame, k: int,
-                     n_labels: int) -> dict[str, list[float]]:
+def group_precisions(
+    predictions: DataFrame, Y1: DataFrame, Y2: DataFrame, k: int, n_labels: int
+) -> dict[str, list[float]]:
     """P@1..k of every criterion of :data:`CRITERIA` (fractions): :func:`group_metrics` with
     ``max`` and ``sum``, and :func:`multiset_precision`. Arguments as those; `n_labels` the label
     space of the predictions."""
@@ -140,4 +172,11 @@ def group_precisions(predictions: DataFrame, Y1: DataFrame, Y2: DataFrame, k: in
     return out
 
 
-__all__ = ["COMBINE", "CRITERIA", "group_metrics", "group_precisions", "group_predictions", "multiset_precision"]
+__all__ = [
+    "COMBINE",
+    "CRITERIA",
+    "group_metrics",
+    "group_precisions",
+    "group_predictions",
+    "multiset_precision",
+]

@@ -48,8 +48,9 @@ def inv_propensity(label_counts: np.ndarray, n: int, A: float = 0.55, B: float =
     return 1 + C * (np.asarray(label_counts, dtype=np.float64) + B) ** -A
 
 
-def _row_sums(true: Sequence[Sequence[int]], pred: Sequence[Sequence[int]], k: int,
-              inv_ps: np.ndarray) -> np.ndarray:
+def _row_sums(
+    true: Sequence[Sequence[int]], pred: Sequence[Sequence[int]], k: int, inv_ps: np.ndarray
+) -> np.ndarray:
     """Per-position sums over rows: [P (k), nDCG (k), PSP (k), best PSP (k)] as a (4, k) array."""
     out = np.zeros((4, k))
     discount = 1.0 / np.log2(np.arange(2, k + 2))
@@ -59,24 +60,25 @@ def _row_sums(true: Sequence[Sequence[int]], pred: Sequence[Sequence[int]], k: i
         t_set = set(int(x) for x in t)
         p = [int(x) for x in p[:k]]
         hits = np.zeros(k)
-        hits[:len(p)] = [1.0 if x in t_set else 0.0 for x in p]
+        hits[: len(p)] = [1.0 if x in t_set else 0.0 for x in p]
         cum_hits = np.cumsum(hits)
         out[0] += cum_hits / positions
         if t_set:
             idcg = cum_discount[np.minimum(np.arange(k), len(t_set) - 1)]
             out[1] += np.cumsum(hits * discount) / idcg
         gains = np.zeros(k)
-        gains[:len(p)] = [inv_ps[x] if x in t_set and x < len(inv_ps) else 0.0 for x in p]
+        gains[: len(p)] = [inv_ps[x] if x in t_set and x < len(inv_ps) else 0.0 for x in p]
         out[2] += np.cumsum(gains) / positions
         best = np.zeros(k)
         top = np.sort([inv_ps[x] for x in t_set if x < len(inv_ps)])[::-1][:k]
-        best[:len(top)] = top
+        best[: len(top)] = top
         out[3] += np.cumsum(best) / positions
     return out
 
 
-def metrics_from_lists(true: Sequence[Sequence[int]], pred: Sequence[Sequence[int]], k: int,
-                       inv_ps: np.ndarray) -> dict[str, list[float]]:
+def metrics_from_lists(
+    true: Sequence[Sequence[int]], pred: Sequence[Sequence[int]], k: int, inv_ps: np.ndarray
+) -> dict[str, list[float]]:
     """Single-node metrics over lists of true label ids and ranked predicted ids.
 
     Returns:
@@ -89,14 +91,21 @@ def metrics_from_lists(true: Sequence[Sequence[int]], pred: Sequence[Sequence[in
 
 def _finish(sums: np.ndarray, n: int) -> dict[str, list[float]]:
     psp = np.divide(sums[2], sums[3], out=np.zeros_like(sums[2]), where=sums[3] > 0)
-    return {"P": (sums[0] / max(n, 1)).tolist(), "nDCG": (sums[1] / max(n, 1)).tolist(),
-            "PSP": psp.tolist()}
+    return {
+        "P": (sums[0] / max(n, 1)).tolist(),
+        "nDCG": (sums[1] / max(n, 1)).tolist(),
+        "PSP": psp.tolist(),
+    }
 
 
-_PARTIAL = pa.schema([
-    pa.field("rows", pa.int64(), nullable=False),
-    pa.field("sums", pa.list_(pa.field("element", pa.float64(), nullable=False)), nullable=False),
-])
+_PARTIAL = pa.schema(
+    [
+        pa.field("rows", pa.int64(), nullable=False),
+        pa.field(
+            "sums", pa.list_(pa.field("element", pa.float64(), nullable=False)), nullable=False
+        ),
+    ]
+)
 
 
 def evaluate_frames(Y: DataFrame, predictions: DataFrame, k: int, inv_ps: np.ndarray) -> dict:
@@ -115,11 +124,14 @@ def evaluate_frames(Y: DataFrame, predictions: DataFrame, k: int, inv_ps: np.nda
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
     joined = Y.select(S.SAMPLE_ID, F.col(S.LABEL_IDS).alias("_true")).join(
-        predictions.select(S.SAMPLE_ID, F.col(S.LABEL_IDS).alias("_pred")), S.SAMPLE_ID, "left")
+        predictions.select(S.SAMPLE_ID, F.col(S.LABEL_IDS).alias("_pred")), S.SAMPLE_ID, "left"
+    )
     return evaluate_pairs(joined, "_true", "_pred", k, inv_ps)
 
 
-def evaluate_pairs(rows: DataFrame, true_col: str, pred_col: str, k: int, inv_ps: np.ndarray) -> dict:
+def evaluate_pairs(
+    rows: DataFrame, true_col: str, pred_col: str, k: int, inv_ps: np.ndarray
+) -> dict:
     """Metrics of a frame that holds each row's true labels and its ranked predictions side by side.
 
     Args:
@@ -141,13 +153,19 @@ def evaluate_pairs(rows: DataFrame, true_col: str, pred_col: str, k: int, inv_ps
             true = [t or [] for t in batch.column(0).to_pylist()]
             pred = [p or [] for p in batch.column(1).to_pylist()]
             sums = _row_sums(true, pred, k, inv_ps)
-            yield pa.RecordBatch.from_pydict({"rows": [len(true)], "sums": [sums.ravel().tolist()]},
-                                             schema=_PARTIAL)
+            yield pa.RecordBatch.from_pydict(
+                {"rows": [len(true)], "sums": [sums.ravel().tolist()]}, schema=_PARTIAL
+            )
 
-    parts = rows.select(true_col, pred_col).mapInArrow(
-        partial, from_arrow_schema(_PARTIAL)).collect()  # one row per batch
+    parts = (
+        rows.select(true_col, pred_col).mapInArrow(partial, from_arrow_schema(_PARTIAL)).collect()
+    )  # one row per batch
     n = sum(r["rows"] for r in parts)
-    sums = np.sum([np.asarray(r["sums"]).reshape(4, k) for r in parts], axis=0) if parts else np.zeros((4, k))
+    sums = (
+        np.sum([np.asarray(r["sums"]).reshape(4, k) for r in parts], axis=0)
+        if parts
+        else np.zeros((4, k))
+    )
     return {"n_samples": n, "k": k, **_finish(sums, n)}
 
 
@@ -159,6 +177,7 @@ def label_counts(Y: DataFrame, n_labels: int) -> tuple[np.ndarray, int]:
     each task counts its partition's label ids (``np.bincount``) and sends one dense int64
     vector (8 bytes per label), summed on the driver. Ids outside [0, n_labels) are not counted.
     """
+
     def count(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         counts, rows = np.zeros(n_labels, dtype=np.int64), 0
         for batch in batches:
@@ -166,8 +185,9 @@ def label_counts(Y: DataFrame, n_labels: int) -> tuple[np.ndarray, int]:
             ids = np.asarray(batch.column(0).flatten(), dtype=np.int64)
             ids = ids[(ids >= 0) & (ids < n_labels)]
             counts += np.bincount(ids, minlength=n_labels)
-        yield pa.RecordBatch.from_arrays([pa.array([rows], pa.int64()), pa.array([counts.tobytes()])],
-                                         schema=_COUNTS)
+        yield pa.RecordBatch.from_arrays(
+            [pa.array([rows], pa.int64()), pa.array([counts.tobytes()])], schema=_COUNTS
+        )
 
     counts, n = np.zeros(n_labels), 0
     for row in Y.select(S.LABEL_IDS).mapInArrow(count, from_arrow_schema(_COUNTS)).collect():
@@ -179,8 +199,10 @@ def label_counts(Y: DataFrame, n_labels: int) -> tuple[np.ndarray, int]:
 def table(result: dict) -> str:
     """Markdown table of a result of :func:`evaluate_frames` (values x 100)."""
     k = result["k"]
-    lines = ["| metric | " + " | ".join(f"@{i}" for i in range(1, k + 1)) + " |",
-             "|---|" + "---|" * k]
+    lines = [
+        "| metric | " + " | ".join(f"@{i}" for i in range(1, k + 1)) + " |",
+        "|---|" + "---|" * k,
+    ]
     for name in ("P", "nDCG", "PSP"):
         lines.append(f"| {name} | " + " | ".join(f"{100 * v:.2f}" for v in result[name]) + " |")
     return "\n".join(lines)

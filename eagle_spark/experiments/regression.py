@@ -58,8 +58,10 @@ class RegressionSetting:
         if self.n % self.g:
             raise ValueError(f"regression: n ({self.n}) must be a multiple of g ({self.g})")
         if self.n // self.g < self.d:
-            raise ValueError(f"regression: the baseline needs at least d={self.d} groups, "
-                             f"got n/g={self.n // self.g}")
+            raise ValueError(
+                f"regression: the baseline needs at least d={self.d} groups, "
+                f"got n/g={self.n // self.g}"
+            )
         for name in ("sigma1", "sigma_e"):
             if not np.isfinite(getattr(self, name)) or getattr(self, name) < 0:
                 raise ValueError(f"regression: {name} must be a finite number >= 0")
@@ -73,7 +75,9 @@ def least_squares(X: np.ndarray, Z: np.ndarray) -> np.ndarray:
     return np.linalg.lstsq(X, Z, rcond=None)[0]
 
 
-def simulate_once(setting: RegressionSetting, sigma2: float, rng: np.random.Generator) -> dict[str, float]:
+def simulate_once(
+    setting: RegressionSetting, sigma2: float, rng: np.random.Generator
+) -> dict[str, float]:
     """One draw of the data; returns the estimation errors ||B - B*||_F of the three estimators.
 
     Returns:
@@ -93,13 +97,17 @@ def simulate_once(setting: RegressionSetting, sigma2: float, rng: np.random.Gene
     X_sum = X.reshape(m, s.g, s.d).sum(axis=1)
     Z_sum = Z.reshape(m, s.g, s.l).sum(axis=1)
     B_a = least_squares(X_sum, Z_sum)
-    fitted = (X @ B_a).reshape(m, s.g, 1, s.l)                   # member i of group j: B_a^T x_i
-    residual = np.linalg.norm(Z.reshape(m, 1, s.g, s.l) - fitted, axis=3)  # (group, member, response)
-    best = residual.argmin(axis=1)                                # the member each response goes to
+    fitted = (X @ B_a).reshape(m, s.g, 1, s.l)  # member i of group j: B_a^T x_i
+    residual = np.linalg.norm(
+        Z.reshape(m, 1, s.g, s.l) - fitted, axis=3
+    )  # (group, member, response)
+    best = residual.argmin(axis=1)  # the member each response goes to
     X_b = X.reshape(m, s.g, s.d)[np.arange(m)[:, None], best].reshape(s.n, s.d)
     B_b = least_squares(X_b, Z)
-    return {name: float(np.linalg.norm(est - B)) for name, est in
-            (("oracle", B_o), ("baseline", B_a), ("assignment", B_b))}
+    return {
+        name: float(np.linalg.norm(est - B))
+        for name, est in (("oracle", B_o), ("baseline", B_a), ("assignment", B_b))
+    }
 
 
 def simulate(setting: Optional[RegressionSetting] = None, seed: int = 0) -> dict[str, Any]:
@@ -119,16 +127,29 @@ def simulate(setting: Optional[RegressionSetting] = None, seed: int = 0) -> dict
     setting = setting or RegressionSetting()
     rows = []
     for i, sigma2 in enumerate(setting.sigma2):
-        draws = [simulate_once(setting, float(sigma2), np.random.default_rng([seed, i, k]))
-                 for k in range(setting.seeds)]
-        err = {name: np.array([d[name] for d in draws]) for name in ("oracle", "baseline", "assignment")}
-        rms = {name: float(np.sqrt(np.mean(v ** 2))) for name, v in err.items()}
-        rows.append({
-            "sigma2": float(sigma2), "oracle_rms": rms["oracle"],
-            **{f"{name}_rel_rms": rms[name] / rms["oracle"] for name in ("baseline", "assignment")},
-            **{f"{name}_rel_rms_std": float(np.std(err[name] / err["oracle"]))
-               for name in ("baseline", "assignment")},
-        })
+        draws = [
+            simulate_once(setting, float(sigma2), np.random.default_rng([seed, i, k]))
+            for k in range(setting.seeds)
+        ]
+        err = {
+            name: np.array([d[name] for d in draws])
+            for name in ("oracle", "baseline", "assignment")
+        }
+        rms = {name: float(np.sqrt(np.mean(v**2))) for name, v in err.items()}
+        rows.append(
+            {
+                "sigma2": float(sigma2),
+                "oracle_rms": rms["oracle"],
+                **{
+                    f"{name}_rel_rms": rms[name] / rms["oracle"]
+                    for name in ("baseline", "assignment")
+                },
+                **{
+                    f"{name}_rel_rms_std": float(np.std(err[name] / err["oracle"]))
+                    for name in ("baseline", "assignment")
+                },
+            }
+        )
     return {"setting": dataclasses.asdict(setting), "seed": seed, "rows": rows}
 
 
@@ -138,16 +159,21 @@ def plot(result: dict[str, Any], path: str) -> None:
 
     fig, ax = new_figure(1)
     sig = [r["sigma2"] for r in result["rows"]]
-    for key, label, marker in (("baseline", "Baseline (no assignment)", "o"),
-                               ("assignment", "Assignment (EAGLE)", "s")):
+    for key, label, marker in (
+        ("baseline", "Baseline (no assignment)", "o"),
+        ("assignment", "Assignment (EAGLE)", "s"),
+    ):
         mean = np.array([r[f"{key}_rel_rms"] for r in result["rows"]])
         std = np.array([r[f"{key}_rel_rms_std"] for r in result["rows"]])
         ax[0].errorbar(sig, mean, yerr=std, marker=marker, capsize=3, label=label)
     ax[0].axhline(1.0, color="grey", lw=0.8, ls="--", label="oracle (known correspondences)")
     ax[0].set_ylim(bottom=0)
     s = result["setting"]
-    ax[0].set_title(f"Regression, g={s['g']}, n={s['n']}, d={s['d']}, l={s['l']}, "
-                    f"$\\sigma_1$={s['sigma1']}, $\\sigma_e$={s['sigma_e']}, {s['seeds']} seeds", fontsize=9)
+    ax[0].set_title(
+        f"Regression, g={s['g']}, n={s['n']}, d={s['d']}, l={s['l']}, "
+        f"$\\sigma_1$={s['sigma1']}, $\\sigma_e$={s['sigma_e']}, {s['seeds']} seeds",
+        fontsize=9,
+    )
     ax[0].set_xlabel("$\\sigma_2$ (within-group deviation)")
     ax[0].set_ylabel("Rel. RMS (estimator / oracle)")
     ax[0].legend(fontsize=8)
@@ -156,15 +182,21 @@ def plot(result: dict[str, Any], path: str) -> None:
 
 def markdown(result: dict[str, Any], figure: Optional[str] = None) -> str:
     """The result as a Markdown report (a table, and the figure when given)."""
-    lines = ["# Figure 2: Theorem 1's regression simulation", "",
-             "Rel. RMS = RMS error of the estimator / RMS error of least squares with the "
-             "correspondences known (lower is better; 1 = the oracle).", ""]
+    lines = [
+        "# Figure 2: Theorem 1's regression simulation",
+        "",
+        "Rel. RMS = RMS error of the estimator / RMS error of least squares with the "
+        "correspondences known (lower is better; 1 = the oracle).",
+        "",
+    ]
     if figure:
         lines += [f"![Figure 2]({figure})", ""]
     lines += ["| sigma_2 | Baseline | Assignment |", "|---|---|---|"]
     for r in result["rows"]:
-        lines.append(f"| {r['sigma2']:g} | {r['baseline_rel_rms']:.3f} ± {r['baseline_rel_rms_std']:.3f} "
-                     f"| {r['assignment_rel_rms']:.3f} ± {r['assignment_rel_rms_std']:.3f} |")
+        lines.append(
+            f"| {r['sigma2']:g} | {r['baseline_rel_rms']:.3f} ± {r['baseline_rel_rms_std']:.3f} "
+            f"| {r['assignment_rel_rms']:.3f} ± {r['assignment_rel_rms_std']:.3f} |"
+        )
     return "\n".join(lines)
 
 
@@ -187,4 +219,12 @@ def run(setting: Optional[RegressionSetting], output: str, seed: int = 0) -> dic
     return result
 
 
-__all__ = ["RegressionSetting", "least_squares", "markdown", "plot", "run", "simulate", "simulate_once"]
+__all__ = [
+    "RegressionSetting",
+    "least_squares",
+    "markdown",
+    "plot",
+    "run",
+    "simulate",
+    "simulate_once",
+]

@@ -17,24 +17,38 @@ def report_markdown(read: Callable[[str], Optional[str]]) -> str:
     from eagle_spark.experiments.regression import markdown as regression_markdown
     from eagle_spark.experiments.xmc import ablation_markdown, table2_markdown
 
-    parts = ["# Experiments", "",
-             "Reproductions of the paper's Table 2, Figure 3 and Figure 2 (docs/experiments.md says how). "
-             "Values in percent unless said otherwise.", ""]
+    parts = [
+        "# Experiments",
+        "",
+        "Reproductions of the paper's Table 2, Figure 3 and Figure 2 (docs/experiments.md says how). "
+        "Values in percent unless said otherwise.",
+        "",
+    ]
     found = False
     table2 = read("table2.json")
     if table2 is not None:
         res = json.loads(table2)
-        parts += ["## Table 2: Oracle, Baseline, EAGLE-0, EAGLE", "",
-                  f"Classifier: {res['model']}; evaluated on the {res['evaluated_on']}.", "",
-                  table2_markdown(res), ""]
+        parts += [
+            "## Table 2: Oracle, Baseline, EAGLE-0, EAGLE",
+            "",
+            f"Classifier: {res['model']}; evaluated on the {res['evaluated_on']}.",
+            "",
+            table2_markdown(res),
+            "",
+        ]
         found = True
     for axis in _AXES:
         text = read(f"ablation_{axis}.json")
         if text is not None:
             out = json.loads(text)
-            parts += [f"## Figure 3: ablation over {axis}", "",
-                      f"Classifier: {out['result']['model']}; evaluated on the {out['result']['evaluated_on']}.",
-                      "", ablation_markdown(out, f"ablation_{axis}.png"), ""]
+            parts += [
+                f"## Figure 3: ablation over {axis}",
+                "",
+                f"Classifier: {out['result']['model']}; evaluated on the {out['result']['evaluated_on']}.",
+                "",
+                ablation_markdown(out, f"ablation_{axis}.png"),
+                "",
+            ]
             found = True
     text = read("regression.json")
     if text is not None:

@@ -33,7 +33,14 @@ from eagle_spark.experiments.report import refresh
 from eagle_spark.experiments.xmc import Grouping, _split_stage, _write
 from eagle_spark.ml.selection import CRITERION, K, precision_row, selection_score
 from eagle_spark.params import Settings, candidate_changes
-from eagle_spark.pipeline import Pipeline, Stage, check_inputs, ingest_inputs, open_run, run_pipeline
+from eagle_spark.pipeline import (
+    Pipeline,
+    Stage,
+    check_inputs,
+    ingest_inputs,
+    open_run,
+    run_pipeline,
+)
 
 log = logging.getLogger(__name__)
 
@@ -45,9 +52,16 @@ AGREEMENT_P5 = 0.5
 the best candidate's (percentage points)."""
 
 
-def select(spark: SparkSession, settings: Settings, groupings: Sequence[str], output: str,
-           candidates: Sequence[str] = tuple(CANDIDATES), held_out: float = 0.2, criterion: str = CRITERION,
-           force: bool = False) -> dict[str, Any]:
+def select(
+    spark: SparkSession,
+    settings: Settings,
+    groupings: Sequence[str],
+    output: str,
+    candidates: Sequence[str] = tuple(CANDIDATES),
+    held_out: float = 0.2,
+    criterion: str = CRITERION,
+    force: bool = False,
+) -> dict[str, Any]:
     """Score every candidate on held-out groups of every grouping and choose by group labels alone.
 
     Args:
@@ -83,19 +97,27 @@ def select(spark: SparkSession, settings: Settings, groupings: Sequence[str], ou
     if not groupings:
         raise BadInputError("give at least one grouping (e.g. R-4)")
     parsed = [Grouping.parse(g, settings.aggregate.depth) for g in groupings]
-    outer = settings.replace("pipeline", output=output, until="assign", test=None, test_dataset=None)
+    outer = settings.replace(
+        "pipeline", output=output, until="assign", test=None, test_dataset=None
+    )
     pipe = Pipeline(spark, outer, force)
     check_inputs(pipe)
     results: dict[str, Any] = {}
     with open_run(pipe):
         train_data, _ = ingest_inputs(pipe)
         for g in parsed:
-            results[g.name] = _select_grouping(spark, g.apply(outer), pipe, g, train_data, candidates,
-                                               held_out, criterion, force)
+            results[g.name] = _select_grouping(
+                spark, g.apply(outer), pipe, g, train_data, candidates, held_out, criterion, force
+            )
     agreeing = [r["agrees"] for r in results.values() if r["agrees"] is not None]
-    out = {"output": output, "held_out": held_out, "criterion": criterion, "candidates": list(candidates),
-           "groupings": results,
-           "agreement": (sum(agreeing) / len(agreeing)) if agreeing else None}
+    out = {
+        "output": output,
+        "held_out": held_out,
+        "criterion": criterion,
+        "candidates": list(candidates),
+        "groupings": results,
+        "agreement": (sum(agreeing) / len(agreeing)) if agreeing else None,
+    }
     base = output.rstrip("/")
     _write(spark, f"{base}/select.json", (strict_json(out, indent=2) + "\n").encode())
     _write(spark, f"{base}/select.md", (select_markdown(out) + "\n").encode())
@@ -104,17 +126,38 @@ def select(spark: SparkSession, settings: Settings, groupings: Sequence[str], ou
     return out
 
 
-def _select_grouping(spark: SparkSession, settings: Settings, pipe: Pipeline, g: Grouping, train_data: str,
-                     candidates: Sequence[str], held_out: float, criterion: str, force: bool) -> dict[str, Any]:
+def _select_grouping(
+    spark: SparkSession,
+    settings: Settings,
+    pipe: Pipeline,
+    g: Grouping,
+    train_data: str,
+    candidates: Sequence[str],
+    held_out: float,
+    criterion: str,
+    force: bool,
+) -> dict[str, Any]:
     """One grouping: aggregate, split the groups, run every candidate, choose."""
     from eagle_spark.io.tables import has_table, read_manifest, read_table
     from eagle_spark.pipeline import _aggregate
 
     agg = pipe.path("groupings", g.name, "data", "aggregated")
-    pipe.run_stage(Stage(f"aggregate_{g.name}", agg, [train_data], settings.aggregate.to_dict(),
-                         lambda ow: _aggregate(spark, train_data, agg, settings, ow), "n_groups"))
-    sub = Pipeline(spark, settings.replace("pipeline", output=pipe.path("groupings", g.name)), force)
-    fit, held = _split_stage(sub, agg, held_out, settings.aggregate.seed, by="group", names=("fit", "held"))
+    pipe.run_stage(
+        Stage(
+            f"aggregate_{g.name}",
+            agg,
+            [train_data],
+            settings.aggregate.to_dict(),
+            lambda ow: _aggregate(spark, train_data, agg, settings, ow),
+            "n_groups",
+        )
+    )
+    sub = Pipeline(
+        spark, settings.replace("pipeline", output=pipe.path("groupings", g.name)), force
+    )
+    fit, held = _split_stage(
+        sub, agg, held_out, settings.aggregate.seed, by="group", names=("fit", "held")
+    )
     known = has_table(spark, held, S.Y)
     Y1, Y2 = read_table(spark, held, S.Y1), read_table(spark, held, S.Y2)
     n_labels = int(read_manifest(spark, held)["n_labels"])
@@ -123,8 +166,16 @@ def _select_grouping(spark: SparkSession, settings: Settings, pipe: Pipeline, g:
         changes = candidate_changes(cand)
         method = changes["method"]
         run = settings.replace("assign", **changes).replace(
-            "pipeline", output=pipe.path("groupings", g.name, "runs", cand), train=None, test=None, dataset=fit,
-            test_dataset=held, aggregate=False, methods=(method,), until="evaluate" if known else "predict")
+            "pipeline",
+            output=pipe.path("groupings", g.name, "runs", cand),
+            train=None,
+            test=None,
+            dataset=fit,
+            test_dataset=held,
+            aggregate=False,
+            methods=(method,),
+            until="evaluate" if known else "predict",
+        )
         log.info("select %s: candidate %s", g.name, cand)
         res = run_pipeline(spark, run, force=force)
         preds = spark.read.parquet(f"{run.pipeline.output}/predictions/{method}/predictions")
@@ -132,34 +183,53 @@ def _select_grouping(spark: SparkSession, settings: Settings, pipe: Pipeline, g:
         if known:
             m = res["comparison"]["methods"][method]
             row |= {f"sample P@{k}": m["P_percent"][k - 1] for k in K}
-            row |= {"sample PSP@5": m["PSP_percent"][4],
-                    "assignment precision": m.get("assignment_precision_percent")}
+            row |= {
+                "sample PSP@5": m["PSP_percent"][4],
+                "assignment precision": m.get("assignment_precision_percent"),
+            }
         rows[cand] = row
-    chosen = max(candidates, key=lambda c: (selection_score(rows[c], criterion), -list(candidates).index(c)))
+    chosen = max(
+        candidates, key=lambda c: (selection_score(rows[c], criterion), -list(candidates).index(c))
+    )
     sample_best, agrees = None, None
     if known:
-        sample_best = max(candidates, key=lambda c: (rows[c]["sample P@5"], -list(candidates).index(c)))
+        sample_best = max(
+            candidates, key=lambda c: (rows[c]["sample P@5"], -list(candidates).index(c))
+        )
         agrees = rows[chosen]["sample P@5"] >= rows[sample_best]["sample P@5"] - AGREEMENT_P5
     return {"candidates": rows, "chosen": chosen, "sample_best": sample_best, "agrees": agrees}
 
 
 def select_markdown(result: dict[str, Any]) -> str:
     """One table per grouping: each candidate's group-level (and sample-level) scores, the choice."""
-    lines = [f"Held-out groups: {100 * result['held_out']:g}%; chosen by the mean of {result['criterion']} "
-             "P@1/3/5 (max / sum: the members' scores of a label combined, the group's top k against its "
-             "labels; multiset: the members' top k against Y2's counts).", ""]
+    lines = [
+        f"Held-out groups: {100 * result['held_out']:g}%; chosen by the mean of {result['criterion']} "
+        "P@1/3/5 (max / sum: the members' scores of a label combined, the group's top k against its "
+        "labels; multiset: the members' top k against Y2's counts).",
+        "",
+    ]
     for name, res in result["groupings"].items():
         cols = list(next(iter(res["candidates"].values())).keys())
-        lines += [f"### {name}", "", "| candidate | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
+        lines += [
+            f"### {name}",
+            "",
+            "| candidate | " + " | ".join(cols) + " |",
+            "|---|" + "---|" * len(cols),
+        ]
         for cand, row in res["candidates"].items():
             mark = " (chosen)" if cand == res["chosen"] else ""
             mark += " (best by sample P@5)" if cand == res["sample_best"] else ""
-            lines.append(f"| {cand}{mark} | " + " | ".join("–" if row[c] is None else f"{row[c]:.2f}"
-                                                           for c in cols) + " |")
+            lines.append(
+                f"| {cand}{mark} | "
+                + " | ".join("–" if row[c] is None else f"{row[c]:.2f}" for c in cols)
+                + " |"
+            )
         lines.append("")
     if result["agreement"] is not None:
-        lines.append(f"Group-level choice within {AGREEMENT_P5} sample P@5 of the sample-level best: "
-                     f"{100 * result['agreement']:.0f}% of groupings.")
+        lines.append(
+            f"Group-level choice within {AGREEMENT_P5} sample P@5 of the sample-level best: "
+            f"{100 * result['agreement']:.0f}% of groupings."
+        )
     return "\n".join(lines)
 
 

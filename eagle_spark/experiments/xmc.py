@@ -33,11 +33,21 @@ from typing import Any, Optional, Sequence
 from pyspark.sql import SparkSession
 
 from eagle_spark.errors import BadInputError, strict_json
-from eagle_spark.io.fs import FileSystem, atomic_output
 from eagle_spark.experiments.report import refresh
+from eagle_spark.io.fs import FileSystem, atomic_output
 from eagle_spark.params import Settings
-from eagle_spark.pipeline import (METHOD_NAMES, METHODS, Pipeline, Stage, check_inputs, classify,
-                                  ingest_inputs, open_run, percent_row, run_pipeline)
+from eagle_spark.pipeline import (
+    METHOD_NAMES,
+    METHODS,
+    Pipeline,
+    Stage,
+    check_inputs,
+    classify,
+    ingest_inputs,
+    open_run,
+    percent_row,
+    run_pipeline,
+)
 
 log = logging.getLogger(__name__)
 
@@ -74,8 +84,10 @@ class Grouping:
         """
         m = _NAME.match(text.strip())
         if m is None:
-            raise BadInputError(f"grouping {text!r} is not R-<g>, C, C-<depth> or C-<depth>-n<noise> "
-                                "(e.g. R-4, R-10, C-8, C-8-n0.5)")
+            raise BadInputError(
+                f"grouping {text!r} is not R-<g>, C, C-<depth> or C-<depth>-n<noise> "
+                "(e.g. R-4, R-10, C-8, C-8-n0.5)"
+            )
         if m.group("size") is not None:
             size = int(m.group("size"))
             if size < 1:
@@ -83,7 +95,9 @@ class Grouping:
             return cls(f"R-{size}", "random", group_size=size)
         depth = int(m.group("depth")) if m.group("depth") is not None else default_depth
         noise = float(m.group("noise") or 0.0)
-        return cls(f"C-{depth}" + (f"-n{noise:g}" if noise else ""), "cluster", depth=depth, noise=noise)
+        return cls(
+            f"C-{depth}" + (f"-n{noise:g}" if noise else ""), "cluster", depth=depth, noise=noise
+        )
 
     def apply(self, settings: Settings) -> Settings:
         """`settings` with the ``aggregate`` section of this grouping."""
@@ -112,19 +126,37 @@ def axis_groupings(axis: str, values: Sequence[float], settings: Settings) -> li
         if axis == "noise":
             if not v >= 0:
                 raise BadInputError(f"ablation noise: values must be >= 0, got {v:g}")
-            out.append(Grouping.parse(f"C-{settings.aggregate.depth}-n{v:g}" if v else
-                                      f"C-{settings.aggregate.depth}", settings.aggregate.depth))
+            out.append(
+                Grouping.parse(
+                    f"C-{settings.aggregate.depth}-n{v:g}"
+                    if v
+                    else f"C-{settings.aggregate.depth}",
+                    settings.aggregate.depth,
+                )
+            )
         else:
             if v != int(v) or v < (1 if axis == "group-size" else 0):
-                raise BadInputError(f"ablation {axis}: values must be whole numbers >= "
-                                    f"{1 if axis == 'group-size' else 0}, got {v:g}")
-            out.append(Grouping.parse(f"R-{int(v)}" if axis == "group-size" else f"C-{int(v)}",
-                                      settings.aggregate.depth))
+                raise BadInputError(
+                    f"ablation {axis}: values must be whole numbers >= "
+                    f"{1 if axis == 'group-size' else 0}, got {v:g}"
+                )
+            out.append(
+                Grouping.parse(
+                    f"R-{int(v)}" if axis == "group-size" else f"C-{int(v)}",
+                    settings.aggregate.depth,
+                )
+            )
     return out
 
 
-def _split_stage(pipe: Pipeline, train_data: str, validation: float, seed: int,
-                 by: str = "sample", names: tuple[str, str] = ("fit", "validation")) -> tuple[str, str]:
+def _split_stage(
+    pipe: Pipeline,
+    train_data: str,
+    validation: float,
+    seed: int,
+    by: str = "sample",
+    names: tuple[str, str] = ("fit", "validation"),
+) -> tuple[str, str]:
     """Stages ``split_<name>``: `train_data` cut by a seeded hash (a share `validation` held out)
     into ``data/<names[0]>`` and ``data/<names[1]>`` (:meth:`eagle_spark.ml.Dataset.split`:
     ``by=sample`` the validation split of table2, ``by=group`` the held-out groups of ``experiment
@@ -134,16 +166,33 @@ def _split_stage(pipe: Pipeline, train_data: str, validation: float, seed: int,
     out = {}
     for name, held in zip(names, (False, True)):
         path = pipe.path("data", name)
-        pipe.run_stage(Stage(f"split_{name}", path, [train_data], {"validation": validation, "seed": seed, "by": by},
-                             lambda ow, path=path, held=held: Dataset.load(pipe.spark, train_data).split_part(
-                                 path, validation, seed, by, held, overwrite=ow).manifest, "n_samples"))
+        pipe.run_stage(
+            Stage(
+                f"split_{name}",
+                path,
+                [train_data],
+                {"validation": validation, "seed": seed, "by": by},
+                lambda ow, path=path, held=held: (
+                    Dataset.load(pipe.spark, train_data)
+                    .split_part(path, validation, seed, by, held, overwrite=ow)
+                    .manifest
+                ),
+                "n_samples",
+            )
+        )
         out[name] = path
     return out[names[0]], out[names[1]]
 
 
-def run_groupings(spark: SparkSession, settings: Settings, groupings: Sequence[Grouping], output: str,
-                  methods: Sequence[str] = METHODS, validation: float = 0.0,
-                  force: bool = False) -> dict[str, Any]:
+def run_groupings(
+    spark: SparkSession,
+    settings: Settings,
+    groupings: Sequence[Grouping],
+    output: str,
+    methods: Sequence[str] = METHODS,
+    validation: float = 0.0,
+    force: bool = False,
+) -> dict[str, Any]:
     """Train and evaluate the Oracle once and every method on every grouping (Table 2's numbers).
 
     Args:
@@ -182,21 +231,35 @@ def run_groupings(spark: SparkSession, settings: Settings, groupings: Sequence[G
         train_data, test_data = ingest_inputs(pipe)
         fit_data = train_data
         if validation > 0:
-            fit_data, test_data = _split_stage(pipe, train_data, validation, settings.aggregate.seed)
+            fit_data, test_data = _split_stage(
+                pipe, train_data, validation, settings.aggregate.seed
+            )
         oracle = classify(pipe, "oracle", fit_data, test_data, fit_data)
         results: dict[str, Any] = {}
         for g in groupings:
             run_settings = g.apply(settings).replace(
-                "pipeline", output=pipe.path("groupings", g.name), train=None, test=None,
-                dataset=fit_data, test_dataset=test_data, aggregate=True)
+                "pipeline",
+                output=pipe.path("groupings", g.name),
+                train=None,
+                test=None,
+                dataset=fit_data,
+                test_dataset=test_data,
+                aggregate=True,
+            )
             log.info("experiment: grouping %s -> %s", g.name, run_settings.pipeline.output)
             res = run_pipeline(spark, run_settings, force=force)
-            results[g.name] = {m: {k: v for k, v in row.items() if k != "name"}
-                               for m, row in res["comparison"]["methods"].items()}
-    return {"output": output, "validation": validation,
-            "evaluated_on": "validation split of train" if validation > 0 else "test set",
-            "model": settings.train.model, "oracle": percent_row(oracle.get("metrics"), None),
-            "groupings": results}
+            results[g.name] = {
+                m: {k: v for k, v in row.items() if k != "name"}
+                for m, row in res["comparison"]["methods"].items()
+            }
+    return {
+        "output": output,
+        "validation": validation,
+        "evaluated_on": "validation split of train" if validation > 0 else "test set",
+        "model": settings.train.model,
+        "oracle": percent_row(oracle.get("metrics"), None),
+        "groupings": results,
+    }
 
 
 def decrement(oracle: float, value: float) -> float:
@@ -215,20 +278,28 @@ def table2_markdown(result: dict[str, Any]) -> str:
     columns Oracle, Baseline, EAGLE-0, EAGLE (every value in percent)."""
     methods = [m for m in METHODS if any(m in rows for rows in result["groupings"].values())]
     header = ["Oracle"] + [METHOD_NAMES[m] for m in methods]
-    lines = ["| grouping | metric | " + " | ".join(header) + " |", "|---|---|" + "---|" * len(header)]
+    lines = [
+        "| grouping | metric | " + " | ".join(header) + " |",
+        "|---|---|" + "---|" * len(header),
+    ]
     oracle = result["oracle"]
     fmt = lambda v: "–" if v is None else f"{v:.2f}"  # noqa: E731
     for name, rows in result["groupings"].items():
         first = name
         k = len(oracle["P_percent"])
-        for key, label, at in [("P_percent", f"P@{a}", a) for a in (1, 3, 5) if a <= k] + \
-                              [("PSP_percent", f"PSP@{k}", k)]:
-            cells = [oracle[key][at - 1]] + [rows[m][key][at - 1] if m in rows and len(rows[m][key]) >= at
-                                             else None for m in methods]
+        for key, label, at in [("P_percent", f"P@{a}", a) for a in (1, 3, 5) if a <= k] + [
+            ("PSP_percent", f"PSP@{k}", k)
+        ]:
+            cells = [oracle[key][at - 1]] + [
+                rows[m][key][at - 1] if m in rows and len(rows[m][key]) >= at else None
+                for m in methods
+            ]
             lines.append(f"| {first} | {label} | " + " | ".join(fmt(c) for c in cells) + " |")
             first = ""
-        for key, label in (("assignment_precision_percent", "assignment precision"),
-                           ("assignment_recall_percent", "assignment recall")):
+        for key, label in (
+            ("assignment_precision_percent", "assignment precision"),
+            ("assignment_recall_percent", "assignment recall"),
+        ):
             cells = [None] + [rows.get(m, {}).get(key) for m in methods]
             lines.append(f"| | {label} | " + " | ".join(fmt(c) for c in cells) + " |")
     return "\n".join(lines)
@@ -240,8 +311,15 @@ def _write(spark: SparkSession, path: str, data: bytes) -> None:
         FileSystem(spark).write_bytes(tmp, data)
 
 
-def table2(spark: SparkSession, settings: Settings, groupings: Sequence[str], output: str,
-           methods: Sequence[str] = METHODS, validation: float = 0.0, force: bool = False) -> dict[str, Any]:
+def table2(
+    spark: SparkSession,
+    settings: Settings,
+    groupings: Sequence[str],
+    output: str,
+    methods: Sequence[str] = METHODS,
+    validation: float = 0.0,
+    force: bool = False,
+) -> dict[str, Any]:
     """Table 2: Oracle, Baseline, EAGLE-0 and EAGLE on every grouping; writes ``table2.json``,
     ``table2.md`` and ``report.md`` in `output`. Arguments as :func:`run_groupings` (groupings by
     name, e.g. ``["R-4", "R-10", "C-8"]``). Returns the result of :func:`run_groupings`.
@@ -252,15 +330,25 @@ def table2(spark: SparkSession, settings: Settings, groupings: Sequence[str], ou
     parsed = [Grouping.parse(g, settings.aggregate.depth) for g in groupings]
     result = run_groupings(spark, settings, parsed, output, methods, validation, force)
     md = table2_markdown(result)
-    _write(spark, f"{output.rstrip('/')}/table2.json", (strict_json(result, indent=2) + "\n").encode())
+    _write(
+        spark, f"{output.rstrip('/')}/table2.json", (strict_json(result, indent=2) + "\n").encode()
+    )
     _write(spark, f"{output.rstrip('/')}/table2.md", (md + "\n").encode())
     refresh(spark, output)
     log.info("table 2 -> %s/table2.md:\n%s", output.rstrip("/"), md)
     return result
 
 
-def ablation(spark: SparkSession, settings: Settings, axis: str, values: Sequence[float], output: str,
-             methods: Sequence[str] = METHODS, validation: float = 0.0, force: bool = False) -> dict[str, Any]:
+def ablation(
+    spark: SparkSession,
+    settings: Settings,
+    axis: str,
+    values: Sequence[float],
+    output: str,
+    methods: Sequence[str] = METHODS,
+    validation: float = 0.0,
+    force: bool = False,
+) -> dict[str, Any]:
     """Figure 3: the percentage decrement of P@1/3/5 over the Oracle for each method as `axis`
     varies; writes ``ablation_<axis>.json``, ``ablation_<axis>.png`` and ``report.md``.
 
@@ -280,10 +368,24 @@ def ablation(spark: SparkSession, settings: Settings, axis: str, values: Sequenc
     oracle = result["oracle"]["P_percent"]
     dec: dict[str, dict[str, list]] = {}
     for m in methods:
-        dec[m] = {f"P@{a}": [round(decrement(oracle[a - 1], result["groupings"][g.name][m]["P_percent"][a - 1]), 2)
-                             for g in groupings] for a in (1, 3, 5) if a <= len(oracle)}
-    out = {"axis": axis, "values": [float(v) for v in values], "groupings": [g.name for g in groupings],
-           "oracle_P_percent": oracle, "decrement_percent": dec, "result": result}
+        dec[m] = {
+            f"P@{a}": [
+                round(
+                    decrement(oracle[a - 1], result["groupings"][g.name][m]["P_percent"][a - 1]), 2
+                )
+                for g in groupings
+            ]
+            for a in (1, 3, 5)
+            if a <= len(oracle)
+        }
+    out = {
+        "axis": axis,
+        "values": [float(v) for v in values],
+        "groupings": [g.name for g in groupings],
+        "oracle_P_percent": oracle,
+        "decrement_percent": dec,
+        "result": result,
+    }
     base = output.rstrip("/")
     _write(spark, f"{base}/ablation_{axis}.json", (strict_json(out, indent=2) + "\n").encode())
     _write(spark, f"{base}/ablation_{axis}.png", ablation_png(out))
@@ -291,8 +393,11 @@ def ablation(spark: SparkSession, settings: Settings, axis: str, values: Sequenc
     return out
 
 
-_XLABEL = {"group-size": "random group size g", "depth": "cluster depth D (2^D groups)",
-           "noise": "clustering noise sigma (heterogeneity within a group)"}
+_XLABEL = {
+    "group-size": "random group size g",
+    "depth": "cluster depth D (2^D groups)",
+    "noise": "clustering noise sigma (heterogeneity within a group)",
+}
 
 
 def ablation_png(out: dict[str, Any]) -> bytes:
@@ -304,11 +409,18 @@ def ablation_png(out: dict[str, Any]) -> bytes:
     for ax, metric in zip(axes, metrics):
         for m, marker in zip(METHODS, ("o", "^", "D", "s")):
             if m in out["decrement_percent"]:
-                ax.plot(out["values"], out["decrement_percent"][m][metric], marker=marker, label=METHOD_NAMES[m])
+                ax.plot(
+                    out["values"],
+                    out["decrement_percent"][m][metric],
+                    marker=marker,
+                    label=METHOD_NAMES[m],
+                )
         ax.axhline(0.0, color="grey", lw=0.8, ls="--")
         ax.set_xlabel(_XLABEL[out["axis"]])
         ax.set_ylabel(f"{metric} decrement over the Oracle (%)")
-        ax.set_title(f"{metric} (Oracle {out['oracle_P_percent'][int(metric[2:]) - 1]:.2f})", fontsize=10)
+        ax.set_title(
+            f"{metric} (Oracle {out['oracle_P_percent'][int(metric[2:]) - 1]:.2f})", fontsize=10
+        )
         if out["axis"] == "depth" or out["axis"] == "group-size":
             ax.set_xticks(out["values"])
         ax.legend(fontsize=8)
@@ -322,17 +434,36 @@ def ablation_markdown(out: dict[str, Any], figure: Optional[str]) -> str:
     lines = []
     if figure:
         lines += [f"![{out['axis']}]({figure})", ""]
-    lines += ["Percentage decrement of P@k over the Oracle (lower is better; 0 = as good as the Oracle).", "",
-              "| " + out["axis"] + " | grouping | metric | " +
-              " | ".join(METHOD_NAMES[m] for m in out["decrement_percent"]) + " |",
-              "|---|---|---|" + "---|" * len(out["decrement_percent"])]
+    lines += [
+        "Percentage decrement of P@k over the Oracle (lower is better; 0 = as good as the Oracle).",
+        "",
+        "| "
+        + out["axis"]
+        + " | grouping | metric | "
+        + " | ".join(METHOD_NAMES[m] for m in out["decrement_percent"])
+        + " |",
+        "|---|---|---|" + "---|" * len(out["decrement_percent"]),
+    ]
     for i, (value, name) in enumerate(zip(out["values"], out["groupings"])):
         for metric in next(iter(out["decrement_percent"].values())):
-            lines.append(f"| {value:g} | {name} | {metric} | " + " | ".join(
-                f"{d[metric][i]:.2f}" for d in out["decrement_percent"].values()) + " |")
+            lines.append(
+                f"| {value:g} | {name} | {metric} | "
+                + " | ".join(f"{d[metric][i]:.2f}" for d in out["decrement_percent"].values())
+                + " |"
+            )
     lines += ["", "P@k in percent:", "", table2_markdown(out["result"])]
     return "\n".join(lines)
 
 
-__all__ = ["AXES", "Grouping", "ablation", "ablation_markdown", "ablation_png", "axis_groupings", "decrement",
-           "run_groupings", "table2", "table2_markdown"]
+__all__ = [
+    "AXES",
+    "Grouping",
+    "ablation",
+    "ablation_markdown",
+    "ablation_png",
+    "axis_groupings",
+    "decrement",
+    "run_groupings",
+    "table2",
+    "table2_markdown",
+]

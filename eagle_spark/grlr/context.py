@@ -51,7 +51,9 @@ class Context:
         ptr, _ = self.rows_of_groups(groups, rows=False)
         return np.diff(ptr)
 
-    def rows_of_groups(self, groups: np.ndarray, rows: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    def rows_of_groups(
+        self, groups: np.ndarray, rows: bool = True
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Members of each group in `groups`: (ptr (len+1,), rows), groups in the given order.
 
         Raises:
@@ -71,8 +73,13 @@ class Context:
         return ptr, self.member_rows[starts + np.arange(ptr[-1])]
 
 
-def context_arrays(sample_ids: np.ndarray, X: sp.csr_matrix, groups: np.ndarray, members: np.ndarray,
-                   normalize: bool) -> dict[str, np.ndarray]:
+def context_arrays(
+    sample_ids: np.ndarray,
+    X: sp.csr_matrix,
+    groups: np.ndarray,
+    members: np.ndarray,
+    normalize: bool,
+) -> dict[str, np.ndarray]:
     """The arrays of a :class:`Context` from X's rows and Y1's (group, member) rows.
 
     Args:
@@ -86,14 +93,23 @@ def context_arrays(sample_ids: np.ndarray, X: sp.csr_matrix, groups: np.ndarray,
     X = l2_normalize_rows(X, np.float64) if normalize else sp.csr_matrix(X, dtype=np.float64)
     rows = np.searchsorted(sample_ids, members)
     rows_c = np.minimum(rows, max(len(sample_ids) - 1, 0))
-    bad = (rows >= len(sample_ids)) | (sample_ids[rows_c] != members) if len(sample_ids) else rows >= 0
+    bad = (
+        (rows >= len(sample_ids)) | (sample_ids[rows_c] != members)
+        if len(sample_ids)
+        else rows >= 0
+    )
     if bad.any():
         raise ValueError(f"sample_id {int(members[bad][0])} of Y1 is not in X")
     order = np.lexsort((rows, groups))
     groups, rows = groups[order], rows[order]
     group_ids, starts = np.unique(groups, return_index=True)
-    return {"sample_ids": sample_ids, **sparse_arrays(X, "X"), "group_ids": group_ids,
-            "group_ptr": np.append(starts, len(groups)).astype(np.int64), "member_rows": rows}
+    return {
+        "sample_ids": sample_ids,
+        **sparse_arrays(X, "X"),
+        "group_ids": group_ids,
+        "group_ptr": np.append(starts, len(groups)).astype(np.int64),
+        "member_rows": rows,
+    }
 
 
 def context_of_members(members: pa.Table, n_features: int, normalize: bool) -> Context:
@@ -118,9 +134,12 @@ def context_of_members(members: pa.Table, n_features: int, normalize: bool) -> C
     keep = np.flatnonzero(first)
     unique_rows = members.select([S.FEAT_IDX, S.FEAT_VAL]).take(pa.array(keep))
     X = csr_from_arrow(unique_rows.column(S.FEAT_IDX), unique_rows.column(S.FEAT_VAL), n_features)
-    a = context_arrays(ids[keep], X, np.asarray(members.column(S.GROUP_ID), dtype=np.int64), ids,
-                       normalize)
-    return Context(a["sample_ids"], sparse_from(a, "X"), a["group_ids"], a["group_ptr"], a["member_rows"])
+    a = context_arrays(
+        ids[keep], X, np.asarray(members.column(S.GROUP_ID), dtype=np.int64), ids, normalize
+    )
+    return Context(
+        a["sample_ids"], sparse_from(a, "X"), a["group_ids"], a["group_ptr"], a["member_rows"]
+    )
 
 
 def load_context(dataset: str, n_features: int, normalize: bool) -> Context:
@@ -141,11 +160,22 @@ def load_context(dataset: str, n_features: int, normalize: bool) -> Context:
         sample_ids, X = read_x(dataset, n_features)
         fs, root = filesystem_for(dataset)
         y1 = pq.read_table(f"{root}/{S.Y1}", filesystem=fs, columns=[S.SAMPLE_ID, S.GROUP_ID])
-        return context_arrays(sample_ids, X, np.asarray(y1.column(S.GROUP_ID), dtype=np.int64),
-                              np.asarray(y1.column(S.SAMPLE_ID), dtype=np.int64), normalize)
+        return context_arrays(
+            sample_ids,
+            X,
+            np.asarray(y1.column(S.GROUP_ID), dtype=np.int64),
+            np.asarray(y1.column(S.SAMPLE_ID), dtype=np.int64),
+            normalize,
+        )
 
-    return shared_state("grlr", key, build, lambda a: Context(
-        a["sample_ids"], sparse_from(a, "X"), a["group_ids"], a["group_ptr"], a["member_rows"]))
+    return shared_state(
+        "grlr",
+        key,
+        build,
+        lambda a: Context(
+            a["sample_ids"], sparse_from(a, "X"), a["group_ids"], a["group_ptr"], a["member_rows"]
+        ),
+    )
 
 
 # ---------------------------------------------------------------- the joined path (embed.x_access)
@@ -161,8 +191,15 @@ def cache_bytes(n_nonzeros: int, n_rows: int, n_y1: int, bytes_per_nonzero: int 
     return bytes_per_nonzero * n_nonzeros + 16 * n_rows + 16 * n_y1
 
 
-def choose_x_access(spark: Any, X: Any, Y1: Any, mode: str, budget: str | None, stage: str,
-                    bytes_per_nonzero: int = 12) -> tuple[str, str]:
+def choose_x_access(
+    spark: Any,
+    X: Any,
+    Y1: Any,
+    mode: str,
+    budget: str | None,
+    stage: str,
+    bytes_per_nonzero: int = 12,
+) -> tuple[str, str]:
     """Resolve ``x_access`` (``auto`` / ``cached`` / ``joined``) for a stage, and say why.
 
     ``auto`` measures X (nonzeros, rows) and Y1 with one Spark aggregation each and picks
@@ -194,14 +231,21 @@ def choose_x_access(spark: Any, X: Any, Y1: Any, mode: str, budget: str | None, 
         budget_mib, origin = memory_mib(budget, f"{stage}.cache_budget"), f"{stage}.cache_budget"
     elif spark.conf.get("spark.executor.pyspark.memory", None):
         cap = spark.conf.get("spark.executor.pyspark.memory")
-        budget_mib, origin = memory_mib(cap, "spark.executor.pyspark.memory") / 2, f"half of the worker cap {cap}"
+        budget_mib, origin = (
+            memory_mib(cap, "spark.executor.pyspark.memory") / 2,
+            f"half of the worker cap {cap}",
+        )
     else:
         budget_mib, origin = float(DEFAULT_CACHE_BUDGET_MIB), "the default"
     stats = X.agg(F.sum(F.size(S.FEAT_IDX)), F.count(F.lit(1))).first()
-    need = cache_bytes(int(stats[0] or 0), int(stats[1]), 0 if Y1 is None else Y1.count(), bytes_per_nonzero)
+    need = cache_bytes(
+        int(stats[0] or 0), int(stats[1]), 0 if Y1 is None else Y1.count(), bytes_per_nonzero
+    )
     chosen = "cached" if need <= budget_mib * 2**20 else "joined"
-    return chosen, (f"{stage}.x_access=auto: the executor cache of X{'' if Y1 is None else ' and Y1'} needs ~{need / 2**20:,.0f} MiB, "
-                    f"the budget ({origin}) is {budget_mib:,.0f} MiB")
+    return chosen, (
+        f"{stage}.x_access=auto: the executor cache of X{'' if Y1 is None else ' and Y1'} needs ~{need / 2**20:,.0f} MiB, "
+        f"the budget ({origin}) is {budget_mib:,.0f} MiB"
+    )
 
 
 def joined_members(X: Any, Y1: Any, needed: Any, keys: list[str]) -> Any:
@@ -217,7 +261,9 @@ def joined_members(X: Any, Y1: Any, needed: Any, keys: list[str]) -> Any:
     """
     from pyspark.sql import functions as F
 
-    members = Y1.select(S.SAMPLE_ID, S.GROUP_ID).join(X.select(S.SAMPLE_ID, S.FEAT_IDX, S.FEAT_VAL), S.SAMPLE_ID)
+    members = Y1.select(S.SAMPLE_ID, S.GROUP_ID).join(
+        X.select(S.SAMPLE_ID, S.FEAT_IDX, S.FEAT_VAL), S.SAMPLE_ID
+    )
     # aliases give the columns new ids: `needed` usually derives from the pairs it is cogrouped with
     columns = [*keys, S.GROUP_ID, S.SAMPLE_ID, S.FEAT_IDX, S.FEAT_VAL]
     return needed.join(members, S.GROUP_ID).select(*[F.col(c).alias(c) for c in columns])

@@ -43,8 +43,13 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from eagle_spark import schemas as S
 from eagle_spark.aggregation.groups import dense_rank
 from eagle_spark.errors import BadInputError, check_finite
-from eagle_spark.grlr.context import (Context, choose_x_access, context_of_members, joined_members,
-                                      load_context)
+from eagle_spark.grlr.context import (
+    Context,
+    choose_x_access,
+    context_of_members,
+    joined_members,
+    load_context,
+)
 from eagle_spark.grlr.kernel import LabelBlock, PairBatch, segment_first_max, select_top_ranked
 from eagle_spark.io.fs import atomic_output, check_separate
 from eagle_spark.io.parts import PartWriter, PartWriters
@@ -70,23 +75,32 @@ def label_work(Y1: DataFrame, Y2: DataFrame) -> DataFrame:
     if orphan is not None:
         raise BadInputError(f"Y2 has group_id {orphan} without members in Y1")
     return pairs.groupBy(S.LABEL_ID).agg(
-        F.count(F.lit(1)).alias(S.N_GROUPS), F.sum("_size").alias(_ROWS))
+        F.count(F.lit(1)).alias(S.N_GROUPS), F.sum("_size").alias(_ROWS)
+    )
 
 
 def assign_bins(work: DataFrame, tasks: int) -> DataFrame:
     """label_id -> bin: labels sorted by work (heaviest first) dealt round-robin into `tasks` bins."""
     ranked = dense_rank(work.withColumn("_neg", -F.col(_ROWS)), ["_neg", S.LABEL_ID], "_rank")
-    return ranked.select(S.LABEL_ID, (F.col("_rank") % tasks).cast("int").alias(_BIN), S.N_GROUPS, _ROWS)
+    return ranked.select(
+        S.LABEL_ID, (F.col("_rank") % tasks).cast("int").alias(_BIN), S.N_GROUPS, _ROWS
+    )
 
 
-_SUMMARY = pa.schema([
-    pa.field("labels", pa.int64(), nullable=False),
-    pa.field("pairs", pa.int64(), nullable=False),
-    pa.field("rows", pa.int64(), nullable=False),
-    pa.field("entries", pa.int64(), nullable=False),
-    pa.field("sum_max", pa.list_(pa.field("element", pa.float64(), nullable=False)), nullable=False),
-    pa.field("changed", pa.list_(pa.field("element", pa.int64(), nullable=False)), nullable=False),
-])
+_SUMMARY = pa.schema(
+    [
+        pa.field("labels", pa.int64(), nullable=False),
+        pa.field("pairs", pa.int64(), nullable=False),
+        pa.field("rows", pa.int64(), nullable=False),
+        pa.field("entries", pa.int64(), nullable=False),
+        pa.field(
+            "sum_max", pa.list_(pa.field("element", pa.float64(), nullable=False)), nullable=False
+        ),
+        pa.field(
+            "changed", pa.list_(pa.field("element", pa.int64(), nullable=False)), nullable=False
+        ),
+    ]
+)
 
 
 def batches_of(labels: np.ndarray, groups: np.ndarray, sizes: np.ndarray, batch_rows: int):
@@ -107,7 +121,9 @@ def _embed_task(dataset: str, out: str, n_features: int, params: EmbedParams):
     summary, the candidates' rows from the executor cache (:func:`load_context`)."""
 
     def run(key: tuple, table: pa.Table) -> pa.Table:
-        return _embed_bin(load_context(dataset, n_features, params.normalize), key, table, out, params)
+        return _embed_bin(
+            load_context(dataset, n_features, params.normalize), key, table, out, params
+        )
 
     return run
 
@@ -117,12 +133,16 @@ def _embed_task_joined(out: str, n_features: int, params: EmbedParams):
     groups (:func:`joined_members`) -> part files + summary; the task holds only its bin's rows."""
 
     def run(key: tuple, table: pa.Table, members: pa.Table) -> pa.Table:
-        return _embed_bin(context_of_members(members, n_features, params.normalize), key, table, out, params)
+        return _embed_bin(
+            context_of_members(members, n_features, params.normalize), key, table, out, params
+        )
 
     return run
 
 
-def _embed_bin(ctx: Context, key: tuple, table: pa.Table, out: str, params: EmbedParams) -> pa.Table:
+def _embed_bin(
+    ctx: Context, key: tuple, table: pa.Table, out: str, params: EmbedParams
+) -> pa.Table:
     """GRLR for one bin's pairs, in batches; writes the bin's ``label_emb`` part and its
     ``top_members`` part (Algorithm 2 in the same pass, from the candidates and embeddings the task
     already holds) and returns the bin's summary row."""
@@ -135,7 +155,9 @@ def _embed_bin(ctx: Context, key: tuple, table: pa.Table, out: str, params: Embe
     sum_max = np.zeros(T + 1)
     changed = np.zeros(T + 1, dtype=np.int64)
     entries = 0
-    with PartWriters(out, {S.LABEL_EMB: S.LABEL_EMB_ARROW, S.TOP_MEMBERS: S.TOP_MEMBERS_ARROW}) as writers:
+    with PartWriters(
+        out, {S.LABEL_EMB: S.LABEL_EMB_ARROW, S.TOP_MEMBERS: S.TOP_MEMBERS_ARROW}
+    ) as writers:
         writers.name(f"part-{int(key[0].as_py()):05d}.parquet")
         for lo, hi in batches_of(labels, groups, sizes, params.batch_rows):
             batch_labels, local = np.unique(labels[lo:hi], return_inverse=True)
@@ -146,22 +168,40 @@ def _embed_bin(ctx: Context, key: tuple, table: pa.Table, out: str, params: Embe
             def where(i, b=block, ls=batch_labels):
                 return int(ls[np.searchsorted(b.label_ptr, i, side="right") - 1])
 
-            check_finite(e, lambda i: f"embed: label {where(i)}: the embedding is not finite "
-                                      f"(NaN or infinite) after {T} GRLR iterations with "
-                                      f"embed.lr={params.lr}")
+            check_finite(
+                e,
+                lambda i: (
+                    f"embed: label {where(i)}: the embedding is not finite "
+                    f"(NaN or infinite) after {T} GRLR iterations with "
+                    f"embed.lr={params.lr}"
+                ),
+            )
             sum_max += stats["sum_max"]
             changed += stats["changed"]
             entries += block.A.nnz * (2 * T + 2)
             n_groups = np.bincount(local, minlength=len(batch_labels))
-            writers.write(S.LABEL_EMB, _emb_batch(batch_labels, block.embeddings(e, params.prune_below),
-                                                  n_groups))
+            writers.write(
+                S.LABEL_EMB,
+                _emb_batch(batch_labels, block.embeddings(e, params.prune_below), n_groups),
+            )
             scores = block.scores(stored_precision(e))
-            writers.write(S.TOP_MEMBERS, top_members_batch(
-                groups[lo:hi], labels[lo:hi], ctx.sample_ids[rows], scores, ptr, counts[lo:hi]))
-    return pa.Table.from_pydict({
-        "labels": [len(np.unique(labels))], "pairs": [len(labels)], "rows": [int(sizes.sum())],
-        "entries": [entries], "sum_max": [sum_max.tolist()], "changed": [changed.tolist()],
-    }, schema=_SUMMARY)
+            writers.write(
+                S.TOP_MEMBERS,
+                top_members_batch(
+                    groups[lo:hi], labels[lo:hi], ctx.sample_ids[rows], scores, ptr, counts[lo:hi]
+                ),
+            )
+    return pa.Table.from_pydict(
+        {
+            "labels": [len(np.unique(labels))],
+            "pairs": [len(labels)],
+            "rows": [int(sizes.sum())],
+            "entries": [entries],
+            "sum_max": [sum_max.tolist()],
+            "changed": [changed.tolist()],
+        },
+        schema=_SUMMARY,
+    )
 
 
 def stored_precision(e: np.ndarray) -> np.ndarray:
@@ -173,8 +213,14 @@ def stored_precision(e: np.ndarray) -> np.ndarray:
     return e.astype(np.float32).astype(np.float64)
 
 
-def top_members_batch(groups: np.ndarray, labels: np.ndarray, cand_sample_ids: np.ndarray,
-                      scores: np.ndarray, ptr: np.ndarray, counts: np.ndarray) -> pa.RecordBatch:
+def top_members_batch(
+    groups: np.ndarray,
+    labels: np.ndarray,
+    cand_sample_ids: np.ndarray,
+    scores: np.ndarray,
+    ptr: np.ndarray,
+    counts: np.ndarray,
+) -> pa.RecordBatch:
     """Algorithm 2 for a batch of pairs: each pair's top-``count`` members as a ``top_members`` batch.
 
     Args:
@@ -185,46 +231,79 @@ def top_members_batch(groups: np.ndarray, labels: np.ndarray, cand_sample_ids: n
     Raises:
         NumericalError: a score is not finite (names the label).
     """
-    check_finite(scores, lambda i: (
-        f"assign: label {int(labels[np.searchsorted(ptr, i, side='right') - 1])}: a score "
-        "<e_k, x_i> is not finite; check the embeddings"))
+    check_finite(
+        scores,
+        lambda i: (
+            f"assign: label {int(labels[np.searchsorted(ptr, i, side='right') - 1])}: a score "
+            "<e_k, x_i> is not finite; check the embeddings"
+        ),
+    )
     chosen, pair_of, rank = select_top_ranked(scores, ptr, counts)
-    return pa.RecordBatch.from_arrays([
-        pa.array(groups[pair_of].astype(np.int64)), pa.array(labels[pair_of].astype(np.int32)),
-        pa.array(cand_sample_ids[chosen].astype(np.int64)), pa.array(scores[chosen].astype(np.float32)),
-        pa.array(rank.astype(np.int32))], schema=S.TOP_MEMBERS_ARROW)
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array(groups[pair_of].astype(np.int64)),
+            pa.array(labels[pair_of].astype(np.int32)),
+            pa.array(cand_sample_ids[chosen].astype(np.int64)),
+            pa.array(scores[chosen].astype(np.float32)),
+            pa.array(rank.astype(np.int32)),
+        ],
+        schema=S.TOP_MEMBERS_ARROW,
+    )
 
 
-def _emb_batch(label_ids: np.ndarray, embs: list[tuple[np.ndarray, np.ndarray]],
-               n_groups: np.ndarray) -> pa.RecordBatch:
+def _emb_batch(
+    label_ids: np.ndarray, embs: list[tuple[np.ndarray, np.ndarray]], n_groups: np.ndarray
+) -> pa.RecordBatch:
     lengths = np.array([len(i) for i, _ in embs], dtype=np.int64)
     offsets = pa.array(np.r_[0, np.cumsum(lengths)].astype(np.int32))
     idx = np.concatenate([i for i, _ in embs]) if embs else np.zeros(0, np.int32)
     val = np.concatenate([v for _, v in embs]) if embs else np.zeros(0, np.float32)
-    return pa.RecordBatch.from_arrays([
-        pa.array(label_ids.astype(np.int32)),
-        pa.ListArray.from_arrays(offsets, pa.array(idx.astype(np.int32)), type=S.ARROW_INT_LIST),
-        pa.ListArray.from_arrays(offsets, pa.array(val.astype(np.float32)), type=S.ARROW_FLOAT_LIST),
-        pa.array(n_groups.astype(np.int32)),
-    ], schema=S.LABEL_EMB_ARROW)
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array(label_ids.astype(np.int32)),
+            pa.ListArray.from_arrays(
+                offsets, pa.array(idx.astype(np.int32)), type=S.ARROW_INT_LIST
+            ),
+            pa.ListArray.from_arrays(
+                offsets, pa.array(val.astype(np.float32)), type=S.ARROW_FLOAT_LIST
+            ),
+            pa.array(n_groups.astype(np.int32)),
+        ],
+        schema=S.LABEL_EMB_ARROW,
+    )
 
 
 # ---------------------------------------------------------------- heavy labels: split and combine
 _CHUNK = "_chunk"
-_PARTIAL = pa.schema([
-    pa.field(S.LABEL_ID, pa.int64(), nullable=False),
-    pa.field(_CHUNK, pa.int64(), nullable=False),
-    pa.field("g_idx", pa.list_(pa.field("element", pa.int64(), nullable=False)), nullable=False),
-    pa.field("g_val", pa.list_(pa.field("element", pa.float64(), nullable=False)), nullable=False),
-    pa.field("first", pa.list_(pa.field("element", pa.int64(), nullable=False)), nullable=False),
-    pa.field("sum_max", pa.float64(), nullable=False),
-    pa.field("rows", pa.int64(), nullable=False),
-    pa.field("nnz", pa.int64(), nullable=False),
-])
+_PARTIAL = pa.schema(
+    [
+        pa.field(S.LABEL_ID, pa.int64(), nullable=False),
+        pa.field(_CHUNK, pa.int64(), nullable=False),
+        pa.field(
+            "g_idx", pa.list_(pa.field("element", pa.int64(), nullable=False)), nullable=False
+        ),
+        pa.field(
+            "g_val", pa.list_(pa.field("element", pa.float64(), nullable=False)), nullable=False
+        ),
+        pa.field(
+            "first", pa.list_(pa.field("element", pa.int64(), nullable=False)), nullable=False
+        ),
+        pa.field("sum_max", pa.float64(), nullable=False),
+        pa.field("rows", pa.int64(), nullable=False),
+        pa.field("nnz", pa.int64(), nullable=False),
+    ]
+)
 
 
-def _chunk_task(dataset: str, n_features: int, normalize: bool, e_by_label, mode: str, out: str = "",
-                joined: bool = False):
+def _chunk_task(
+    dataset: str,
+    n_features: int,
+    normalize: bool,
+    e_by_label,
+    mode: str,
+    out: str = "",
+    joined: bool = False,
+):
     """applyInArrow function for one chunk of a heavy label.
 
     mode ``sum``: partial sum of all candidates (for e0). mode ``step``: scores under the broadcast
@@ -239,7 +318,11 @@ def _chunk_task(dataset: str, n_features: int, normalize: bool, e_by_label, mode
         label, chunk = int(key[0].as_py()), int(key[1].as_py())
         if joined:
             ctx = context_of_members(table, n_features, normalize)
-            table = table.select([S.GROUP_ID, S.COUNT]).group_by(S.GROUP_ID).aggregate([(S.COUNT, "max")])
+            table = (
+                table.select([S.GROUP_ID, S.COUNT])
+                .group_by(S.GROUP_ID)
+                .aggregate([(S.COUNT, "max")])
+            )
             table = table.rename_columns([S.GROUP_ID, S.COUNT])
         else:
             ctx = load_context(dataset, n_features, normalize)
@@ -260,21 +343,40 @@ def _chunk_task(dataset: str, n_features: int, normalize: bool, e_by_label, mode
                 g = np.asarray(A.T @ is_max.astype(np.float64)).ravel()
                 first, sum_max = ctx.sample_ids[rows[first_pos]], float(seg_max.sum())
             else:
-                writer = PartWriter(posixpath.join(out, S.TOP_MEMBERS),
-                                    f"part-heavy-{label:07d}-{chunk:05d}.parquet", S.TOP_MEMBERS_ARROW)
+                writer = PartWriter(
+                    posixpath.join(out, S.TOP_MEMBERS),
+                    f"part-heavy-{label:07d}-{chunk:05d}.parquet",
+                    S.TOP_MEMBERS_ARROW,
+                )
                 try:
-                    writer.write(top_members_batch(
-                        groups, np.full(len(groups), label), ctx.sample_ids[rows], scores, ptr,
-                        np.asarray(table.column(S.COUNT), dtype=np.int64)))
+                    writer.write(
+                        top_members_batch(
+                            groups,
+                            np.full(len(groups), label),
+                            ctx.sample_ids[rows],
+                            scores,
+                            ptr,
+                            np.asarray(table.column(S.COUNT), dtype=np.int64),
+                        )
+                    )
                 except BaseException:
                     writer.abort()
                     raise
                 writer.close()
         nz = np.flatnonzero(g)
-        return pa.Table.from_pydict({
-            S.LABEL_ID: [label], _CHUNK: [chunk], "g_idx": [nz.tolist()], "g_val": [g[nz].tolist()],
-            "first": [first.tolist()], "sum_max": [sum_max], "rows": [int(A.shape[0])],
-            "nnz": [int(A.nnz)]}, schema=_PARTIAL)
+        return pa.Table.from_pydict(
+            {
+                S.LABEL_ID: [label],
+                _CHUNK: [chunk],
+                "g_idx": [nz.tolist()],
+                "g_val": [g[nz].tolist()],
+                "first": [first.tolist()],
+                "sum_max": [sum_max],
+                "rows": [int(A.shape[0])],
+                "nnz": [int(A.nnz)],
+            },
+            schema=_PARTIAL,
+        )
 
     return run
 
@@ -284,9 +386,17 @@ def _proj(v: np.ndarray) -> np.ndarray:
     return v / norm if norm > 0 else np.zeros_like(v)
 
 
-def _embed_heavy(spark: SparkSession, dataset: str, out: str, pairs: DataFrame, heavy: list,
-                 n_features: int, params: EmbedParams, split_rows: int,
-                 members: DataFrame | None = None) -> dict[str, Any]:
+def _embed_heavy(
+    spark: SparkSession,
+    dataset: str,
+    out: str,
+    pairs: DataFrame,
+    heavy: list,
+    n_features: int,
+    params: EmbedParams,
+    split_rows: int,
+    members: DataFrame | None = None,
+) -> dict[str, Any]:
     """GRLR for heavy labels: chunks of groups in parallel tasks, combined on the driver.
 
     With `members` (the joined path: DataFrame[group_id, sample_id, feat_idx, feat_val]) the
@@ -294,12 +404,17 @@ def _embed_heavy(spark: SparkSession, dataset: str, out: str, pairs: DataFrame, 
     jobs reuse them without another shuffle.
     """
     n_chunks = {int(r[S.LABEL_ID]): max(2, math.ceil(int(r[_ROWS]) / split_rows)) for r in heavy}
-    chunk_of = F.element_at(F.create_map(*[x for k, c in n_chunks.items() for x in (F.lit(k), F.lit(c))]),
-                            F.col(S.LABEL_ID))
-    chunked = (pairs.where(F.col(S.LABEL_ID).isin(list(n_chunks)))
-               .withColumn(_CHUNK, F.pmod(F.xxhash64(S.GROUP_ID), chunk_of)))
+    chunk_of = F.element_at(
+        F.create_map(*[x for k, c in n_chunks.items() for x in (F.lit(k), F.lit(c))]),
+        F.col(S.LABEL_ID),
+    )
+    chunked = pairs.where(F.col(S.LABEL_ID).isin(list(n_chunks))).withColumn(
+        _CHUNK, F.pmod(F.xxhash64(S.GROUP_ID), chunk_of)
+    )
     if members is not None:
-        partitions = min(sum(n_chunks.values()), int(spark.conf.get("spark.sql.shuffle.partitions")))
+        partitions = min(
+            sum(n_chunks.values()), int(spark.conf.get("spark.sql.shuffle.partitions"))
+        )
         chunked = chunked.join(members, S.GROUP_ID).repartition(partitions, S.LABEL_ID, _CHUNK)
     chunked = chunked.cache()
     T = params.iterations
@@ -310,9 +425,16 @@ def _embed_heavy(spark: SparkSession, dataset: str, out: str, pairs: DataFrame, 
         sparse = {k: (np.flatnonzero(v), v[np.flatnonzero(v)]) for k, v in (e or {}).items()}
         bc = spark.sparkContext.broadcast(sparse)
         try:
-            rows = chunked.groupBy(S.LABEL_ID, _CHUNK).applyInArrow(
-                _chunk_task(dataset, n_features, params.normalize, bc, mode, out, members is not None),
-                from_arrow_schema(_PARTIAL)).collect()
+            rows = (
+                chunked.groupBy(S.LABEL_ID, _CHUNK)
+                .applyInArrow(
+                    _chunk_task(
+                        dataset, n_features, params.normalize, bc, mode, out, members is not None
+                    ),
+                    from_arrow_schema(_PARTIAL),
+                )
+                .collect()
+            )
         finally:
             bc.unpersist()
         by_label: dict[int, list] = {}
@@ -329,19 +451,28 @@ def _embed_heavy(spark: SparkSession, dataset: str, out: str, pairs: DataFrame, 
 
     e = {k: _proj(combine(parts)) for k, parts in run("sum", None).items()}
     state = run("step", e)
-    first = {k: np.concatenate([np.asarray(r["first"]) for r in parts]) for k, parts in state.items()}
+    first = {
+        k: np.concatenate([np.asarray(r["first"]) for r in parts]) for k, parts in state.items()
+    }
     stats["sum_max"][0] += sum(r["sum_max"] for parts in state.values() for r in parts)
     for t in range(1, T + 1):
         step("GRLR iteration %d/%d of %d heavy labels", t, T, len(e))
         e = {k: _proj(e[k] + params.lr * _proj(combine(state[k]))) for k in e}
         state = run("step", e)
-        new_first = {k: np.concatenate([np.asarray(r["first"]) for r in parts]) for k, parts in state.items()}
+        new_first = {
+            k: np.concatenate([np.asarray(r["first"]) for r in parts]) for k, parts in state.items()
+        }
         stats["sum_max"][t] += sum(r["sum_max"] for parts in state.values() for r in parts)
         stats["changed"][t] += sum(int((new_first[k] != first[k]).sum()) for k in first)
         first = new_first
     for k in sorted(e):
-        check_finite(e[k], lambda _, k=k: f"embed: label {k}: the embedding is not finite (NaN or "
-                                          f"infinite) after {T} GRLR iterations with embed.lr={params.lr}")
+        check_finite(
+            e[k],
+            lambda _, k=k: (
+                f"embed: label {k}: the embedding is not finite (NaN or "
+                f"infinite) after {T} GRLR iterations with embed.lr={params.lr}"
+            ),
+        )
     run("top", {k: stored_precision(v) for k, v in e.items()})  # writes top_members parts
     chunked.unpersist()
     writer = PartWriter(posixpath.join(out, S.LABEL_EMB), "part-heavy.parquet", S.LABEL_EMB_ARROW)
@@ -356,8 +487,13 @@ def _embed_heavy(spark: SparkSession, dataset: str, out: str, pairs: DataFrame, 
     return stats
 
 
-def embed(spark: SparkSession, dataset: str, output_path: str, params: EmbedParams,
-          overwrite: bool = False) -> dict[str, Any]:
+def embed(
+    spark: SparkSession,
+    dataset: str,
+    output_path: str,
+    params: EmbedParams,
+    overwrite: bool = False,
+) -> dict[str, Any]:
     """Learn one label embedding per label of Y2 with GRLR and write ``<output>/label_emb``.
 
     Args:
@@ -398,38 +534,80 @@ def embed(spark: SparkSession, dataset: str, output_path: str, params: EmbedPara
         if x_access == "cached":
             # the bins hashed into `tasks` partitions: adaptive execution would otherwise coalesce a
             # small pairs shuffle (few labels, e.g. 10 digits) into one task running every bin in turn
-            summaries = light.repartition(params.tasks, _BIN).groupBy(_BIN).applyInArrow(
-                _embed_task(dataset, tmp, n_features, params), from_arrow_schema(_SUMMARY))
+            summaries = (
+                light.repartition(params.tasks, _BIN)
+                .groupBy(_BIN)
+                .applyInArrow(
+                    _embed_task(dataset, tmp, n_features, params), from_arrow_schema(_SUMMARY)
+                )
+            )
         else:
             members = joined_members(X, Y1, light.select(_BIN, S.GROUP_ID).distinct(), [_BIN])
-            summaries = light.groupBy(_BIN).cogroup(members.groupBy(_BIN)).applyInArrow(
-                _embed_task_joined(tmp, n_features, params), from_arrow_schema(_SUMMARY))
+            summaries = (
+                light.groupBy(_BIN)
+                .cogroup(members.groupBy(_BIN))
+                .applyInArrow(
+                    _embed_task_joined(tmp, n_features, params), from_arrow_schema(_SUMMARY)
+                )
+            )
         rows = summaries.collect()
         sum_max = np.sum([r["sum_max"] for r in rows], axis=0) if rows else np.zeros(T + 1)
         changed = np.sum([r["changed"] for r in rows], axis=0) if rows else np.zeros(T + 1)
         entries = sum(r["entries"] for r in rows)
         if heavy:
-            log.info("embed: %d heavy labels split into chunks (split_rows=%d)", len(heavy), split_rows)
-            hs = _embed_heavy(spark, dataset, tmp, pairs, heavy, n_features, params, split_rows,
-                              None if x_access == "cached" else joined_members(
-                                  X, Y1, Y1.select(S.GROUP_ID).distinct(), []))
-            sum_max, changed, entries = sum_max + hs["sum_max"], changed + hs["changed"], entries + hs["entries"]
+            log.info(
+                "embed: %d heavy labels split into chunks (split_rows=%d)", len(heavy), split_rows
+            )
+            hs = _embed_heavy(
+                spark,
+                dataset,
+                tmp,
+                pairs,
+                heavy,
+                n_features,
+                params,
+                split_rows,
+                None
+                if x_access == "cached"
+                else joined_members(X, Y1, Y1.select(S.GROUP_ID).distinct(), []),
+            )
+            sum_max, changed, entries = (
+                sum_max + hs["sum_max"],
+                changed + hs["changed"],
+                entries + hs["entries"],
+            )
         n_pairs = int(work.agg(F.sum(S.N_GROUPS)).first()[0] or 0)
         work.unpersist()
-        iterations = [{"t": t,
-                       "changed_fraction": float(changed[t]) / n_pairs if n_pairs else 0.0,
-                       "mean_max_score": float(sum_max[t]) / n_pairs if n_pairs else 0.0}
-                      for t in range(T + 1)]
+        iterations = [
+            {
+                "t": t,
+                "changed_fraction": float(changed[t]) / n_pairs if n_pairs else 0.0,
+                "mean_max_score": float(sum_max[t]) / n_pairs if n_pairs else 0.0,
+            }
+            for t in range(T + 1)
+        ]
         manifest = new_manifest(
-            "embed", n_labels=n_labels, n_features=n_features, n_pairs=n_pairs,
-            n_candidate_rows=total_rows, n_heavy_labels=len(heavy), entries_processed=int(entries),
+            "embed",
+            n_labels=n_labels,
+            n_features=n_features,
+            n_pairs=n_pairs,
+            n_candidate_rows=total_rows,
+            n_heavy_labels=len(heavy),
+            entries_processed=int(entries),
             source={"dataset": dataset, "dataset_created_at": manifest_in.get("created_at")},
-            x_access=x_access, x_access_reason=why,
+            x_access=x_access,
+            x_access_reason=why,
             parameters=params.to_dict() | {"split_rows": split_rows},
-            iterations=iterations, tables=[S.LABEL_EMB, S.TOP_MEMBERS])
+            iterations=iterations,
+            tables=[S.LABEL_EMB, S.TOP_MEMBERS],
+        )
         write_manifest(spark, tmp, manifest)
-    log.info("embed: %d labels, %d pairs; last changed fraction %.4f", n_labels, n_pairs,
-             iterations[-1]["changed_fraction"])
+    log.info(
+        "embed: %d labels, %d pairs; last changed fraction %.4f",
+        n_labels,
+        n_pairs,
+        iterations[-1]["changed_fraction"],
+    )
     return manifest
 
 

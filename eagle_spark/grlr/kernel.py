@@ -47,7 +47,9 @@ TIE_RTOL = 1e-9
 mathematically equal scores differ in the last bits, depending on the summation order)."""
 
 
-def segment_first_max(values: np.ndarray, ptr: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def segment_first_max(
+    values: np.ndarray, ptr: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per segment [ptr[p], ptr[p+1]): (max, is_max mask, index of the first maximum).
 
     A value attains the maximum when it is within TIE_RTOL x |max| of it.
@@ -61,8 +63,9 @@ def segment_first_max(values: np.ndarray, ptr: np.ndarray) -> tuple[np.ndarray, 
     return seg_max, is_max, first
 
 
-def _label_columns(A: sp.csr_matrix, cand_label: np.ndarray, n_labels: int
-                   ) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray]:
+def _label_columns(
+    A: sp.csr_matrix, cand_label: np.ndarray, n_labels: int
+) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray]:
     """The distinct (label, feature) pairs of a batch's stacked rows, in (label, feature) order.
 
     Args:
@@ -85,13 +88,16 @@ def _label_columns(A: sp.csr_matrix, cand_label: np.ndarray, n_labels: int
         used[A.indices] = True
         feature = np.flatnonzero(used)
         # int32 when it fits, as LabelBlock keeps it: no int64 copy of the nnz-long inverse
-        column = np.full(A.shape[1], -1, dtype=np.int32 if A.shape[1] < np.iinfo(np.int32).max else np.int64)
+        column = np.full(
+            A.shape[1], -1, dtype=np.int32 if A.shape[1] < np.iinfo(np.int32).max else np.int64
+        )
         column[feature] = np.arange(len(feature))
         return (np.zeros(len(feature), np.int64), feature.astype(np.int32)), column[A.indices]
     row_ptr = A.indptr.astype(np.int64)
     label_nnz_ptr = row_ptr[np.searchsorted(cand_label, np.arange(n_labels + 1))]
-    by_label = sp.csr_matrix((np.arange(nnz, dtype=np.int64), A.indices, label_nnz_ptr),
-                             shape=(n_labels, A.shape[1]))
+    by_label = sp.csr_matrix(
+        (np.arange(nnz, dtype=np.int64), A.indices, label_nnz_ptr), shape=(n_labels, A.shape[1])
+    )
     ordered = by_label.tocsc().tocsr()  # stable bucket sorts: by feature, then by label
     feature = ordered.indices
     label = np.repeat(np.arange(n_labels, dtype=np.int64), np.diff(ordered.indptr))
@@ -120,8 +126,10 @@ class LabelBlock:
         columns, inverse = _label_columns(A, cand_label, batch.n_labels)
         # int32 indices whenever they fit: scipy's transpose below is ~4x slower on int64 ones
         index = np.int32 if max(A.nnz, len(columns[0])) < np.iinfo(np.int32).max else np.int64
-        self.A = sp.csr_matrix((A.data, inverse.astype(index, copy=False), A.indptr.astype(index, copy=False)),
-                               shape=(A.shape[0], len(columns[0])))
+        self.A = sp.csr_matrix(
+            (A.data, inverse.astype(index, copy=False), A.indptr.astype(index, copy=False)),
+            shape=(A.shape[0], len(columns[0])),
+        )
         self.AT = self.A.T.tocsr()
         self.col_label, self.col_feature = columns
         self.label_ptr = np.searchsorted(self.col_label, np.arange(batch.n_labels + 1))
@@ -154,7 +162,7 @@ class LabelBlock:
             one under e^(t-1)); arrays of length T + 1 (changed[0] = 0).
         """
         ptr = self.batch.pair_ptr
-        e = self.project(self.AT @ np.ones(self.A.shape[0]))     # e0 = Proj(sum of candidates)
+        e = self.project(self.AT @ np.ones(self.A.shape[0]))  # e0 = Proj(sum of candidates)
         seg_max, is_max, first = segment_first_max(self.scores(e), ptr)
         sum_max = np.zeros(iterations + 1)
         changed = np.zeros(iterations + 1, dtype=np.int64)
@@ -168,7 +176,9 @@ class LabelBlock:
             first = new_first
         return e, {"sum_max": sum_max, "changed": changed}
 
-    def embeddings(self, e: np.ndarray, prune_below: float = 0.0) -> list[tuple[np.ndarray, np.ndarray]]:
+    def embeddings(
+        self, e: np.ndarray, prune_below: float = 0.0
+    ) -> list[tuple[np.ndarray, np.ndarray]]:
         """Per label k: (feature ids int32 sorted, weights float32) of its embedding.
 
         Zeros are dropped, and weights with |w| < `prune_below` too (0: exact; the rest keep their
@@ -183,8 +193,13 @@ class LabelBlock:
         return out
 
 
-def score_with_embeddings(X: sp.csr_matrix, batch: PairBatch, emb_ptr: np.ndarray,
-                          emb_idx: np.ndarray, emb_val: np.ndarray) -> np.ndarray:
+def score_with_embeddings(
+    X: sp.csr_matrix,
+    batch: PairBatch,
+    emb_ptr: np.ndarray,
+    emb_idx: np.ndarray,
+    emb_val: np.ndarray,
+) -> np.ndarray:
     """<e_k, x_i> for every candidate of every pair, from stored sparse embeddings.
 
     Args:
@@ -204,7 +219,11 @@ def score_with_embeddings(X: sp.csr_matrix, batch: PairBatch, emb_ptr: np.ndarra
     emb_keys = emb_label * n_features + emb_idx
     pos = np.searchsorted(emb_keys, keys)
     pos_clipped = np.minimum(pos, max(len(emb_keys) - 1, 0))
-    hit = (pos < len(emb_keys)) & (emb_keys[pos_clipped] == keys) if len(emb_keys) else np.zeros(len(keys), bool)
+    hit = (
+        (pos < len(emb_keys)) & (emb_keys[pos_clipped] == keys)
+        if len(emb_keys)
+        else np.zeros(len(keys), bool)
+    )
     weights = np.where(hit, emb_val[pos_clipped] if len(emb_keys) else 0.0, 0.0)
     row_of_nz = np.repeat(np.arange(A.shape[0]), np.diff(A.indptr))
     return np.bincount(row_of_nz, weights=A.data * weights, minlength=A.shape[0])
@@ -233,8 +252,9 @@ def select_top(scores: np.ndarray, ptr: np.ndarray, take: np.ndarray) -> np.ndar
     return order[keep]
 
 
-def select_top_ranked(scores: np.ndarray, ptr: np.ndarray, take: np.ndarray
-                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def select_top_ranked(
+    scores: np.ndarray, ptr: np.ndarray, take: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`select_top` with each chosen candidate's pair and rank within the pair.
 
     Returns:

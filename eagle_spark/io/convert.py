@@ -50,7 +50,9 @@ _PAIR = T.StructType(
 )
 
 
-def from_ml_vectors(df: DataFrame, input_col: str = "features", size_col: str | None = None) -> DataFrame:
+def from_ml_vectors(
+    df: DataFrame, input_col: str = "features", size_col: str | None = None
+) -> DataFrame:
     """Replace a Spark ML vector column by ``feat_idx``/``feat_val`` arrays (the X layout).
 
     Dense vectors keep their non-zero entries; values become float32.
@@ -76,7 +78,11 @@ def from_ml_vectors(df: DataFrame, input_col: str = "features", size_col: str | 
         if vector is None:
             return None
         if isinstance(vector, SparseVector):
-            return [int(i) for i in vector.indices], [float(v) for v in vector.values], int(vector.size)
+            return (
+                [int(i) for i in vector.indices],
+                [float(v) for v in vector.values],
+                int(vector.size),
+            )
         nz = [(i, float(v)) for i, v in enumerate(vector.toArray()) if v != 0.0]
         return [i for i, _ in nz], [v for _, v in nz], int(vector.size)
 

@@ -60,8 +60,9 @@ def _parquet_batches(folder: str) -> pa.RecordBatchReader:
     return pa.RecordBatchReader.from_batches(dataset.schema, dataset.to_batches(batch_size=65536))
 
 
-def publish_delta(spark: SparkSession | None, parquet_folder: str, table: str,
-                  writer: str = "auto") -> dict[str, Any]:
+def publish_delta(
+    spark: SparkSession | None, parquet_folder: str, table: str, writer: str = "auto"
+) -> dict[str, Any]:
     """Write the rows of a Parquet table as a new version of the Delta table at `table`.
 
     Args:
@@ -83,8 +84,10 @@ def publish_delta(spark: SparkSession | None, parquet_folder: str, table: str,
         raise BadInputError(f"table {parquet_folder} does not exist")
     jars = spark is not None and delta_jars_available(spark)
     if writer == "spark" and not jars:
-        raise BadInputError("writer=spark needs a session with Delta's jars on the classpath "
-                            "(--packages io.delta:delta-spark_2.13:<version>)")
+        raise BadInputError(
+            "writer=spark needs a session with Delta's jars on the classpath "
+            "(--packages io.delta:delta-spark_2.13:<version>)"
+        )
     use_spark = spark is not None and jars and writer in ("spark", "auto")
     from deltalake import DeltaTable, write_deltalake
 
@@ -94,8 +97,12 @@ def publish_delta(spark: SparkSession | None, parquet_folder: str, table: str,
         write_deltalake(table, _parquet_batches(parquet_folder), mode="overwrite")
     dt = DeltaTable(table)
     rows = sum(int(a) for a in dt.get_add_actions(flatten=True).column("num_records").to_pylist())
-    out = {"table": table, "version": int(dt.version()), "rows": rows,
-           "writer": "delta-spark" if use_spark else "deltalake"}
+    out = {
+        "table": table,
+        "version": int(dt.version()),
+        "rows": rows,
+        "writer": "delta-spark" if use_spark else "deltalake",
+    }
     log.info("delta %s: version %d, %d rows (%s)", table, out["version"], rows, out["writer"])
     return out
 

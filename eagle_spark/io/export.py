@@ -21,7 +21,9 @@ from eagle_spark.io.tables import has_table, read_manifest, read_table
 log = logging.getLogger(__name__)
 
 
-def export_xc(spark: SparkSession, dataset: str, output_file: str, overwrite: bool = False) -> dict[str, Any]:
+def export_xc(
+    spark: SparkSession, dataset: str, output_file: str, overwrite: bool = False
+) -> dict[str, Any]:
     """Write `dataset` (X, and Y when present) as one XC text file.
 
     Args:
@@ -77,4 +79,9 @@ def export_xc(spark: SparkSession, dataset: str, output_file: str, overwrite: bo
         finally:
             fs.delete(parts)
     log.info("exported %s to %s: %d samples", dataset, output_file, n_samples)
-    return {"output": output_file, "n_samples": n_samples, "n_features": n_features, "n_labels": n_labels}
+    return {
+        "output": output_file,
+        "n_samples": n_samples,
+        "n_features": n_features,
+        "n_labels": n_labels,
+    }

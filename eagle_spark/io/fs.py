@@ -29,9 +29,9 @@ log = logging.getLogger(__name__)
 def local_path(path: str) -> Optional[str]:
     """The local file-system path of `path` (plain path or ``file:`` URI), or None for other URIs."""
     if path.startswith("file://"):
-        return path[len("file://"):]
+        return path[len("file://") :]
     if path.startswith("file:"):
-        return path[len("file:"):]
+        return path[len("file:") :]
     if "://" in path:
         return None
     return path
@@ -257,13 +257,17 @@ def check_separate(output: str, inputs: Iterable[Optional[str]]) -> None:
             continue
         given = _canonical(inp).rstrip("/")
         how = "is" if out == given else "lies inside" if out.startswith(given + "/") else "contains"
-        raise BadInputError(f"output {output} {how} the input {inp}: writing it would destroy "
-                                "the input; choose an output path outside every input")
+        raise BadInputError(
+            f"output {output} {how} the input {inp}: writing it would destroy "
+            "the input; choose an output path outside every input"
+        )
 
 
 _HOST = re.sub(r"[^A-Za-z0-9]", "", socket.gethostname())[:40] or "host"
-_SIBLING = re.compile(r"^\.(?P<name>.+)\.(?P<kind>tmp|old)-(?P<ms>\d{13})-(?P<pid>\d+)-"
-                      r"(?P<uid>[0-9a-f]{12})-(?P<host>[A-Za-z0-9]*)(?:\.parts)?$")
+_SIBLING = re.compile(
+    r"^\.(?P<name>.+)\.(?P<kind>tmp|old)-(?P<ms>\d{13})-(?P<pid>\d+)-"
+    r"(?P<uid>[0-9a-f]{12})-(?P<host>[A-Za-z0-9]*)(?:\.parts)?$"
+)
 STALE_FOREIGN_SECONDS = 3600
 """A leftover sibling written by another host is removed once it is this much older than the
 writer that finds it (its process cannot be probed from here)."""
@@ -303,7 +307,9 @@ def _siblings(fs: "FileSystem", path: str) -> Iterator[tuple[re.Match, str]]:
 
 def _dead_siblings(fs: "FileSystem", path: str, kind: str) -> list[tuple[int, str]]:
     """(start ms, path) of the ``.<kind>-*`` siblings of `path` whose writer is gone, oldest first."""
-    return sorted((int(m.group("ms")), p) for m, p in _siblings(fs, path) if m.group("kind") == kind)
+    return sorted(
+        (int(m.group("ms")), p) for m, p in _siblings(fs, path) if m.group("kind") == kind
+    )
 
 
 def restore_interrupted(spark_or_fs: Any, path: str) -> bool:
@@ -329,8 +335,12 @@ def restore_interrupted(spark_or_fs: Any, path: str) -> bool:
         fs.rename(newest, path)
     except FileExistsError:  # another process restored or committed it meanwhile
         return False
-    log.warning("restored %s from %s: a replace of it was interrupted between its two renames "
-                "(the previous output is back; the interrupted one was not committed)", path, newest)
+    log.warning(
+        "restored %s from %s: a replace of it was interrupted between its two renames "
+        "(the previous output is back; the interrupted one was not committed)",
+        path,
+        newest,
+    )
     return True
 
 
@@ -406,8 +416,10 @@ def atomic_output(spark: SparkSession, path: str, overwrite: bool = False) -> It
         fs.delete(tmp)
         if backup is not None:  # another writer committed meanwhile: keep its output
             fs.delete(backup)
-        raise OutputExistsError(f"output {path} was committed by another writer meanwhile; "
-                                "this one's output was discarded") from None
+        raise OutputExistsError(
+            f"output {path} was committed by another writer meanwhile; "
+            "this one's output was discarded"
+        ) from None
     except BaseException:
         if backup is not None:
             fs.rename(backup, path)
@@ -429,8 +441,10 @@ _ARROW_FAILED_READ = (
     re.compile(r"Could not read schema from '([^']+)'"),
 )
 _CAUSE = re.compile(r"Caused by: ([\w.$]+(?:Exception|Error)): ([^\n]*)")
-_ARROW_CAUSE = re.compile(r"(Parquet magic bytes not found[^\n.]*|Couldn't deserialize thrift[^\n]*|"
-                          r"Unexpected end of stream[^\n]*)")
+_ARROW_CAUSE = re.compile(
+    r"(Parquet magic bytes not found[^\n.]*|Couldn't deserialize thrift[^\n]*|"
+    r"Unexpected end of stream[^\n]*)"
+)
 
 
 def damaged_file(exc: BaseException) -> Optional[tuple[str, str]]:
@@ -497,5 +511,6 @@ def input_read_errors(inputs: Iterable[Optional[str]]) -> Iterator[None]:
             raise
         table = posixpath.basename(posixpath.dirname(path.rstrip("/")))
         where = f" (table {table} of {owner})" if owner.rstrip("/") != path.rstrip("/") else ""
-        raise BadInputError(f"input file {path}{where} cannot be read: {reason} "
-                            "(the file is damaged or truncated)") from exc
+        raise BadInputError(
+            f"input file {path}{where} cannot be read: {reason} (the file is damaged or truncated)"
+        ) from exc

@@ -43,19 +43,21 @@ log = logging.getLogger(__name__)
 _BLOCK = "_block"
 
 X_ARROW, Y_ARROW, REJECTED_ARROW = S.X_ARROW, S.Y_ARROW, S.REJECTED_ARROW
-_SUMMARY = pa.schema([
-    pa.field("lines", pa.int64(), nullable=False),
-    pa.field("good", pa.int64(), nullable=False),
-    pa.field("bad", pa.int64(), nullable=False),
-    pa.field("nnz", pa.int64(), nullable=False),
-    pa.field("positives", pa.int64(), nullable=False),
-    pa.field("no_label", pa.int64(), nullable=False),
-    pa.field("no_feature", pa.int64(), nullable=False),
-    pa.field("max_feat", pa.int64(), nullable=False),
-    pa.field("max_label", pa.int64(), nullable=False),
-    pa.field("first_bad_line", pa.int64(), nullable=True),
-    pa.field("first_bad_reason", pa.string(), nullable=True),
-])
+_SUMMARY = pa.schema(
+    [
+        pa.field("lines", pa.int64(), nullable=False),
+        pa.field("good", pa.int64(), nullable=False),
+        pa.field("bad", pa.int64(), nullable=False),
+        pa.field("nnz", pa.int64(), nullable=False),
+        pa.field("positives", pa.int64(), nullable=False),
+        pa.field("no_label", pa.int64(), nullable=False),
+        pa.field("no_feature", pa.int64(), nullable=False),
+        pa.field("max_feat", pa.int64(), nullable=False),
+        pa.field("max_label", pa.int64(), nullable=False),
+        pa.field("first_bad_line", pa.int64(), nullable=True),
+        pa.field("first_bad_reason", pa.string(), nullable=True),
+    ]
+)
 
 
 def _ingest_task(out: str, limits: xc.Limits, has_header: bool, first_line_of: dict[int, int]):
@@ -68,8 +70,17 @@ def _ingest_task(out: str, limits: xc.Limits, has_header: bool, first_line_of: d
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         seen: dict[int, int] = {}  # rows seen so far per split (a task may hold several splits)
         writers = PartWriters(out, {S.X: X_ARROW, S.Y: Y_ARROW, S.REJECTED: REJECTED_ARROW})
-        acc = dict(lines=0, good=0, bad=0, nnz=0, positives=0, no_label=0, no_feature=0,
-                   max_feat=-1, max_label=-1)
+        acc = dict(
+            lines=0,
+            good=0,
+            bad=0,
+            nnz=0,
+            positives=0,
+            no_label=0,
+            no_feature=0,
+            max_feat=-1,
+            max_label=-1,
+        )
         first_bad: tuple[int, str] | None = None
         with writers:
             for batch in batches:
@@ -96,18 +107,30 @@ def _ingest_task(out: str, limits: xc.Limits, has_header: bool, first_line_of: d
                 if bad.any():
                     bad_idx = pa.array(np.flatnonzero(bad))
                     rejected = pa.RecordBatch.from_arrays(
-                        [pa.array(line_no).take(bad_idx), pc.cast(lines, pa.string()).take(bad_idx),
-                         reason.take(bad_idx)], schema=REJECTED_ARROW)
+                        [
+                            pa.array(line_no).take(bad_idx),
+                            pc.cast(lines, pa.string()).take(bad_idx),
+                            reason.take(bad_idx),
+                        ],
+                        schema=REJECTED_ARROW,
+                    )
                     writers.write(S.REJECTED, rejected)
                     acc["bad"] += len(bad_idx)
                     if first_bad is None:
-                        first_bad = (int(rejected.column(0)[0].as_py()), rejected.column(2)[0].as_py())
+                        first_bad = (
+                            int(rejected.column(0)[0].as_py()),
+                            rejected.column(2)[0].as_py(),
+                        )
                 keep = pa.array(good)
                 feat_idx = parsed.column(0).filter(keep)
                 label_ids = parsed.column(2).filter(keep)
                 ids = sample_id.filter(keep)
-                writers.write(S.X, pa.RecordBatch.from_arrays(
-                    [ids, feat_idx, parsed.column(1).filter(keep)], schema=X_ARROW))
+                writers.write(
+                    S.X,
+                    pa.RecordBatch.from_arrays(
+                        [ids, feat_idx, parsed.column(1).filter(keep)], schema=X_ARROW
+                    ),
+                )
                 writers.write(S.Y, pa.RecordBatch.from_arrays([ids, label_ids], schema=Y_ARROW))
                 n_feat = np.asarray(pc.list_value_length(feat_idx), dtype=np.int64)
                 n_lab = np.asarray(pc.list_value_length(label_ids), dtype=np.int64)
@@ -117,9 +140,13 @@ def _ingest_task(out: str, limits: xc.Limits, has_header: bool, first_line_of: d
                 acc["no_label"] += int((n_lab == 0).sum())
                 acc["no_feature"] += int((n_feat == 0).sum())
                 if n_feat.sum():
-                    acc["max_feat"] = max(acc["max_feat"], int(pc.max(pc.list_flatten(feat_idx)).as_py()))
+                    acc["max_feat"] = max(
+                        acc["max_feat"], int(pc.max(pc.list_flatten(feat_idx)).as_py())
+                    )
                 if n_lab.sum():
-                    acc["max_label"] = max(acc["max_label"], int(pc.max(pc.list_flatten(label_ids)).as_py()))
+                    acc["max_label"] = max(
+                        acc["max_label"], int(pc.max(pc.list_flatten(label_ids)).as_py())
+                    )
         summary: dict[str, list[Any]] = {k: [v] for k, v in acc.items()}
         summary["first_bad_line"] = [first_bad[0] if first_bad else None]
         summary["first_bad_reason"] = [first_bad[1] if first_bad else None]
@@ -181,7 +208,8 @@ def ingest(
         one_based=params.one_based,
     )
     raw = spark.read.text(input_path).select(
-        "value", F.col("_metadata.file_block_start").alias(_BLOCK))
+        "value", F.col("_metadata.file_block_start").alias(_BLOCK)
+    )
     if raw.rdd.getNumPartitions() == 1:
         # One partition holds one split here (Spark cuts splits at its partition size), so the one
         # task sees every line in order from offset 0: no counting pass needed (always for .gz).
@@ -198,8 +226,11 @@ def ingest(
         n_lines = sum(r["lines"] for r in rows)
         n_bad = sum(r["bad"] for r in rows)
         if n_bad and params.on_bad_line == "fail":  # a bad line says more than a wrong count
-            line, reason = min((r["first_bad_line"], r["first_bad_reason"]) for r in rows
-                               if r["first_bad_line"] is not None)
+            line, reason = min(
+                (r["first_bad_line"], r["first_bad_reason"])
+                for r in rows
+                if r["first_bad_line"] is not None
+            )
             more = f" ({n_bad - 1} more bad lines)" if n_bad > 1 else ""
             raise BadInputError(f"{input_path}:{line}: {reason}{more}")
         _check_count(input_path, header, n_lines)
@@ -207,7 +238,8 @@ def ingest(
         for table, schema in ((S.X, X_ARROW), (S.Y, Y_ARROW)):
             if not fs.exists(posixpath.join(tmp, table)):  # no sample at all: an empty table
                 PartWriter(posixpath.join(tmp, table), "part-empty.parquet", schema).close(
-                    allow_empty=True)
+                    allow_empty=True
+                )
         if header is not None:
             n_features, n_labels = header[1], header[2]
         else:

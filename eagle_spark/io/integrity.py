@@ -155,8 +155,10 @@ def describe(folder: str, checksums: bool = True) -> dict[str, Any]:
                 entry.update(parquet_facts(fs, path))
             except Exception as err:  # noqa: BLE001 - any reader failure is a damaged file
                 where = posixpath.join(folder.rstrip("/"), rel)
-                raise BadInputError(f"input file {where} (table {_table(rel)} of {folder}) cannot be "
-                                    f"read: {err} (the file is damaged or truncated)") from None
+                raise BadInputError(
+                    f"input file {where} (table {_table(rel)} of {folder}) cannot be "
+                    f"read: {err} (the file is damaged or truncated)"
+                ) from None
         files[rel] = entry
     listing: dict[str, Any] = {"format_version": LIST_FORMAT_VERSION, "files": files}
     groups = _distinct(fs, root, files, "Y1", "group_id")
@@ -169,15 +171,19 @@ def describe(folder: str, checksums: bool = True) -> dict[str, Any]:
     return listing
 
 
-def _distinct(fs: pafs.FileSystem, root: str, files: Mapping[str, Any], table: str,
-              column: str) -> Optional[int]:
+def _distinct(
+    fs: pafs.FileSystem, root: str, files: Mapping[str, Any], table: str, column: str
+) -> Optional[int]:
     """Distinct values of `column` over `table`'s Parquet files (None: no such table or column).
     Reads that one column (Y1's group ids: 8 bytes a sample)."""
     import pyarrow.compute as pc
     import pyarrow.dataset as pads
 
-    paths = [posixpath.join(root, rel) for rel in files
-             if posixpath.dirname(rel) == table and rel.endswith(".parquet")]
+    paths = [
+        posixpath.join(root, rel)
+        for rel in files
+        if posixpath.dirname(rel) == table and rel.endswith(".parquet")
+    ]
     if not paths:
         return None
     data = pads.dataset(paths, filesystem=fs, format="parquet")
@@ -225,13 +231,20 @@ def read_list(folder: str, what: str) -> Optional[dict[str, Any]]:
     try:
         listing = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise BadInputError(f"{what} {folder}: its file list {FILES} is not valid JSON: {err}") from None
+        raise BadInputError(
+            f"{what} {folder}: its file list {FILES} is not valid JSON: {err}"
+        ) from None
     files = listing.get("files") if isinstance(listing, dict) else None
-    if (not isinstance(listing, dict) or listing.get("format_version") != LIST_FORMAT_VERSION
-            or not isinstance(files, dict)
-            or not all(isinstance(e, dict) and isinstance(e.get("size"), int) for e in files.values())):
-        raise BadInputError(f"{what} {folder}: its file list {FILES} is not a version "
-                            f"{LIST_FORMAT_VERSION} list of files with sizes")
+    if (
+        not isinstance(listing, dict)
+        or listing.get("format_version") != LIST_FORMAT_VERSION
+        or not isinstance(files, dict)
+        or not all(isinstance(e, dict) and isinstance(e.get("size"), int) for e in files.values())
+    ):
+        raise BadInputError(
+            f"{what} {folder}: its file list {FILES} is not a version "
+            f"{LIST_FORMAT_VERSION} list of files with sizes"
+        )
     return listing
 
 
@@ -265,29 +278,40 @@ def check_folder(folder: str, what: str = "folder", full: bool = False) -> Optio
     listing = read_list(folder, what)
     if listing is None:
         if full:
-            raise BadInputError(f"{what} {folder} has no file list {FILES} to verify against "
-                                f"(`eagle-spark verify {folder} --record` writes one)")
-        log.info("%s %s has no file list %s: its files are described as they are", what, folder, FILES)
+            raise BadInputError(
+                f"{what} {folder} has no file list {FILES} to verify against "
+                f"(`eagle-spark verify {folder} --record` writes one)"
+            )
+        log.info(
+            "%s %s has no file list %s: its files are described as they are", what, folder, FILES
+        )
         return describe(folder, checksums=False)
     listed = listing["files"]
     actual = _files(fs, root)
     tables = {posixpath.dirname(rel) for rel in listed}
 
     def fail(rel: str, why: str) -> BadInputError:
-        return BadInputError(f"{what} {folder}: table {_table(rel)}: file {rel} {why} "
-                             "(the folder is damaged or was changed after it was written)")
+        return BadInputError(
+            f"{what} {folder}: table {_table(rel)}: file {rel} {why} "
+            "(the folder is damaged or was changed after it was written)"
+        )
 
     for rel, entry in sorted(listed.items()):
         if rel not in actual:
             raise fail(rel, f"is missing (its file list {FILES} names it)")
         if actual[rel][0] != entry["size"]:
-            raise fail(rel, f"has {actual[rel][0]} bytes, its file list says {entry['size']} "
-                            "(truncated or rewritten)")
+            raise fail(
+                rel,
+                f"has {actual[rel][0]} bytes, its file list says {entry['size']} "
+                "(truncated or rewritten)",
+            )
         small = entry["size"] <= CHECKSUM_ON_READ and not rel.endswith(".parquet")
         if (full or small) and "crc32" in entry:
             found = crc32(fs, posixpath.join(root, rel))
             if found != entry["crc32"]:
-                raise fail(rel, f"has CRC-32 {found}, its file list says {entry['crc32']} (altered)")
+                raise fail(
+                    rel, f"has CRC-32 {found}, its file list says {entry['crc32']} (altered)"
+                )
         if full and "rows" in entry:
             try:
                 rows = parquet_facts(fs, posixpath.join(root, rel))["rows"]
@@ -331,8 +355,9 @@ _BOUNDS = (
 _ROWS = (("n_samples", "X"), ("n_samples", "predictions"))
 
 
-def check_counts(folder: str, manifest: Mapping[str, Any], listing: Mapping[str, Any],
-                 what: str = "dataset") -> None:
+def check_counts(
+    folder: str, manifest: Mapping[str, Any], listing: Mapping[str, Any], what: str = "dataset"
+) -> None:
     """Compare a manifest's sizes with its tables' recorded statistics.
 
     Checked: X (and predictions) has ``n_samples`` rows; X's feature ids lie below ``n_features``;
@@ -354,31 +379,46 @@ def check_counts(folder: str, manifest: Mapping[str, Any], listing: Mapping[str,
     for key, table in _ROWS:
         got = of(table)
         if got is not None and isinstance(manifest.get(key), int) and got["rows"] != manifest[key]:
-            raise BadInputError(f"{what} {folder}: {_manifest(folder)} says {key}={manifest[key]} "
-                                f"but table {table} has {got['rows']} rows")
+            raise BadInputError(
+                f"{what} {folder}: {_manifest(folder)} says {key}={manifest[key]} "
+                f"but table {table} has {got['rows']} rows"
+            )
     groups = listing.get("tables", {}).get("Y1", {}).get("distinct", {}).get("group_id")
-    if isinstance(groups, int) and isinstance(manifest.get("n_groups"), int) and groups != manifest["n_groups"]:
-        raise BadInputError(f"{what} {folder}: {_manifest(folder)} says n_groups={manifest['n_groups']} "
-                            f"but table Y1 has {groups} distinct group_id")
+    if (
+        isinstance(groups, int)
+        and isinstance(manifest.get("n_groups"), int)
+        and groups != manifest["n_groups"]
+    ):
+        raise BadInputError(
+            f"{what} {folder}: {_manifest(folder)} says n_groups={manifest['n_groups']} "
+            f"but table Y1 has {groups} distinct group_id"
+        )
     for key, table, column in _BOUNDS:
         got = of(table)
         if got is None or not isinstance(manifest.get(key), int):
             continue
         low, high = got["min"].get(column), got["max"].get(column)
         if low is not None and low < 0:
-            raise BadInputError(f"{what} {folder}: table {table} has {column} {low} (in file "
-                                f"{_holder(listing, table, 'min', column, low)}), below 0")
+            raise BadInputError(
+                f"{what} {folder}: table {table} has {column} {low} (in file "
+                f"{_holder(listing, table, 'min', column, low)}), below 0"
+            )
         if high is not None and high >= manifest[key]:
-            raise BadInputError(f"{what} {folder}: {_manifest(folder)} says {key}={manifest[key]} "
-                                f"but table {table} has {column} {high} (in file "
-                                f"{_holder(listing, table, 'max', column, high)}; ids must lie in "
-                                f"[0, {manifest[key]}))")
+            raise BadInputError(
+                f"{what} {folder}: {_manifest(folder)} says {key}={manifest[key]} "
+                f"but table {table} has {column} {high} (in file "
+                f"{_holder(listing, table, 'max', column, high)}; ids must lie in "
+                f"[0, {manifest[key]}))"
+            )
 
 
 def _holder(listing: Mapping[str, Any], table: str, side: str, column: str, value: int) -> str:
     """The first listed file of `table` whose `side` statistic of `column` is `value`."""
-    return next(rel for rel, e in sorted(listing["files"].items())
-                if posixpath.dirname(rel) == table and e.get(side, {}).get(column) == value)
+    return next(
+        rel
+        for rel, e in sorted(listing["files"].items())
+        if posixpath.dirname(rel) == table and e.get(side, {}).get(column) == value
+    )
 
 
 def _manifest(folder: str) -> str:
@@ -408,5 +448,9 @@ def verify_folder(folder: str, what: str = "folder") -> dict[str, Any]:
     if isinstance(manifest, dict):
         check_counts(folder, manifest, listing, what)
     files = listing["files"].values()
-    return {"folder": folder, "files": len(files), "bytes": sum(e["size"] for e in files),
-            "rows": sum(e.get("rows", 0) for e in files)}
+    return {
+        "folder": folder,
+        "files": len(files),
+        "bytes": sum(e["size"] for e in files),
+        "rows": sum(e.get("rows", 0) for e in files),
+    }

@@ -37,8 +37,10 @@ LOCK_NAME = "_lock"
 
 
 def _describe(holder: dict[str, Any]) -> str:
-    return (f"pid {holder.get('pid', '?')} on host {holder.get('host', '?')} since "
-            f"{holder.get('started_at', '?')}")
+    return (
+        f"pid {holder.get('pid', '?')} on host {holder.get('host', '?')} since "
+        f"{holder.get('started_at', '?')}"
+    )
 
 
 def _parse(text: str) -> dict[str, Any]:
@@ -64,9 +66,12 @@ class RunLock:
         self.spark = spark
         self.run_dir = run_dir.rstrip("/") or "/"
         self.path = posixpath.join(self.run_dir, LOCK_NAME)
-        self.holder = {"host": socket.gethostname(), "pid": os.getpid(),
-                       "started_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-                       "run_id": run_id}
+        self.holder = {
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "started_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "run_id": run_id,
+        }
         self._fd: Optional[int] = None
         self._remote = False
 
@@ -96,8 +101,11 @@ class RunLock:
                 continue
             previous = _parse(os.pread(fd, 4096, 0).decode("utf-8", "replace"))
             if previous:
-                log.warning("run folder %s: taking over the lock of %s: that process is gone",
-                            self.run_dir, _describe(previous))
+                log.warning(
+                    "run folder %s: taking over the lock of %s: that process is gone",
+                    self.run_dir,
+                    _describe(previous),
+                )
             data = json.dumps(self.holder).encode()
             os.ftruncate(fd, 0)
             os.pwrite(fd, data, 0)
@@ -115,14 +123,19 @@ class RunLock:
                 self._remote = True
                 return
             holder = _parse(fs.read_bytes(self.path).decode("utf-8", "replace"))
-            stale = (holder.get("host") == self.holder["host"]
-                     and not pid_alive(int(holder.get("pid", -1))))
+            stale = holder.get("host") == self.holder["host"] and not pid_alive(
+                int(holder.get("pid", -1))
+            )
             if not stale:
                 raise RunFolderInUseError(
                     f"run folder {self.run_dir} is in use by {_describe(holder)} (lock {self.path}; "
-                    "if that process is gone on another machine, delete the lock file)")
-            log.warning("run folder %s: taking over the lock of %s: that process is gone",
-                        self.run_dir, _describe(holder))
+                    "if that process is gone on another machine, delete the lock file)"
+                )
+            log.warning(
+                "run folder %s: taking over the lock of %s: that process is gone",
+                self.run_dir,
+                _describe(holder),
+            )
             fs.delete(self.path)
         raise RunFolderInUseError(f"run folder {self.run_dir}: lost the race for {self.path}")
 

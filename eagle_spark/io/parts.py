@@ -26,7 +26,7 @@ def filesystem_for(path: str) -> tuple[pafs.FileSystem, str]:
     """(pyarrow file system, path inside it) for a local path, ``file://`` URI or other URI."""
     if "://" in path:
         if path.startswith("file://"):
-            return pafs.LocalFileSystem(), path[len("file://"):]
+            return pafs.LocalFileSystem(), path[len("file://") :]
         return pafs.FileSystem.from_uri(path)
     return pafs.LocalFileSystem(), path
 
@@ -73,8 +73,9 @@ class PartWriter:
 
     def _open(self) -> pq.ParquetWriter:
         self._fs.create_dir(self._folder, recursive=True)
-        self._writer = pq.ParquetWriter(self._tmp, self._schema, filesystem=self._fs,
-                                        use_dictionary=self._dictionary)
+        self._writer = pq.ParquetWriter(
+            self._tmp, self._schema, filesystem=self._fs, use_dictionary=self._dictionary
+        )
         return self._writer
 
     def write(self, batch: pa.RecordBatch | pa.Table) -> None:
@@ -138,8 +139,12 @@ class PartWriters:
         if self._name is None:
             raise RuntimeError("PartWriters.name() must be called before write()")
         if table not in self._writers:
-            self._writers[table] = PartWriter(posixpath.join(self._root, table), self._name,
-                                              self._schemas[table], self._dictionary)
+            self._writers[table] = PartWriter(
+                posixpath.join(self._root, table),
+                self._name,
+                self._schemas[table],
+                self._dictionary,
+            )
         self._writers[table].write(batch)
 
     def __enter__(self) -> "PartWriters":
@@ -168,15 +173,22 @@ def read_x(dataset: str, n_features: int) -> tuple[np.ndarray, sp.csr_matrix]:
     from eagle_spark.sparse import csr_from_arrow
 
     fs, root = filesystem_for(dataset)
-    table = pq.read_table(f"{root}/{S.X}", filesystem=fs,
-                          columns=[S.SAMPLE_ID, S.FEAT_IDX, S.FEAT_VAL]).sort_by(S.SAMPLE_ID)
+    table = pq.read_table(
+        f"{root}/{S.X}", filesystem=fs, columns=[S.SAMPLE_ID, S.FEAT_IDX, S.FEAT_VAL]
+    ).sort_by(S.SAMPLE_ID)
     ids = np.asarray(table.column(S.SAMPLE_ID), dtype=np.int64)
     return ids, csr_from_arrow(table.column(S.FEAT_IDX), table.column(S.FEAT_VAL), n_features)
 
 
-def read_sparse_rows(folder: str, key: str, idx: str, val: str, shape: tuple[int, int],
-                     extra: Optional[str] = None, dtype: type = np.float64
-                     ) -> tuple[sp.csr_matrix, Optional[np.ndarray]]:
+def read_sparse_rows(
+    folder: str,
+    key: str,
+    idx: str,
+    val: str,
+    shape: tuple[int, int],
+    extra: Optional[str] = None,
+    dtype: type = np.float64,
+) -> tuple[sp.csr_matrix, Optional[np.ndarray]]:
     """Read a table of sparse rows (key, idx list, val list[, extra scalar]) into a CSR matrix.
 
     Used for label embeddings (label_id, emb_idx, emb_val) and classifier weights
@@ -204,8 +216,10 @@ def read_sparse_rows(folder: str, key: str, idx: str, val: str, shape: tuple[int
     table = pq.read_table(path, filesystem=fs, columns=columns).sort_by(key)
     rows = np.asarray(table.column(key), dtype=np.int64)
     if len(rows) and (rows[0] < 0 or rows[-1] >= shape[0]):
-        raise ValueError(f"{folder}: {key} {int(rows[0] if rows[0] < 0 else rows[-1])} is outside "
-                         f"[0, {shape[0]})")
+        raise ValueError(
+            f"{folder}: {key} {int(rows[0] if rows[0] < 0 else rows[-1])} is outside "
+            f"[0, {shape[0]})"
+        )
     repeated = np.flatnonzero(np.diff(rows) == 0)
     if len(repeated):
         raise ValueError(f"{folder}: {key} {int(rows[repeated[0]])} appears in more than one row")

@@ -89,8 +89,9 @@ def read_manifest(spark: SparkSession, folder: str, what: str = "dataset") -> di
     return manifest
 
 
-def conform(df: DataFrame, schema: T.StructType, what: str,
-            optional: Sequence[T.StructField] = ()) -> DataFrame:
+def conform(
+    df: DataFrame, schema: T.StructType, what: str, optional: Sequence[T.StructField] = ()
+) -> DataFrame:
     """Select `schema`'s columns in order, then the `optional` ones `df` has, cast to their types.
 
     Raises:
@@ -124,7 +125,9 @@ def _nullable(dt: T.DataType) -> T.DataType:
 def _safe_cast(actual: T.DataType, expected: T.DataType) -> bool:
     integral = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
     if isinstance(expected, T.ArrayType):
-        return isinstance(actual, T.ArrayType) and _safe_cast(actual.elementType, expected.elementType)
+        return isinstance(actual, T.ArrayType) and _safe_cast(
+            actual.elementType, expected.elementType
+        )
     if isinstance(expected, (T.LongType, T.IntegerType)):
         return isinstance(actual, integral)
     if isinstance(expected, T.FloatType):
@@ -142,7 +145,11 @@ def write_table(df: DataFrame, dataset: str, name: str, mode: str = "errorifexis
         mode: Spark save mode.
     """
     schema = S.TABLE_SCHEMAS.get(name)
-    out = conform(df, schema, f"table {name}", S.OPTIONAL_COLUMNS.get(name, ())) if schema is not None else df
+    out = (
+        conform(df, schema, f"table {name}", S.OPTIONAL_COLUMNS.get(name, ()))
+        if schema is not None
+        else df
+    )
     out.write.mode(mode).parquet(table_path(dataset, name))
 
 
@@ -151,7 +158,9 @@ def has_table(spark: SparkSession, dataset: str, name: str) -> bool:
     return FileSystem(spark).exists(table_path(dataset, name))
 
 
-def require_tables(spark: SparkSession, dataset: str, names: tuple[str, ...], hint: str = "") -> dict[str, Any]:
+def require_tables(
+    spark: SparkSession, dataset: str, names: tuple[str, ...], hint: str = ""
+) -> dict[str, Any]:
     """Read `dataset`'s manifest and check that it has the tables `names`.
 
     Args:
@@ -181,5 +190,8 @@ def read_table(spark: SparkSession, dataset: str, name: str) -> DataFrame:
         raise BadInputError(f"table {path} does not exist")
     df = spark.read.parquet(path)
     schema = S.TABLE_SCHEMAS.get(name)
-    return (conform(df, schema, f"table {path}", S.OPTIONAL_COLUMNS.get(name, ()))
-            if schema is not None else df)
+    return (
+        conform(df, schema, f"table {path}", S.OPTIONAL_COLUMNS.get(name, ()))
+        if schema is not None
+        else df
+    )

@@ -84,8 +84,14 @@ def _offsets(list_array: pa.ListArray) -> np.ndarray:
     return np.asarray(list_array.offsets, dtype=np.int64)
 
 
-def _first_error(n_lines: int, line_of: np.ndarray, bad: np.ndarray, code: int, out: np.ndarray,
-                 where: np.ndarray) -> None:
+def _first_error(
+    n_lines: int,
+    line_of: np.ndarray,
+    bad: np.ndarray,
+    code: int,
+    out: np.ndarray,
+    where: np.ndarray,
+) -> None:
     """Record `code` for each line that has a bad token and no earlier error; `where` keeps the token."""
     if not bad.any():
         return
@@ -205,8 +211,11 @@ def _diagnose(lines: pa.Array, limits: Limits) -> list[str]:
             reasons.append(f"malformed line {lines[line].as_py()[:80]!r}")
         else:
             tok = error_tok[code][int(where[line])].as_py()
-            reasons.append(_MESSAGES[code].format(tok=tok, n_features=limits.n_features,
-                                                  n_labels=limits.n_labels))
+            reasons.append(
+                _MESSAGES[code].format(
+                    tok=tok, n_features=limits.n_features, n_labels=limits.n_labels
+                )
+            )
     return reasons
 
 
@@ -215,8 +224,15 @@ _LINE_GRAMMAR = r"^(?:[0-9]+(?:,[0-9]+)*)?(?:(?:^|[ \t]+)[0-9]+:" + _NUM + r")*$
 _SEPARATORS = bytes.maketrans(b":,", b"  ")
 
 
-def _per_line_first(n_lines: int, line_of: np.ndarray, bad: np.ndarray, values: np.ndarray,
-                    code: int, error: np.ndarray, value_at: np.ndarray) -> None:
+def _per_line_first(
+    n_lines: int,
+    line_of: np.ndarray,
+    bad: np.ndarray,
+    values: np.ndarray,
+    code: int,
+    error: np.ndarray,
+    value_at: np.ndarray,
+) -> None:
     """Record `code` and the offending value for lines with a bad element and no earlier error."""
     if not bad.any():
         return
@@ -257,8 +273,12 @@ def parse_lines(lines: pa.Array, limits: Limits) -> pa.RecordBatch:
     n_colon = np.asarray(pc.count_substring(good, ":"), dtype=np.int64)
     validity, offsets, data = good.buffers()
     swapped = pa.StringArray.from_buffers(
-        len(good), offsets, pa.py_buffer((data.to_pybytes() if data else b"").translate(_SEPARATORS)),
-        validity, 0, good.offset,
+        len(good),
+        offsets,
+        pa.py_buffer((data.to_pybytes() if data else b"").translate(_SEPARATORS)),
+        validity,
+        0,
+        good.offset,
     )
     tokens = pc.ascii_split_whitespace(swapped)
     n_tok = np.diff(_offsets(tokens))
@@ -267,7 +287,9 @@ def parse_lines(lines: pa.Array, limits: Limits) -> pa.RecordBatch:
     if empty.any():  # an empty string splits into one empty token
         flat = flat.filter(pa.array(np.repeat(~empty, n_tok)))
         n_tok = np.where(empty, 0, n_tok)
-    numbers = np.asarray(pc.cast(flat, pa.float64()), dtype=np.float64) if len(flat) else np.zeros(0)
+    numbers = (
+        np.asarray(pc.cast(flat, pa.float64()), dtype=np.float64) if len(flat) else np.zeros(0)
+    )
     n_lab = n_tok - 2 * n_colon
     # Token positions by arithmetic: in line L (token start s, first feature f), feature m's id is
     # token s + n_lab + 2m, its value the next one; label m is token s + m.
@@ -312,7 +334,13 @@ def parse_lines(lines: pa.Array, limits: Limits) -> pa.RecordBatch:
             reasons[line] = reason
     for line in np.flatnonzero(error):
         value = value_at[line]
-        tok = f"{value:g}" if int(error[line]) == 14 else str(int(value)) if np.isfinite(value) else ""
+        tok = (
+            f"{value:g}"
+            if int(error[line]) == 14
+            else str(int(value))
+            if np.isfinite(value)
+            else ""
+        )
         reasons[line] = _MESSAGES[int(error[line])].format(
             tok=tok, n_features=limits.n_features, n_labels=limits.n_labels
         )

@@ -30,9 +30,15 @@ from eagle_spark.miml.data import Bags
 def _x_table(x: np.ndarray) -> pa.Table:
     n, d = x.shape
     offsets = pa.array(np.arange(0, n * d + 1, d, dtype=np.int32))
-    return pa.table({S.SAMPLE_ID: pa.array(np.arange(n, dtype=np.int64)),
-                     S.FEAT_IDX: pa.ListArray.from_arrays(offsets, pa.array(np.tile(np.arange(d, dtype=np.int32), n))),
-                     S.FEAT_VAL: pa.ListArray.from_arrays(offsets, pa.array(x.ravel().astype(np.float32)))})
+    return pa.table(
+        {
+            S.SAMPLE_ID: pa.array(np.arange(n, dtype=np.int64)),
+            S.FEAT_IDX: pa.ListArray.from_arrays(
+                offsets, pa.array(np.tile(np.arange(d, dtype=np.int32), n))
+            ),
+            S.FEAT_VAL: pa.ListArray.from_arrays(offsets, pa.array(x.ravel().astype(np.float32))),
+        }
+    )
 
 
 def _manifest(path: str, **fields: Any) -> None:
@@ -60,9 +66,13 @@ def write_images_dataset(x: np.ndarray, y: np.ndarray, path: str, n_labels: int 
         t = _x_table(x[lo:hi])
         t = t.set_column(0, S.SAMPLE_ID, pa.array(np.arange(lo, hi, dtype=np.int64)))
         pq.write_table(t, os.path.join(tmp, S.X, f"part-{k:05d}.parquet"))
-    labels = pa.ListArray.from_arrays(pa.array(np.arange(n + 1, dtype=np.int32)), pa.array(y.astype(np.int32)))
-    pq.write_table(pa.table({S.SAMPLE_ID: pa.array(np.arange(n, dtype=np.int64)), S.LABEL_IDS: labels}),
-                   os.path.join(tmp, S.Y, "part-00000.parquet"))
+    labels = pa.ListArray.from_arrays(
+        pa.array(np.arange(n + 1, dtype=np.int32)), pa.array(y.astype(np.int32))
+    )
+    pq.write_table(
+        pa.table({S.SAMPLE_ID: pa.array(np.arange(n, dtype=np.int64)), S.LABEL_IDS: labels}),
+        os.path.join(tmp, S.Y, "part-00000.parquet"),
+    )
     _manifest(tmp, n_samples=int(n), n_features=int(x.shape[1]), n_labels=int(n_labels))
     shutil.rmtree(path, ignore_errors=True)
     os.rename(tmp, path)
@@ -77,25 +87,36 @@ def spark_bags(spark: Any, images: str, out: str, group_size: int, seed: int) ->
         ValueError: the images do not fill whole bags (the job would leave a smaller last bag).
     """
     from eagle_spark.aggregation.aggregate import aggregate
-    from eagle_spark.params import AggregateParams
-
     from eagle_spark.io.tables import read_manifest
+    from eagle_spark.params import AggregateParams
 
     manifest = read_manifest(spark, images)
     n, n_labels = int(manifest["n_samples"]), int(manifest["n_labels"])
     if n % group_size:
-        raise ValueError(f"miml: {n} images do not fill bags of {group_size} (use a multiple of it)")
-    aggregate(spark, images, out, AggregateParams(grouping="random", group_size=group_size, seed=seed,
-                                                  merge="list"), overwrite=True)
-    y1 = pq.read_table(os.path.join(out, S.Y1)).sort_by([(S.GROUP_ID, "ascending"), (S.SAMPLE_ID, "ascending")])
+        raise ValueError(
+            f"miml: {n} images do not fill bags of {group_size} (use a multiple of it)"
+        )
+    aggregate(
+        spark,
+        images,
+        out,
+        AggregateParams(grouping="random", group_size=group_size, seed=seed, merge="list"),
+        overwrite=True,
+    )
+    y1 = pq.read_table(os.path.join(out, S.Y1)).sort_by(
+        [(S.GROUP_ID, "ascending"), (S.SAMPLE_ID, "ascending")]
+    )
     y2 = pq.read_table(os.path.join(out, S.Y2))
     groups = np.asarray(y1.column(S.GROUP_ID), dtype=np.int64)
     ids, first = np.unique(groups, return_index=True)
     members = np.asarray(y1.column(S.SAMPLE_ID), dtype=np.int64).reshape(len(ids), group_size)
     row = np.searchsorted(ids, np.asarray(y2.column(S.GROUP_ID), dtype=np.int64))
     counts = np.zeros((len(ids), n_labels), dtype=np.int64)
-    np.add.at(counts, (row, np.asarray(y2.column(S.LABEL_ID), dtype=np.int64)),
-              np.asarray(y2.column(S.COUNT), dtype=np.int64))
+    np.add.at(
+        counts,
+        (row, np.asarray(y2.column(S.LABEL_ID), dtype=np.int64)),
+        np.asarray(y2.column(S.COUNT), dtype=np.int64),
+    )
     return Bags(members, counts)
 
 
@@ -122,16 +143,35 @@ def multiset_dataset(images: str, bags: Bags, path: str) -> str:
             os.link(src, dst)
         except OSError:
             shutil.copyfile(src, dst)
-    for table, data in ((S.Y1, {S.SAMPLE_ID: bags.members[group_bag].ravel(),
-                                S.GROUP_ID: np.repeat(np.arange(n_groups, dtype=np.int64), g)}),
-                        (S.Y2, {S.GROUP_ID: np.arange(n_groups, dtype=np.int64), S.LABEL_ID: group_label,
-                                S.COUNT: np.ones(n_groups, dtype=np.int32)})):
+    for table, data in (
+        (
+            S.Y1,
+            {
+                S.SAMPLE_ID: bags.members[group_bag].ravel(),
+                S.GROUP_ID: np.repeat(np.arange(n_groups, dtype=np.int64), g),
+            },
+        ),
+        (
+            S.Y2,
+            {
+                S.GROUP_ID: np.arange(n_groups, dtype=np.int64),
+                S.LABEL_ID: group_label,
+                S.COUNT: np.ones(n_groups, dtype=np.int32),
+            },
+        ),
+    ):
         os.makedirs(os.path.join(tmp, table))
         pq.write_table(pa.table(data), os.path.join(tmp, table, "part-00000.parquet"))
     with open(os.path.join(images, S.MANIFEST), encoding="utf-8") as fh:
         manifest = json.load(fh)
-    _manifest(tmp, n_samples=manifest["n_samples"], n_features=manifest["n_features"],
-              n_labels=manifest["n_labels"], n_groups=int(n_groups), n_bags=int(n_bags))
+    _manifest(
+        tmp,
+        n_samples=manifest["n_samples"],
+        n_features=manifest["n_features"],
+        n_labels=manifest["n_labels"],
+        n_groups=int(n_groups),
+        n_bags=int(n_bags),
+    )
     shutil.rmtree(path, ignore_errors=True)
     os.rename(tmp, path)
     return path
@@ -152,8 +192,9 @@ def embed_tasks(bags: Bags, n_features: int, budget_bytes: int = 4 << 30, tasks:
     return 1 if rows * n_features * GRLR_BYTES_PER_NONZERO > budget_bytes else tasks
 
 
-def label_embeddings(spark: Any, dataset: str, out: str, iterations: int, step: float,
-                     tasks: int = 16) -> np.ndarray:
+def label_embeddings(
+    spark: Any, dataset: str, out: str, iterations: int, step: float, tasks: int = 16
+) -> np.ndarray:
     """GRLR label embeddings (paper Algorithm 1) of an aggregated dataset, by the ``embed`` job
     (:class:`eagle_spark.ml.grlr.GRLR`; rows L2-normalised, `tasks` its ``numTasks``), written to `out`.
 
@@ -168,8 +209,12 @@ def label_embeddings(spark: Any, dataset: str, out: str, iterations: int, step: 
     n_labels, d = int(ds.manifest["n_labels"]), int(ds.manifest["n_features"])
     emb = np.zeros((n_labels, d), dtype=np.float32)
     table = pq.read_table(os.path.join(out, S.LABEL_EMB))
-    for k, idx, val in zip(table.column(S.LABEL_ID).to_pylist(), table.column(S.EMB_IDX).to_pylist(),
-                           table.column(S.EMB_VAL).to_pylist(), strict=True):
+    for k, idx, val in zip(
+        table.column(S.LABEL_ID).to_pylist(),
+        table.column(S.EMB_IDX).to_pylist(),
+        table.column(S.EMB_VAL).to_pylist(),
+        strict=True,
+    ):
         emb[k, idx] = val
     return emb
 

@@ -20,8 +20,12 @@ from eagle_spark.errors import BadInputError
 
 IMAGES_MAGIC = 0x00000803  # unsigned byte, 3 dimensions (n, rows, cols)
 LABELS_MAGIC = 0x00000801  # unsigned byte, 1 dimension (n,)
-MNIST_FILES = {"train_images": "train-images.idx3-ubyte", "train_labels": "train-labels.idx1-ubyte",
-               "test_images": "t10k-images.idx3-ubyte", "test_labels": "t10k-labels.idx1-ubyte"}
+MNIST_FILES = {
+    "train_images": "train-images.idx3-ubyte",
+    "train_labels": "train-labels.idx1-ubyte",
+    "test_images": "t10k-images.idx3-ubyte",
+    "test_labels": "t10k-labels.idx1-ubyte",
+}
 """The standard MNIST file names (each may also be gzip-compressed, with a ``.gz`` suffix)."""
 
 
@@ -46,19 +50,24 @@ def read_idx(path: str) -> np.ndarray:
         raise BadInputError(f"{path}: {len(raw)} bytes, shorter than an IDX header")
     magic = int.from_bytes(raw[:4], "big")
     if magic not in (IMAGES_MAGIC, LABELS_MAGIC):
-        raise BadInputError(f"{path}: magic number {magic:#010x} is not an IDX uint8 image (0x00000803) "
-                            f"or label (0x00000801) file")
+        raise BadInputError(
+            f"{path}: magic number {magic:#010x} is not an IDX uint8 image (0x00000803) "
+            f"or label (0x00000801) file"
+        )
     ndim = magic & 0xFF
     header = 4 + 4 * ndim
     if len(raw) < header:
-        raise BadInputError(f"{path}: {len(raw)} bytes, shorter than its {header}-byte header "
-                            f"({ndim} dimensions)")
-    dims = [int.from_bytes(raw[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim)]
+        raise BadInputError(
+            f"{path}: {len(raw)} bytes, shorter than its {header}-byte header ({ndim} dimensions)"
+        )
+    dims = [int.from_bytes(raw[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim)]
     size = int(np.prod(dims))
     if len(raw) != header + size:
-        raise BadInputError(f"{path}: header says {' x '.join(map(str, dims))} = {size:,} values "
-                            f"({header + size:,} bytes with the {header}-byte header), the file has "
-                            f"{len(raw):,} bytes ({len(raw) - header:,} values)")
+        raise BadInputError(
+            f"{path}: header says {' x '.join(map(str, dims))} = {size:,} values "
+            f"({header + size:,} bytes with the {header}-byte header), the file has "
+            f"{len(raw):,} bytes ({len(raw) - header:,} values)"
+        )
     return np.frombuffer(raw, dtype=np.uint8, offset=header).reshape(dims)
 
 
@@ -80,8 +89,10 @@ def _find(folder: str, name: str) -> str:
         path = os.path.join(folder, candidate)
         if os.path.isfile(path):
             return path
-    raise BadInputError(f"{folder}: no {name} (or {name}.gz): an MNIST folder holds "
-                        f"{', '.join(MNIST_FILES.values())}")
+    raise BadInputError(
+        f"{folder}: no {name} (or {name}.gz): an MNIST folder holds "
+        f"{', '.join(MNIST_FILES.values())}"
+    )
 
 
 def load_mnist(folder: str) -> tuple[Images, Images]:
@@ -95,15 +106,24 @@ def load_mnist(folder: str) -> tuple[Images, Images]:
     """
     out = []
     for split in ("train", "test"):
-        ipath, lpath = _find(folder, MNIST_FILES[f"{split}_images"]), _find(folder, MNIST_FILES[f"{split}_labels"])
+        ipath, lpath = (
+            _find(folder, MNIST_FILES[f"{split}_images"]),
+            _find(folder, MNIST_FILES[f"{split}_labels"]),
+        )
         images, labels = read_idx(ipath), read_idx(lpath)
         if images.ndim != 3 or labels.ndim != 1:
             raise BadInputError(f"{ipath} / {lpath}: expected an image file and a label file")
         if len(images) != len(labels):
-            raise BadInputError(f"{ipath} holds {len(images):,} images but {lpath} {len(labels):,} labels")
+            raise BadInputError(
+                f"{ipath} holds {len(images):,} images but {lpath} {len(labels):,} labels"
+            )
         if labels.size and labels.max() > 9:
             raise BadInputError(f"{lpath}: label {int(labels.max())} is not a digit 0-9")
-        out.append(Images(images.reshape(len(images), -1).astype(np.float32) / 255.0, labels.astype(np.int64)))
+        out.append(
+            Images(
+                images.reshape(len(images), -1).astype(np.float32) / 255.0, labels.astype(np.int64)
+            )
+        )
     return out[0], out[1]
 
 
@@ -138,7 +158,7 @@ def make_bags(labels: np.ndarray, group_size: int, seed: int, n_labels: int = 10
     n_bags = len(labels) // group_size
     if n_bags == 0:
         raise ValueError(f"{len(labels)} images cannot fill one bag of {group_size}")
-    order = np.random.default_rng(seed).permutation(len(labels))[:n_bags * group_size]
+    order = np.random.default_rng(seed).permutation(len(labels))[: n_bags * group_size]
     members = order.reshape(n_bags, group_size).astype(np.int64)
     counts = np.zeros((n_bags, n_labels), dtype=np.int64)
     np.add.at(counts, (np.repeat(np.arange(n_bags), group_size), labels[members].ravel()), 1)

@@ -34,8 +34,14 @@ from typing import Any, Optional
 
 import numpy as np
 
-from eagle_spark.miml.bags import (centre_embeddings, embed_tasks, label_embeddings, multiset_dataset, spark_bags,
-                                   write_images_dataset)
+from eagle_spark.miml.bags import (
+    centre_embeddings,
+    embed_tasks,
+    label_embeddings,
+    multiset_dataset,
+    spark_bags,
+    write_images_dataset,
+)
 from eagle_spark.miml.data import Bags, Images, centre, load_mnist, make_bags
 from eagle_spark.miml.training import NetConfig, train_bags, train_distributed
 
@@ -44,8 +50,10 @@ log = logging.getLogger(__name__)
 METHODS = {"deep-miml": None, "eagle0": 0, "eagle": None}
 """Method -> GRLR iterations of its label embeddings (None for deep-miml: no embeddings; eagle
 uses ``MIMLSetting.iterations``)."""
-PAPER_TABLE3 = {4: {"deep-miml": 94.70, "eagle0": 94.82, "eagle": 94.82},
-                50: {"deep-miml": 33.33, "eagle0": 36.10, "eagle": 38.46}}
+PAPER_TABLE3 = {
+    4: {"deep-miml": 94.70, "eagle0": 94.82, "eagle": 94.82},
+    50: {"deep-miml": 33.33, "eagle0": 36.10, "eagle": 38.46},
+}
 """Top-1 accuracy (%) of Table 3, MNIST column, by group size."""
 
 
@@ -87,9 +95,13 @@ class MIMLSetting:
     def __post_init__(self) -> None:
         unknown = [m for m in self.methods if m not in METHODS]
         if unknown or not self.methods:
-            raise ValueError(f"miml: methods must be among {', '.join(METHODS)}, got {list(self.methods)}")
+            raise ValueError(
+                f"miml: methods must be among {', '.join(METHODS)}, got {list(self.methods)}"
+            )
         if self.group_size < 1 or self.seeds < 1 or self.iterations < 0 or self.num_processes < 0:
-            raise ValueError("miml: group_size and seeds must be >= 1, iterations and num_processes >= 0")
+            raise ValueError(
+                "miml: group_size and seeds must be >= 1, iterations and num_processes >= 0"
+            )
         if not 0 < self.validation < 1:
             raise ValueError(f"miml: validation must be in (0, 1), got {self.validation}")
         if any(not (np.isfinite(lr) and lr > 0) for lr in self.tune_lr):
@@ -101,8 +113,14 @@ def _local_folder(output: str) -> str:
     return output
 
 
-def _train(x: np.ndarray, bags: Bags, net: NetConfig, emb: Optional[np.ndarray],
-           val: tuple[np.ndarray, np.ndarray], num_processes: int) -> tuple[dict, list]:
+def _train(
+    x: np.ndarray,
+    bags: Bags,
+    net: NetConfig,
+    emb: Optional[np.ndarray],
+    val: tuple[np.ndarray, np.ndarray],
+    num_processes: int,
+) -> tuple[dict, list]:
     if num_processes >= 1:
         return train_distributed(x, bags, net, emb, val, num_processes)
     return train_bags(x, bags, net, emb, val)
@@ -124,12 +142,22 @@ def tune(x: np.ndarray, labels: np.ndarray, setting: MIMLSetting) -> dict[str, A
     bags = Bags(fit_idx[bags.members], bags.counts)
     best: dict[str, Any] = {"val_accuracy": -1.0, "curves": {}}
     for lr in setting.tune_lr:
-        _, hist = _train(x, bags, dataclasses.replace(setting.net, lr=lr, seed=0), None,
-                         (x[val_idx], labels[val_idx]), setting.num_processes)
+        _, hist = _train(
+            x,
+            bags,
+            dataclasses.replace(setting.net, lr=lr, seed=0),
+            None,
+            (x[val_idx], labels[val_idx]),
+            setting.num_processes,
+        )
         best["curves"][str(lr)] = [h["val_accuracy"] for h in hist]
         top = max(hist, key=lambda h: h["val_accuracy"])
-        log.info("miml tune: lr %g: best validation accuracy %.2f%% at epoch %d", lr, top["val_accuracy"],
-                 top["epoch"])
+        log.info(
+            "miml tune: lr %g: best validation accuracy %.2f%% at epoch %d",
+            lr,
+            top["val_accuracy"],
+            top["epoch"],
+        )
         if top["val_accuracy"] > best["val_accuracy"]:
             best.update(lr=lr, epochs=int(top["epoch"]), val_accuracy=top["val_accuracy"])
     return best
@@ -155,9 +183,9 @@ def run_miml(spark: Any, images_dir: str, output: str, setting: MIMLSetting) -> 
     started = time.monotonic()
     train, test = load_mnist(images_dir)
     if setting.train_images:
-        train = Images(train.x[:setting.train_images], train.y[:setting.train_images])
+        train = Images(train.x[: setting.train_images], train.y[: setting.train_images])
     if setting.test_images:
-        test = Images(test.x[:setting.test_images], test.y[:setting.test_images])
+        test = Images(test.x[: setting.test_images], test.y[: setting.test_images])
     x, x_test = centre(train.x, test.x)
     seconds: dict[str, float] = {}
     net, tuned = setting.net, None
@@ -170,7 +198,9 @@ def run_miml(spark: Any, images_dir: str, output: str, setting: MIMLSetting) -> 
     try:
         t0 = time.monotonic()
         images = write_images_dataset(x, train.y, os.path.join(work, "images"))
-        bags = spark_bags(spark, images, os.path.join(work, "bags"), setting.group_size, setting.data_seed)
+        bags = spark_bags(
+            spark, images, os.path.join(work, "bags"), setting.group_size, setting.data_seed
+        )
         seconds["bags"] = round(time.monotonic() - t0, 1)
         embeddings: dict[str, np.ndarray] = {}
         if any(m != "deep-miml" for m in setting.methods):
@@ -180,8 +210,14 @@ def run_miml(spark: Any, images_dir: str, output: str, setting: MIMLSetting) -> 
                 continue
             t0 = time.monotonic()
             iters = 0 if method == "eagle0" else setting.iterations
-            emb = label_embeddings(spark, multiset, os.path.join(work, f"emb_{method}"), iters,
-                                   setting.step, embed_tasks(bags, x.shape[1]))
+            emb = label_embeddings(
+                spark,
+                multiset,
+                os.path.join(work, f"emb_{method}"),
+                iters,
+                setting.step,
+                embed_tasks(bags, x.shape[1]),
+            )
             embeddings[method] = centre_embeddings(emb) if setting.centre_embeddings else emb
             seconds[f"grlr_{method}"] = round(time.monotonic() - t0, 1)
     finally:
@@ -192,23 +228,48 @@ def run_miml(spark: Any, images_dir: str, output: str, setting: MIMLSetting) -> 
         t0 = time.monotonic()
         accs, hists = [], []
         for seed in range(setting.seeds):
-            _, hist = _train(x, bags, dataclasses.replace(net, seed=seed), embeddings.get(method),
-                             (x_test, test.y), setting.num_processes)
+            _, hist = _train(
+                x,
+                bags,
+                dataclasses.replace(net, seed=seed),
+                embeddings.get(method),
+                (x_test, test.y),
+                setting.num_processes,
+            )
             accs.append(hist[-1]["val_accuracy"])
             hists.append(hist)
         curves[method] = hists
         paper = PAPER_TABLE3.get(setting.group_size, {}).get(method)
-        results[method] = {"accuracy": [round(a, 2) for a in accs], "mean": round(float(np.mean(accs)), 2),
-                           "std": round(float(np.std(accs)), 2), "paper": paper}
+        results[method] = {
+            "accuracy": [round(a, 2) for a in accs],
+            "mean": round(float(np.mean(accs)), 2),
+            "std": round(float(np.std(accs)), 2),
+            "paper": paper,
+        }
         seconds[f"train_{method}"] = round(time.monotonic() - t0, 1)
-        log.info("miml g=%d %s: top-1 accuracy %.2f +- %.2f %% (%d seeds)", setting.group_size, method,
-                 results[method]["mean"], results[method]["std"], setting.seeds)
+        log.info(
+            "miml g=%d %s: top-1 accuracy %.2f +- %.2f %% (%d seeds)",
+            setting.group_size,
+            method,
+            results[method]["mean"],
+            results[method]["std"],
+            setting.seeds,
+        )
     seconds["total"] = round(time.monotonic() - started, 1)
-    out = {"group_size": setting.group_size, "n_bags": int(len(bags.members)),
-           "train_images": int(len(train.y)), "test_images": int(len(test.y)), "methods": results,
-           "net": dataclasses.asdict(net), "tuned": tuned, "iterations": setting.iterations,
-           "step": setting.step, "centre_embeddings": setting.centre_embeddings,
-           "num_processes": setting.num_processes, "seconds": seconds}
+    out = {
+        "group_size": setting.group_size,
+        "n_bags": int(len(bags.members)),
+        "train_images": int(len(train.y)),
+        "test_images": int(len(test.y)),
+        "methods": results,
+        "net": dataclasses.asdict(net),
+        "tuned": tuned,
+        "iterations": setting.iterations,
+        "step": setting.step,
+        "centre_embeddings": setting.centre_embeddings,
+        "num_processes": setting.num_processes,
+        "seconds": seconds,
+    }
     os.makedirs(output, exist_ok=True)
     write_text(os.path.join(output, "results.json"), strict_json(out, indent=2) + "\n")
     plot_curves(curves, setting.group_size, os.path.join(output, "curves.png"))
@@ -224,13 +285,28 @@ def plot_curves(curves: dict[str, list], group_size: int, path: str) -> None:
     fig, (ax_loss, ax_acc) = new_figure(2)
     for method, hists in curves.items():
         epochs = [h["epoch"] for h in hists[0]]
-        ax_loss.plot(epochs, np.mean([[h["loss"] for h in hist] for hist in hists], axis=0), marker="o", label=method)
-        ax_acc.plot(epochs, np.mean([[h["val_accuracy"] for h in hist] for hist in hists], axis=0), marker="o",
-                    label=method)
-    ax_loss.set(xlabel="epoch", ylabel="training loss (cross-entropy to label shares)",
-                title=f"MNIST bags of g = {group_size}: training loss")
-    ax_acc.set(xlabel="epoch", ylabel="top-1 accuracy on single test images (%)",
-               title=f"MNIST bags of g = {group_size}: test accuracy")
+        ax_loss.plot(
+            epochs,
+            np.mean([[h["loss"] for h in hist] for hist in hists], axis=0),
+            marker="o",
+            label=method,
+        )
+        ax_acc.plot(
+            epochs,
+            np.mean([[h["val_accuracy"] for h in hist] for hist in hists], axis=0),
+            marker="o",
+            label=method,
+        )
+    ax_loss.set(
+        xlabel="epoch",
+        ylabel="training loss (cross-entropy to label shares)",
+        title=f"MNIST bags of g = {group_size}: training loss",
+    )
+    ax_acc.set(
+        xlabel="epoch",
+        ylabel="top-1 accuracy on single test images (%)",
+        title=f"MNIST bags of g = {group_size}: test accuracy",
+    )
     from matplotlib.ticker import MaxNLocator
 
     for ax in (ax_loss, ax_acc):
@@ -242,9 +318,9 @@ def plot_curves(curves: dict[str, list], group_size: int, path: str) -> None:
 def plot_embeddings(embeddings: dict[str, np.ndarray], path: str) -> None:
     """Each method's label embeddings as 28 x 28 images (one row per method, one column per
     label), on a symmetric colour scale per image (the paper's Figure 4)."""
-    from eagle_spark.experiments.figures import save_figure
-
     import matplotlib
+
+    from eagle_spark.experiments.figures import save_figure
 
     matplotlib.use("Agg", force=True)
     from matplotlib.figure import Figure
@@ -267,4 +343,12 @@ def plot_embeddings(embeddings: dict[str, np.ndarray], path: str) -> None:
     save_figure(fig, path)
 
 
-__all__ = ["METHODS", "MIMLSetting", "PAPER_TABLE3", "plot_curves", "plot_embeddings", "run_miml", "tune"]
+__all__ = [
+    "METHODS",
+    "MIMLSetting",
+    "PAPER_TABLE3",
+    "plot_curves",
+    "plot_embeddings",
+    "run_miml",
+    "tune",
+]

@@ -31,8 +31,10 @@ try:
     import torch
     from torch import nn
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise ImportError("eagle_spark.miml needs PyTorch: pip install 'eagle-spark[miml]' "
-                      "(the CPU build: pip install torch --index-url https://download.pytorch.org/whl/cpu)") from exc
+    raise ImportError(
+        "eagle_spark.miml needs PyTorch: pip install 'eagle-spark[miml]' "
+        "(the CPU build: pip install torch --index-url https://download.pytorch.org/whl/cpu)"
+    ) from exc
 
 
 class DeepMIML(nn.Module):
@@ -56,9 +58,16 @@ class DeepMIML(nn.Module):
         ValueError: label_emb not (n_labels, n_features), a size < 1, or mask_mix outside (0, 1].
     """
 
-    def __init__(self, n_features: int, n_labels: int, hidden: int = 256, concepts: int = 4,
-                 label_emb: Optional[np.ndarray] = None, tau: float = 0.0,
-                 mask_mix: Optional[float] = None) -> None:
+    def __init__(
+        self,
+        n_features: int,
+        n_labels: int,
+        hidden: int = 256,
+        concepts: int = 4,
+        label_emb: Optional[np.ndarray] = None,
+        tau: float = 0.0,
+        mask_mix: Optional[float] = None,
+    ) -> None:
         super().__init__()
         if min(n_features, n_labels, hidden, concepts) < 1:
             raise ValueError("n_features, n_labels, hidden and concepts must be >= 1")
@@ -66,11 +75,21 @@ class DeepMIML(nn.Module):
             raise ValueError(f"mask_mix must be in (0, 1] or None, got {mask_mix}")
         self.mask_mix = mask_mix
         if label_emb is not None and tuple(label_emb.shape) != (n_labels, n_features):
-            raise ValueError(f"label_emb must be ({n_labels}, {n_features}), got {tuple(label_emb.shape)}")
+            raise ValueError(
+                f"label_emb must be ({n_labels}, {n_features}), got {tuple(label_emb.shape)}"
+            )
         self.n_labels, self.concepts, self.tau = n_labels, concepts, float(tau)
-        self.base = nn.Sequential(nn.Linear(n_features, hidden), nn.ReLU(),
-                                  nn.Linear(hidden, concepts * n_labels), nn.ReLU())
-        emb = torch.zeros(0) if label_emb is None else torch.as_tensor(np.asarray(label_emb, np.float32))
+        self.base = nn.Sequential(
+            nn.Linear(n_features, hidden),
+            nn.ReLU(),
+            nn.Linear(hidden, concepts * n_labels),
+            nn.ReLU(),
+        )
+        emb = (
+            torch.zeros(0)
+            if label_emb is None
+            else torch.as_tensor(np.asarray(label_emb, np.float32))
+        )
         self.register_buffer("label_emb", emb)
 
     def instance_logits(self, x: "torch.Tensor") -> "torch.Tensor":
@@ -111,8 +130,8 @@ def accuracy(net: nn.Module, x: np.ndarray, y: np.ndarray, batch: int = 4096) ->
     hits = 0
     with torch.no_grad():
         for lo in range(0, len(x), batch):
-            xb = torch.as_tensor(x[lo:lo + batch]).unsqueeze(1)
-            hits += int((net(xb).argmax(dim=1).numpy() == y[lo:lo + batch]).sum())
+            xb = torch.as_tensor(x[lo : lo + batch]).unsqueeze(1)
+            hits += int((net(xb).argmax(dim=1).numpy() == y[lo : lo + batch]).sum())
     net.train()
     return 100.0 * hits / max(len(x), 1)
 

@@ -59,9 +59,16 @@ class NetConfig:
             raise ValueError(f"miml: mask_mix must be in (0, 1] or None, got {self.mask_mix}")
 
 
-def train_bags(x: np.ndarray, bags: Bags, config: NetConfig, label_emb: Optional[np.ndarray] = None,
-               val: Optional[tuple[np.ndarray, np.ndarray]] = None, rank: int = 0, world: int = 1,
-               ddp: bool = False) -> tuple[dict[str, np.ndarray], list[dict[str, float]]]:
+def train_bags(
+    x: np.ndarray,
+    bags: Bags,
+    config: NetConfig,
+    label_emb: Optional[np.ndarray] = None,
+    val: Optional[tuple[np.ndarray, np.ndarray]] = None,
+    rank: int = 0,
+    world: int = 1,
+    ddp: bool = False,
+) -> tuple[dict[str, np.ndarray], list[dict[str, float]]]:
     """Train a :class:`DeepMIML` on bags of the images `x`.
 
     Args:
@@ -83,23 +90,32 @@ def train_bags(x: np.ndarray, bags: Bags, config: NetConfig, label_emb: Optional
 
     torch.manual_seed(config.seed)
     n_labels = bags.counts.shape[1]
-    net = DeepMIML(x.shape[1], n_labels, config.hidden, config.concepts, label_emb,
-                   config.tau if label_emb is not None else 0.0, config.mask_mix)
+    net = DeepMIML(
+        x.shape[1],
+        n_labels,
+        config.hidden,
+        config.concepts,
+        label_emb,
+        config.tau if label_emb is not None else 0.0,
+        config.mask_mix,
+    )
     model: Any = net
     if ddp:
         model = torch.nn.parallel.DistributedDataParallel(net)
     opt = torch.optim.Adam(model.parameters(), lr=config.lr)
     xt = torch.as_tensor(x)
     counts = torch.as_tensor(bags.counts, dtype=torch.float32)
-    members = torch.as_tensor(np.array(bags.members))  # a writable copy (the bags may be read-only maps)
+    members = torch.as_tensor(
+        np.array(bags.members)
+    )  # a writable copy (the bags may be read-only maps)
     per_rank = len(bags.members) // world
     history = []
     for epoch in range(config.epochs):
         order = np.random.default_rng([config.seed, epoch]).permutation(len(bags.members))
-        mine = torch.as_tensor(order[rank:per_rank * world:world])
+        mine = torch.as_tensor(order[rank : per_rank * world : world])
         total, steps = 0.0, 0
         for lo in range(0, len(mine), config.batch_size):
-            idx = mine[lo:lo + config.batch_size]
+            idx = mine[lo : lo + config.batch_size]
             logits = model(xt[members[idx]])
             loss = proportion_loss(logits, counts[idx])
             opt.zero_grad()
@@ -107,7 +123,9 @@ def train_bags(x: np.ndarray, bags: Bags, config: NetConfig, label_emb: Optional
             opt.step()
             total, steps = total + loss.item(), steps + 1
         mean_loss = total / max(steps, 1)
-        if ddp and world > 1:  # every process ends with the same history (any one's result is returned)
+        if (
+            ddp and world > 1
+        ):  # every process ends with the same history (any one's result is returned)
             import torch.distributed as dist
 
             both = torch.tensor([mean_loss], dtype=torch.float64)
@@ -134,16 +152,30 @@ def _distributed_main(data_path: str, config: dict, with_val: bool) -> tuple:
         data = np.load(data_path)
         emb = data["label_emb"] if data["label_emb"].size else None
         val = (data["x_val"], data["y_val"]) if with_val else None
-        result = train_bags(data["x"], Bags(data["members"], data["counts"]), NetConfig(**config), emb,
-                            val, rank=rank, world=world, ddp=True)
+        result = train_bags(
+            data["x"],
+            Bags(data["members"], data["counts"]),
+            NetConfig(**config),
+            emb,
+            val,
+            rank=rank,
+            world=world,
+            ddp=True,
+        )
     finally:
         dist.destroy_process_group()
     return result
 
 
-def train_distributed(x: np.ndarray, bags: Bags, config: NetConfig, label_emb: Optional[np.ndarray],
-                      val: Optional[tuple[np.ndarray, np.ndarray]], num_processes: int,
-                      local_mode: bool = True) -> tuple[dict[str, np.ndarray], list[dict[str, float]]]:
+def train_distributed(
+    x: np.ndarray,
+    bags: Bags,
+    config: NetConfig,
+    label_emb: Optional[np.ndarray],
+    val: Optional[tuple[np.ndarray, np.ndarray]],
+    num_processes: int,
+    local_mode: bool = True,
+) -> tuple[dict[str, np.ndarray], list[dict[str, float]]]:
     """:func:`train_bags` on `num_processes` PyTorch processes through Spark's TorchDistributor
     (``local_mode``: on the driver's machine, as ``torchrun --standalone``; else as a barrier
     Spark job on the executors, one task per process). Needs an active SparkSession.
@@ -164,9 +196,20 @@ def train_distributed(x: np.ndarray, bags: Bags, config: NetConfig, label_emb: O
     with tempfile.TemporaryDirectory(prefix="eagle_spark_miml-") as tmp:
         path = os.path.join(tmp, "data.npz")
         empty = np.zeros(0, np.float32)
-        np.savez(path, x=x, members=bags.members, counts=bags.counts,
-                 label_emb=empty if label_emb is None else label_emb,
-                 x_val=empty if val is None else val[0], y_val=empty if val is None else val[1])
-        log.info("miml: training on %d TorchDistributor processes (local_mode=%s)", num_processes, local_mode)
-        return TorchDistributor(num_processes=num_processes, local_mode=local_mode, use_gpu=False).run(
-            _distributed_main, path, asdict(config), val is not None)
+        np.savez(
+            path,
+            x=x,
+            members=bags.members,
+            counts=bags.counts,
+            label_emb=empty if label_emb is None else label_emb,
+            x_val=empty if val is None else val[0],
+            y_val=empty if val is None else val[1],
+        )
+        log.info(
+            "miml: training on %d TorchDistributor processes (local_mode=%s)",
+            num_processes,
+            local_mode,
+        )
+        return TorchDistributor(
+            num_processes=num_processes, local_mode=local_mode, use_gpu=False
+        ).run(_distributed_main, path, asdict(config), val is not None)

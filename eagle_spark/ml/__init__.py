@@ -16,11 +16,25 @@ frames reach the Spark stages (and when a frame is written as a temporary datase
 :mod:`eagle_spark.ml.frames`.
 """
 
-from eagle_spark.ml.classifiers import LabelTreeClassifier, LabelTreeModel, OneVsRestXMC, OneVsRestXMCModel
+from eagle_spark.ml.classifiers import (
+    LabelTreeClassifier,
+    LabelTreeModel,
+    OneVsRestXMC,
+    OneVsRestXMCModel,
+)
 from eagle_spark.ml.dataset import Dataset
 from eagle_spark.ml.evaluation import evaluate
 from eagle_spark.ml.frames import WORK_DIR_CONF
 from eagle_spark.ml.grlr import GRLR, GRLRModel
 
-__all__ = ["Dataset", "GRLR", "GRLRModel", "LabelTreeClassifier", "LabelTreeModel", "OneVsRestXMC",
-           "OneVsRestXMCModel", "WORK_DIR_CONF", "evaluate"]
+__all__ = [
+    "Dataset",
+    "GRLR",
+    "GRLRModel",
+    "LabelTreeClassifier",
+    "LabelTreeModel",
+    "OneVsRestXMC",
+    "OneVsRestXMCModel",
+    "WORK_DIR_CONF",
+    "evaluate",
+]

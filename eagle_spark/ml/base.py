@@ -19,7 +19,14 @@ import re
 from typing import Any, Callable, ClassVar, Generic, Optional, Type, TypeVar
 
 from pyspark.ml.param import Param, Params, TypeConverters
-from pyspark.ml.util import DefaultParamsReader, DefaultParamsWriter, MLReadable, MLReader, MLWritable, MLWriter
+from pyspark.ml.util import (
+    DefaultParamsReader,
+    DefaultParamsWriter,
+    MLReadable,
+    MLReader,
+    MLWritable,
+    MLWriter,
+)
 from pyspark.sql import SparkSession
 
 from eagle_spark import schemas as S
@@ -58,10 +65,14 @@ class HasLabelWeightsCol(Params):
     writes it under soft weighting; the classifiers' fit reads it when the frame has it and train
     on the expected loss."""
 
-    labelWeightsCol = Param(Params._dummy(), "labelWeightsCol", "each assigned label's weight in (0, 1], "
-                            "array<float> in the labels column's order: written by GRLRModel.transform with "
-                            "soft weighting, read by the classifiers' fit when the frame has it",
-                            typeConverter=TypeConverters.toString)
+    labelWeightsCol = Param(
+        Params._dummy(),
+        "labelWeightsCol",
+        "each assigned label's weight in (0, 1], "
+        "array<float> in the labels column's order: written by GRLRModel.transform with "
+        "soft weighting, read by the classifiers' fit when the frame has it",
+        typeConverter=TypeConverters.toString,
+    )
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
@@ -90,6 +101,7 @@ class SettingsParams(Params):
         where None is one of the Param's values (``maxSplitShared=None``: every heavy leaf split;
         ``maxLeafWork=None``: Parabel's leaves), so it is not silently replaced by the default.
         """
+
         def holds_none(name: str) -> bool:
             try:
                 return getattr(self, name).typeConverter(None) is None
@@ -240,7 +252,9 @@ class FolderModel:
 
     def _require_data(self) -> str:
         if not self.dataPath:
-            raise ValueError(f"{type(self).__name__} has no data: fit an estimator or load a saved model")
+            raise ValueError(
+                f"{type(self).__name__} has no data: fit an estimator or load a saved model"
+            )
         return self.dataPath
 
 
@@ -259,5 +273,15 @@ def fitted(estimator: Params, model: M, path: str, run: Callable[[str], Any]) ->
     return estimator._copyValues(model)  # type: ignore[arg-type,return-value,type-var]
 
 
-__all__ = ["FolderModel", "FolderModelWriter", "ParamsReader", "ParamsWriter", "Persistent",
-           "SettingsParams", "fitted", "optional_float", "optional_int", "settings_param"]
+__all__ = [
+    "FolderModel",
+    "FolderModelWriter",
+    "ParamsReader",
+    "ParamsWriter",
+    "Persistent",
+    "SettingsParams",
+    "fitted",
+    "optional_float",
+    "optional_int",
+    "settings_param",
+]

@@ -22,49 +22,105 @@ from eagle_spark.classifiers.base import read_metadata
 from eagle_spark.classifiers.ova import train_ova
 from eagle_spark.classifiers.predict import PREDICTIONS, model_class, predict
 from eagle_spark.classifiers.tree import train_tree
-from eagle_spark.ml.base import (FolderModel, HasLabelWeightsCol, Persistent, SettingsParams, fitted, optional_float,
-                               optional_int, optional_string, settings_param)
+from eagle_spark.ml.base import (
+    FolderModel,
+    HasLabelWeightsCol,
+    Persistent,
+    SettingsParams,
+    fitted,
+    optional_float,
+    optional_int,
+    optional_string,
+    settings_param,
+)
 from eagle_spark.ml.dataset import Dataset
 from eagle_spark.ml.frames import attach, source_for, work_folder
 from eagle_spark.params import OVAParams, PredictParams, TreeParams
 
 
-class _XMCParams(HasFeaturesCol, HasMaxIter, HasPredictionCol, HasSeed, HasTol, HasLabelWeightsCol, SettingsParams):
-    labelsCol = settings_param("labelsCol", "the sample's labels, array<int> (fit)", TypeConverters.toString)
-    scoresCol = settings_param("scoresCol", "output: scores of the predicted labels, array<float>",
-                               TypeConverters.toString)
+class _XMCParams(
+    HasFeaturesCol,
+    HasMaxIter,
+    HasPredictionCol,
+    HasSeed,
+    HasTol,
+    HasLabelWeightsCol,
+    SettingsParams,
+):
+    labelsCol = settings_param(
+        "labelsCol", "the sample's labels, array<int> (fit)", TypeConverters.toString
+    )
+    scoresCol = settings_param(
+        "scoresCol", "output: scores of the predicted labels, array<float>", TypeConverters.toString
+    )
     loss = settings_param("loss", "squared_hinge or logistic", TypeConverters.toString)
     C = settings_param("C", "liblinear cost (inverse L2 regularisation)", TypeConverters.toFloat)
-    pruneThreshold = settings_param("pruneThreshold", "weights with |w| below it are dropped",
-                                    TypeConverters.toFloat)
+    pruneThreshold = settings_param(
+        "pruneThreshold", "weights with |w| below it are dropped", TypeConverters.toFloat
+    )
     normalize = settings_param("normalize", "L2-normalise the rows of X", TypeConverters.toBoolean)
-    numTasks = settings_param("numTasks", "Spark tasks training label blocks / tree units",
-                              TypeConverters.toInt)
+    numTasks = settings_param(
+        "numTasks", "Spark tasks training label blocks / tree units", TypeConverters.toInt
+    )
     topK = settings_param("topK", "predictions per sample", TypeConverters.toInt)
-    predictTasks = settings_param("predictTasks", "Spark tasks scoring X in transform (0: at least two "
-                                  "per core when X is read as fewer partitions)", TypeConverters.toInt)
-    numFeatures = settings_param("numFeatures", "feature space of array features (default: from the "
-                                 "data)", optional_int)
-    numLabels = settings_param("numLabels", "label space (default: largest label id + 1)", optional_int)
-    unassigned = settings_param("unassigned", "negative (the paper) or ignore: a member of a group labelled k "
-                                "that EAGLE did not assign k is left out of k's training set (fit on "
-                                "GRLRModel.transform's output)", TypeConverters.toString)
+    predictTasks = settings_param(
+        "predictTasks",
+        "Spark tasks scoring X in transform (0: at least two "
+        "per core when X is read as fewer partitions)",
+        TypeConverters.toInt,
+    )
+    numFeatures = settings_param(
+        "numFeatures", "feature space of array features (default: from the data)", optional_int
+    )
+    numLabels = settings_param(
+        "numLabels", "label space (default: largest label id + 1)", optional_int
+    )
+    unassigned = settings_param(
+        "unassigned",
+        "negative (the paper) or ignore: a member of a group labelled k "
+        "that EAGLE did not assign k is left out of k's training set (fit on "
+        "GRLRModel.transform's output)",
+        TypeConverters.toString,
+    )
 
-    xAccess = settings_param("xAccess", "auto | cached | joined: how training tasks get their units' "
-                             "rows of X (executor cache or a join)", TypeConverters.toString)
-    cacheBudget = settings_param("cacheBudget", "the executor cache size xAccess=auto allows (a Spark "
-                                 "size such as 4g; None: half the Python worker memory or 4g)",
-                                 optional_string)
+    xAccess = settings_param(
+        "xAccess",
+        "auto | cached | joined: how training tasks get their units' "
+        "rows of X (executor cache or a join)",
+        TypeConverters.toString,
+    )
+    cacheBudget = settings_param(
+        "cacheBudget",
+        "the executor cache size xAccess=auto allows (a Spark "
+        "size such as 4g; None: half the Python worker memory or 4g)",
+        optional_string,
+    )
 
-    _common_train = {"loss": "loss", "C": "C", "pruneThreshold": "threshold", "tol": "tol",
-                     "maxIter": "max_iter", "normalize": "normalize", "numTasks": "tasks", "seed": "seed",
-                     "unassigned": "unassigned", "xAccess": "x_access", "cacheBudget": "cache_budget"}
+    _common_train = {
+        "loss": "loss",
+        "C": "C",
+        "pruneThreshold": "threshold",
+        "tol": "tol",
+        "maxIter": "max_iter",
+        "normalize": "normalize",
+        "numTasks": "tasks",
+        "seed": "seed",
+        "unassigned": "unassigned",
+        "xAccess": "x_access",
+        "cacheBudget": "cache_budget",
+    }
     _model_kind = ""
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
-        self._setDefault(featuresCol="features", labelsCol="labels", predictionCol="prediction",
-                         scoresCol="scores", numFeatures=None, numLabels=None)
+        self._setDefault(
+            featuresCol="features",
+            labelsCol="labels",
+            predictionCol="prediction",
+            scoresCol="scores",
+            numFeatures=None,
+            numLabels=None,
+        )
         self._set_settings_defaults()
 
     def _fit_frame(self, dataset: DataFrame, section: type, kind: str, where: str) -> Any:
@@ -76,10 +132,17 @@ class _XMCParams(HasFeaturesCol, HasMaxIter, HasPredictionCol, HasSeed, HasTol, 
         if weights_col in dataset.columns:
             columns["label_weights"] = weights_col
         elif self.isSet(self.labelWeightsCol):
-            raise ValueError(f"{where}: the frame has no label weights column {weights_col!r} (labelWeightsCol); "
-                             f"it has {', '.join(dataset.columns)}")
-        src = source_for(dataset, columns, where, self.getOrDefault(self.numFeatures),
-                         self.getOrDefault(self.numLabels))
+            raise ValueError(
+                f"{where}: the frame has no label weights column {weights_col!r} (labelWeightsCol); "
+                f"it has {', '.join(dataset.columns)}"
+            )
+        src = source_for(
+            dataset,
+            columns,
+            where,
+            self.getOrDefault(self.numFeatures),
+            self.getOrDefault(self.numLabels),
+        )
         spark = dataset.sparkSession
         return self.fitDataset(Dataset.load(spark, src.path), work_folder(spark, kind))  # type: ignore[attr-defined]
 
@@ -92,15 +155,23 @@ class _XMCModelBase(FolderModel):
         spark = dataset.sparkSession
         self._require_data()
         meta = self.metadata
-        src = source_for(dataset, {"features": self.getFeaturesCol()}, where, int(meta["n_features"]))
+        src = source_for(
+            dataset, {"features": self.getFeaturesCol()}, where, int(meta["n_features"])
+        )
         if src.n_features > int(meta["n_features"]):
-            raise ValueError(f"{where}: the frame's feature space ({src.n_features}) is larger than the "
-                             f"model's ({meta['n_features']})")
+            raise ValueError(
+                f"{where}: the frame's feature space ({src.n_features}) is larger than the "
+                f"model's ({meta['n_features']})"
+            )
         out = work_folder(spark, "predictions")
         self.transformDataset(Dataset.load(spark, src.path), out)
         preds = spark.read.parquet(f"{out}/{PREDICTIONS}")
-        return attach(src, preds, {S.LABEL_IDS: self.getPredictionCol(),
-                                   "scores": self.getOrDefault(self.scoresCol)}, where)
+        return attach(
+            src,
+            preds,
+            {S.LABEL_IDS: self.getPredictionCol(), "scores": self.getOrDefault(self.scoresCol)},
+            where,
+        )
 
     def transformDataset(self: Any, dataset: Dataset, path: str, overwrite: bool = False) -> dict:
         """Predict the top-``topK`` labels of a dataset folder's X into `path` (``predictions/``:
@@ -114,7 +185,9 @@ class _XMCModelBase(FolderModel):
                 OutputExistsError (ValueErrors) as :func:`eagle_spark.classifiers.predict.predict`.
         """
         params = self.settings(PredictParams)
-        return predict(dataset.spark, self._require_data(), dataset.path, path, params, overwrite=overwrite)
+        return predict(
+            dataset.spark, self._require_data(), dataset.path, path, params, overwrite=overwrite
+        )
 
     @property
     def metadata(self: Any) -> dict:
@@ -135,42 +208,79 @@ class _XMCModelBase(FolderModel):
 
 
 class _TreeParams(_XMCParams):
-    numTrees = settings_param("numTrees", "trees in the ensemble, scores averaged (Parabel: 3)",
-                              TypeConverters.toInt)
+    numTrees = settings_param(
+        "numTrees", "trees in the ensemble, scores averaged (Parabel: 3)", TypeConverters.toInt
+    )
     maxLeaf = settings_param("maxLeaf", "maximum labels per leaf", TypeConverters.toInt)
-    maxLeafWork = settings_param("maxLeafWork", "split a leaf further while positives x labels exceeds "
-                                 "this (None: Parabel's leaves)", optional_int)
-    maxSplitShared = settings_param("maxSplitShared", "with maxLeafWork, keep a heavy leaf's split only when "
-                                    "at most this share of its positive samples is positive under both "
-                                    "halves (None: always)",
-                                    optional_float)
-    beamSize = settings_param("beamSize", "nodes kept per level by the beam search", TypeConverters.toInt)
-    matcherC = settings_param("matcherC", "liblinear cost of the inner nodes' classifiers (the matcher); C "
-                              "is then the leaves' label classifiers' (the rankers'); None: C",
-                              optional_float)
-    matcherMaxIter = settings_param("matcherMaxIter", "liblinear's cap on passes for the inner nodes' "
-                                    "classifiers (the matcher); maxIter is then the rankers'; None: maxIter",
-                                    optional_int)
-    matcherCScale = settings_param("matcherCScale", "samples: an inner node's matcher cost is multiplied by "
-                                   "n_samples / the samples positive under the node; none: the same cost "
-                                   "at every node", TypeConverters.toString)
-    topLevels = settings_param("topLevels", "levels of every tree the indexer's first Spark stage splits "
-                               "(None: automatic)", optional_int)
-    heavyUnitMemory = settings_param("heavyUnitMemory", "training units estimated above this working "
-                                     "memory (a Spark size, ~40 bytes per nonzero of their rows) train one "
-                                     "at a time per executor; auto: half the executor machine's available "
-                                     "memory / its task slots; None: no bound",
-                                     optional_string)
-    labelRepr = settings_param("labelRepr", "folder of label embeddings (a GRLR model's data, see "
-                               "setLabelEmbeddings) clustered by the indexer; None: PIFA",
-                               TypeConverters.toString)
+    maxLeafWork = settings_param(
+        "maxLeafWork",
+        "split a leaf further while positives x labels exceeds this (None: Parabel's leaves)",
+        optional_int,
+    )
+    maxSplitShared = settings_param(
+        "maxSplitShared",
+        "with maxLeafWork, keep a heavy leaf's split only when "
+        "at most this share of its positive samples is positive under both "
+        "halves (None: always)",
+        optional_float,
+    )
+    beamSize = settings_param(
+        "beamSize", "nodes kept per level by the beam search", TypeConverters.toInt
+    )
+    matcherC = settings_param(
+        "matcherC",
+        "liblinear cost of the inner nodes' classifiers (the matcher); C "
+        "is then the leaves' label classifiers' (the rankers'); None: C",
+        optional_float,
+    )
+    matcherMaxIter = settings_param(
+        "matcherMaxIter",
+        "liblinear's cap on passes for the inner nodes' "
+        "classifiers (the matcher); maxIter is then the rankers'; None: maxIter",
+        optional_int,
+    )
+    matcherCScale = settings_param(
+        "matcherCScale",
+        "samples: an inner node's matcher cost is multiplied by "
+        "n_samples / the samples positive under the node; none: the same cost "
+        "at every node",
+        TypeConverters.toString,
+    )
+    topLevels = settings_param(
+        "topLevels",
+        "levels of every tree the indexer's first Spark stage splits (None: automatic)",
+        optional_int,
+    )
+    heavyUnitMemory = settings_param(
+        "heavyUnitMemory",
+        "training units estimated above this working "
+        "memory (a Spark size, ~40 bytes per nonzero of their rows) train one "
+        "at a time per executor; auto: half the executor machine's available "
+        "memory / its task slots; None: no bound",
+        optional_string,
+    )
+    labelRepr = settings_param(
+        "labelRepr",
+        "folder of label embeddings (a GRLR model's data, see "
+        "setLabelEmbeddings) clustered by the indexer; None: PIFA",
+        TypeConverters.toString,
+    )
 
-    _fields = {TreeParams: {**_XMCParams._common_train, "numTrees": "n_trees", "maxLeaf": "max_leaf",
-                             "maxLeafWork": "max_leaf_work", "maxSplitShared": "max_split_shared",
-                             "topLevels": "top_levels",
-                             "heavyUnitMemory": "heavy_unit_memory", "matcherC": "matcher_C",
-                             "matcherMaxIter": "matcher_max_iter", "matcherCScale": "matcher_C_scale"},
-               PredictParams: {"topK": "top_k", "beamSize": "beam_size", "predictTasks": "tasks"}}
+    _fields = {
+        TreeParams: {
+            **_XMCParams._common_train,
+            "numTrees": "n_trees",
+            "maxLeaf": "max_leaf",
+            "maxLeafWork": "max_leaf_work",
+            "maxSplitShared": "max_split_shared",
+            "topLevels": "top_levels",
+            "heavyUnitMemory": "heavy_unit_memory",
+            "matcherC": "matcher_C",
+            "matcherMaxIter": "matcher_max_iter",
+            "matcherCScale": "matcher_C_scale",
+        },
+        PredictParams: {"topK": "top_k", "beamSize": "beam_size", "predictTasks": "tasks"},
+    }
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
@@ -223,22 +333,41 @@ class LabelTreeClassifier(Estimator, _TreeParams, Persistent):
     """
 
     @keyword_only
-    def __init__(self, *, featuresCol: str = "features", labelsCol: str = "labels",
-                 predictionCol: str = "prediction", scoresCol: str = "scores",
-                 labelWeightsCol: Optional[str] = None, numTrees: Optional[int] = None, maxLeaf: Optional[int] = None,
-                 maxLeafWork: Optional[int] = None, maxSplitShared: Optional[float] = None,
-                 C: Optional[float] = None,
-                 matcherC: Optional[float] = None, loss: Optional[str] = None,
-                 tol: Optional[float] = None, maxIter: Optional[int] = None,
-                 matcherMaxIter: Optional[int] = None, matcherCScale: Optional[str] = None,
-                 pruneThreshold: Optional[float] = None,
-                 seed: Optional[int] = None, numTasks: Optional[int] = None, normalize: Optional[bool] = None,
-                 unassigned: Optional[str] = None, labelRepr: Optional[str] = None,
-                 topK: Optional[int] = None, beamSize: Optional[int] = None,
-                 numFeatures: Optional[int] = None, numLabels: Optional[int] = None,
-                 topLevels: Optional[int] = None, xAccess: Optional[str] = None,
-                 cacheBudget: Optional[str] = None, predictTasks: Optional[int] = None,
-                 heavyUnitMemory: Optional[str] = None) -> None:
+    def __init__(
+        self,
+        *,
+        featuresCol: str = "features",
+        labelsCol: str = "labels",
+        predictionCol: str = "prediction",
+        scoresCol: str = "scores",
+        labelWeightsCol: Optional[str] = None,
+        numTrees: Optional[int] = None,
+        maxLeaf: Optional[int] = None,
+        maxLeafWork: Optional[int] = None,
+        maxSplitShared: Optional[float] = None,
+        C: Optional[float] = None,
+        matcherC: Optional[float] = None,
+        loss: Optional[str] = None,
+        tol: Optional[float] = None,
+        maxIter: Optional[int] = None,
+        matcherMaxIter: Optional[int] = None,
+        matcherCScale: Optional[str] = None,
+        pruneThreshold: Optional[float] = None,
+        seed: Optional[int] = None,
+        numTasks: Optional[int] = None,
+        normalize: Optional[bool] = None,
+        unassigned: Optional[str] = None,
+        labelRepr: Optional[str] = None,
+        topK: Optional[int] = None,
+        beamSize: Optional[int] = None,
+        numFeatures: Optional[int] = None,
+        numLabels: Optional[int] = None,
+        topLevels: Optional[int] = None,
+        xAccess: Optional[str] = None,
+        cacheBudget: Optional[str] = None,
+        predictTasks: Optional[int] = None,
+        heavyUnitMemory: Optional[str] = None,
+    ) -> None:
         super().__init__()
         self._set_given(self._input_kwargs)
 
@@ -262,8 +391,14 @@ class LabelTreeClassifier(Estimator, _TreeParams, Persistent):
                 OutputExistsError (a ValueError) when `path` exists and `overwrite` is false.
         """
         params, label_repr = self.settings(TreeParams), self.getOrDefault(self.labelRepr)
-        return fitted(self, LabelTreeModel(), path, lambda out: train_tree(
-            dataset.spark, dataset.path, out, params, label_repr=label_repr, overwrite=overwrite))
+        return fitted(
+            self,
+            LabelTreeModel(),
+            path,
+            lambda out: train_tree(
+                dataset.spark, dataset.path, out, params, label_repr=label_repr, overwrite=overwrite
+            ),
+        )
 
 
 class LabelTreeModel(Model, _TreeParams, _XMCModelBase, Persistent):
@@ -283,12 +418,17 @@ class LabelTreeModel(Model, _TreeParams, _XMCModelBase, Persistent):
 
 
 class _OVAParams(_XMCParams):
-    negativeFraction = settings_param("negativeFraction", "share of the negatives each label trains on",
-                                      TypeConverters.toFloat)
-    batchRows = settings_param("batchRows", "rows scored together inside a task", TypeConverters.toInt)
+    negativeFraction = settings_param(
+        "negativeFraction", "share of the negatives each label trains on", TypeConverters.toFloat
+    )
+    batchRows = settings_param(
+        "batchRows", "rows scored together inside a task", TypeConverters.toInt
+    )
 
-    _fields = {OVAParams: {**_XMCParams._common_train, "negativeFraction": "negative_fraction"},
-               PredictParams: {"topK": "top_k", "batchRows": "batch_rows", "predictTasks": "tasks"}}
+    _fields = {
+        OVAParams: {**_XMCParams._common_train, "negativeFraction": "negative_fraction"},
+        PredictParams: {"topK": "top_k", "batchRows": "batch_rows", "predictTasks": "tasks"},
+    }
 
 
 class OneVsRestXMC(Estimator, _OVAParams, Persistent):
@@ -320,24 +460,41 @@ class OneVsRestXMC(Estimator, _OVAParams, Persistent):
     """
 
     @keyword_only
-    def __init__(self, *, featuresCol: str = "features", labelsCol: str = "labels",
-                 predictionCol: str = "prediction", scoresCol: str = "scores",
-                 labelWeightsCol: Optional[str] = None, C: Optional[float] = None, loss: Optional[str] = None, tol: Optional[float] = None,
-                 maxIter: Optional[int] = None,
-                 pruneThreshold: Optional[float] = None, seed: Optional[int] = None,
-                 numTasks: Optional[int] = None, normalize: Optional[bool] = None,
-                 negativeFraction: Optional[float] = None, topK: Optional[int] = None,
-                 batchRows: Optional[int] = None, numFeatures: Optional[int] = None,
-                 numLabels: Optional[int] = None, xAccess: Optional[str] = None,
-                 cacheBudget: Optional[str] = None, predictTasks: Optional[int] = None,
-                 unassigned: Optional[str] = None) -> None:
+    def __init__(
+        self,
+        *,
+        featuresCol: str = "features",
+        labelsCol: str = "labels",
+        predictionCol: str = "prediction",
+        scoresCol: str = "scores",
+        labelWeightsCol: Optional[str] = None,
+        C: Optional[float] = None,
+        loss: Optional[str] = None,
+        tol: Optional[float] = None,
+        maxIter: Optional[int] = None,
+        pruneThreshold: Optional[float] = None,
+        seed: Optional[int] = None,
+        numTasks: Optional[int] = None,
+        normalize: Optional[bool] = None,
+        negativeFraction: Optional[float] = None,
+        topK: Optional[int] = None,
+        batchRows: Optional[int] = None,
+        numFeatures: Optional[int] = None,
+        numLabels: Optional[int] = None,
+        xAccess: Optional[str] = None,
+        cacheBudget: Optional[str] = None,
+        predictTasks: Optional[int] = None,
+        unassigned: Optional[str] = None,
+    ) -> None:
         super().__init__()
         self._set_given(self._input_kwargs)
 
     def _fit(self, dataset: DataFrame) -> "OneVsRestXMCModel":
         return self._fit_frame(dataset, OVAParams, "ova", "OneVsRestXMC.fit")
 
-    def fitDataset(self, dataset: Dataset, path: str, overwrite: bool = False) -> "OneVsRestXMCModel":
+    def fitDataset(
+        self, dataset: Dataset, path: str, overwrite: bool = False
+    ) -> "OneVsRestXMCModel":
         """Train on a dataset folder's X and Y and write the model folder to `path` (what ``fit``
         does after it has the frame's folder; ``eagle-spark train --model ova`` calls it).
 
@@ -346,8 +503,12 @@ class OneVsRestXMC(Estimator, _OVAParams, Persistent):
                 OutputExistsError (a ValueError) when `path` exists and `overwrite` is false.
         """
         params = self.settings(OVAParams)
-        return fitted(self, OneVsRestXMCModel(), path, lambda out: train_ova(
-            dataset.spark, dataset.path, out, params, overwrite=overwrite))
+        return fitted(
+            self,
+            OneVsRestXMCModel(),
+            path,
+            lambda out: train_ova(dataset.spark, dataset.path, out, params, overwrite=overwrite),
+        )
 
 
 class OneVsRestXMCModel(Model, _OVAParams, _XMCModelBase, Persistent):

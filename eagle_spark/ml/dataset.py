@@ -83,7 +83,9 @@ class Dataset:
         """Whether the dataset has `table` (``X``, ``Y``, ``Y1``, ``Y2``)."""
         return has_table(self.spark, self.path, table)
 
-    def samples(self, featuresCol: str = "features", labelsCol: Optional[str] = "labels") -> DataFrame:
+    def samples(
+        self, featuresCol: str = "features", labelsCol: Optional[str] = "labels"
+    ) -> DataFrame:
         """One row per sample, the frame the estimators take.
 
         Args:
@@ -107,10 +109,14 @@ class Dataset:
             columns["group"] = S.GROUP_ID
             if self.has(S.Y2):
                 y2 = read_table(self.spark, self.path, S.Y2)
-                per_group = y2.groupBy(S.GROUP_ID).agg(F.sort_array(F.flatten(F.collect_list(
-                    F.array_repeat(S.LABEL_ID, F.col(S.COUNT))))).alias("group_labels"))
+                per_group = y2.groupBy(S.GROUP_ID).agg(
+                    F.sort_array(
+                        F.flatten(F.collect_list(F.array_repeat(S.LABEL_ID, F.col(S.COUNT))))
+                    ).alias("group_labels")
+                )
                 frame = frame.join(per_group, S.GROUP_ID, "left").withColumn(
-                    "group_labels", F.coalesce("group_labels", F.array().cast("array<int>")))
+                    "group_labels", F.coalesce("group_labels", F.array().cast("array<int>"))
+                )
                 frame = frame.select(S.SAMPLE_ID, featuresCol, S.GROUP_ID, "group_labels")
                 columns["group_labels"] = "group_labels"
         if labelsCol is not None and self.has(S.Y):
@@ -123,14 +129,31 @@ class Dataset:
             frame = frame.join(y, S.SAMPLE_ID, "left")
             columns["labels"] = labelsCol
         frame = frame.orderBy(S.SAMPLE_ID)
-        return tag(frame, Source(path=self.path, columns=columns, keyed=frame, key=S.SAMPLE_ID,
-                                 n_features=self.n_features, n_labels=self.n_labels))
+        return tag(
+            frame,
+            Source(
+                path=self.path,
+                columns=columns,
+                keyed=frame,
+                key=S.SAMPLE_ID,
+                n_features=self.n_features,
+                n_labels=self.n_labels,
+            ),
+        )
 
     @classmethod
-    def from_samples(cls, samples: DataFrame, path: str, featuresCol: str = "features",
-                     groupCol: Optional[str] = None, groupLabelsCol: Optional[str] = None,
-                     labelsCol: Optional[str] = None, numFeatures: Optional[int] = None,
-                     numLabels: Optional[int] = None, overwrite: bool = False) -> "Dataset":
+    def from_samples(
+        cls,
+        samples: DataFrame,
+        path: str,
+        featuresCol: str = "features",
+        groupCol: Optional[str] = None,
+        groupLabelsCol: Optional[str] = None,
+        labelsCol: Optional[str] = None,
+        numFeatures: Optional[int] = None,
+        numLabels: Optional[int] = None,
+        overwrite: bool = False,
+    ) -> "Dataset":
         """Write a frame of samples as a dataset folder (committed atomically).
 
         Args:
@@ -153,9 +176,11 @@ class Dataset:
         """
         names = samples.columns
         columns = {"features": featuresCol}
-        for role, given, default in (("group", groupCol, S.GROUP_ID),
-                                     ("group_labels", groupLabelsCol, "group_labels"),
-                                     ("labels", labelsCol, "labels")):
+        for role, given, default in (
+            ("group", groupCol, S.GROUP_ID),
+            ("group_labels", groupLabelsCol, "group_labels"),
+            ("labels", labelsCol, "labels"),
+        ):
             if given is not None or default in names:
                 columns[role] = given or default
         if "group_labels" in columns and "group" not in columns:
@@ -170,9 +195,18 @@ class Dataset:
         return cls.load(spark, path)
 
     @classmethod
-    def ingest(cls, spark: SparkSession, source: str, path: str, format: str = "xc", one_based: bool = False,
-               on_bad_line: str = "fail", n_features: Optional[int] = None, n_labels: Optional[int] = None,
-               overwrite: bool = False) -> "Dataset":
+    def ingest(
+        cls,
+        spark: SparkSession,
+        source: str,
+        path: str,
+        format: str = "xc",
+        one_based: bool = False,
+        on_bad_line: str = "fail",
+        n_features: Optional[int] = None,
+        n_labels: Optional[int] = None,
+        overwrite: bool = False,
+    ) -> "Dataset":
         """Read an Extreme Classification Repository / libsvm text file (plain or gzip) into a
         dataset folder with X and Y (:func:`eagle_spark.io.ingest.ingest`).
 
@@ -192,14 +226,36 @@ class Dataset:
         from eagle_spark.io.ingest import ingest
         from eagle_spark.params import IngestParams
 
-        ingest(spark, source, path, IngestParams(format=format, one_based=one_based, on_bad_line=on_bad_line,
-                                                 n_features=n_features, n_labels=n_labels), overwrite=overwrite)
+        ingest(
+            spark,
+            source,
+            path,
+            IngestParams(
+                format=format,
+                one_based=one_based,
+                on_bad_line=on_bad_line,
+                n_features=n_features,
+                n_labels=n_labels,
+            ),
+            overwrite=overwrite,
+        )
         return cls.load(spark, path)
 
-    def aggregate(self, path: str, grouping: str = "random", groupSize: int = 4, depth: int = 8,
-                  noise: float = 0.0, seed: int = 0, merge: str = "list", kmeansIterations: int = 20,
-                  y1: Optional[str] = None, y2: Optional[str] = None, onBadRow: str = "fail",
-                  overwrite: bool = False) -> "Dataset":
+    def aggregate(
+        self,
+        path: str,
+        grouping: str = "random",
+        groupSize: int = 4,
+        depth: int = 8,
+        noise: float = 0.0,
+        seed: int = 0,
+        merge: str = "list",
+        kmeansIterations: int = 20,
+        y1: Optional[str] = None,
+        y2: Optional[str] = None,
+        onBadRow: str = "fail",
+        overwrite: bool = False,
+    ) -> "Dataset":
         """Group the samples and aggregate their labels (paper section 6: R-g random groups of g,
         or C-D hierarchical balanced 2-means clusters to depth D): writes X, Y, Y1, Y2 to `path`
         (:func:`eagle_spark.aggregation.aggregate.aggregate`).
@@ -225,15 +281,38 @@ class Dataset:
         from eagle_spark.aggregation.aggregate import aggregate
         from eagle_spark.params import AggregateParams
 
-        aggregate(self.spark, self.path, path, AggregateParams(
-            grouping=grouping, group_size=groupSize, depth=depth, noise=noise, seed=seed, merge=merge,
-            kmeans_iterations=kmeansIterations, on_bad_row=onBadRow), overwrite=overwrite, y1_path=y1, y2_path=y2)
+        aggregate(
+            self.spark,
+            self.path,
+            path,
+            AggregateParams(
+                grouping=grouping,
+                group_size=groupSize,
+                depth=depth,
+                noise=noise,
+                seed=seed,
+                merge=merge,
+                kmeans_iterations=kmeansIterations,
+                on_bad_row=onBadRow,
+            ),
+            overwrite=overwrite,
+            y1_path=y1,
+            y2_path=y2,
+        )
         return type(self).load(self.spark, path)
 
     @classmethod
-    def synth(cls, spark: SparkSession, path: str, preset: str = "wiki325k", scale: float = 1.0, seed: int = 0,
-              rows_per_task: int = 250_000, overwrite: bool = False,
-              difficulty: Optional[float] = None) -> tuple["Dataset", "Dataset"]:
+    def synth(
+        cls,
+        spark: SparkSession,
+        path: str,
+        preset: str = "wiki325k",
+        scale: float = 1.0,
+        seed: int = 0,
+        rows_per_task: int = 250_000,
+        overwrite: bool = False,
+        difficulty: Optional[float] = None,
+    ) -> tuple["Dataset", "Dataset"]:
         """Generate a synthetic train / test pair of a benchmark's shape (:func:`eagle_spark.synth.synth`)
         under `path` (``train/``, ``test/``). `difficulty` in [0, 1] (None: the preset's calibrated
         default; 0: the easy data of earlier versions).
@@ -248,11 +327,29 @@ class Dataset:
 
         from eagle_spark.synth import synth
 
-        synth(spark, path, preset, scale, seed, rows_per_task, overwrite=overwrite, difficulty=difficulty)
-        return cls.load(spark, posixpath.join(path, "train")), cls.load(spark, posixpath.join(path, "test"))
+        synth(
+            spark,
+            path,
+            preset,
+            scale,
+            seed,
+            rows_per_task,
+            overwrite=overwrite,
+            difficulty=difficulty,
+        )
+        return cls.load(spark, posixpath.join(path, "train")), cls.load(
+            spark, posixpath.join(path, "test")
+        )
 
-    def split(self, keptPath: str, heldPath: str, share: float, seed: int = 0, by: str = "sample",
-              overwrite: bool = False) -> tuple["Dataset", "Dataset"]:
+    def split(
+        self,
+        keptPath: str,
+        heldPath: str,
+        share: float,
+        seed: int = 0,
+        by: str = "sample",
+        overwrite: bool = False,
+    ) -> tuple["Dataset", "Dataset"]:
         """Cut the dataset in two by a seeded hash: a share `share` of it held out.
 
         Args:
@@ -270,11 +367,21 @@ class Dataset:
             ValueError: a share outside (0, 1), an unknown `by`, or ``group`` on a dataset without
                 Y1 / Y2; OutputExistsError (a ValueError) as :meth:`from_samples`.
         """
-        return (self.split_part(keptPath, share, seed, by, held=False, overwrite=overwrite),
-                self.split_part(heldPath, share, seed, by, held=True, overwrite=overwrite))
+        return (
+            self.split_part(keptPath, share, seed, by, held=False, overwrite=overwrite),
+            self.split_part(heldPath, share, seed, by, held=True, overwrite=overwrite),
+        )
 
-    def split_part(self, path: str, share: float, seed: int = 0, by: str = "sample", held: bool = False,
-                   overwrite: bool = False, labels: bool = True) -> "Dataset":
+    def split_part(
+        self,
+        path: str,
+        share: float,
+        seed: int = 0,
+        by: str = "sample",
+        held: bool = False,
+        overwrite: bool = False,
+        labels: bool = True,
+    ) -> "Dataset":
         """One part of :meth:`split` (the held-out one when `held`), written to `path`; without the
         true labels Y when `labels` is false (only the groups' labels count then)."""
         if not 0.0 < share < 1.0:
@@ -285,18 +392,28 @@ class Dataset:
         groups: dict[str, Any] = {}
         if by == "group":
             if not (self.has(S.Y1) and self.has(S.Y2)):
-                raise ValueError(f"Dataset.split: by='group' needs an aggregated dataset (Y1, Y2); {self.path} "
-                                 "has none")
+                raise ValueError(
+                    f"Dataset.split: by='group' needs an aggregated dataset (Y1, Y2); {self.path} "
+                    "has none"
+                )
             frame, column = frame.where(F.col(S.GROUP_ID).isNotNull()), S.GROUP_ID
-            groups = {"groupCol": S.GROUP_ID, "groupLabelsCol": "group_labels",
-                      "labelsCol": "labels" if labels and "labels" in frame.columns else None}
+            groups = {
+                "groupCol": S.GROUP_ID,
+                "groupLabelsCol": "group_labels",
+                "labelsCol": "labels" if labels and "labels" in frame.columns else None,
+            }
         if not labels:
             frame = frame.drop("labels")
         bucket = F.pmod(F.xxhash64(F.lit(seed), F.col(column)), F.lit(10_000))
         in_held = bucket < F.lit(int(round(share * 10_000)))
-        return type(self).from_samples(frame.filter(in_held if held else ~in_held).drop(S.SAMPLE_ID), path,
-                                       numFeatures=self.n_features, numLabels=self.n_labels,
-                                       overwrite=overwrite, **groups)
+        return type(self).from_samples(
+            frame.filter(in_held if held else ~in_held).drop(S.SAMPLE_ID),
+            path,
+            numFeatures=self.n_features,
+            numLabels=self.n_labels,
+            overwrite=overwrite,
+            **groups,
+        )
 
     def save(self, path: str, overwrite: bool = False) -> "Dataset":
         """Copy the folder to `path` (committed atomically); returns the copy.
@@ -311,8 +428,10 @@ class Dataset:
         return type(self).load(self.spark, path)
 
     def __repr__(self) -> str:
-        return (f"Dataset({self.path!r}, n_samples={self.n_samples}, n_features={self.n_features}, "
-                f"n_labels={self.n_labels}, n_groups={self.n_groups})")
+        return (
+            f"Dataset({self.path!r}, n_samples={self.n_samples}, n_features={self.n_features}, "
+            f"n_labels={self.n_labels}, n_groups={self.n_groups})"
+        )
 
 
 __all__ = ["Dataset"]

@@ -15,18 +15,31 @@ from eagle_spark.evaluation.metrics import evaluate_pairs, inv_propensity, label
 
 def _label_array(df: DataFrame, col: str, role: str) -> None:
     if col not in df.columns:
-        raise ValueError(f"evaluate: the frame has no {role} column {col!r}; it has {', '.join(df.columns)}")
+        raise ValueError(
+            f"evaluate: the frame has no {role} column {col!r}; it has {', '.join(df.columns)}"
+        )
     dt = df.schema[col].dataType
-    if not (isinstance(dt, T.ArrayType) and isinstance(
-            dt.elementType, (T.ByteType, T.ShortType, T.IntegerType, T.LongType))):
-        raise TypeError(f"evaluate: column {col!r} ({role}) must be an array of label ids (array<int>), "
-                        f"got {dt.simpleString()}")
+    if not (
+        isinstance(dt, T.ArrayType)
+        and isinstance(dt.elementType, (T.ByteType, T.ShortType, T.IntegerType, T.LongType))
+    ):
+        raise TypeError(
+            f"evaluate: column {col!r} ({role}) must be an array of label ids (array<int>), "
+            f"got {dt.simpleString()}"
+        )
 
 
-def evaluate(predictions: DataFrame, labelsCol: str = "labels", predictionCol: str = "prediction",
-             k: int = 5, propensityFrom: Optional[DataFrame] = None, propensityLabelsCol: Optional[str] = None,
-             numLabels: Optional[int] = None, propensityA: float = 0.55, propensityB: float = 1.5
-             ) -> dict[str, float]:
+def evaluate(
+    predictions: DataFrame,
+    labelsCol: str = "labels",
+    predictionCol: str = "prediction",
+    k: int = 5,
+    propensityFrom: Optional[DataFrame] = None,
+    propensityLabelsCol: Optional[str] = None,
+    numLabels: Optional[int] = None,
+    propensityA: float = 0.55,
+    propensityB: float = 1.5,
+) -> dict[str, float]:
     """Evaluate ranked predictions against true labels, row by row, at 1..k.
 
     A row without any true label counts with precision 0 (the XC repository's convention); a row
@@ -63,16 +76,24 @@ def evaluate(predictions: DataFrame, labelsCol: str = "labels", predictionCol: s
     ref_col = propensityLabelsCol or labelsCol
     _label_array(reference, ref_col, "labels")
     if numLabels is None:
-        highs = list(predictions.agg(F.max(F.array_max(labelsCol)), F.max(F.array_max(predictionCol))).collect()[0])
+        highs = list(
+            predictions.agg(
+                F.max(F.array_max(labelsCol)), F.max(F.array_max(predictionCol))
+            ).collect()[0]
+        )
         if reference is not predictions or ref_col not in (labelsCol, predictionCol):
             highs.append(reference.agg(F.max(F.array_max(ref_col))).collect()[0][0])
         numLabels = max((h for h in highs if h is not None), default=-1) + 1
-    counts, n_ref = label_counts(reference.select(F.col(ref_col).cast("array<int>").alias(S.LABEL_IDS)), numLabels)
+    counts, n_ref = label_counts(
+        reference.select(F.col(ref_col).cast("array<int>").alias(S.LABEL_IDS)), numLabels
+    )
     if n_ref == 0:
         raise ValueError("evaluate: the propensity frame has no rows")
     inv_ps = inv_propensity(counts, n_ref, propensityA, propensityB)
-    rows = predictions.select(F.col(labelsCol).cast("array<int>").alias("_true"),
-                              F.col(predictionCol).cast("array<int>").alias("_pred"))
+    rows = predictions.select(
+        F.col(labelsCol).cast("array<int>").alias("_true"),
+        F.col(predictionCol).cast("array<int>").alias("_pred"),
+    )
     result = evaluate_pairs(rows, "_true", "_pred", k, inv_ps)
     if result["n_samples"] == 0:
         raise ValueError("evaluate: the predictions frame has no rows")

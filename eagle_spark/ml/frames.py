@@ -111,7 +111,8 @@ def work_folder(spark: SparkSession, kind: str) -> str:
 
 def _is_integral_array(dt: T.DataType) -> bool:
     return isinstance(dt, T.ArrayType) and isinstance(
-        dt.elementType, (T.ByteType, T.ShortType, T.IntegerType, T.LongType))
+        dt.elementType, (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
+    )
 
 
 def check_columns(df: DataFrame, columns: Mapping[str, str], where: str) -> None:
@@ -134,31 +135,50 @@ def check_columns(df: DataFrame, columns: Mapping[str, str], where: str) -> None
         if role == "features" and col not in names and S.FEAT_IDX in names and S.FEAT_VAL in names:
             idx, val = have[S.FEAT_IDX].dataType, have[S.FEAT_VAL].dataType
             if not _is_integral_array(idx) or not (
-                    isinstance(val, T.ArrayType) and isinstance(val.elementType, T.NumericType)):
-                raise TypeError(f"{where}: columns {S.FEAT_IDX!r} / {S.FEAT_VAL!r} must be arrays of whole "
-                                f"numbers / numbers, got {idx.simpleString()} / {val.simpleString()}")
+                isinstance(val, T.ArrayType) and isinstance(val.elementType, T.NumericType)
+            ):
+                raise TypeError(
+                    f"{where}: columns {S.FEAT_IDX!r} / {S.FEAT_VAL!r} must be arrays of whole "
+                    f"numbers / numbers, got {idx.simpleString()} / {val.simpleString()}"
+                )
             continue
         if col not in names:
             extra = f" (or {S.FEAT_IDX!r} and {S.FEAT_VAL!r} arrays)" if role == "features" else ""
-            raise ValueError(f"{where}: the frame has no {role} column {col!r}{extra}; it has "
-                             f"{', '.join(names)}")
+            raise ValueError(
+                f"{where}: the frame has no {role} column {col!r}{extra}; it has {', '.join(names)}"
+            )
         dt = have[col].dataType
         if role == "features" and not isinstance(dt, VectorUDT):
-            raise TypeError(f"{where}: column {col!r} (features) must be a Spark ML vector "
-                            f"(SparseVector), got {dt.simpleString()}")
-        if role == "label_weights" and not (isinstance(dt, T.ArrayType) and isinstance(dt.elementType, T.NumericType)):
-            raise TypeError(f"{where}: column {col!r} (label_weights) must be an array of numbers "
-                            f"(array<float>), got {dt.simpleString()}")
+            raise TypeError(
+                f"{where}: column {col!r} (features) must be a Spark ML vector "
+                f"(SparseVector), got {dt.simpleString()}"
+            )
+        if role == "label_weights" and not (
+            isinstance(dt, T.ArrayType) and isinstance(dt.elementType, T.NumericType)
+        ):
+            raise TypeError(
+                f"{where}: column {col!r} (label_weights) must be an array of numbers "
+                f"(array<float>), got {dt.simpleString()}"
+            )
         if role in ("group_labels", "labels") and not _is_integral_array(dt):
-            raise TypeError(f"{where}: column {col!r} ({role}) must be an array of label ids "
-                            f"(array<int>), got {dt.simpleString()}")
+            raise TypeError(
+                f"{where}: column {col!r} ({role}) must be an array of label ids "
+                f"(array<int>), got {dt.simpleString()}"
+            )
         if role == "group" and isinstance(dt, (T.ArrayType, T.MapType, T.StructType, VectorUDT)):
-            raise TypeError(f"{where}: column {col!r} (group) must be an atomic value such as a "
-                            f"long or a string, got {dt.simpleString()}")
+            raise TypeError(
+                f"{where}: column {col!r} (group) must be an atomic value such as a "
+                f"long or a string, got {dt.simpleString()}"
+            )
 
 
-def source_for(df: DataFrame, columns: Mapping[str, str], where: str,
-               n_features: Optional[int] = None, n_labels: Optional[int] = None) -> Source:
+def source_for(
+    df: DataFrame,
+    columns: Mapping[str, str],
+    where: str,
+    n_features: Optional[int] = None,
+    n_labels: Optional[int] = None,
+) -> Source:
     """The dataset folder a stage reads for `df`: its own when it is backed and covers `columns`,
     else a temporary dataset written from it (:func:`materialise`).
 
@@ -176,18 +196,29 @@ def source_for(df: DataFrame, columns: Mapping[str, str], where: str,
     """
     check_columns(df, columns, where)
     src = source_of(df)
-    if (src is not None and all(src.columns.get(role) == col for role, col in columns.items())
-            and ("label_weights" in src.columns) == ("label_weights" in columns)):
+    if (
+        src is not None
+        and all(src.columns.get(role) == col for role, col in columns.items())
+        and ("label_weights" in src.columns) == ("label_weights" in columns)
+    ):
         return src
-    return materialise(df, columns, work_folder(df.sparkSession, "dataset"), where, n_features, n_labels)
+    return materialise(
+        df, columns, work_folder(df.sparkSession, "dataset"), where, n_features, n_labels
+    )
 
 
 def _label_ids(col: str) -> F.Column:
     return F.coalesce(F.col(col), F.array()).cast(T.ArrayType(T.IntegerType()))
 
 
-def materialise(df: DataFrame, columns: Mapping[str, str], path: str, where: str,
-                n_features: Optional[int] = None, n_labels: Optional[int] = None) -> Source:
+def materialise(
+    df: DataFrame,
+    columns: Mapping[str, str],
+    path: str,
+    where: str,
+    n_features: Optional[int] = None,
+    n_labels: Optional[int] = None,
+) -> Source:
     """Write a frame as a dataset folder (X; Y, Y1, Y2 for the roles given) and return its source.
 
     The frame's rows are written once with an internal sample id (0 .. n-1 in the order of
@@ -226,23 +257,41 @@ def materialise(df: DataFrame, columns: Mapping[str, str], path: str, where: str
         if feat in rows.columns:
             x = from_ml_vectors(rows.select(F.col(KEY).alias(S.SAMPLE_ID), feat), feat, "_size")
         else:
-            x = rows.select(F.col(KEY).alias(S.SAMPLE_ID), S.FEAT_IDX, S.FEAT_VAL, F.lit(None).cast("int").alias("_size"))
-        x = x.select(S.SAMPLE_ID, F.coalesce(S.FEAT_IDX, F.array()).cast(T.ArrayType(T.IntegerType())).alias(S.FEAT_IDX),
-                     F.coalesce(S.FEAT_VAL, F.array()).cast(T.ArrayType(T.FloatType())).alias(S.FEAT_VAL), "_size")
-        agg = x.agg(F.max("_size"), F.max(F.array_max(S.FEAT_IDX)), F.min(F.array_min(S.FEAT_IDX))).collect()[0]
+            x = rows.select(
+                F.col(KEY).alias(S.SAMPLE_ID),
+                S.FEAT_IDX,
+                S.FEAT_VAL,
+                F.lit(None).cast("int").alias("_size"),
+            )
+        x = x.select(
+            S.SAMPLE_ID,
+            F.coalesce(S.FEAT_IDX, F.array()).cast(T.ArrayType(T.IntegerType())).alias(S.FEAT_IDX),
+            F.coalesce(S.FEAT_VAL, F.array()).cast(T.ArrayType(T.FloatType())).alias(S.FEAT_VAL),
+            "_size",
+        )
+        agg = x.agg(
+            F.max("_size"), F.max(F.array_max(S.FEAT_IDX)), F.min(F.array_min(S.FEAT_IDX))
+        ).collect()[0]
         size, hi, lo = agg[0], agg[1], agg[2]
         if lo is not None and lo < 0:
             raise ValueError(f"{where}: features column {feat!r} holds a negative feature id {lo}")
-        width = n_features if n_features is not None else (size if size is not None else (hi or -1) + 1)
+        width = (
+            n_features if n_features is not None else (size if size is not None else (hi or -1) + 1)
+        )
         if hi is not None and hi >= width:
-            raise ValueError(f"{where}: features column {feat!r} holds feature id {hi}, beyond the "
-                             f"feature space of {width} (numFeatures)")
+            raise ValueError(
+                f"{where}: features column {feat!r} holds feature id {hi}, beyond the "
+                f"feature space of {width} (numFeatures)"
+            )
         write_table(x.drop("_size"), path, S.X)
         stats["n_features"] = int(width)
     label_cols = [columns[r] for r in ("labels", "group_labels") if r in columns]
     if label_cols:
-        hi_lo = rows.select(*[F.explode(_label_ids(c)).alias(c) for c in label_cols[:1]]).agg(
-            F.max(label_cols[0]), F.min(label_cols[0])).collect()[0]
+        hi_lo = (
+            rows.select(*[F.explode(_label_ids(c)).alias(c) for c in label_cols[:1]])
+            .agg(F.max(label_cols[0]), F.min(label_cols[0]))
+            .collect()[0]
+        )
         his, los = [hi_lo[0]], [hi_lo[1]]
         for c in label_cols[1:]:
             r = rows.select(F.explode(_label_ids(c)).alias(c)).agg(F.max(c), F.min(c)).collect()[0]
@@ -251,46 +300,96 @@ def materialise(df: DataFrame, columns: Mapping[str, str], path: str, where: str
         lo = min((v for v in los if v is not None), default=0)
         hi = max((v for v in his if v is not None), default=-1)
         if lo < 0:
-            raise ValueError(f"{where}: label column {', '.join(map(repr, label_cols))} holds a negative "
-                             f"label id {lo}")
+            raise ValueError(
+                f"{where}: label column {', '.join(map(repr, label_cols))} holds a negative "
+                f"label id {lo}"
+            )
         if hi < 0:
-            raise ValueError(f"{where}: label column {', '.join(map(repr, label_cols))} holds no label "
-                             "id in any row (every array is empty or null): there is nothing to learn")
+            raise ValueError(
+                f"{where}: label column {', '.join(map(repr, label_cols))} holds no label "
+                "id in any row (every array is empty or null): there is nothing to learn"
+            )
         width = n_labels if n_labels is not None else hi + 1
         if hi >= width:
-            raise ValueError(f"{where}: label id {hi} is beyond the label space of {width} (numLabels)")
+            raise ValueError(
+                f"{where}: label id {hi} is beyond the label space of {width} (numLabels)"
+            )
         stats["n_labels"] = int(width)
     if "labels" in columns and "label_weights" in columns:
-        write_table(_weighted_labels(rows, columns["labels"], columns["label_weights"], where), path, S.Y)
+        write_table(
+            _weighted_labels(rows, columns["labels"], columns["label_weights"], where), path, S.Y
+        )
     elif "labels" in columns:
-        write_table(rows.select(F.col(KEY).alias(S.SAMPLE_ID),
-                                F.sort_array(F.array_distinct(_label_ids(columns["labels"]))).alias(S.LABEL_IDS)),
-                    path, S.Y)
+        write_table(
+            rows.select(
+                F.col(KEY).alias(S.SAMPLE_ID),
+                F.sort_array(F.array_distinct(_label_ids(columns["labels"]))).alias(S.LABEL_IDS),
+            ),
+            path,
+            S.Y,
+        )
     if "group" in columns:
         group = "_eagle_group"  # the caller's group column, renamed (it may be called group_id)
-        members = rows.where(F.col(columns["group"]).isNotNull()).withColumn(group, F.col(columns["group"]))
+        members = rows.where(F.col(columns["group"]).isNotNull()).withColumn(
+            group, F.col(columns["group"])
+        )
         groups = dense_rank(members.select(group).distinct(), [group], S.GROUP_ID)
-        write_table(members.select(F.col(KEY).alias(S.SAMPLE_ID), group).join(groups, group)
-                    .select(S.SAMPLE_ID, S.GROUP_ID), path, S.Y1)
+        write_table(
+            members.select(F.col(KEY).alias(S.SAMPLE_ID), group)
+            .join(groups, group)
+            .select(S.SAMPLE_ID, S.GROUP_ID),
+            path,
+            S.Y1,
+        )
         manifest_fields["n_groups"] = groups.count()
         if "group_labels" in columns:
             gl = columns["group_labels"]
-            per_group = members.select(group, F.sort_array(_label_ids(gl)).alias("_gl")).groupBy(group).agg(
-                F.countDistinct("_gl").alias("_variants"), F.first("_gl").alias("_gl"))
+            per_group = (
+                members.select(group, F.sort_array(_label_ids(gl)).alias("_gl"))
+                .groupBy(group)
+                .agg(F.countDistinct("_gl").alias("_variants"), F.first("_gl").alias("_gl"))
+            )
             bad = per_group.where(F.col("_variants") > 1).select(group).orderBy(group).first()
             if bad is not None:
-                raise ValueError(f"{where}: the members of group {bad[0]!r} (column {columns['group']!r}) "
-                                 f"have different {gl!r}: a group's labels must be the same on every member")
-            y2 = (per_group.join(groups, group).select(S.GROUP_ID, F.explode("_gl").alias(S.LABEL_ID))
-                  .groupBy(S.GROUP_ID, S.LABEL_ID).agg(F.count(F.lit(1)).cast("int").alias(S.COUNT)))
+                raise ValueError(
+                    f"{where}: the members of group {bad[0]!r} (column {columns['group']!r}) "
+                    f"have different {gl!r}: a group's labels must be the same on every member"
+                )
+            y2 = (
+                per_group.join(groups, group)
+                .select(S.GROUP_ID, F.explode("_gl").alias(S.LABEL_ID))
+                .groupBy(S.GROUP_ID, S.LABEL_ID)
+                .agg(F.count(F.lit(1)).cast("int").alias(S.COUNT))
+            )
             write_table(y2, path, S.Y2)
-    write_manifest(spark, path, new_manifest(
-        "frame", **stats, **manifest_fields, source={"frame": where},
-        tables=[t for t, role in ((S.X, "features"), (S.Y, "labels"), (S.Y1, "group"),
-                                  (S.Y2, "group_labels")) if role in columns]))
-    return Source(path=path, columns=dict(columns), keyed=rows, key=KEY,
-                  n_features=int(stats.get("n_features", n_features or 0)),
-                  n_labels=int(stats.get("n_labels", n_labels or 0)))
+    write_manifest(
+        spark,
+        path,
+        new_manifest(
+            "frame",
+            **stats,
+            **manifest_fields,
+            source={"frame": where},
+            tables=[
+                t
+                for t, role in (
+                    (S.X, "features"),
+                    (S.Y, "labels"),
+                    (S.Y1, "group"),
+                    (S.Y2, "group_labels"),
+                )
+                if role in columns
+            ],
+        ),
+    )
+    return Source(
+        path=path,
+        columns=dict(columns),
+        keyed=rows,
+        key=KEY,
+        n_features=int(stats.get("n_features", n_features or 0)),
+        n_labels=int(stats.get("n_labels", n_labels or 0)),
+    )
 
 
 def _weighted_labels(rows: DataFrame, labels: str, weights: str, where: str) -> DataFrame:
@@ -303,20 +402,37 @@ def _weighted_labels(rows: DataFrame, labels: str, weights: str, where: str) -> 
     """
     lab = _label_ids(labels)
     wts = F.coalesce(F.col(weights), F.array()).cast(T.ArrayType(T.DoubleType()))
-    bad = rows.where(
-        (F.size(lab) != F.size(wts)) | F.exists(wts, lambda w: w.isNull() | F.isnan(w) | (w <= 0) | (w > 1))
-        | (F.size(F.array_distinct(lab)) != F.size(lab))).select(labels, weights).first()
+    bad = (
+        rows.where(
+            (F.size(lab) != F.size(wts))
+            | F.exists(wts, lambda w: w.isNull() | F.isnan(w) | (w <= 0) | (w > 1))
+            | (F.size(F.array_distinct(lab)) != F.size(lab))
+        )
+        .select(labels, weights)
+        .first()
+    )
     if bad is not None:
-        raise ValueError(f"{where}: columns {labels!r} / {weights!r} (labelWeightsCol) must hold one weight in "
-                         f"(0, 1] per distinct label; a row has {list(bad[0] or [])} / {list(bad[1] or [])}")
+        raise ValueError(
+            f"{where}: columns {labels!r} / {weights!r} (labelWeightsCol) must hold one weight in "
+            f"(0, 1] per distinct label; a row has {list(bad[0] or [])} / {list(bad[1] or [])}"
+        )
     pairs = F.array_sort(F.transform(lab, lambda k, i: F.struct(k.alias("k"), wts[i].alias("w"))))
     return rows.select(F.col(KEY).alias(S.SAMPLE_ID), pairs.alias("_kw")).select(
-        S.SAMPLE_ID, F.transform("_kw", lambda e: e["k"]).alias(S.LABEL_IDS),
-        F.transform("_kw", lambda e: e["w"]).cast(T.ArrayType(T.FloatType())).alias(S.LABEL_WEIGHTS))
+        S.SAMPLE_ID,
+        F.transform("_kw", lambda e: e["k"]).alias(S.LABEL_IDS),
+        F.transform("_kw", lambda e: e["w"])
+        .cast(T.ArrayType(T.FloatType()))
+        .alias(S.LABEL_WEIGHTS),
+    )
 
 
-def attach(source: Source, result: DataFrame, new: Mapping[str, str], where: str,
-           backs: Optional[tuple[str, Mapping[str, str]]] = None) -> DataFrame:
+def attach(
+    source: Source,
+    result: DataFrame,
+    new: Mapping[str, str],
+    where: str,
+    backs: Optional[tuple[str, Mapping[str, str]]] = None,
+) -> DataFrame:
     """The caller's rows with a stage's result columns added (left join on the sample id).
 
     Args:
@@ -334,10 +450,13 @@ def attach(source: Source, result: DataFrame, new: Mapping[str, str], where: str
     keyed = source.keyed
     for out in new.values():
         if out in keyed.columns:
-            raise ValueError(f"{where}: the frame already has a column {out!r}; set the output column "
-                             "Param to another name")
-    res = result.select(F.col(S.SAMPLE_ID).alias(source.key),
-                        *[F.col(c).alias(out) for c, out in new.items()])
+            raise ValueError(
+                f"{where}: the frame already has a column {out!r}; set the output column "
+                "Param to another name"
+            )
+    res = result.select(
+        F.col(S.SAMPLE_ID).alias(source.key), *[F.col(c).alias(out) for c, out in new.items()]
+    )
     joined = keyed.join(res, source.key, "left")
     out_df = joined.drop(KEY) if source.key == KEY else joined
     if backs is not None:
@@ -346,5 +465,17 @@ def attach(source: Source, result: DataFrame, new: Mapping[str, str], where: str
     return out_df
 
 
-__all__ = ["KEY", "ROLES", "ROWS", "Source", "WORK_DIR_CONF", "attach", "check_columns", "materialise",
-           "source_for", "source_of", "tag", "work_folder"]
+__all__ = [
+    "KEY",
+    "ROLES",
+    "ROWS",
+    "Source",
+    "WORK_DIR_CONF",
+    "attach",
+    "check_columns",
+    "materialise",
+    "source_for",
+    "source_of",
+    "tag",
+    "work_folder",
+]

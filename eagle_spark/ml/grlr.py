@@ -21,83 +21,175 @@ from eagle_spark import schemas as S
 from eagle_spark.assignment.assign import assign
 from eagle_spark.grlr.embedding import embed
 from eagle_spark.io.tables import read_manifest, read_table
-from eagle_spark.ml.base import (FolderModel, HasLabelWeightsCol, Persistent, SettingsParams, fitted, optional_int,
-                               optional_string, settings_param)
+from eagle_spark.ml.base import (
+    FolderModel,
+    HasLabelWeightsCol,
+    Persistent,
+    SettingsParams,
+    fitted,
+    optional_int,
+    optional_string,
+    settings_param,
+)
 from eagle_spark.ml.dataset import Dataset
 from eagle_spark.ml.frames import attach, source_for, work_folder
 from eagle_spark.params import AssignParams, EmbedParams
 
 
 class _GRLRParams(HasFeaturesCol, HasMaxIter, HasStepSize, HasLabelWeightsCol, SettingsParams):
-    groupCol = settings_param("groupCol", "group of each sample (any atomic type; null: in no group), "
-                              "Y1 of the paper", TypeConverters.toString)
-    groupLabelsCol = settings_param("groupLabelsCol", "the labels of the sample's group, array<int>; a "
-                                    "repeated id is the label's multiplicity (Y2)", TypeConverters.toString)
-    labelsCol = settings_param("labelsCol", "output of transform: the labels assigned to the sample "
-                               "(Y_filter), array<int>", TypeConverters.toString)
-    normalize = settings_param("normalize", "L2-normalise the rows of X first", TypeConverters.toBoolean)
-    pruneBelow = settings_param("pruneBelow", "store only embedding weights with |w| >= this (0: all)",
-                                TypeConverters.toFloat)
-    xAccess = settings_param("xAccess", "auto | cached | joined: how tasks get the groups' feature rows",
-                             TypeConverters.toString)
+    groupCol = settings_param(
+        "groupCol",
+        "group of each sample (any atomic type; null: in no group), Y1 of the paper",
+        TypeConverters.toString,
+    )
+    groupLabelsCol = settings_param(
+        "groupLabelsCol",
+        "the labels of the sample's group, array<int>; a "
+        "repeated id is the label's multiplicity (Y2)",
+        TypeConverters.toString,
+    )
+    labelsCol = settings_param(
+        "labelsCol",
+        "output of transform: the labels assigned to the sample (Y_filter), array<int>",
+        TypeConverters.toString,
+    )
+    normalize = settings_param(
+        "normalize", "L2-normalise the rows of X first", TypeConverters.toBoolean
+    )
+    pruneBelow = settings_param(
+        "pruneBelow",
+        "store only embedding weights with |w| >= this (0: all)",
+        TypeConverters.toFloat,
+    )
+    xAccess = settings_param(
+        "xAccess",
+        "auto | cached | joined: how tasks get the groups' feature rows",
+        TypeConverters.toString,
+    )
     numTasks = settings_param("numTasks", "label bins, one Spark task each", TypeConverters.toInt)
-    batchRows = settings_param("batchRows", "candidate rows per vectorised batch inside a task",
-                               TypeConverters.toInt)
-    splitRows = settings_param("splitRows", "labels with more candidate rows are split into chunks (0: "
-                               "automatic)", TypeConverters.toInt)
-    cacheBudget = settings_param("cacheBudget", "the executor cache size xAccess=auto allows (a Spark "
-                                 "size such as 4g; None: half the Python worker memory or 4g)",
-                                 optional_string)
-    assignTasks = settings_param("assignTasks", "transform, when it recomputes assignments: label bins",
-                                 TypeConverters.toInt)
-    assignBatchRows = settings_param("assignBatchRows", "transform, when it recomputes assignments: rows "
-                                     "per batch", TypeConverters.toInt)
-    assignXAccess = settings_param("assignXAccess", "transform, when it recomputes assignments: auto | "
-                                   "cached | joined", TypeConverters.toString)
-    assignCacheBudget = settings_param("assignCacheBudget", "transform: the cache budget of assignXAccess=auto",
-                                       optional_string)
-    method = settings_param("method", "transform: eagle (each group label to its best member, "
-                            "Algorithm 2) or baseline (every member gets all its group's labels)",
-                            TypeConverters.toString)
-    multiplicity = settings_param("multiplicity", "transform: a label of count c goes to the top-c "
-                                  "members", TypeConverters.toBoolean)
-    weighting = settings_param("weighting", "transform: auto (the best of candidates on held-out groups), "
-                               "hard (a label to its top-c members, weight 1) or soft (every member a "
-                               "weight in (0, 1] from its score; adds labelWeightsCol)", TypeConverters.toString)
-    temperature = settings_param("temperature", "transform, soft weighting: near 0 hard top-c, large "
-                                 "the Baseline", TypeConverters.toFloat)
-    candidates = settings_param("candidates", "transform, weighting auto: the assignments to choose from "
-                                "(baseline, hard, soft-<T>; hard and soft-<T> with +r<N> rounds of "
-                                "refinement)", lambda v: tuple(TypeConverters.toListString(v)))
-    refineRounds = settings_param("refineRounds", "transform: rounds of refinement with a one-vs-all "
-                                  "classifier trained on the assignment (0: the embedding's alone)",
-                                  TypeConverters.toInt)
-    heldOut = settings_param("heldOut", "transform, weighting auto: share of the groups held out to score "
-                             "the candidates", TypeConverters.toFloat)
-    numFeatures = settings_param("numFeatures", "feature space of array features (default: from the "
-                                 "data)", optional_int)
-    numLabels = settings_param("numLabels", "label space (default: largest label id + 1)", optional_int)
+    batchRows = settings_param(
+        "batchRows", "candidate rows per vectorised batch inside a task", TypeConverters.toInt
+    )
+    splitRows = settings_param(
+        "splitRows",
+        "labels with more candidate rows are split into chunks (0: automatic)",
+        TypeConverters.toInt,
+    )
+    cacheBudget = settings_param(
+        "cacheBudget",
+        "the executor cache size xAccess=auto allows (a Spark "
+        "size such as 4g; None: half the Python worker memory or 4g)",
+        optional_string,
+    )
+    assignTasks = settings_param(
+        "assignTasks", "transform, when it recomputes assignments: label bins", TypeConverters.toInt
+    )
+    assignBatchRows = settings_param(
+        "assignBatchRows",
+        "transform, when it recomputes assignments: rows per batch",
+        TypeConverters.toInt,
+    )
+    assignXAccess = settings_param(
+        "assignXAccess",
+        "transform, when it recomputes assignments: auto | cached | joined",
+        TypeConverters.toString,
+    )
+    assignCacheBudget = settings_param(
+        "assignCacheBudget", "transform: the cache budget of assignXAccess=auto", optional_string
+    )
+    method = settings_param(
+        "method",
+        "transform: eagle (each group label to its best member, "
+        "Algorithm 2) or baseline (every member gets all its group's labels)",
+        TypeConverters.toString,
+    )
+    multiplicity = settings_param(
+        "multiplicity",
+        "transform: a label of count c goes to the top-c members",
+        TypeConverters.toBoolean,
+    )
+    weighting = settings_param(
+        "weighting",
+        "transform: auto (the best of candidates on held-out groups), "
+        "hard (a label to its top-c members, weight 1) or soft (every member a "
+        "weight in (0, 1] from its score; adds labelWeightsCol)",
+        TypeConverters.toString,
+    )
+    temperature = settings_param(
+        "temperature",
+        "transform, soft weighting: near 0 hard top-c, large the Baseline",
+        TypeConverters.toFloat,
+    )
+    candidates = settings_param(
+        "candidates",
+        "transform, weighting auto: the assignments to choose from "
+        "(baseline, hard, soft-<T>; hard and soft-<T> with +r<N> rounds of "
+        "refinement)",
+        lambda v: tuple(TypeConverters.toListString(v)),
+    )
+    refineRounds = settings_param(
+        "refineRounds",
+        "transform: rounds of refinement with a one-vs-all "
+        "classifier trained on the assignment (0: the embedding's alone)",
+        TypeConverters.toInt,
+    )
+    heldOut = settings_param(
+        "heldOut",
+        "transform, weighting auto: share of the groups held out to score the candidates",
+        TypeConverters.toFloat,
+    )
+    numFeatures = settings_param(
+        "numFeatures", "feature space of array features (default: from the data)", optional_int
+    )
+    numLabels = settings_param(
+        "numLabels", "label space (default: largest label id + 1)", optional_int
+    )
 
     _fields = {
-        EmbedParams: {"maxIter": "iterations", "stepSize": "lr", "normalize": "normalize",
-                      "pruneBelow": "prune_below", "xAccess": "x_access", "numTasks": "tasks",
-                      "batchRows": "batch_rows", "splitRows": "split_rows", "cacheBudget": "cache_budget"},
-        AssignParams: {"method": "method", "multiplicity": "multiplicity", "weighting": "weighting",
-                       "temperature": "temperature", "candidates": "candidates", "heldOut": "held_out",
-                       "refineRounds": "refine_rounds", "assignTasks": "tasks",
-                       "assignBatchRows": "batch_rows", "assignXAccess": "x_access",
-                       "assignCacheBudget": "cache_budget"},
+        EmbedParams: {
+            "maxIter": "iterations",
+            "stepSize": "lr",
+            "normalize": "normalize",
+            "pruneBelow": "prune_below",
+            "xAccess": "x_access",
+            "numTasks": "tasks",
+            "batchRows": "batch_rows",
+            "splitRows": "split_rows",
+            "cacheBudget": "cache_budget",
+        },
+        AssignParams: {
+            "method": "method",
+            "multiplicity": "multiplicity",
+            "weighting": "weighting",
+            "temperature": "temperature",
+            "candidates": "candidates",
+            "heldOut": "held_out",
+            "refineRounds": "refine_rounds",
+            "assignTasks": "tasks",
+            "assignBatchRows": "batch_rows",
+            "assignXAccess": "x_access",
+            "assignCacheBudget": "cache_budget",
+        },
     }
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
-        self._setDefault(featuresCol="features", groupCol=S.GROUP_ID, groupLabelsCol="group_labels",
-                         labelsCol="labels", numFeatures=None, numLabels=None)
+        self._setDefault(
+            featuresCol="features",
+            groupCol=S.GROUP_ID,
+            groupLabelsCol="group_labels",
+            labelsCol="labels",
+            numFeatures=None,
+            numLabels=None,
+        )
         self._set_settings_defaults()
 
     def _columns(self) -> dict[str, str]:
-        return {"features": self.getFeaturesCol(), "group": self.getOrDefault(self.groupCol),
-                "group_labels": self.getOrDefault(self.groupLabelsCol)}
+        return {
+            "features": self.getFeaturesCol(),
+            "group": self.getOrDefault(self.groupCol),
+            "group_labels": self.getOrDefault(self.groupLabelsCol),
+        }
 
     def setMethod(self, value: str) -> Any:
         """``eagle`` (default) or ``baseline``."""
@@ -147,28 +239,50 @@ class GRLR(Estimator, _GRLRParams, Persistent):
     """
 
     @keyword_only
-    def __init__(self, *, featuresCol: str = "features", groupCol: str = S.GROUP_ID,
-                 groupLabelsCol: str = "group_labels", labelsCol: str = "labels",
-                 labelWeightsCol: str = S.LABEL_WEIGHTS, weighting: Optional[str] = None,
-                 temperature: Optional[float] = None, candidates: Optional[list] = None,
-                 heldOut: Optional[float] = None, refineRounds: Optional[int] = None,
-                 maxIter: Optional[int] = None, stepSize: Optional[float] = None,
-                 normalize: Optional[bool] = None, pruneBelow: Optional[float] = None,
-                 xAccess: Optional[str] = None, numTasks: Optional[int] = None,
-                 method: Optional[str] = None, multiplicity: Optional[bool] = None,
-                 numFeatures: Optional[int] = None, numLabels: Optional[int] = None,
-                 batchRows: Optional[int] = None, splitRows: Optional[int] = None,
-                 cacheBudget: Optional[str] = None, assignTasks: Optional[int] = None,
-                 assignBatchRows: Optional[int] = None, assignXAccess: Optional[str] = None,
-                 assignCacheBudget: Optional[str] = None) -> None:
+    def __init__(
+        self,
+        *,
+        featuresCol: str = "features",
+        groupCol: str = S.GROUP_ID,
+        groupLabelsCol: str = "group_labels",
+        labelsCol: str = "labels",
+        labelWeightsCol: str = S.LABEL_WEIGHTS,
+        weighting: Optional[str] = None,
+        temperature: Optional[float] = None,
+        candidates: Optional[list] = None,
+        heldOut: Optional[float] = None,
+        refineRounds: Optional[int] = None,
+        maxIter: Optional[int] = None,
+        stepSize: Optional[float] = None,
+        normalize: Optional[bool] = None,
+        pruneBelow: Optional[float] = None,
+        xAccess: Optional[str] = None,
+        numTasks: Optional[int] = None,
+        method: Optional[str] = None,
+        multiplicity: Optional[bool] = None,
+        numFeatures: Optional[int] = None,
+        numLabels: Optional[int] = None,
+        batchRows: Optional[int] = None,
+        splitRows: Optional[int] = None,
+        cacheBudget: Optional[str] = None,
+        assignTasks: Optional[int] = None,
+        assignBatchRows: Optional[int] = None,
+        assignXAccess: Optional[str] = None,
+        assignCacheBudget: Optional[str] = None,
+    ) -> None:
         super().__init__()
         self._set_given(self._input_kwargs)
 
     def _fit(self, dataset: DataFrame) -> "GRLRModel":
         self.settings(EmbedParams)
         self.settings(AssignParams)  # checked now, used by the model's transform
-        src = source_for(dataset, self._columns(), "GRLR.fit", self.getOrDefault(self.numFeatures),
-                         self.getOrDefault(self.numLabels))
+        src = source_for(
+            dataset,
+            self._columns(),
+            "GRLR.fit",
+            self.getOrDefault(self.numFeatures),
+            self.getOrDefault(self.numLabels),
+        )
         spark = dataset.sparkSession
         return self.fitDataset(Dataset.load(spark, src.path), work_folder(spark, "embeddings"))
 
@@ -188,8 +302,12 @@ class GRLR(Estimator, _GRLRParams, Persistent):
                 Y2; OutputExistsError (a ValueError) when `path` exists and `overwrite` is false.
         """
         params = self.settings(EmbedParams)
-        return fitted(self, GRLRModel(), path,
-                      lambda out: embed(dataset.spark, dataset.path, out, params, overwrite=overwrite))
+        return fitted(
+            self,
+            GRLRModel(),
+            path,
+            lambda out: embed(dataset.spark, dataset.path, out, params, overwrite=overwrite),
+        )
 
 
 class GRLRModel(Model, _GRLRParams, FolderModel, Persistent):
@@ -239,21 +357,41 @@ class GRLRModel(Model, _GRLRParams, FolderModel, Persistent):
         if params.method == "eagle":
             self._require_data()
         labels_col = self.getOrDefault(self.labelsCol)
-        src = source_for(dataset, self._columns(), "GRLRModel.transform", self.getOrDefault(self.numFeatures),
-                         self.getOrDefault(self.numLabels))
+        src = source_for(
+            dataset,
+            self._columns(),
+            "GRLRModel.transform",
+            self.getOrDefault(self.numFeatures),
+            self.getOrDefault(self.numLabels),
+        )
         spark = dataset.sparkSession
         out = work_folder(spark, "assigned")
         self.transformDataset(Dataset.load(spark, src.path), out)
         y = read_table(spark, out, S.Y)
         if S.LABEL_WEIGHTS in y.columns:  # labels sorted, weights in their order (y_filter)
             weights_col = self.getOrDefault(self.labelWeightsCol)
-            return attach(src, y, {S.LABEL_IDS: labels_col, S.LABEL_WEIGHTS: weights_col}, "GRLRModel.transform",
-                          backs=(out, {"features": src.columns["features"], "labels": labels_col,
-                                       "label_weights": weights_col}))
+            return attach(
+                src,
+                y,
+                {S.LABEL_IDS: labels_col, S.LABEL_WEIGHTS: weights_col},
+                "GRLRModel.transform",
+                backs=(
+                    out,
+                    {
+                        "features": src.columns["features"],
+                        "labels": labels_col,
+                        "label_weights": weights_col,
+                    },
+                ),
+            )
         y = y.select(S.SAMPLE_ID, F.sort_array(S.LABEL_IDS).alias(S.LABEL_IDS))
-        return attach(src, y, {S.LABEL_IDS: labels_col}, "GRLRModel.transform",
-                      backs=(out, {"features": src.columns["features"], "labels": labels_col}))
-
+        return attach(
+            src,
+            y,
+            {S.LABEL_IDS: labels_col},
+            "GRLRModel.transform",
+            backs=(out, {"features": src.columns["features"], "labels": labels_col}),
+        )
 
     def transformDataset(self, dataset: Dataset, path: str, overwrite: bool = False) -> Dataset:
         """Assign the group labels of an aggregated dataset folder (Algorithm 2, or Baseline) and
@@ -277,7 +415,15 @@ class GRLRModel(Model, _GRLRParams, FolderModel, Persistent):
 
         auto = params.method == "eagle" and params.weighting == "auto"
         select = (lambda scratch: choose_assignment(self, dataset, scratch)) if auto else None
-        assign(dataset.spark, dataset.path, path, params, embeddings=embeddings, overwrite=overwrite, select=select)
+        assign(
+            dataset.spark,
+            dataset.path,
+            path,
+            params,
+            embeddings=embeddings,
+            overwrite=overwrite,
+            select=select,
+        )
         return Dataset.load(dataset.spark, path)
 
 

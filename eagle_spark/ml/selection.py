@@ -74,7 +74,9 @@ def precision_row(predictions: Any, Y1: Any, Y2: Any, n_labels: int) -> dict[str
     return {f"{c} P@{k}": round(100 * p[k - 1], 2) for c, p in found.items() for k in K}
 
 
-def choose_assignment(model: Any, dataset: Any, scratch: str) -> tuple[AssignParams, dict[str, Any]]:
+def choose_assignment(
+    model: Any, dataset: Any, scratch: str
+) -> tuple[AssignParams, dict[str, Any]]:
     """Score ``assign.candidates`` on held-out groups of `dataset` and return the best.
 
     Args:
@@ -91,29 +93,45 @@ def choose_assignment(model: Any, dataset: Any, scratch: str) -> tuple[AssignPar
     """
     from eagle_spark.assignment.assign import assign
     from eagle_spark.errors import BadInputError
+    from eagle_spark.evaluation.group import multiset_precision
     from eagle_spark.io.tables import read_table
     from eagle_spark.ml.classifiers import LabelTreeClassifier
-    from eagle_spark.evaluation.group import multiset_precision
     from eagle_spark.ml.grlr import GRLRModel
 
     params = model.settings(AssignParams)
     spark = dataset.spark
-    dataset = type(dataset).load(spark, dataset.path)  # a Dataset.at handle has not read its manifest
+    dataset = type(dataset).load(
+        spark, dataset.path
+    )  # a Dataset.at handle has not read its manifest
     n_groups = int(dataset.n_groups or 0)
     share = min(params.held_out, MAX_HELD_GROUPS / n_groups) if n_groups else params.held_out
     fallback = FALLBACK
     if n_groups * share < MIN_HELD_GROUPS:
-        log.warning("assign auto: %d groups are too few to hold out %d of them; using %s", n_groups,
-                    MIN_HELD_GROUPS, fallback)
-        return (dataclasses.replace(params, **candidate_changes(fallback)),
-                {"held_out": share, "skipped": f"{n_groups} groups: fewer than {MIN_HELD_GROUPS} would be held out",
-                 "candidates": {}, "chosen": fallback})
+        log.warning(
+            "assign auto: %d groups are too few to hold out %d of them; using %s",
+            n_groups,
+            MIN_HELD_GROUPS,
+            fallback,
+        )
+        return (
+            dataclasses.replace(params, **candidate_changes(fallback)),
+            {
+                "held_out": share,
+                "skipped": f"{n_groups} groups: fewer than {MIN_HELD_GROUPS} would be held out",
+                "candidates": {},
+                "chosen": fallback,
+            },
+        )
     fit = dataset.split_part(posixpath.join(scratch, "fit"), share, SEED, by="group", labels=False)
-    held = dataset.split_part(posixpath.join(scratch, "held"), share, SEED, by="group", held=True, labels=False)
+    held = dataset.split_part(
+        posixpath.join(scratch, "held"), share, SEED, by="group", held=True, labels=False
+    )
     if not held.n_groups or not fit.n_groups:
-        raise BadInputError(f"assign.weighting=auto: holding out {share:g} of the groups of {dataset.path} leaves "
-                            f"{fit.n_groups or 0} to fit and {held.n_groups or 0} to score; give more groups or "
-                            "another assign.held_out")
+        raise BadInputError(
+            f"assign.weighting=auto: holding out {share:g} of the groups of {dataset.path} leaves "
+            f"{fit.n_groups or 0} to fit and {held.n_groups or 0} to score; give more groups or "
+            "another assign.held_out"
+        )
     emb = model._require_data()  # GRLR of all the groups (see the module docstring)
     Y1, Y2 = read_table(spark, held.path, S.Y1), read_table(spark, held.path, S.Y2)
     rows: dict[str, Any] = {}
@@ -128,17 +146,28 @@ def choose_assignment(model: Any, dataset: Any, scratch: str) -> tuple[AssignPar
             GRLRModel.fromSettings(chosen).atFolder(emb).transformDataset(fit, assigned)
         done[chosen] = assigned
         proxy = LabelTreeClassifier.fromSettings(PROXY).fitDataset(
-            type(dataset).load(spark, assigned), posixpath.join(scratch, f"model-{i}"))
+            type(dataset).load(spark, assigned), posixpath.join(scratch, f"model-{i}")
+        )
         preds = posixpath.join(scratch, f"predictions-{i}")
         proxy.transformDataset(held, preds)
-        found = multiset_precision(spark.read.parquet(posixpath.join(preds, "predictions")), Y1, Y2, max(K))
+        found = multiset_precision(
+            spark.read.parquet(posixpath.join(preds, "predictions")), Y1, Y2, max(K)
+        )
         rows[name] = {f"{CRITERION} P@{k}": round(100 * found[k - 1], 2) for k in K}
         rows[name]["score"] = round(selection_score(rows[name]), 3)
         log.info("assign auto: candidate %s: score %.2f", name, rows[name]["score"])
     best = max(params.candidates, key=lambda c: (rows[c]["score"], -params.candidates.index(c)))
-    return (dataclasses.replace(params, **candidate_changes(best)),
-            {"held_out": share, "seed": SEED, "proxy": "label tree, 1 tree, default settings",
-             "held_out_groups": held.n_groups, "candidates": rows, "chosen": best})
+    return (
+        dataclasses.replace(params, **candidate_changes(best)),
+        {
+            "held_out": share,
+            "seed": SEED,
+            "proxy": "label tree, 1 tree, default settings",
+            "held_out_groups": held.n_groups,
+            "candidates": rows,
+            "chosen": best,
+        },
+    )
 
 
 __all__ = ["CRITERION", "PROXY", "choose_assignment", "precision_row", "selection_score"]

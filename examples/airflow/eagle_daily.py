@@ -33,8 +33,9 @@ try:  # Airflow 3
 except ImportError:  # Airflow 2
     from airflow import DAG
 
-HOME = os.environ.get("EAGLE_SPARK_HOME", os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__)))))
+HOME = os.environ.get(
+    "EAGLE_SPARK_HOME", os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+)
 RUNS = os.environ.get("EAGLE_RUNS", os.path.join(HOME, "runs", "daily"))
 RUN = RUNS + "/{{ ds }}"  # the dated run folder (templated by Airflow)
 PYTHON = os.environ.get("EAGLE_PYTHON", "python3")
@@ -59,10 +60,13 @@ with DAG(
             "spark.pyspark.driver.python": PYTHON,
         },
         application_args=[
-            "--conf", os.path.join(HOME, "conf", "cluster.yaml"),
+            "--conf",
+            os.path.join(HOME, "conf", "cluster.yaml"),
             "--compare",
-            "--output", RUN,
-            "--summary", RUN + "/summary.json",
+            "--output",
+            RUN,
+            "--summary",
+            RUN + "/summary.json",
         ],
         execution_timeout=timedelta(hours=3),
     )

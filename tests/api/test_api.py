@@ -13,8 +13,16 @@ from pyspark.ml.linalg import SparseVector
 from pyspark.sql import functions as F
 
 import eagle_spark
-from eagle_spark import (GRLR, Dataset, GRLRModel, LabelTreeClassifier, LabelTreeModel, OneVsRestXMC,
-                         OneVsRestXMCModel, evaluate)
+from eagle_spark import (
+    GRLR,
+    Dataset,
+    GRLRModel,
+    LabelTreeClassifier,
+    LabelTreeModel,
+    OneVsRestXMC,
+    OneVsRestXMCModel,
+    evaluate,
+)
 from eagle_spark.assignment.assign import assign
 from eagle_spark.classifiers.ova import train_ova
 from eagle_spark.classifiers.predict import PREDICTIONS, predict
@@ -24,20 +32,30 @@ from eagle_spark.errors import BadInputError, OutputExistsError
 from eagle_spark.evaluation.evaluate import evaluate as evaluate_folders
 from eagle_spark.grlr.embedding import embed
 from eagle_spark.io.tables import read_table
-from eagle_spark.params import AssignParams, EmbedParams, EvaluateParams, OVAParams, PredictParams, TreeParams
+from eagle_spark.params import (
+    AssignParams,
+    EmbedParams,
+    EvaluateParams,
+    OVAParams,
+    PredictParams,
+    TreeParams,
+)
 from tests.conftest import ROOT
 
 
 @pytest.fixture(scope="module")
 def r4(spark, delicious, tmp_path_factory):
     """Delicious in random groups of 4 (seed 0), through the API."""
-    return Dataset.load(spark, delicious).aggregate(str(tmp_path_factory.mktemp("api") / "r4"),
-                                                    groupSize=4, seed=0)
+    return Dataset.load(spark, delicious).aggregate(
+        str(tmp_path_factory.mktemp("api") / "r4"), groupSize=4, seed=0
+    )
 
 
 @pytest.fixture(scope="module")
 def test_set(spark, tmp_path_factory):
-    return Dataset.ingest(spark, embedded_path("delicious", "test"), str(tmp_path_factory.mktemp("api") / "test"))
+    return Dataset.ingest(
+        spark, embedded_path("delicious", "test"), str(tmp_path_factory.mktemp("api") / "test")
+    )
 
 
 @pytest.fixture(scope="module")
@@ -62,16 +80,28 @@ def test_doctests_run(spark, tmp_path):
     for module in (dataset, grlr, classifiers, evaluation):
         work = tmp_path / module.__name__
         work.mkdir()
-        result = doctest.testmod(module, extraglobs={"spark": spark, "F": F, "work": str(work)},
-                                 optionflags=doctest.ELLIPSIS, report=True)
+        result = doctest.testmod(
+            module,
+            extraglobs={"spark": spark, "F": F, "work": str(work)},
+            optionflags=doctest.ELLIPSIS,
+            report=True,
+        )
         assert result.failed == 0, module.__name__
         attempted += result.attempted
     assert attempted >= 20
 
 
 def test_top_level_names():
-    assert {"GRLR", "GRLRModel", "LabelTreeClassifier", "LabelTreeModel", "OneVsRestXMC",
-            "OneVsRestXMCModel", "evaluate", "Dataset"} <= set(eagle_spark.__all__)
+    assert {
+        "GRLR",
+        "GRLRModel",
+        "LabelTreeClassifier",
+        "LabelTreeModel",
+        "OneVsRestXMC",
+        "OneVsRestXMCModel",
+        "evaluate",
+        "Dataset",
+    } <= set(eagle_spark.__all__)
     assert eagle_spark.GRLR is GRLR
     with pytest.raises(AttributeError):
         eagle_spark.NoSuchThing  # noqa: B018
@@ -96,7 +126,9 @@ def test_grlr_api_equals_the_stages(spark, r4, stages):
     assigned = model.transform(samples)
     got = {r.sample_id: r.labels for r in assigned.select("sample_id", "labels").collect()}
     assert got == stages["Y_filter"]
-    emb_stage = {r.label_id: list(r.emb_idx) for r in read_table(spark, stages["emb"], "label_emb").collect()}
+    emb_stage = {
+        r.label_id: list(r.emb_idx) for r in read_table(spark, stages["emb"], "label_emb").collect()
+    }
     emb_api = {r.label_id: list(r.embedding.indices) for r in model.labelEmbeddings.collect()}
     assert emb_api == emb_stage
 
@@ -105,10 +137,19 @@ def test_grlr_on_an_in_memory_frame(spark, r4, stages):
     """A frame the API did not make (other column names, an extra column, no sample_id) is written
     as a temporary dataset first; the assignments are the same, joined back to its own rows."""
     mem = r4.samples(labelsCol=None).select(
-        F.col("sample_id").alias("doc"), F.col("features").alias("x"), F.col("group_id").alias("bag"),
-        F.col("group_labels").alias("tags"))
-    model = GRLR(featuresCol="x", groupCol="bag", groupLabelsCol="tags", labelsCol="assigned",
-                 multiplicity=True, weighting="hard").fit(mem)
+        F.col("sample_id").alias("doc"),
+        F.col("features").alias("x"),
+        F.col("group_id").alias("bag"),
+        F.col("group_labels").alias("tags"),
+    )
+    model = GRLR(
+        featuresCol="x",
+        groupCol="bag",
+        groupLabelsCol="tags",
+        labelsCol="assigned",
+        multiplicity=True,
+        weighting="hard",
+    ).fit(mem)
     out = model.transform(mem)
     assert out.columns == ["doc", "x", "bag", "tags", "assigned"]
     got = {r.doc: r.assigned for r in out.select("doc", "assigned").collect()}
@@ -129,7 +170,10 @@ def test_tree_api_equals_the_stages(spark, r4, stages, test_set):
     params = TreeParams(n_trees=1)
     train_tree(spark, stages["filtered"], str(base / "tree"), params)
     predict(spark, str(base / "tree"), test_set.path, str(base / "pred"), PredictParams())
-    want = {r.sample_id: list(r.label_ids) for r in spark.read.parquet(f"{base}/pred/{PREDICTIONS}").collect()}
+    want = {
+        r.sample_id: list(r.label_ids)
+        for r in spark.read.parquet(f"{base}/pred/{PREDICTIONS}").collect()
+    }
     metrics = evaluate_folders(spark, str(base / "pred"), test_set.path, EvaluateParams())
 
     samples = r4.samples(labelsCol=None)
@@ -151,7 +195,10 @@ def test_ova_api_equals_the_stages(spark, stages, test_set):
     base = stages["base"]
     train_ova(spark, stages["filtered"], str(base / "ova"), OVAParams())
     predict(spark, str(base / "ova"), test_set.path, str(base / "ova_pred"), PredictParams(top_k=3))
-    want = {r.sample_id: list(r.label_ids) for r in spark.read.parquet(f"{base}/ova_pred/{PREDICTIONS}").collect()}
+    want = {
+        r.sample_id: list(r.label_ids)
+        for r in spark.read.parquet(f"{base}/ova_pred/{PREDICTIONS}").collect()
+    }
     train = Dataset.load(spark, stages["filtered"]).samples()  # X and Y = Y_filter, backed
     model = OneVsRestXMC(topK=3).fit(train)
     pred = model.transform(test_set.samples())
@@ -164,7 +211,12 @@ def test_ova_api_equals_the_stages(spark, stages, test_set):
 def test_save_load_and_pipeline(spark, r4, test_set, tmp_path):
     """Stages fit, save and load inside a pyspark.ml Pipeline; a loaded model predicts the same."""
     samples = r4.samples(labelsCol=None)
-    pipe = Pipeline(stages=[GRLR(maxIter=5, multiplicity=True, weighting="hard"), LabelTreeClassifier(numTrees=1, topK=3)])
+    pipe = Pipeline(
+        stages=[
+            GRLR(maxIter=5, multiplicity=True, weighting="hard"),
+            LabelTreeClassifier(numTrees=1, topK=3),
+        ]
+    )
     fitted = pipe.fit(samples)
     assert isinstance(fitted.stages[0], GRLRModel) and isinstance(fitted.stages[1], LabelTreeModel)
     test = test_set.samples()
@@ -186,17 +238,26 @@ def test_save_load_and_pipeline(spark, r4, test_set, tmp_path):
     with pytest.raises(OutputExistsError):
         tree.save(one)
     tree.write().overwrite().save(one)
-    assert {r.sample_id: r.prediction for r in LabelTreeModel.load(one).transform(test).collect()} == before
+    assert {
+        r.sample_id: r.prediction for r in LabelTreeModel.load(one).transform(test).collect()
+    } == before
     with pytest.raises(BadInputError, match="holds a eagle_spark.ml.classifiers.LabelTreeModel"):
         OneVsRestXMCModel.load(one)
     with pytest.raises(BadInputError, match="not a saved eagle_spark stage"):
         GRLRModel.load(str(tmp_path))
 
 
-@pytest.mark.parametrize("cls, unused", [
-    (GRLR, {}), (GRLRModel, {}),
-    (LabelTreeClassifier, {PredictParams: {"batch_rows"}}), (LabelTreeModel, {PredictParams: {"batch_rows"}}),
-    (OneVsRestXMC, {PredictParams: {"beam_size"}}), (OneVsRestXMCModel, {PredictParams: {"beam_size"}})])
+@pytest.mark.parametrize(
+    "cls, unused",
+    [
+        (GRLR, {}),
+        (GRLRModel, {}),
+        (LabelTreeClassifier, {PredictParams: {"batch_rows"}}),
+        (LabelTreeModel, {PredictParams: {"batch_rows"}}),
+        (OneVsRestXMC, {PredictParams: {"beam_size"}}),
+        (OneVsRestXMCModel, {PredictParams: {"beam_size"}}),
+    ],
+)
 def test_every_setting_is_a_param(cls, unused):
     """Each field of the settings sections an estimator uses is one of its Params (so the CLI's
     settings reach the stages through the API), but prediction knobs of the other classifier; an
@@ -206,16 +267,25 @@ def test_every_setting_is_a_param(cls, unused):
 
     for section, mapping in cls._fields.items():
         fields = {f.name for f in dataclasses.fields(section)}
-        assert set(mapping.values()) == fields - unused.get(section, set()), (cls.__name__, section.__name__)
+        assert set(mapping.values()) == fields - unused.get(section, set()), (
+            cls.__name__,
+            section.__name__,
+        )
         assert all(cls().hasParam(name) for name in mapping)
         if not cls.__name__.endswith("Model"):
             assert set(mapping) <= set(inspect.signature(cls.__init__).parameters), cls.__name__
 
 
 def test_from_settings_sets_the_params():
-    est = GRLR.fromSettings(EmbedParams(iterations=3, lr=0.5, cache_budget="2g"),
-                            AssignParams(method="baseline", tasks=4))
-    assert (est.getOrDefault("maxIter"), est.getOrDefault("stepSize"), est.getOrDefault("cacheBudget")) == (3, 0.5, "2g")
+    est = GRLR.fromSettings(
+        EmbedParams(iterations=3, lr=0.5, cache_budget="2g"),
+        AssignParams(method="baseline", tasks=4),
+    )
+    assert (
+        est.getOrDefault("maxIter"),
+        est.getOrDefault("stepSize"),
+        est.getOrDefault("cacheBudget"),
+    ) == (3, 0.5, "2g")
     assert (est.getOrDefault("method"), est.getOrDefault("assignTasks")) == ("baseline", 4)
     assert est.settings(EmbedParams) == EmbedParams(iterations=3, lr=0.5, cache_budget="2g")
     tree = LabelTreeClassifier.fromSettings(TreeParams(n_trees=2, max_leaf_work=None, top_levels=1))
@@ -223,13 +293,16 @@ def test_from_settings_sets_the_params():
     assert OneVsRestXMC.fromSettings(OVAParams(C=2.0)).settings(OVAParams) == OVAParams(C=2.0)
     assert OneVsRestXMC(maxIter=20).settings(OVAParams) == OVAParams(max_iter=20)
     assert LabelTreeClassifier(maxIter=20).settings(TreeParams) == TreeParams(max_iter=20)
-    assert LabelTreeClassifier(matcherC=2.0, matcherMaxIter=10, matcherCScale="none",
-                               unassigned="ignore").settings(TreeParams) == \
-        TreeParams(matcher_C=2.0, matcher_max_iter=10, matcher_C_scale="none", unassigned="ignore")
+    assert LabelTreeClassifier(
+        matcherC=2.0, matcherMaxIter=10, matcherCScale="none", unassigned="ignore"
+    ).settings(TreeParams) == TreeParams(
+        matcher_C=2.0, matcher_max_iter=10, matcher_C_scale="none", unassigned="ignore"
+    )
     # None given to the constructor: kept where it is a value (no split rule, Parabel's leaves),
     # the default where it is not (numTrees)
-    assert LabelTreeClassifier(maxSplitShared=None, maxLeafWork=None, numTrees=None).settings(TreeParams) == \
-        TreeParams(max_split_shared=None, max_leaf_work=None, n_trees=3)
+    assert LabelTreeClassifier(maxSplitShared=None, maxLeafWork=None, numTrees=None).settings(
+        TreeParams
+    ) == TreeParams(max_split_shared=None, max_leaf_work=None, n_trees=3)
     assert LabelTreeClassifier().settings(TreeParams).max_split_shared == 0.1
 
 
@@ -238,11 +311,17 @@ def test_errors_name_the_column_or_param_before_any_job(spark):
     frame = spark.createDataFrame(rows, ["features", "group_id", "group_labels"])
     tracker = spark.sparkContext.statusTracker()
     jobs_before = set(tracker.getJobIdsForGroup())
-    with pytest.raises(ValueError, match="no group_labels column 'tags'.*features, group_id, group_labels"):
+    with pytest.raises(
+        ValueError, match="no group_labels column 'tags'.*features, group_id, group_labels"
+    ):
         GRLR(groupLabelsCol="tags").fit(frame)
-    with pytest.raises(TypeError, match="column 'group_id' \\(features\\) must be a Spark ML vector.*bigint"):
+    with pytest.raises(
+        TypeError, match="column 'group_id' \\(features\\) must be a Spark ML vector.*bigint"
+    ):
         GRLR(featuresCol="group_id").fit(frame)
-    with pytest.raises(TypeError, match="column 'features' \\(group_labels\\) must be an array of label ids"):
+    with pytest.raises(
+        TypeError, match="column 'features' \\(group_labels\\) must be an array of label ids"
+    ):
         GRLR(groupLabelsCol="features").fit(frame)
     with pytest.raises(ValueError, match="stepSize must be a finite number > 0, got -1.0"):
         GRLR(stepSize=-1.0).fit(frame)
@@ -256,11 +335,17 @@ def test_errors_name_the_column_or_param_before_any_job(spark):
 
 
 def test_group_members_with_different_labels_are_refused(spark):
-    frame = spark.createDataFrame([(SparseVector(3, [0], [1.0]), "g1", [0, 1]),
-                                   (SparseVector(3, [1], [1.0]), "g1", [1]),
-                                   (SparseVector(3, [2], [1.0]), "g2", [2])],
-                                  ["features", "bag", "group_labels"])
-    with pytest.raises(ValueError, match="members of group 'g1' \\(column 'bag'\\) have different 'group_labels'"):
+    frame = spark.createDataFrame(
+        [
+            (SparseVector(3, [0], [1.0]), "g1", [0, 1]),
+            (SparseVector(3, [1], [1.0]), "g1", [1]),
+            (SparseVector(3, [2], [1.0]), "g2", [2]),
+        ],
+        ["features", "bag", "group_labels"],
+    )
+    with pytest.raises(
+        ValueError, match="members of group 'g1' \\(column 'bag'\\) have different 'group_labels'"
+    ):
         GRLR(groupCol="bag").fit(frame)
 
 
@@ -273,21 +358,31 @@ def test_transform_never_overwrites_a_column(spark, r4):
 
 def test_array_features_equal_vector_features(spark):
     """features given as feat_idx / feat_val arrays train and predict like the SparseVector column."""
-    rows = [([0, 2], [1.0, 0.5], [0]), ([1], [1.0], [1]), ([2, 3], [1.0, 2.0], [2]), ([0, 3], [0.3, 1.0], [0, 2])]
+    rows = [
+        ([0, 2], [1.0, 0.5], [0]),
+        ([1], [1.0], [1]),
+        ([2, 3], [1.0, 2.0], [2]),
+        ([0, 3], [0.3, 1.0], [0, 2]),
+    ]
     arrays = spark.createDataFrame(rows, ["feat_idx", "feat_val", "labels"])
-    vectors = spark.createDataFrame([(SparseVector(4, i, v), y) for i, v, y in rows], ["features", "labels"])
+    vectors = spark.createDataFrame(
+        [(SparseVector(4, i, v), y) for i, v, y in rows], ["features", "labels"]
+    )
     got = {}
     for name, frame in (("arrays", arrays), ("vectors", vectors)):
         model = OneVsRestXMC(topK=2, numFeatures=4 if name == "arrays" else None).fit(frame)
-        got[name] = sorted((tuple(r.labels), tuple(r.prediction), tuple(round(x, 6) for x in r.scores))
-                           for r in model.transform(frame).collect())
+        got[name] = sorted(
+            (tuple(r.labels), tuple(r.prediction), tuple(round(x, 6) for x in r.scores))
+            for r in model.transform(frame).collect()
+        )
     assert got["arrays"] == got["vectors"]
     assert all(p[0] in y for y, p, _ in got["vectors"])  # a label of the sample's own ranks first
 
 
 def test_feature_ids_beyond_the_space_are_refused(spark):
-    frame = spark.createDataFrame([([0, 7], [1.0, 1.0], [0]), ([1], [1.0], [1])],
-                                  ["feat_idx", "feat_val", "labels"])
+    frame = spark.createDataFrame(
+        [([0, 7], [1.0, 1.0], [0]), ([1], [1.0], [1])], ["feat_idx", "feat_val", "labels"]
+    )
     with pytest.raises(ValueError, match="feature id 7, beyond the feature space of 4"):
         OneVsRestXMC(numFeatures=4).fit(frame)
 
@@ -305,7 +400,7 @@ def test_evaluate_hand_worked(spark):
     # C = (ln n - 1)(B + 1)^A (Jain et al. 2016). PSP@1 = (row 1's gain 1/p_0) / (best: 1/p_1 + 1/p_2)
     ref = spark.createDataFrame([([0],), ([0],), ([0],), ([1],), ([2],)], ["labels"])
     m = evaluate(frame, k=2, propensityFrom=ref)
-    c = (math.log(5) - 1) * 2.5 ** 0.55
+    c = (math.log(5) - 1) * 2.5**0.55
     inv0, inv1 = 1 + c * (3 + 1.5) ** -0.55, 1 + c * (1 + 1.5) ** -0.55
     assert m["PSP@1"] == pytest.approx(inv0 / (inv1 + inv1))
 

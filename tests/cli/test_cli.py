@@ -13,7 +13,9 @@ from tests.conftest import ROOT
 def test_print_defaults_merges_conf_and_set(capsys, tmp_path):
     conf = tmp_path / "c.yaml"
     conf.write_text("spark:\n  master: local[1]\n")
-    assert main(["--conf", str(conf), "--set", "spark.shuffle_partitions=5", "--print-defaults"]) == 0
+    assert (
+        main(["--conf", str(conf), "--set", "spark.shuffle_partitions=5", "--print-defaults"]) == 0
+    )
     printed = yaml.safe_load(capsys.readouterr().out)
     assert printed["spark"]["master"] == "local[1]" and printed["spark"]["shuffle_partitions"] == 5
     assert main(["ingest", "--output", "x", "--print-defaults"]) == 0
@@ -49,8 +51,13 @@ def test_ingest_embedded_default_prints_one_json_line(spark, tmp_path, capsys):
 
 
 def test_module_entry_point_help():
-    done = subprocess.run([sys.executable, "-m", "eagle_spark", "--help"], capture_output=True,
-                          text=True, cwd=ROOT, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "eagle_spark", "--help"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
     assert done.returncode == 0
     for name in ("ingest", "export"):
         assert name in done.stdout

@@ -11,7 +11,16 @@ import pytest
 from eagle_spark.cli import main
 from tests.conftest import delicious_slice
 
-FAST = ["--set", "ova.tasks=2", "--set", "embed.tasks=2", "--set", "assign.tasks=2", "--set", "spark.master=local[2]"]
+FAST = [
+    "--set",
+    "ova.tasks=2",
+    "--set",
+    "embed.tasks=2",
+    "--set",
+    "assign.tasks=2",
+    "--set",
+    "spark.master=local[2]",
+]
 
 
 @pytest.fixture(scope="module")
@@ -37,8 +46,22 @@ def _precision_at(preds: dict, truth: dict, k: int) -> float:
 @pytest.mark.slow
 def test_table2_then_ablation_in_one_folder(spark, slice_files, tmp_path, capsys):
     out = tmp_path / "exp"
-    args = ["experiment", "table2", "--train", slice_files["train"], "--test", slice_files["test"],
-            "--groupings", "R-2", "C-2", "--validation", "0.25", "--output", str(out), *FAST]
+    args = [
+        "experiment",
+        "table2",
+        "--train",
+        slice_files["train"],
+        "--test",
+        slice_files["test"],
+        "--groupings",
+        "R-2",
+        "C-2",
+        "--validation",
+        "0.25",
+        "--output",
+        str(out),
+        *FAST,
+    ]
     code, stdout, err = _run(capsys, *args)
     assert code == 0, err
     line = json.loads(stdout)
@@ -52,11 +75,19 @@ def test_table2_then_ablation_in_one_folder(spark, slice_files, tmp_path, capsys
     assert fit + val == 400 and 50 <= val <= 150
 
     # the Oracle's P@k is the one its predictions give against the validation labels
-    preds = {r.sample_id: list(r.label_ids) for r in spark.read.parquet(str(out / "predictions" / "oracle" / "predictions")).collect()}
-    truth = {r.sample_id: list(r.label_ids) for r in spark.read.parquet(str(out / "data" / "validation" / "Y")).collect()}
+    preds = {
+        r.sample_id: list(r.label_ids)
+        for r in spark.read.parquet(str(out / "predictions" / "oracle" / "predictions")).collect()
+    }
+    truth = {
+        r.sample_id: list(r.label_ids)
+        for r in spark.read.parquet(str(out / "data" / "validation" / "Y")).collect()
+    }
     assert len(preds) == val
     for k in (1, 3, 5):
-        assert table["oracle"]["P_percent"][k - 1] == pytest.approx(100 * _precision_at(preds, truth, k), abs=0.006)
+        assert table["oracle"]["P_percent"][k - 1] == pytest.approx(
+            100 * _precision_at(preds, truth, k), abs=0.006
+        )
 
     # every grouping's numbers are its pipeline run's
     for name in ("R-2", "C-2"):
@@ -76,9 +107,25 @@ def test_table2_then_ablation_in_one_folder(spark, slice_files, tmp_path, capsys
     assert {r["status"] for r in report["stages"]} == {"skipped"}
 
     # Figure 3 in the same folder: R-2 is reused, R-3 is new; decrements follow from the P@k
-    code, stdout, err = _run(capsys, "experiment", "ablation", "--axis", "group-size", "--values", "2", "3",
-                             "--train", slice_files["train"], "--test", slice_files["test"],
-                             "--validation", "0.25", "--output", str(out), *FAST)
+    code, stdout, err = _run(
+        capsys,
+        "experiment",
+        "ablation",
+        "--axis",
+        "group-size",
+        "--values",
+        "2",
+        "3",
+        "--train",
+        slice_files["train"],
+        "--test",
+        slice_files["test"],
+        "--validation",
+        "0.25",
+        "--output",
+        str(out),
+        *FAST,
+    )
     assert code == 0, err
     ablation = json.loads((out / "ablation_group-size.json").read_text())
     assert ablation["groupings"] == ["R-2", "R-3"]
@@ -88,7 +135,9 @@ def test_table2_then_ablation_in_one_folder(spark, slice_files, tmp_path, capsys
             p = ablation["result"]["groupings"][name][method]["P_percent"]
             for k in (1, 3, 5):
                 want = 100 * (oracle[k - 1] - p[k - 1]) / oracle[k - 1]
-                assert ablation["decrement_percent"][method][f"P@{k}"][i] == pytest.approx(want, abs=0.006)
+                assert ablation["decrement_percent"][method][f"P@{k}"][i] == pytest.approx(
+                    want, abs=0.006
+                )
     assert ablation["result"]["groupings"]["R-2"] == table["groupings"]["R-2"]
     import matplotlib.image
 
@@ -102,18 +151,52 @@ def test_table2_then_ablation_in_one_folder(spark, slice_files, tmp_path, capsys
 def test_experiment_bad_usage(slice_files, tmp_path, capsys):
     code, _, err = _run(capsys, "experiment", "ablation", "--output", str(tmp_path / "a"), *FAST)
     assert code == 2 and "needs --axis and --values" in err
-    code, _, err = _run(capsys, "experiment", "table2", "--groupings", "R-0", "--train", slice_files["train"],
-                        "--test", slice_files["test"], "--output", str(tmp_path / "b"), *FAST)
+    code, _, err = _run(
+        capsys,
+        "experiment",
+        "table2",
+        "--groupings",
+        "R-0",
+        "--train",
+        slice_files["train"],
+        "--test",
+        slice_files["test"],
+        "--output",
+        str(tmp_path / "b"),
+        *FAST,
+    )
     assert code == 2 and "grouping 'R-0'" in err
     assert not (tmp_path / "b").exists()
-    code, _, err = _run(capsys, "experiment", "table2", "--validation", "0.95", "--train", slice_files["train"],
-                        "--test", slice_files["test"], "--output", str(tmp_path / "c"), *FAST)
+    code, _, err = _run(
+        capsys,
+        "experiment",
+        "table2",
+        "--validation",
+        "0.95",
+        "--train",
+        slice_files["train"],
+        "--test",
+        slice_files["test"],
+        "--output",
+        str(tmp_path / "c"),
+        *FAST,
+    )
     assert code == 2 and "validation must be in [0, 0.9]" in err
 
 
 def test_experiment_regression_needs_no_spark(tmp_path, capsys):
-    code, stdout, err = _run(capsys, "experiment", "regression", "--values", "0", "10", "--seeds", "3",
-                             "--output", str(tmp_path / "r"))
+    code, stdout, err = _run(
+        capsys,
+        "experiment",
+        "regression",
+        "--values",
+        "0",
+        "10",
+        "--seeds",
+        "3",
+        "--output",
+        str(tmp_path / "r"),
+    )
     assert code == 0, err
     assert "no Spark session" in err
     rows = json.loads(stdout)["rows"]
@@ -130,21 +213,60 @@ def test_select_scores_candidates_on_held_out_groups(spark, slice_files, tmp_pat
     held-out Y2 (written out here), the choice the best mean of group P@1/3/5, and the sample-level
     agreement recorded."""
     out = tmp_path / "sel"
-    code, stdout, err = _run(capsys, "experiment", "select", "--train", slice_files["train"], "--groupings", "R-4",
-                             "--candidates", "baseline", "hard", "soft-0.3", "--held-out", "0.3",
-                             "--output", str(out), "--set", "tree.n_trees=1", "--set", "tree.tasks=2", *FAST)
+    code, stdout, err = _run(
+        capsys,
+        "experiment",
+        "select",
+        "--train",
+        slice_files["train"],
+        "--groupings",
+        "R-4",
+        "--candidates",
+        "baseline",
+        "hard",
+        "soft-0.3",
+        "--held-out",
+        "0.3",
+        "--output",
+        str(out),
+        "--set",
+        "tree.n_trees=1",
+        "--set",
+        "tree.tasks=2",
+        *FAST,
+    )
     assert code == 0, err
     line = json.loads(stdout)
     result = json.loads((out / "select.json").read_text())
     g = result["groupings"]["R-4"]
-    assert set(g["candidates"]) == {"baseline", "hard", "soft-0.3"} and line["chosen"] == {"R-4": g["chosen"]}
+    assert set(g["candidates"]) == {"baseline", "hard", "soft-0.3"} and line["chosen"] == {
+        "R-4": g["chosen"]
+    }
     root = out / "groupings" / "R-4" / "data"
-    n = {p: json.loads((root / p / "_manifest.json").read_text()) for p in ("aggregated", "fit", "held")}
+    n = {
+        p: json.loads((root / p / "_manifest.json").read_text())
+        for p in ("aggregated", "fit", "held")
+    }
     assert n["fit"]["n_groups"] + n["held"]["n_groups"] == n["aggregated"]["n_groups"] == 100
-    assert n["fit"]["n_samples"] + n["held"]["n_samples"] == 400 and 15 <= n["held"]["n_groups"] <= 45
+    assert (
+        n["fit"]["n_samples"] + n["held"]["n_samples"] == 400 and 15 <= n["held"]["n_groups"] <= 45
+    )
     # group P@k of the last candidate written out: members' best scores per label, top k against Y2
-    preds = spark.read.parquet(str(out / "groupings" / "R-4" / "runs" / "soft-0.3" / "predictions" / "eagle" / "predictions")).collect()
-    group_of = {r.sample_id: r.group_id for r in spark.read.parquet(str(root / "held" / "Y1")).collect()}
+    preds = spark.read.parquet(
+        str(
+            out
+            / "groupings"
+            / "R-4"
+            / "runs"
+            / "soft-0.3"
+            / "predictions"
+            / "eagle"
+            / "predictions"
+        )
+    ).collect()
+    group_of = {
+        r.sample_id: r.group_id for r in spark.read.parquet(str(root / "held" / "Y1")).collect()
+    }
     labels: dict = {}
     for r in spark.read.parquet(str(root / "held" / "Y2")).collect():
         labels.setdefault(r.group_id, set()).add(r.label_id)
@@ -156,10 +278,17 @@ def test_select_scores_candidates_on_held_out_groups(spark, slice_files, tmp_pat
     for k in (1, 3, 5):
         total = 0.0
         for grp, true in labels.items():
-            ranked = sorted((lab for (gg, lab) in best if gg == grp), key=lambda lab: (-best[(grp, lab)], lab))
+            ranked = sorted(
+                (lab for (gg, lab) in best if gg == grp), key=lambda lab: (-best[(grp, lab)], lab)
+            )
             total += len(set(ranked[:k]) & true) / k
-        assert g["candidates"]["soft-0.3"][f"max P@{k}"] == pytest.approx(100 * total / len(labels), abs=0.006)
-    means = {c: np.mean([row[f"{result['criterion']} P@{k}"] for k in (1, 3, 5)]) for c, row in g["candidates"].items()}
+        assert g["candidates"]["soft-0.3"][f"max P@{k}"] == pytest.approx(
+            100 * total / len(labels), abs=0.006
+        )
+    means = {
+        c: np.mean([row[f"{result['criterion']} P@{k}"] for k in (1, 3, 5)])
+        for c, row in g["candidates"].items()
+    }
     assert means[g["chosen"]] == max(means.values())
     p5 = {c: row["sample P@5"] for c, row in g["candidates"].items()}
     assert g["sample_best"] in p5 and p5[g["sample_best"]] == max(p5.values())

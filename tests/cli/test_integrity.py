@@ -54,8 +54,10 @@ def _content(target: pathlib.Path) -> set[str]:
     return {p.read_text() for p in (target / "T").iterdir()}
 
 
-@pytest.mark.parametrize("step,survivor", [("written", "old"), ("moved-old", "old"),
-                                           ("moved-new", "new"), ("deleted-old", "new")])
+@pytest.mark.parametrize(
+    "step,survivor",
+    [("written", "old"), ("moved-old", "old"), ("moved-new", "new"), ("deleted-old", "new")],
+)
 def test_replace_killed_at_each_step_leaves_old_or_new_complete(spark, tmp_path, step, survivor):
     """A replace killed right after each of its steps (the process exits, no clean-up runs):
     the next reader finds the old or the new output complete and listed, the old one is never
@@ -67,8 +69,13 @@ def test_replace_killed_at_each_step_leaves_old_or_new_complete(spark, tmp_path,
     target = tmp_path / "out"
     _write_folder(spark, target, "old")
     env = {**os.environ, FAULT_ENV: step, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, "-c", _WRITER, str(target)], env=env, capture_output=True,
-                          text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", _WRITER, str(target)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 137, done.stderr[-2000:]
     assert "committed" not in done.stdout
     if step == "moved-old":  # the window the fix closes: the target is gone, the old one aside
@@ -100,6 +107,7 @@ def test_restored_output_is_logged(spark, tmp_path, caplog):
 
 # ------------------------------------------------------------------ the catalogue (issue cases)
 
+
 @pytest.fixture(scope="module")
 def trained(spark, tmp_path_factory):
     """A small ingested train / test pair of the embedded Delicious data, a tree model, and its
@@ -110,10 +118,36 @@ def trained(spark, tmp_path_factory):
     for split, n in (("train", 400), ("test", 120)):
         path = delicious_slice(root, split, n)
         assert main(["ingest", "--input", path, "--output", str(root / split)]) == 0
-    assert main(["train", "--input", str(root / "train"), "--output", str(root / "model"),
-                 "--model", "tree", "--set", "tree.n_trees=2"]) == 0
-    assert main(["predict", "--model", str(root / "model"), "--input", str(root / "test"),
-                 "--output", str(root / "pred")]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--input",
+                str(root / "train"),
+                "--output",
+                str(root / "model"),
+                "--model",
+                "tree",
+                "--set",
+                "tree.n_trees=2",
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(
+            [
+                "predict",
+                "--model",
+                str(root / "model"),
+                "--input",
+                str(root / "test"),
+                "--output",
+                str(root / "pred"),
+            ]
+        )
+        == 0
+    )
     return root
 
 
@@ -142,8 +176,12 @@ def test_every_committed_folder_lists_its_files(trained):
     for name in ("train", "model", "pred"):
         listing = json.loads((trained / name / "_files.json").read_text())
         files = listing["files"]
-        on_disk = {str(p.relative_to(trained / name)) for p in (trained / name).rglob("*")
-                   if p.is_file() and not any(s.startswith(".") for s in p.relative_to(trained / name).parts)}
+        on_disk = {
+            str(p.relative_to(trained / name))
+            for p in (trained / name).rglob("*")
+            if p.is_file()
+            and not any(s.startswith(".") for s in p.relative_to(trained / name).parts)
+        }
         assert set(files) == on_disk - {"_files.json", "_manifest.json"}
         for rel, entry in files.items():
             data = (trained / name / rel).read_bytes()
@@ -153,7 +191,8 @@ def test_every_committed_folder_lists_its_files(trained):
     table = pads.dataset(str(trained / "train" / "X")).to_table()
     assert sum(e["rows"] for r, e in x.items() if r.startswith("X/")) == table.num_rows == 400
     assert max(e["max"]["feat_idx"] for r, e in x.items() if r.startswith("X/")) == max(
-        max(v) for v in table.column("feat_idx").to_pylist() if v)
+        max(v) for v in table.column("feat_idx").to_pylist() if v
+    )
     assert pads.dataset(str(trained / "pred" / "predictions")).to_table().num_rows == 120
 
 
@@ -161,8 +200,17 @@ def test_case_1_model_missing_a_weights_part_is_refused(trained, tmp_path, capsy
     model = _copy(trained / "model", tmp_path / "model")
     part = sorted((model / "data" / "weights_0").glob("*.parquet"))[0]
     part.unlink()
-    code = main(["predict", "--model", str(model), "--input", str(trained / "test"),
-                 "--output", str(tmp_path / "p")])
+    code = main(
+        [
+            "predict",
+            "--model",
+            str(model),
+            "--input",
+            str(trained / "test"),
+            "--output",
+            str(tmp_path / "p"),
+        ]
+    )
     line = _error_line(capsys.readouterr().err, "predict")
     assert code == 2
     assert f"model {model}" in line and "table data/weights_0" in line and part.name in line
@@ -186,9 +234,16 @@ def test_y_matrix_refuses_out_of_range_ids_naming_the_sample():
 
     from eagle_spark.classifiers.base import y_matrix
 
-    yt = pa.table({"sample_id": pa.array([0, 1], pa.int64()),
-                   "label_ids": pa.array([[0, 2], [5]], pa.list_(pa.int32()))})
-    assert y_matrix(yt, 6).toarray().astype(int).tolist() == [[1, 0, 1, 0, 0, 0], [0, 0, 0, 0, 0, 1]]
+    yt = pa.table(
+        {
+            "sample_id": pa.array([0, 1], pa.int64()),
+            "label_ids": pa.array([[0, 2], [5]], pa.list_(pa.int32())),
+        }
+    )
+    assert y_matrix(yt, 6).toarray().astype(int).tolist() == [
+        [1, 0, 1, 0, 0, 0],
+        [0, 0, 0, 0, 0, 1],
+    ]
     with pytest.raises(ValueError, match="5") as info:
         y_matrix(yt, 5, what="d/Y")
     assert "d/Y" in str(info.value) and "sample" in str(info.value)
@@ -197,33 +252,77 @@ def test_y_matrix_refuses_out_of_range_ids_naming_the_sample():
 def test_case_3_summary_may_not_destroy_an_input_or_an_existing_file(trained, tmp_path, capsys):
     manifest = trained / "test" / "_manifest.json"
     before = manifest.read_bytes()
-    code = main(["evaluate", "--predictions", str(trained / "pred"), "--input", str(trained / "test"),
-                 "--output", str(tmp_path / "m1"), "--summary", str(manifest)])
+    code = main(
+        [
+            "evaluate",
+            "--predictions",
+            str(trained / "pred"),
+            "--input",
+            str(trained / "test"),
+            "--output",
+            str(tmp_path / "m1"),
+            "--summary",
+            str(manifest),
+        ]
+    )
     line = _error_line(capsys.readouterr().err, "evaluate")
     assert code == 2 and "lies inside the input" in line
     assert manifest.read_bytes() == before
     summary = tmp_path / "summary.json"
     summary.write_text("keep me\n")
-    code = main(["evaluate", "--predictions", str(trained / "pred"), "--input", str(trained / "test"),
-                 "--output", str(tmp_path / "m2"), "--summary", str(summary)])
+    code = main(
+        [
+            "evaluate",
+            "--predictions",
+            str(trained / "pred"),
+            "--input",
+            str(trained / "test"),
+            "--output",
+            str(tmp_path / "m2"),
+            "--summary",
+            str(summary),
+        ]
+    )
     line = _error_line(capsys.readouterr().err, "evaluate")
     assert code == 2 and "exists" in line and "--overwrite" in line
     assert summary.read_text() == "keep me\n" and not (tmp_path / "m2").exists()
-    code = main(["evaluate", "--predictions", str(trained / "pred"), "--input", str(trained / "test"),
-                 "--output", str(tmp_path / "m3"), "--summary", str(summary), "--overwrite"])
+    code = main(
+        [
+            "evaluate",
+            "--predictions",
+            str(trained / "pred"),
+            "--input",
+            str(trained / "test"),
+            "--output",
+            str(tmp_path / "m3"),
+            "--summary",
+            str(summary),
+            "--overwrite",
+        ]
+    )
     assert code == 0 and json.loads(summary.read_text())["command"] == "evaluate"
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
 
 
 @pytest.mark.parametrize("command", ["embed", "train", "predict"])
-def test_case_4_n_features_below_the_largest_feature_id_is_refused_by_name(trained, tmp_path, capsys,
-                                                                           command):
+def test_case_4_n_features_below_the_largest_feature_id_is_refused_by_name(
+    trained, tmp_path, capsys, command
+):
     data = _copy(trained / "train", tmp_path / "train")
     _edit_json(data / "_manifest.json", n_features=100)
-    args = {"embed": ["embed", "--input", str(data), "--output", str(tmp_path / "o")],
-            "train": ["train", "--input", str(data), "--output", str(tmp_path / "o")],
-            "predict": ["predict", "--model", str(trained / "model"), "--input", str(data),
-                        "--output", str(tmp_path / "o")]}[command]
+    args = {
+        "embed": ["embed", "--input", str(data), "--output", str(tmp_path / "o")],
+        "train": ["train", "--input", str(data), "--output", str(tmp_path / "o")],
+        "predict": [
+            "predict",
+            "--model",
+            str(trained / "model"),
+            "--input",
+            str(data),
+            "--output",
+            str(tmp_path / "o"),
+        ],
+    }[command]
     code = main(args)
     line = _error_line(capsys.readouterr().err, command)
     assert code == 2
@@ -233,8 +332,17 @@ def test_case_4_n_features_below_the_largest_feature_id_is_refused_by_name(train
 def test_case_5_n_samples_disagreeing_with_x_is_refused(trained, tmp_path, capsys):
     data = _copy(trained / "test", tmp_path / "test")
     _edit_json(data / "_manifest.json", n_samples=60)
-    code = main(["predict", "--model", str(trained / "model"), "--input", str(data),
-                 "--output", str(tmp_path / "o")])
+    code = main(
+        [
+            "predict",
+            "--model",
+            str(trained / "model"),
+            "--input",
+            str(data),
+            "--output",
+            str(tmp_path / "o"),
+        ]
+    )
     line = _error_line(capsys.readouterr().err, "predict")
     assert code == 2 and "says n_samples=60 but table X has 120 rows" in line
     # rows removed from X (a part rewritten with half its rows): its size no longer matches
@@ -244,10 +352,21 @@ def test_case_5_n_samples_disagreeing_with_x_is_refused(trained, tmp_path, capsy
     part = sorted((data / "X").glob("*.parquet"))[0]
     table = pq.read_table(part)
     pq.write_table(table.slice(0, table.num_rows // 2), part)
-    code = main(["predict", "--model", str(trained / "model"), "--input", str(data),
-                 "--output", str(tmp_path / "o")])
+    code = main(
+        [
+            "predict",
+            "--model",
+            str(trained / "model"),
+            "--input",
+            str(data),
+            "--output",
+            str(tmp_path / "o"),
+        ]
+    )
     line = _error_line(capsys.readouterr().err, "predict")
-    assert code == 2 and "table X" in line and part.name in line and "truncated or rewritten" in line
+    assert (
+        code == 2 and "table X" in line and part.name in line and "truncated or rewritten" in line
+    )
 
 
 @pytest.mark.parametrize("damage", ["tree folder removed", "n_trees edited", "file added"])
@@ -266,8 +385,17 @@ def test_case_6_damaged_model_is_refused_naming_model_and_file(trained, tmp_path
         extra = model / "data" / "weights_0" / "part-99999.parquet"
         shutil.copy(sorted((model / "data" / "weights_0").glob("*.parquet"))[0], extra)
         expected = "part-99999.parquet is not in its file list"
-    code = main(["predict", "--model", str(model), "--input", str(trained / "test"),
-                 "--output", str(tmp_path / "o")])
+    code = main(
+        [
+            "predict",
+            "--model",
+            str(model),
+            "--input",
+            str(trained / "test"),
+            "--output",
+            str(tmp_path / "o"),
+        ]
+    )
     line = _error_line(capsys.readouterr().err, "predict")
     assert code == 2 and f"model {model}" in line and expected in line, line
 
@@ -292,7 +420,9 @@ def test_verify_record_lists_a_folder_written_by_another_tool(tmp_path, capsys):
 
     folder = tmp_path / "made"
     (folder / "X").mkdir(parents=True)
-    pq.write_table(pa.table({"sample_id": pa.array([0, 1], pa.int64())}), folder / "X" / "p.parquet")
+    pq.write_table(
+        pa.table({"sample_id": pa.array([0, 1], pa.int64())}), folder / "X" / "p.parquet"
+    )
     assert main(["verify", "--input", str(folder)]) == 2
     assert "no file list" in _error_line(capsys.readouterr().err, "verify")
     assert main(["verify", "--input", str(folder), "--record"]) == 0
@@ -306,10 +436,15 @@ def test_case_7_empty_label_space_is_a_value_error_naming_the_column(spark):
 
     from eagle_spark.ml import LabelTreeClassifier
 
-    schema = T.StructType([T.StructField("features", VectorUDT()),
-                           T.StructField("labels", T.ArrayType(T.IntegerType()))])
-    frame = spark.createDataFrame([(Vectors.dense([1.0, 0.0]), []), (Vectors.dense([0.0, 1.0]), None)],
-                                  schema)
+    schema = T.StructType(
+        [
+            T.StructField("features", VectorUDT()),
+            T.StructField("labels", T.ArrayType(T.IntegerType())),
+        ]
+    )
+    frame = spark.createDataFrame(
+        [(Vectors.dense([1.0, 0.0]), []), (Vectors.dense([0.0, 1.0]), None)], schema
+    )
     with pytest.raises(ValueError, match="label column 'labels' holds no label id in any row"):
         LabelTreeClassifier().fit(frame)
 
@@ -322,7 +457,9 @@ def test_case_8_conf_that_is_not_utf8_exits_2_naming_the_file(tmp_path, capsys):
     assert f"settings file {conf} is not UTF-8" in err.strip().splitlines()[-1]
 
 
-def test_case_9_full_disk_ends_in_one_error_line_naming_the_path(trained, tmp_path, capsys, monkeypatch):
+def test_case_9_full_disk_ends_in_one_error_line_naming_the_path(
+    trained, tmp_path, capsys, monkeypatch
+):
     """The storage refusing a write (a Java IOException from the commit, as Spark raises it, and
     a Python OSError) ends in one `eagle-spark <command> error:` line, exit 2."""
     import errno
@@ -330,13 +467,24 @@ def test_case_9_full_disk_ends_in_one_error_line_naming_the_path(trained, tmp_pa
     from eagle_spark.io import fs as fs_module
 
     def full(self, src, dst):
-        raise RuntimeError("An error occurred while calling o77.rename.\n: java.io.IOException: "
-                           "No space left on device\n\tat java.base/java.io.FileOutputStream.write")
+        raise RuntimeError(
+            "An error occurred while calling o77.rename.\n: java.io.IOException: "
+            "No space left on device\n\tat java.base/java.io.FileOutputStream.write"
+        )
 
     monkeypatch.setattr(fs_module.FileSystem, "rename", full)
     out = tmp_path / "p"
-    code = main(["predict", "--model", str(trained / "model"), "--input", str(trained / "test"),
-                 "--output", str(out)])
+    code = main(
+        [
+            "predict",
+            "--model",
+            str(trained / "model"),
+            "--input",
+            str(trained / "test"),
+            "--output",
+            str(out),
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2
     last = err.strip().splitlines()[-1]
@@ -350,8 +498,17 @@ def test_case_9_full_disk_ends_in_one_error_line_naming_the_path(trained, tmp_pa
         raise PermissionError(errno.EACCES, "Permission denied", f"{folder}/_files.json")
 
     monkeypatch.setattr(integrity, "record", denied)
-    code = main(["predict", "--model", str(trained / "model"), "--input", str(trained / "test"),
-                 "--output", str(out)])
+    code = main(
+        [
+            "predict",
+            "--model",
+            str(trained / "model"),
+            "--input",
+            str(trained / "test"),
+            "--output",
+            str(out),
+        ]
+    )
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert code == 2 and last.startswith("eagle-spark predict: error: cannot write ")
     assert "_files.json: permission denied" in last
@@ -367,8 +524,11 @@ def test_case_9_short_idx_file_gives_the_real_sizes(tmp_path):
     with pytest.raises(BadInputError, match="8 bytes, shorter than its 16-byte header"):
         read_idx(str(path))
     path.write_bytes((0x801).to_bytes(4, "big") + (5).to_bytes(4, "big") + bytes(3))
-    with pytest.raises(BadInputError, match=r"header says 5 = 5 values \(13 bytes with the 8-byte "
-                                            r"header\), the file has 11 bytes \(3 values\)"):
+    with pytest.raises(
+        BadInputError,
+        match=r"header says 5 = 5 values \(13 bytes with the 8-byte "
+        r"header\), the file has 11 bytes \(3 values\)",
+    ):
         read_idx(str(path))
 
 
@@ -379,14 +539,28 @@ def test_evaluate_checks_the_predictions_folder(trained, tmp_path, capsys):
     part.unlink()
     code = main(["evaluate", "--predictions", str(pred), "--input", str(trained / "test")])
     line = _error_line(capsys.readouterr().err, "evaluate")
-    assert code == 2 and f"predictions {pred}" in line and part.name in line and "is missing" in line
+    assert (
+        code == 2 and f"predictions {pred}" in line and part.name in line and "is missing" in line
+    )
 
 
 def test_n_groups_disagreeing_with_y1_is_refused(trained, tmp_path, capsys):
     """The aggregated data's manifest against Y1's distinct group ids, recorded at commit."""
     agg = tmp_path / "agg"
-    assert main(["aggregate", "--input", str(trained / "train"), "--output", str(agg),
-                 "--set", "aggregate.group_size=4"]) == 0
+    assert (
+        main(
+            [
+                "aggregate",
+                "--input",
+                str(trained / "train"),
+                "--output",
+                str(agg),
+                "--set",
+                "aggregate.group_size=4",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     listing = json.loads((agg / "_files.json").read_text())
     manifest = json.loads((agg / "_manifest.json").read_text())

@@ -37,7 +37,12 @@ def test_compare_writes_table2_layout_consistent_with_stage_outputs(spark, compa
     md = (run / "comparison.md").read_text().splitlines()
     assert md[0] == "| grouping | metric | Baseline | EAGLE-0 | EAGLE |"
     assert [line.split("|")[2].strip() for line in md[2:]] == [
-        "P@1", "P@3", "P@5", "assignment precision", "assignment recall"]
+        "P@1",
+        "P@3",
+        "P@5",
+        "assignment precision",
+        "assignment recall",
+    ]
     assert md[2].startswith("| R-4 | P@1 |")
 
     # every number of the table is the one its stage wrote ...
@@ -47,17 +52,29 @@ def test_compare_writes_table2_layout_consistent_with_stage_outputs(spark, compa
         quality = json.loads((run / "assigned" / method / "_manifest.json").read_text())["quality"]
         assert row["assignment_precision_percent"] == round(100 * quality["precision"], 2)
         # ... and P@k agrees with a single-node recomputation from the predictions (napkinXC's formula)
-        preds = {r.sample_id: list(r.label_ids)
-                 for r in spark.read.parquet(str(run / "predictions" / method / "predictions")).collect()}
-        true = {r.sample_id: list(r.label_ids) for r in spark.read.parquet(str(run / "data" / "test" / "Y")).collect()}
+        preds = {
+            r.sample_id: list(r.label_ids)
+            for r in spark.read.parquet(str(run / "predictions" / method / "predictions")).collect()
+        }
+        true = {
+            r.sample_id: list(r.label_ids)
+            for r in spark.read.parquet(str(run / "data" / "test" / "Y")).collect()
+        }
         ids = sorted(true)
-        twin = metrics_from_lists([true[i] for i in ids], [preds.get(i, []) for i in ids], 5,
-                                  inv_propensity(np.ones(983), 1))
+        twin = metrics_from_lists(
+            [true[i] for i in ids],
+            [preds.get(i, []) for i in ids],
+            5,
+            inv_propensity(np.ones(983), 1),
+        )
         np.testing.assert_allclose(twin["P"], metrics["P"], atol=1e-9)
     m = comparison["methods"]
     # assignment precision: EAGLE > EAGLE-0 > Baseline (paper section 6); Baseline keeps every pair
-    assert m["eagle"]["assignment_precision_percent"] > m["eagle0"]["assignment_precision_percent"] > m[
-        "baseline"]["assignment_precision_percent"]
+    assert (
+        m["eagle"]["assignment_precision_percent"]
+        > m["eagle0"]["assignment_precision_percent"]
+        > m["baseline"]["assignment_precision_percent"]
+    )
     assert m["baseline"]["assignment_recall_percent"] == 100.0
     # every value of comparison.json is in percent, and its key says so
     assert all(key == "name" or key.endswith("_percent") for row in m.values() for key in row)
@@ -86,7 +103,10 @@ def test_report_and_logs_cover_every_stage(compare_run):
             assert f"{step}_{method}" in names
     assert "embed_eagle" in names and "embed_eagle0" in names and "embed_baseline" not in names
     rows = {r["stage"]: r for r in report["stages"]}
-    assert all(r["status"] == "ran" and r["seconds"] > 0 and r["peak_rss_mb"] > 100 for r in report["stages"])
+    assert all(
+        r["status"] == "ran" and r["seconds"] > 0 and r["peak_rss_mb"] > 100
+        for r in report["stages"]
+    )
     assert rows["ingest_train"]["rows"] == 12920 and rows["ingest_test"]["rows"] == 3185
     assert rows["aggregate"]["rows"] == 3230  # ceil(12920 / 4) groups
     assert rows["embed_eagle"]["rows"] == 983
@@ -99,7 +119,9 @@ def test_report_and_logs_cover_every_stage(compare_run):
     # progress of the running Spark stages, labelled by the pipeline stage
     assert "embed_eagle: stage " in log_text and " ended: [" in log_text
     # the run's report is kept under its run id as well
-    assert (run / "reports" / f"{report['run_id']}.json").read_text() == (run / "report.json").read_text()
+    assert (run / "reports" / f"{report['run_id']}.json").read_text() == (
+        run / "report.json"
+    ).read_text()
     assert logs[0].stem == report["run_id"]
 
 
@@ -113,8 +135,9 @@ def test_rerun_skips_unchanged_stages_and_reruns_what_a_setting_touches(spark, c
     assert again["comparison"] == first["comparison"]
 
     # one GRLR setting changes: EAGLE's chain reruns, Baseline / EAGLE-0 and the data do not
-    changed = run_pipeline(spark, _settings(run, "pipeline.methods=[baseline,eagle0,eagle]",
-                                            "embed.iterations=3"))
+    changed = run_pipeline(
+        spark, _settings(run, "pipeline.methods=[baseline,eagle0,eagle]", "embed.iterations=3")
+    )
     ran = {r["stage"] for r in changed["stages"] if r["status"] == "ran"}
     assert ran == {"embed_eagle", "assign_eagle", "train_eagle", "predict_eagle", "evaluate_eagle"}
     manifest = json.loads((run / "embeddings" / "eagle" / "_manifest.json").read_text())
@@ -134,8 +157,14 @@ def test_format_delta_publishes_versions_read_by_deltalake_polars_duckdb(spark, 
     ran = {r["stage"] for r in result["stages"] if r["status"] == "ran"}
     assert ran == {"delta_assignments_eagle", "delta_predictions_eagle"}  # nothing else recomputed
     table = str(run / "delta" / "assignments_eagle")
-    expected = sorted(map(tuple, spark.read.parquet(str(run / "assigned" / "eagle" / "assignments"))
-                          .select("group_id", "label_id", "sample_id").collect()))
+    expected = sorted(
+        map(
+            tuple,
+            spark.read.parquet(str(run / "assigned" / "eagle" / "assignments"))
+            .select("group_id", "label_id", "sample_id")
+            .collect(),
+        )
+    )
     dt = DeltaTable(table)
     assert dt.version() == 0
     got = dt.to_pyarrow_table().to_pydict()
@@ -145,7 +174,9 @@ def test_format_delta_publishes_versions_read_by_deltalake_polars_duckdb(spark, 
     con = duckdb.connect()
     con.register("assignments", dt.to_pyarrow_dataset())
     assert con.execute("select count(*), count(distinct group_id) from assignments").fetchone() == (
-        len(expected), len({r[0] for r in expected}))
+        len(expected),
+        len({r[0] for r in expected}),
+    )
     spark_rows = read_delta(spark, table).select("group_id", "label_id", "sample_id").collect()
     assert sorted(map(tuple, spark_rows)) == expected
 
@@ -168,11 +199,24 @@ def test_eagle_paper_is_algorithm_2_as_printed_on_eagle_s_embeddings(spark, tmp_
     from eagle_spark.pipeline import run_pipeline
 
     run = tmp_path / "paper"
-    result = run_pipeline(spark, _settings(run, "pipeline.methods=[eagle_paper,eagle]", "pipeline.until=assign",
-                                           "embed.iterations=2", "assign.weighting=hard"))
+    result = run_pipeline(
+        spark,
+        _settings(
+            run,
+            "pipeline.methods=[eagle_paper,eagle]",
+            "pipeline.until=assign",
+            "embed.iterations=2",
+            "assign.weighting=hard",
+        ),
+    )
     names = [r["stage"] for r in result["stages"]]
-    assert names.count("embed_eagle") == 2 and "embed_eagle_paper" not in names  # the second is skipped
-    assert [r["status"] for r in result["stages"] if r["stage"] == "embed_eagle"] == ["ran", "skipped"]
+    assert (
+        names.count("embed_eagle") == 2 and "embed_eagle_paper" not in names
+    )  # the second is skipped
+    assert [r["status"] for r in result["stages"] if r["stage"] == "embed_eagle"] == [
+        "ran",
+        "skipped",
+    ]
     y2 = read_table(spark, str(run / "data" / "aggregated"), "Y2")
     paper = read_table(spark, str(run / "assigned" / "eagle_paper"), "assignments")
     eagle = read_table(spark, str(run / "assigned" / "eagle"), "assignments")

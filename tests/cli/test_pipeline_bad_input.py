@@ -21,23 +21,49 @@ def _tables() -> dict[str, pa.Table]:
     floats = pa.list_(pa.field("element", pa.float32(), nullable=False))
     ids = list(range(N_SAMPLES))
     return {
-        "X": pa.table({"sample_id": pa.array(ids, pa.int64()),
-                       "feat_idx": pa.array([[i % N_FEATURES, (i + 1) % N_FEATURES] if i % 5 < 4
-                                             else [0, 4] for i in ids], ints),
-                       "feat_val": pa.array([[1.0, 0.5 + i / 10] for i in ids], floats)}),
-        "Y": pa.table({"sample_id": pa.array(ids, pa.int64()),
-                       "label_ids": pa.array([[(i // 2) % N_LABELS] for i in ids], ints)}),
-        "Y1": pa.table({"sample_id": pa.array(ids, pa.int64()),
-                        "group_id": pa.array([i // 2 for i in ids], pa.int64())}),
-        "Y2": pa.table({"group_id": pa.array([0, 1, 2, 3], pa.int64()),
-                        "label_id": pa.array([0, 1, 2, 3], pa.int32()),
-                        "count": pa.array([1, 1, 1, 1], pa.int32())}),
+        "X": pa.table(
+            {
+                "sample_id": pa.array(ids, pa.int64()),
+                "feat_idx": pa.array(
+                    [[i % N_FEATURES, (i + 1) % N_FEATURES] if i % 5 < 4 else [0, 4] for i in ids],
+                    ints,
+                ),
+                "feat_val": pa.array([[1.0, 0.5 + i / 10] for i in ids], floats),
+            }
+        ),
+        "Y": pa.table(
+            {
+                "sample_id": pa.array(ids, pa.int64()),
+                "label_ids": pa.array([[(i // 2) % N_LABELS] for i in ids], ints),
+            }
+        ),
+        "Y1": pa.table(
+            {
+                "sample_id": pa.array(ids, pa.int64()),
+                "group_id": pa.array([i // 2 for i in ids], pa.int64()),
+            }
+        ),
+        "Y2": pa.table(
+            {
+                "group_id": pa.array([0, 1, 2, 3], pa.int64()),
+                "label_id": pa.array([0, 1, 2, 3], pa.int32()),
+                "count": pa.array([1, 1, 1, 1], pa.int32()),
+            }
+        ),
     }
 
 
 def _manifest(**changes) -> dict:
-    return {"format_version": 1, "kind": "aggregate", "n_samples": N_SAMPLES, "n_features": N_FEATURES,
-            "n_labels": N_LABELS, "n_groups": 4, "parameters": {"grouping": "supplied"}, **changes}
+    return {
+        "format_version": 1,
+        "kind": "aggregate",
+        "n_samples": N_SAMPLES,
+        "n_features": N_FEATURES,
+        "n_labels": N_LABELS,
+        "n_groups": 4,
+        "parameters": {"grouping": "supplied"},
+        **changes,
+    }
 
 
 def _write(folder: pathlib.Path, tables: dict[str, pa.Table], manifest: dict) -> str:
@@ -49,8 +75,11 @@ def _write(folder: pathlib.Path, tables: dict[str, pa.Table], manifest: dict) ->
 
 
 def _snapshot(folder: pathlib.Path) -> dict[str, str]:
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
 @pytest.fixture(scope="module")
@@ -59,8 +88,20 @@ def good_run(spark, tmp_path_factory):
     root = tmp_path_factory.mktemp("bad_input")
     dataset = _write(root / "good", _tables(), _manifest())
     run = root / "run"
-    code = main(["pipeline", "--dataset", dataset, "--no-aggregate", "--output", str(run),
-                 "--until", "assign", "--set", "embed.iterations=2"])
+    code = main(
+        [
+            "pipeline",
+            "--dataset",
+            dataset,
+            "--no-aggregate",
+            "--output",
+            str(run),
+            "--until",
+            "assign",
+            "--set",
+            "embed.iterations=2",
+        ]
+    )
     assert code == 0
     return root, run
 
@@ -77,8 +118,13 @@ def _drop_group_3(t):
 
 
 def _add_group_9(t):
-    extra = pa.table({"group_id": pa.array([9], pa.int64()), "label_id": pa.array([1], pa.int32()),
-                      "count": pa.array([1], pa.int32())})
+    extra = pa.table(
+        {
+            "group_id": pa.array([9], pa.int64()),
+            "label_id": pa.array([1], pa.int32()),
+            "count": pa.array([1], pa.int32()),
+        }
+    )
     return {**t, "Y2": pa.concat_tables([t["Y2"], extra])}
 
 
@@ -109,18 +155,44 @@ def _feature_7(t):
 
 
 CASES = {
-    "labels out of range": (_label_7, {}, "_manifest.json",
-                            "says n_labels=4 but table Y2 has label_id 7 (in file Y2/part-0.parquet"),
+    "labels out of range": (
+        _label_7,
+        {},
+        "_manifest.json",
+        "says n_labels=4 but table Y2 has label_id 7 (in file Y2/part-0.parquet",
+    ),
     "empty group": (_drop_group_3, {}, "Y1 table", "group_id 3 has members but no labels in Y2"),
-    "group without members": (_add_group_9, {}, "Y2 table", "group_id 9 has labels but no members in Y1"),
-    "wrong schema": (_string_group, {}, "/Y1", "column 'group_id' has type string, expected bigint"),
+    "group without members": (
+        _add_group_9,
+        {},
+        "Y2 table",
+        "group_id 9 has labels but no members in Y1",
+    ),
+    "wrong schema": (
+        _string_group,
+        {},
+        "/Y1",
+        "column 'group_id' has type string, expected bigint",
+    ),
     "NaN feature value": (_nan_value, {}, "/X", "sample_id 5 has a NaN or infinite feature value"),
-    "feature id out of range": (_feature_7, {}, "_manifest.json",
-                                "says n_features=5 but table X has feat_idx 7 (in file X/part-0.parquet"),
-    "manifest disagrees": (lambda t: t, {"n_samples": 9}, "_manifest.json",
-                           "says n_samples=9 but table"),
-    "manifest of another version": (lambda t: t, {"format_version": 99}, "_manifest.json",
-                                    "has format_version 99"),
+    "feature id out of range": (
+        _feature_7,
+        {},
+        "_manifest.json",
+        "says n_features=5 but table X has feat_idx 7 (in file X/part-0.parquet",
+    ),
+    "manifest disagrees": (
+        lambda t: t,
+        {"n_samples": 9},
+        "_manifest.json",
+        "says n_samples=9 but table",
+    ),
+    "manifest of another version": (
+        lambda t: t,
+        {"format_version": 99},
+        "_manifest.json",
+        "has format_version 99",
+    ),
 }
 
 
@@ -128,10 +200,25 @@ CASES = {
 def test_bad_dataset_exits_2_and_overwrites_nothing(good_run, case, capsys):
     root, run = good_run
     mutate, manifest_changes, where, message = CASES[case]
-    dataset = _write(root / case.replace(" ", "_"), mutate(_tables()), _manifest(**manifest_changes))
+    dataset = _write(
+        root / case.replace(" ", "_"), mutate(_tables()), _manifest(**manifest_changes)
+    )
     before = _snapshot(run)
-    code = main(["pipeline", "--dataset", dataset, "--no-aggregate", "--output", str(run),
-                 "--until", "assign", "--set", "embed.iterations=2", "--force"])
+    code = main(
+        [
+            "pipeline",
+            "--dataset",
+            dataset,
+            "--no-aggregate",
+            "--output",
+            str(run),
+            "--until",
+            "assign",
+            "--set",
+            "embed.iterations=2",
+            "--force",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2, err
     line = [x for x in err.splitlines() if x.startswith("eagle-spark pipeline: error:")]
@@ -158,8 +245,20 @@ def test_group_members_without_features_are_accepted(good_run, capsys):
     root, _ = good_run
     dataset = _write(root / "featureless_member", _no_features(_tables()), _manifest())
     run = root / "run_featureless"
-    code = main(["pipeline", "--dataset", dataset, "--no-aggregate", "--output", str(run),
-                 "--until", "assign", "--set", "embed.iterations=2"])
+    code = main(
+        [
+            "pipeline",
+            "--dataset",
+            dataset,
+            "--no-aggregate",
+            "--output",
+            str(run),
+            "--until",
+            "assign",
+            "--set",
+            "embed.iterations=2",
+        ]
+    )
     assert code == 0, capsys.readouterr().err
     manifest = json.loads((run / "assigned" / "eagle" / "_manifest.json").read_text())
     assert manifest["n_assignments"] == 4
@@ -178,12 +277,27 @@ def _garbage(path: pathlib.Path) -> None:
 @pytest.mark.parametrize("damage", [_truncate, _garbage], ids=["truncated", "garbage"])
 def test_damaged_parquet_part_exits_2_naming_file_and_table(good_run, table, damage, capsys):
     root, run = good_run
-    dataset = pathlib.Path(_write(root / f"damaged_{table}_{damage.__name__}", _tables(), _manifest()))
+    dataset = pathlib.Path(
+        _write(root / f"damaged_{table}_{damage.__name__}", _tables(), _manifest())
+    )
     part = dataset / table / "part-0.parquet"
     damage(part)
     before = _snapshot(run)
-    code = main(["pipeline", "--dataset", str(dataset), "--no-aggregate", "--output", str(run),
-                 "--until", "assign", "--set", "embed.iterations=2", "--force"])
+    code = main(
+        [
+            "pipeline",
+            "--dataset",
+            str(dataset),
+            "--no-aggregate",
+            "--output",
+            str(run),
+            "--until",
+            "assign",
+            "--set",
+            "embed.iterations=2",
+            "--force",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2, err
     line = [x for x in err.splitlines() if x.startswith("eagle-spark pipeline: error:")]

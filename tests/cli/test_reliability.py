@@ -25,13 +25,19 @@ from tests.cli.test_pipeline_bad_input import _manifest, _tables, _write
 def _snapshot(folder: pathlib.Path) -> dict[str, str]:
     if folder.is_file():
         return {folder.name: hashlib.sha256(folder.read_bytes()).hexdigest()}
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
 def _error_line(err: str, command: str) -> str:
-    lines = [x for x in err.splitlines() if x.startswith(f"eagle-spark {command}: error:")
-             or x.startswith("eagle-spark: error:")]
+    lines = [
+        x
+        for x in err.splitlines()
+        if x.startswith(f"eagle-spark {command}: error:") or x.startswith("eagle-spark: error:")
+    ]
     assert lines, err
     return lines[0]
 
@@ -39,6 +45,7 @@ def _error_line(err: str, command: str) -> str:
 def _strict(text: str) -> dict:
     def refuse(name):
         raise ValueError(f"non-JSON constant {name}")
+
     return json.loads(text, parse_constant=refuse)
 
 
@@ -91,13 +98,17 @@ def test_settings_objects_reject_non_finite_values_too():
     from eagle_spark.errors import SettingsError
     from eagle_spark.params import EmbedParams, EvaluateParams, TreeParams
 
-    for make in (lambda: EmbedParams(lr=float("inf")), lambda: TreeParams(C=float("nan")),
-                 lambda: EvaluateParams(propensity_a=float("inf"))):
+    for make in (
+        lambda: EmbedParams(lr=float("inf")),
+        lambda: TreeParams(C=float("nan")),
+        lambda: EvaluateParams(propensity_a=float("inf")),
+    ):
         with pytest.raises(SettingsError, match="finite"):
             make()
 
 
 # ---------------------------------------------------------------------------------- no NaN written
+
 
 def test_nan_embedding_fails_the_stage_naming_the_label(spark, agg, tmp_path):
     """GRLR with lambda = inf gives NaN embeddings; the task refuses to write them (exit 1)."""
@@ -129,7 +140,9 @@ def test_non_finite_weights_and_scores_are_refused():
     with pytest.raises(NumericalError, match="train: label 7: the trained weights are not finite"):
         check_weights([ok, bad], "train: label")
     with pytest.raises(NumericalError, match="train: label 9"):
-        check_weights([(9, np.zeros(0, np.int32), np.zeros(0, np.float32), float("inf"))], "train: label")
+        check_weights(
+            [(9, np.zeros(0, np.int32), np.zeros(0, np.float32), float("inf"))], "train: label"
+        )
     scores = np.array([[0.9, 0.1], [0.5, np.inf]])
     with pytest.raises(NumericalError, match="predict: sample_id 41: a label score is not finite"):
         check_finite_scores(scores, [40, 41], "predict")
@@ -146,8 +159,10 @@ def test_strict_json_names_the_non_finite_key():
 def test_task_errors_are_recovered_from_spark_exceptions():
     from eagle_spark.errors import BadInputError, NumericalError, from_task_failure
 
-    text = ("An exception was thrown from the Python worker.\nTraceback (most recent call last):\n"
-            '  File "x.py", line 1\neagle_spark.errors.NumericalError: embed: label 3: not finite\n')
+    text = (
+        "An exception was thrown from the Python worker.\nTraceback (most recent call last):\n"
+        '  File "x.py", line 1\neagle_spark.errors.NumericalError: embed: label 3: not finite\n'
+    )
     err = from_task_failure(RuntimeError(text))
     assert isinstance(err, NumericalError) and str(err) == "embed: label 3: not finite"
     assert from_task_failure(RuntimeError("java.lang.OutOfMemoryError")) is None
@@ -158,6 +173,7 @@ def test_task_errors_are_recovered_from_spark_exceptions():
 
 # ---------------------------------------------------------------------------------- 2. one writer
 
+
 def test_run_lock_refuses_a_second_holder_and_takes_over_a_dead_one(tmp_path, caplog):
     from eagle_spark.errors import RunFolderInUseError
     from eagle_spark.io.lock import RunLock
@@ -166,11 +182,15 @@ def test_run_lock_refuses_a_second_holder_and_takes_over_a_dead_one(tmp_path, ca
     with RunLock(None, str(run), "first"):
         held = json.loads((run / "_lock").read_text())
         assert held["pid"] == os.getpid() and held["run_id"] == "first"
-        with pytest.raises(RunFolderInUseError, match=rf"is in use by pid {os.getpid()} on host .* since "):
+        with pytest.raises(
+            RunFolderInUseError, match=rf"is in use by pid {os.getpid()} on host .* since "
+        ):
             RunLock(None, str(run), "second").__enter__()
     assert not (run / "_lock").exists()  # released
     dead = _dead_pid()
-    (run / "_lock").write_text(json.dumps({"host": "h", "pid": dead, "started_at": "T", "run_id": "x"}))
+    (run / "_lock").write_text(
+        json.dumps({"host": "h", "pid": dead, "started_at": "T", "run_id": "x"})
+    )
     with caplog.at_level("WARNING", logger="eagle_spark"):
         with RunLock(None, str(run), "third"):
             assert json.loads((run / "_lock").read_text())["run_id"] == "third"
@@ -182,8 +202,18 @@ def test_second_pipeline_on_a_locked_run_folder_exits_2(spark, agg, tmp_path, ca
     from eagle_spark.io.lock import RunLock
 
     run = tmp_path / "run"
-    args = ["pipeline", "--dataset", str(agg), "--no-aggregate", "--output", str(run),
-            "--until", "assign", "--set", "embed.iterations=2"]
+    args = [
+        "pipeline",
+        "--dataset",
+        str(agg),
+        "--no-aggregate",
+        "--output",
+        str(run),
+        "--until",
+        "assign",
+        "--set",
+        "embed.iterations=2",
+    ]
     with RunLock(None, str(run), "held-by-test"):
         before = _snapshot(run)
         code = main(args)
@@ -206,13 +236,30 @@ def test_lock_held_by_another_process_then_killed(spark, agg, tmp_path, capsys):
 
     run = tmp_path / "run"
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time\nfrom eagle_spark.io.lock import RunLock\n"
-         "with RunLock(None, sys.argv[1], 'other'):\n    print('held', flush=True)\n    time.sleep(600)\n",
-         str(run)], stdout=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\nfrom eagle_spark.io.lock import RunLock\n"
+            "with RunLock(None, sys.argv[1], 'other'):\n    print('held', flush=True)\n    time.sleep(600)\n",
+            str(run),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
-        code = main(["pipeline", "--dataset", str(agg), "--no-aggregate", "--output", str(run),
-                     "--until", "assign"])
+        code = main(
+            [
+                "pipeline",
+                "--dataset",
+                str(agg),
+                "--no-aggregate",
+                "--output",
+                str(run),
+                "--until",
+                "assign",
+            ]
+        )
         line = _error_line(capsys.readouterr().err, "pipeline")
         assert code == 2 and f"is in use by pid {holder.pid}" in line, line
     finally:
@@ -244,12 +291,15 @@ def test_rename_never_nests_into_an_existing_folder(spark, tmp_path):
 
 # ---------------------------------------------------------------------------------- 3. damaged input
 
+
 def test_truncated_gzip_xc_file_exits_2_naming_the_file(spark, tmp_path, capsys):
     from eagle_spark.data import embedded_path
 
     data = pathlib.Path(embedded_path("delicious", "test")).read_bytes()
-    for name, content in (("truncated.txt.gz", data[: len(data) // 2]),
-                          ("garbage.txt.gz", data[:10] + b"\x00garbage" * 500)):
+    for name, content in (
+        ("truncated.txt.gz", data[: len(data) // 2]),
+        ("garbage.txt.gz", data[:10] + b"\x00garbage" * 500),
+    ):
         src = tmp_path / name
         src.write_bytes(content)
         out = tmp_path / f"out_{name}"
@@ -263,9 +313,11 @@ def test_truncated_gzip_xc_file_exits_2_naming_the_file(spark, tmp_path, capsys)
 
 # ---------------------------------------------------------------------------------- 4. one checker
 
+
 @pytest.mark.slow  # aggregate + a whole pipeline run on user tables (~13 s)
 def test_user_tables_with_uncovered_samples_and_featureless_members_pass_the_pipeline_check(
-        spark, agg, tmp_path, capsys):
+    spark, agg, tmp_path, capsys
+):
     """aggregate --y1/--y2 and pipeline --no-aggregate share one definition of valid (check.py)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -276,44 +328,93 @@ def test_user_tables_with_uncovered_samples_and_featureless_members_pass_the_pip
     x = t["X"].to_pydict()
     x["feat_idx"][1], x["feat_val"][1] = [], []  # member of group 0 without features
     base = tmp_path / "base"
-    _write(base, {"X": pa.table(x, schema=t["X"].schema), "Y": t["Y"]},
-           {**_manifest(), "kind": "ingest"})
+    _write(
+        base,
+        {"X": pa.table(x, schema=t["X"].schema), "Y": t["Y"]},
+        {**_manifest(), "kind": "ingest"},
+    )
     y1 = tmp_path / "y1.csv"
     y1.write_text("sample_id,group_id\n0,0\n1,0\n2,1\n3,1\n")  # samples 4..7 in no group
     y2 = tmp_path / "y2.csv"
     y2.write_text("group_id,label_id\n0,0\n1,1\n")
     out = tmp_path / "agg_user"
-    code = main(["aggregate", "--input", str(base), "--output", str(out), "--y1", str(y1), "--y2", str(y2)])
+    code = main(
+        ["aggregate", "--input", str(base), "--output", str(out), "--y1", str(y1), "--y2", str(y2)]
+    )
     assert code == 0, capsys.readouterr().err
     manifest = json.loads((out / "_manifest.json").read_text())
     assert (manifest["n_samples"], manifest["n_grouped_samples"], manifest["n_groups"]) == (8, 4, 2)
     assert pq.read_table(out / "X").num_rows == 8
     check_aggregated(spark, str(out))  # what aggregate writes, the pipeline's check accepts
     run = tmp_path / "run"
-    code = main(["pipeline", "--dataset", str(out), "--no-aggregate", "--output", str(run),
-                 "--until", "assign", "--set", "embed.iterations=2"])
+    code = main(
+        [
+            "pipeline",
+            "--dataset",
+            str(out),
+            "--no-aggregate",
+            "--output",
+            str(run),
+            "--until",
+            "assign",
+            "--set",
+            "embed.iterations=2",
+        ]
+    )
     assert code == 0, capsys.readouterr().err
 
 
 # ---------------------------------------------------------------------------------- 5. outputs vs inputs
 
+
 def _overlap_cases(agg: pathlib.Path, tmp: pathlib.Path):
     model_in_input = str(agg / "model")
     return {
         "embed output = input": ["embed", "--input", str(agg), "--output", str(agg), "--overwrite"],
-        "assign output inside input": ["assign", "--input", str(agg), "--output", str(agg / "Y1"),
-                                       "--method", "baseline", "--overwrite"],
+        "assign output inside input": [
+            "assign",
+            "--input",
+            str(agg),
+            "--output",
+            str(agg / "Y1"),
+            "--method",
+            "baseline",
+            "--overwrite",
+        ],
         "train output inside input": ["train", "--input", str(agg), "--output", model_in_input],
-        "aggregate output contains input": ["aggregate", "--input", str(agg), "--output",
-                                            str(agg.parent), "--overwrite"],
-        "export output = input": ["export", "--input", str(agg), "--output", str(agg), "--overwrite"],
-        "pipeline run folder contains dataset": ["pipeline", "--dataset", str(agg), "--no-aggregate",
-                                                 "--output", str(agg.parent), "--until", "assign"],
+        "aggregate output contains input": [
+            "aggregate",
+            "--input",
+            str(agg),
+            "--output",
+            str(agg.parent),
+            "--overwrite",
+        ],
+        "export output = input": [
+            "export",
+            "--input",
+            str(agg),
+            "--output",
+            str(agg),
+            "--overwrite",
+        ],
+        "pipeline run folder contains dataset": [
+            "pipeline",
+            "--dataset",
+            str(agg),
+            "--no-aggregate",
+            "--output",
+            str(agg.parent),
+            "--until",
+            "assign",
+        ],
     }
 
 
 @pytest.mark.parametrize("case", sorted(_overlap_cases(pathlib.Path("a"), pathlib.Path("b"))))
-def test_output_overlapping_an_input_is_refused_and_the_input_kept(spark, agg, tmp_path, capsys, case):
+def test_output_overlapping_an_input_is_refused_and_the_input_kept(
+    spark, agg, tmp_path, capsys, case
+):
     args = _overlap_cases(agg, tmp_path)[case]
     before = _snapshot(agg.parent)
     code = main(args)
@@ -334,6 +435,7 @@ def test_library_stage_refuses_overlap_too(spark, agg):
 
 # ---------------------------------------------------------------------------------- 6. leftovers
 
+
 def test_commit_removes_leftovers_of_dead_writers_only(spark, tmp_path, caplog):
     import time
 
@@ -353,7 +455,9 @@ def test_commit_removes_leftovers_of_dead_writers_only(spark, tmp_path, caplog):
     for name in leftovers.values():
         (tmp_path / name).mkdir()
     (tmp_path / "out").mkdir()  # the target exists: a dead writer's .old sibling is a leftover
-    (tmp_path / "out" / "previous").write_text("p")  # (a missing target is restored from it instead)
+    (tmp_path / "out" / "previous").write_text(
+        "p"
+    )  # (a missing target is restored from it instead)
     with caplog.at_level("INFO", logger="eagle_spark"):
         with atomic_output(spark, str(tmp_path / "out"), overwrite=True) as tmp:
             pathlib.Path(tmp).mkdir()
@@ -369,6 +473,7 @@ def test_commit_removes_leftovers_of_dead_writers_only(spark, tmp_path, caplog):
 
 # ---------------------------------------------------------------------------------- 8. blank lines, CSV cells
 
+
 def test_blank_line_in_xc_file_is_named(spark, tmp_path, write_text, capsys):
     src = write_text("blank.txt", "3 4 2\n0 0:1\n\n1 2:1\n")
     out = tmp_path / "out"
@@ -376,31 +481,68 @@ def test_blank_line_in_xc_file_is_named(spark, tmp_path, write_text, capsys):
     line = _error_line(capsys.readouterr().err, "ingest")
     assert code == 2 and f"{src}:3: blank line" in line, line
     assert not out.exists()
-    code = main(["ingest", "--input", write_text("blank2.txt", "3 4 2\n0 0:1\n\n1 2:1\n"),
-                 "--output", str(out), "--on-bad-line", "skip"])
+    code = main(
+        [
+            "ingest",
+            "--input",
+            write_text("blank2.txt", "3 4 2\n0 0:1\n\n1 2:1\n"),
+            "--output",
+            str(out),
+            "--on-bad-line",
+            "skip",
+        ]
+    )
     assert code == 0
     import pyarrow.parquet as pq
+
     rejected = pq.read_table(out / "_rejected").to_pylist()
-    assert rejected == [{"line": 3, "text": "", "reason": "blank line: a sample line needs a label "
-                                                          "field or features"}]
+    assert rejected == [
+        {
+            "line": 3,
+            "text": "",
+            "reason": "blank line: a sample line needs a label field or features",
+        }
+    ]
 
 
-@pytest.mark.parametrize("table,body,message", [
-    ("y1", "sample_id,group_id\n0,0\n1,x7\n", "y1.csv:3: group_id 'x7' is not a non-negative whole "
-                                             "number: line '1,x7'"),
-    ("y1", "sample_id,group_id\n0,0\n,0\n", "y1.csv:3: sample_id is empty: line ',0'"),
-    ("y2", "group_id,label_id,count\n0,1,1\n0,2,0\n", "y2.csv:3: count '0' is not a whole number >= 1: "
-                                                     "line '0,2,0'"),
-])
-def test_bad_csv_cell_is_named_with_line_and_text(spark, agg, tmp_path, capsys, table, body, message):
+@pytest.mark.parametrize(
+    "table,body,message",
+    [
+        (
+            "y1",
+            "sample_id,group_id\n0,0\n1,x7\n",
+            "y1.csv:3: group_id 'x7' is not a non-negative whole number: line '1,x7'",
+        ),
+        ("y1", "sample_id,group_id\n0,0\n,0\n", "y1.csv:3: sample_id is empty: line ',0'"),
+        (
+            "y2",
+            "group_id,label_id,count\n0,1,1\n0,2,0\n",
+            "y2.csv:3: count '0' is not a whole number >= 1: line '0,2,0'",
+        ),
+    ],
+)
+def test_bad_csv_cell_is_named_with_line_and_text(
+    spark, agg, tmp_path, capsys, table, body, message
+):
     good = {"y1": "sample_id,group_id\n0,0\n1,0\n", "y2": "group_id,label_id\n0,1\n"}
     paths = {}
     for name in ("y1", "y2"):
         paths[name] = tmp_path / f"{name}.csv"
         paths[name].write_text(body if name == table else good[name])
     out = tmp_path / "out"
-    code = main(["aggregate", "--input", str(agg), "--output", str(out), "--y1", str(paths["y1"]),
-                 "--y2", str(paths["y2"])])
+    code = main(
+        [
+            "aggregate",
+            "--input",
+            str(agg),
+            "--output",
+            str(out),
+            "--y1",
+            str(paths["y1"]),
+            "--y2",
+            str(paths["y2"]),
+        ]
+    )
     line = _error_line(capsys.readouterr().err, "aggregate")
     assert code == 2 and message in line, line
     assert not out.exists()

@@ -12,20 +12,39 @@ import pytest
 from eagle_spark.cli import build_parser
 from tests.conftest import ROOT
 
-AIRFLOW_PYTHON = os.environ.get("EAGLE_AIRFLOW_PYTHON", str(ROOT / ".venv-airflow" / "bin" / "python"))
+AIRFLOW_PYTHON = os.environ.get(
+    "EAGLE_AIRFLOW_PYTHON", str(ROOT / ".venv-airflow" / "bin" / "python")
+)
 
 
 @pytest.fixture(scope="module")
 def dag(tmp_path_factory):
     if not os.path.exists(AIRFLOW_PYTHON):
-        pytest.skip(f"no Airflow environment at {AIRFLOW_PYTHON} (make it with: python3 -m venv .venv-airflow && "
-                    ".venv-airflow/bin/pip install -r examples/airflow/requirements.txt; .ci/run does)")
+        pytest.skip(
+            f"no Airflow environment at {AIRFLOW_PYTHON} (make it with: python3 -m venv .venv-airflow && "
+            ".venv-airflow/bin/pip install -r examples/airflow/requirements.txt; .ci/run does)"
+        )
     home = tmp_path_factory.mktemp("airflow_home")
-    env = {**os.environ, "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-           "EAGLE_SPARK_HOME": str(ROOT), "EAGLE_RUNS": "/data/eagle/runs", "EAGLE_PYTHON": "/opt/eagle/bin/python"}
-    proc = subprocess.run([AIRFLOW_PYTHON, str(ROOT / "tests" / "deploy" / "airflow_load_dag.py"),
-                           str(ROOT / "examples" / "airflow"), "2026-11-23"],
-                          env=env, capture_output=True, text=True, timeout=300)
+    env = {
+        **os.environ,
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "EAGLE_SPARK_HOME": str(ROOT),
+        "EAGLE_RUNS": "/data/eagle/runs",
+        "EAGLE_PYTHON": "/opt/eagle/bin/python",
+    }
+    proc = subprocess.run(
+        [
+            AIRFLOW_PYTHON,
+            str(ROOT / "tests" / "deploy" / "airflow_load_dag.py"),
+            str(ROOT / "examples" / "airflow"),
+            "2026-11-23",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 

@@ -108,8 +108,13 @@ def test_pipeline_on_standalone_cluster_survives_a_lost_worker(spark, tmp_path):
     from eagle_spark.params import Settings
 
     spark_home = os.path.dirname(pyspark.__file__)
-    env = {**os.environ, "SPARK_HOME": spark_home, "SPARK_LOCAL_IP": "127.0.0.1",
-           "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    env = {
+        **os.environ,
+        "SPARK_HOME": spark_home,
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+    }
     env.pop("PYSPARK_GATEWAY_PORT", None)
     spark_class = os.path.join(spark_home, "bin", "spark-class")
     port, ui = _free_port(), _free_port()
@@ -119,27 +124,84 @@ def test_pipeline_on_standalone_cluster_survives_a_lost_worker(spark, tmp_path):
     logs.mkdir()
     procs = Processes(logs)
     try:
-        master = procs.start("master", [spark_class, "org.apache.spark.deploy.master.Master",
-                                        "--host", "127.0.0.1", "--port", str(port),
-                                        "--webui-port", str(ui)], env)
+        master = procs.start(
+            "master",
+            [
+                spark_class,
+                "org.apache.spark.deploy.master.Master",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--webui-port",
+                str(ui),
+            ],
+            env,
+        )
         _wait(lambda: _json(ui) is not None, 90, "the master's web UI", [master])
         workers = []
         for i, wui in enumerate(ui_workers):
             (tmp_path / f"work{i}").mkdir()
-            workers.append(procs.start(f"worker{i}", [
-                spark_class, "org.apache.spark.deploy.worker.Worker", f"spark://127.0.0.1:{port}",
-                "--host", "127.0.0.1", "--cores", "1", "--memory", "3g", "--webui-port", str(wui),
-                "--work-dir", str(tmp_path / f"work{i}")], env))
-        _wait(lambda: (_json(ui) or {}).get("aliveworkers") == 2, 90, "two alive workers", [master, *workers])
+            workers.append(
+                procs.start(
+                    f"worker{i}",
+                    [
+                        spark_class,
+                        "org.apache.spark.deploy.worker.Worker",
+                        f"spark://127.0.0.1:{port}",
+                        "--host",
+                        "127.0.0.1",
+                        "--cores",
+                        "1",
+                        "--memory",
+                        "3g",
+                        "--webui-port",
+                        str(wui),
+                        "--work-dir",
+                        str(tmp_path / f"work{i}"),
+                    ],
+                    env,
+                )
+            )
+        _wait(
+            lambda: (_json(ui) or {}).get("aliveworkers") == 2,
+            90,
+            "two alive workers",
+            [master, *workers],
+        )
 
-        submit = procs.start("submit", [
-            os.path.join(spark_home, "bin", "spark-submit"), "--master", f"spark://127.0.0.1:{port}",
-            "--conf", "spark.driver.host=127.0.0.1", "--conf", "spark.driver.bindAddress=127.0.0.1",
-            "--conf", f"spark.pyspark.python={sys.executable}", "--conf", "spark.ui.enabled=false",
-            "--conf", "spark.task.maxFailures=8", "--executor-memory", "2g",
-            str(ROOT / "jobs" / "pipeline.py"), "--conf", str(ROOT / "conf" / "cluster.yaml"),
-            "--set", f"pipeline.output={run}", "--set", f"embed.iterations={ITERATIONS}",
-            "--set", "embed.x_access=joined", "--set", "tree.x_access=joined"], env)
+        submit = procs.start(
+            "submit",
+            [
+                os.path.join(spark_home, "bin", "spark-submit"),
+                "--master",
+                f"spark://127.0.0.1:{port}",
+                "--conf",
+                "spark.driver.host=127.0.0.1",
+                "--conf",
+                "spark.driver.bindAddress=127.0.0.1",
+                "--conf",
+                f"spark.pyspark.python={sys.executable}",
+                "--conf",
+                "spark.ui.enabled=false",
+                "--conf",
+                "spark.task.maxFailures=8",
+                "--executor-memory",
+                "2g",
+                str(ROOT / "jobs" / "pipeline.py"),
+                "--conf",
+                str(ROOT / "conf" / "cluster.yaml"),
+                "--set",
+                f"pipeline.output={run}",
+                "--set",
+                f"embed.iterations={ITERATIONS}",
+                "--set",
+                "embed.x_access=joined",
+                "--set",
+                "tree.x_access=joined",
+            ],
+            env,
+        )
 
         def log_text() -> str:  # the run's own log, logs/<run id>.log
             found = sorted((run / "logs").glob("*.log")) if (run / "logs").exists() else []
@@ -173,8 +235,13 @@ def test_pipeline_on_standalone_cluster_survives_a_lost_worker(spark, tmp_path):
 
     # GRLR ran on the joined path on the cluster (no executor read all of X); the same embed +
     # assign in local mode on the cached path, on the same groups, gives the same assignments
-    assert json.loads((run / "embeddings" / "eagle" / "_manifest.json").read_text())["x_access"] == "joined"
-    settings = Settings.load(str(ROOT / "conf" / "cluster.yaml"), [f"embed.iterations={ITERATIONS}"])
+    assert (
+        json.loads((run / "embeddings" / "eagle" / "_manifest.json").read_text())["x_access"]
+        == "joined"
+    )
+    settings = Settings.load(
+        str(ROOT / "conf" / "cluster.yaml"), [f"embed.iterations={ITERATIONS}"]
+    )
     agg = str(run / "data" / "aggregated")
     embed(spark, agg, str(tmp_path / "emb_local"), settings.embed)
     # assign.weighting=auto (conf/cluster.yaml) chooses with a proxy classifier: through the API,
@@ -182,13 +249,20 @@ def test_pipeline_on_standalone_cluster_survives_a_lost_worker(spark, tmp_path):
     from eagle_spark.ml import Dataset, GRLRModel
 
     GRLRModel.fromSettings(settings.assign).atFolder(str(tmp_path / "emb_local")).transformDataset(
-        Dataset.at(spark, agg), str(tmp_path / "assigned_local"))
-    chosen = [json.loads((folder / "_manifest.json").read_text())["selection"]["chosen"]
-              for folder in (run / "assigned" / "eagle", tmp_path / "assigned_local")]
+        Dataset.at(spark, agg), str(tmp_path / "assigned_local")
+    )
+    chosen = [
+        json.loads((folder / "_manifest.json").read_text())["selection"]["chosen"]
+        for folder in (run / "assigned" / "eagle", tmp_path / "assigned_local")
+    ]
     assert chosen[0] == chosen[1]
     cols = ["group_id", "label_id", "sample_id"]
-    cluster_rows = spark.read.parquet(str(run / "assigned" / "eagle" / "assignments")).select(*cols).collect()
-    local_rows = spark.read.parquet(str(tmp_path / "assigned_local" / "assignments")).select(*cols).collect()
+    cluster_rows = (
+        spark.read.parquet(str(run / "assigned" / "eagle" / "assignments")).select(*cols).collect()
+    )
+    local_rows = (
+        spark.read.parquet(str(tmp_path / "assigned_local" / "assignments")).select(*cols).collect()
+    )
     assert len(cluster_rows) > 200_000
     assert sorted(map(tuple, cluster_rows)) == sorted(map(tuple, local_rows))
     # the label trees were trained on the joined path too (each task received its units' rows
@@ -200,7 +274,12 @@ def test_pipeline_on_standalone_cluster_survives_a_lost_worker(spark, tmp_path):
     from eagle_spark.classifiers.tree import train_tree
 
     local_model = tmp_path / "tree_local"
-    train_tree(spark, str(run / "assigned" / "eagle"), str(local_model), replace(settings.tree, x_access="cached"))
+    train_tree(
+        spark,
+        str(run / "assigned" / "eagle"),
+        str(local_model),
+        replace(settings.tree, x_access="cached"),
+    )
     for table in sorted(p.name for p in (model / "data").iterdir()):
         got = sorted(map(tuple, spark.read.parquet(str(model / "data" / table)).collect()))
         want = sorted(map(tuple, spark.read.parquet(str(local_model / "data" / table)).collect()))
@@ -211,19 +290,51 @@ def _start_cluster(procs: Processes, tmp_path: pathlib.Path, env: dict, spark_ho
     """Master + one 2-core worker; returns the master's port."""
     spark_class = os.path.join(spark_home, "bin", "spark-class")
     port, ui, wui = _free_port(), _free_port(), _free_port()
-    master = procs.start("master", [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                                    "--port", str(port), "--webui-port", str(ui)], env)
+    master = procs.start(
+        "master",
+        [
+            spark_class,
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--webui-port",
+            str(ui),
+        ],
+        env,
+    )
     _wait(lambda: _json(ui) is not None, 90, "the master's web UI", [master])
     (tmp_path / "work").mkdir()
-    worker = procs.start("worker", [spark_class, "org.apache.spark.deploy.worker.Worker", f"spark://127.0.0.1:{port}",
-                                    "--host", "127.0.0.1", "--cores", "2", "--memory", "4g", "--webui-port", str(wui),
-                                    "--work-dir", str(tmp_path / "work")], env)
-    _wait(lambda: (_json(ui) or {}).get("aliveworkers") == 1, 90, "an alive worker", [master, worker])
+    worker = procs.start(
+        "worker",
+        [
+            spark_class,
+            "org.apache.spark.deploy.worker.Worker",
+            f"spark://127.0.0.1:{port}",
+            "--host",
+            "127.0.0.1",
+            "--cores",
+            "2",
+            "--memory",
+            "4g",
+            "--webui-port",
+            str(wui),
+            "--work-dir",
+            str(tmp_path / "work"),
+        ],
+        env,
+    )
+    _wait(
+        lambda: (_json(ui) or {}).get("aliveworkers") == 1, 90, "an alive worker", [master, worker]
+    )
     return port
 
 
 @pytest.mark.slow
-def test_jobs_readme_recipes_ship_the_library_zip_and_the_packed_environment(spark, delicious, tmp_path):
+def test_jobs_readme_recipes_ship_the_library_zip_and_the_packed_environment(
+    spark, delicious, tmp_path
+):
     """jobs/README.md's two ways to get eagle_spark to executors that do not have it, on a real
     standalone cluster: (1) the library as a zip with --py-files, the dependencies installed on the
     node; (2) the whole environment packed with venv-pack2 and shipped with --archives, executors
@@ -239,56 +350,127 @@ def test_jobs_readme_recipes_ship_the_library_zip_and_the_packed_environment(spa
     embed(spark, agg, str(tmp_path / "emb_local"), EmbedParams(iterations=3))
 
     # the recipes' build steps, as jobs/README.md writes them
-    clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # the new environment's own paths only
+    clean = {
+        k: v for k, v in os.environ.items() if k != "PYTHONPATH"
+    }  # the new environment's own paths only
     envdir, dist = tmp_path / "environment", tmp_path / "dist"
     dist.mkdir()
-    subprocess.run([sys.executable, "-m", "zipfile", "-c", str(dist / "eagle_spark.zip"), "eagle_spark"],
-                   cwd=ROOT, check=True)
+    subprocess.run(
+        [sys.executable, "-m", "zipfile", "-c", str(dist / "eagle_spark.zip"), "eagle_spark"],
+        cwd=ROOT,
+        check=True,
+    )
     # --copies: the interpreter as a file, not a link to an absolute path (Spark refuses to unpack
     # an archive entry that points outside the folder it unpacks into)
     subprocess.run([sys.executable, "-m", "venv", "--copies", str(envdir)], check=True)
     pip = [str(envdir / "bin" / "python"), "-m", "pip", "install", "-q"]
-    subprocess.run([*pip, str(ROOT)], check=True, stdout=subprocess.DEVNULL, env=clean)  # the library + its deps
-    subprocess.run([sys.executable, "-m", "venv_pack", "-p", str(envdir), "-o", str(dist / "environment.tar.gz"),
-                    "--compress-level", "1", "--exclude", "lib/python3*/site-packages/pyspark/jars/*", "--quiet"],
-                   check=True)
+    subprocess.run(
+        [*pip, str(ROOT)], check=True, stdout=subprocess.DEVNULL, env=clean
+    )  # the library + its deps
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "venv_pack",
+            "-p",
+            str(envdir),
+            "-o",
+            str(dist / "environment.tar.gz"),
+            "--compress-level",
+            "1",
+            "--exclude",
+            "lib/python3*/site-packages/pyspark/jars/*",
+            "--quiet",
+        ],
+        check=True,
+    )
     # a node with the dependencies but not the library, for the --py-files recipe
-    subprocess.run([str(envdir / "bin" / "python"), "-m", "pip", "uninstall", "-q", "-y", "eagle_spark"], check=True,
-                   env=clean)
-    probe = subprocess.run([str(envdir / "bin" / "python"), "-c", "import eagle_spark"], capture_output=True,
-                           cwd=tmp_path, env=clean)  # not the checkout, whose folder would be on the path
+    subprocess.run(
+        [str(envdir / "bin" / "python"), "-m", "pip", "uninstall", "-q", "-y", "eagle_spark"],
+        check=True,
+        env=clean,
+    )
+    probe = subprocess.run(
+        [str(envdir / "bin" / "python"), "-c", "import eagle_spark"],
+        capture_output=True,
+        cwd=tmp_path,
+        env=clean,
+    )  # not the checkout, whose folder would be on the path
     assert probe.returncode != 0  # so executors can only get it from the zip
 
     spark_home = os.path.dirname(pyspark.__file__)
-    env = {**os.environ, "SPARK_HOME": spark_home, "SPARK_LOCAL_IP": "127.0.0.1",
-           "PYSPARK_DRIVER_PYTHON": sys.executable}
+    env = {
+        **os.environ,
+        "SPARK_HOME": spark_home,
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+    }
     for name in ("PYSPARK_GATEWAY_PORT", "PYTHONPATH", "PYSPARK_PYTHON"):
         env.pop(name, None)  # executors see only what the recipe ships
     procs = Processes(tmp_path)
     outputs = {}
     try:
         port = _start_cluster(procs, tmp_path, env, spark_home)
-        submit = [os.path.join(spark_home, "bin", "spark-submit"), "--master", f"spark://127.0.0.1:{port}",
-                  "--conf", "spark.driver.host=127.0.0.1", "--conf", "spark.driver.bindAddress=127.0.0.1",
-                  "--conf", f"spark.pyspark.driver.python={sys.executable}", "--conf", "spark.ui.enabled=false",
-                  "--executor-memory", "2g"]
+        submit = [
+            os.path.join(spark_home, "bin", "spark-submit"),
+            "--master",
+            f"spark://127.0.0.1:{port}",
+            "--conf",
+            "spark.driver.host=127.0.0.1",
+            "--conf",
+            "spark.driver.bindAddress=127.0.0.1",
+            "--conf",
+            f"spark.pyspark.driver.python={sys.executable}",
+            "--conf",
+            "spark.ui.enabled=false",
+            "--executor-memory",
+            "2g",
+        ]
         recipes = {
-            "py_files": ["--conf", f"spark.pyspark.python={envdir}/bin/python",
-                         "--py-files", str(dist / "eagle_spark.zip")],
-            "archives": ["--conf", "spark.pyspark.python=./environment/bin/python",
-                         "--archives", f"{dist / 'environment.tar.gz'}#environment"],
+            "py_files": [
+                "--conf",
+                f"spark.pyspark.python={envdir}/bin/python",
+                "--py-files",
+                str(dist / "eagle_spark.zip"),
+            ],
+            "archives": [
+                "--conf",
+                "spark.pyspark.python=./environment/bin/python",
+                "--archives",
+                f"{dist / 'environment.tar.gz'}#environment",
+            ],
         }
         for name, flags in recipes.items():
             out, summary = tmp_path / f"emb_{name}", tmp_path / f"{name}.json"
-            job = procs.start(f"submit_{name}", [
-                *submit, *flags, str(ROOT / "jobs" / "embed.py"), "--input", agg, "--output", str(out),
-                "--iterations", "3", "--summary", str(summary), "--conf", str(ROOT / "conf" / "cluster.yaml")], env)
+            job = procs.start(
+                f"submit_{name}",
+                [
+                    *submit,
+                    *flags,
+                    str(ROOT / "jobs" / "embed.py"),
+                    "--input",
+                    agg,
+                    "--output",
+                    str(out),
+                    "--iterations",
+                    "3",
+                    "--summary",
+                    str(summary),
+                    "--conf",
+                    str(ROOT / "conf" / "cluster.yaml"),
+                ],
+                env,
+            )
             assert job.wait(timeout=900) == 0, (tmp_path / f"submit_{name}.log").read_text()[-4000:]
             outputs[name] = (out, json.loads(summary.read_text()))
-            assert (tmp_path / f"submit_{name}.out").read_text() == ""  # --summary: nothing on stdout
+            assert (
+                tmp_path / f"submit_{name}.out"
+            ).read_text() == ""  # --summary: nothing on stdout
     finally:
         procs.stop()
-    want = sorted(map(tuple, spark.read.parquet(str(tmp_path / "emb_local" / "label_emb")).collect()))
+    want = sorted(
+        map(tuple, spark.read.parquet(str(tmp_path / "emb_local" / "label_emb")).collect())
+    )
     for name, (out, summary) in outputs.items():
         assert summary["command"] == "embed" and summary["n_labels"] == 983, name
         got = sorted(map(tuple, spark.read.parquet(str(out / "label_emb")).collect()))

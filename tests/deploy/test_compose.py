@@ -12,18 +12,26 @@ def load():
 def test_roles_images_and_commands():
     services = load()
     assert set(services) == {"spark-master", "spark-worker-1", "spark-worker-2", "submit"}
-    assert {s["image"] for s in services.values()} == {"eagle-spark:local"}  # one image: same Python
+    assert {s["image"] for s in services.values()} == {
+        "eagle-spark:local"
+    }  # one image: same Python
     assert services["spark-master"]["build"] == "."
     master = services["spark-master"]["command"]
     assert master[:2] == ["spark-class", "org.apache.spark.deploy.master.Master"]
     assert master[master.index("--port") + 1] == "7077"
     for name in ("spark-worker-1", "spark-worker-2"):
         cmd = services[name]["command"]
-        assert cmd[:3] == ["spark-class", "org.apache.spark.deploy.worker.Worker",
-                           "spark://spark-master:7077"]
+        assert cmd[:3] == [
+            "spark-class",
+            "org.apache.spark.deploy.worker.Worker",
+            "spark://spark-master:7077",
+        ]
         assert "spark-master" in services[name]["depends_on"]
     submit = services["submit"]["command"]
-    assert submit[0] == "spark-submit" and submit[submit.index("--master") + 1] == "spark://spark-master:7077"
+    assert (
+        submit[0] == "spark-submit"
+        and submit[submit.index("--master") + 1] == "spark://spark-master:7077"
+    )
     job = next(a for a in submit if a.startswith("jobs/"))
     assert (ROOT / job).exists()
     conf = submit[submit.index("--conf", submit.index(job)) + 1]

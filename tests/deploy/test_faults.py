@@ -23,7 +23,9 @@ def _kill_group_when(proc: subprocess.Popen, ready, timeout: float = 300) -> Non
     deadline = time.monotonic() + timeout
     while not ready():
         if proc.poll() is not None:
-            raise AssertionError(f"the writer ended (exit {proc.returncode}) before it could be killed")
+            raise AssertionError(
+                f"the writer ended (exit {proc.returncode}) before it could be killed"
+            )
         if time.monotonic() > deadline:
             raise AssertionError("timed out waiting for the write to start")
         time.sleep(0.05)
@@ -62,12 +64,36 @@ def test_driver_killed_while_committing_parquet_keeps_previous_output(spark, agg
     rows_before = _rows(spark, str(out / "assignments"))
 
     proc = subprocess.Popen(
-        [sys.executable, "-m", "eagle_spark", "assign", "--input", agg, "--embeddings", emb,
-         "--output", str(out), "--overwrite", "--weighting", "hard", "--set", "spark.master=local[1]"],
-        start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+        [
+            sys.executable,
+            "-m",
+            "eagle_spark",
+            "assign",
+            "--input",
+            agg,
+            "--embeddings",
+            emb,
+            "--output",
+            str(out),
+            "--overwrite",
+            "--weighting",
+            "hard",
+            "--set",
+            "spark.master=local[1]",
+        ],
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=ROOT,
+    )
     # the hidden sibling appears when the new output starts being written; kill once it has data
-    _kill_group_when(proc, lambda: any(p.name.startswith(".assigned.tmp-") and any(p.rglob("*.parquet"))
-                                       for p in root.iterdir()))
+    _kill_group_when(
+        proc,
+        lambda: any(
+            p.name.startswith(".assigned.tmp-") and any(p.rglob("*.parquet"))
+            for p in root.iterdir()
+        ),
+    )
     assert (out / "_manifest.json").read_bytes() == manifest_before
     assert _rows(spark, str(out / "assignments")) == rows_before
     # a rerun replaces it with identical content
@@ -109,9 +135,13 @@ def test_driver_killed_mid_delta_write_keeps_previous_version(tmp_path):
     def source(folder: pathlib.Path, offset: int) -> str:
         folder.mkdir()
         for part in range(3):  # several 65,536-row batches, so the write has a middle
-            ids = pa.array(range(offset + part * 100_000, offset + (part + 1) * 100_000), pa.int64())
-            pq.write_table(pa.table({"sample_id": ids, "score": pa.compute.cast(ids, pa.float32())}),
-                           folder / f"part-{part}.parquet")
+            ids = pa.array(
+                range(offset + part * 100_000, offset + (part + 1) * 100_000), pa.int64()
+            )
+            pq.write_table(
+                pa.table({"sample_id": ids, "score": pa.compute.cast(ids, pa.float32())}),
+                folder / f"part-{part}.parquet",
+            )
         return str(folder)
 
     v0_src, v1_src = source(tmp_path / "v0", 0), source(tmp_path / "v1", 10**6)
@@ -120,8 +150,11 @@ def test_driver_killed_mid_delta_write_keeps_previous_version(tmp_path):
     v0 = DeltaTable(table).to_pyarrow_table().sort_by("sample_id")
 
     marker = tmp_path / "writing"
-    proc = subprocess.Popen([sys.executable, "-c", _SLOW_PUBLISH, v1_src, table, str(marker)],
-                            start_new_session=True, cwd=ROOT)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _SLOW_PUBLISH, v1_src, table, str(marker)],
+        start_new_session=True,
+        cwd=ROOT,
+    )
     _kill_group_when(proc, marker.exists, timeout=120)
     dt = DeltaTable(table)
     assert dt.version() == 0
@@ -129,7 +162,11 @@ def test_driver_killed_mid_delta_write_keeps_previous_version(tmp_path):
 
     # the rerun commits version 1 with exactly the new rows; version 0 is still readable
     assert publish_delta(None, v1_src, table, writer="deltalake") == {
-        "table": table, "version": 1, "rows": 300_000, "writer": "deltalake"}
+        "table": table,
+        "version": 1,
+        "rows": 300_000,
+        "writer": "deltalake",
+    }
     v1 = DeltaTable(table).to_pyarrow_table().sort_by("sample_id")
     assert v1["sample_id"].to_pylist() == list(range(10**6, 10**6 + 300_000))
     assert DeltaTable(table, version=0).to_pyarrow_table().sort_by("sample_id").equals(v0)

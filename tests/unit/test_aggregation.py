@@ -21,14 +21,18 @@ def y1_matrix(spark, dataset, ids):
     rows = read_table(spark, dataset, "Y1").collect()
     index = {s: i for i, s in enumerate(ids)}
     groups = np.array([r.group_id for r in rows])
-    return sp.csr_matrix((np.ones(len(rows)), ([index[r.sample_id] for r in rows], groups)),
-                         shape=(len(ids), groups.max() + 1))
+    return sp.csr_matrix(
+        (np.ones(len(rows)), ([index[r.sample_id] for r in rows], groups)),
+        shape=(len(ids), groups.max() + 1),
+    )
 
 
 def y2_matrix(spark, dataset, shape):
     rows = read_table(spark, dataset, "Y2").collect()
-    return sp.csr_matrix(([r["count"] for r in rows], ([r.group_id for r in rows],
-                                                        [r.label_id for r in rows])), shape=shape)
+    return sp.csr_matrix(
+        ([r["count"] for r in rows], ([r.group_id for r in rows], [r.label_id for r in rows])),
+        shape=shape,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +64,9 @@ def test_remainder_group_and_set_merge(spark, tmp_path, write_text):
     src = write_text("ten.txt", "10 10 3\n" + "\n".join(lines) + "\n")
     ds = str(tmp_path / "ds")
     ingest(spark, src, ds, IngestParams())
-    m = aggregate(spark, ds, str(tmp_path / "g3"), AggregateParams(group_size=3, seed=5, merge="set"))
+    m = aggregate(
+        spark, ds, str(tmp_path / "g3"), AggregateParams(group_size=3, seed=5, merge="set")
+    )
     assert m["group_size_histogram"] == {"1": 1, "3": 3}
     assert (m["group_size_mean"], m["group_size_max"], m["group_size_min"]) == (2.5, 3, 1)
     ids, _, Y, _ = dataset_matrices(spark, ds)
@@ -70,8 +76,9 @@ def test_remainder_group_and_set_merge(spark, tmp_path, write_text):
 
 
 def _file_digests(folder):
-    return sorted(hashlib.sha256(p.read_bytes()).hexdigest()
-                  for p in pathlib.Path(folder).rglob("*.parquet"))
+    return sorted(
+        hashlib.sha256(p.read_bytes()).hexdigest() for p in pathlib.Path(folder).rglob("*.parquet")
+    )
 
 
 def test_same_seed_byte_identical(spark, delicious, random4, tmp_path):
@@ -127,14 +134,19 @@ def test_cluster_groups_match_twin_and_are_homogeneous(spark, delicious, tmp_pat
     assert np.array_equal(spark_groups, twin)
     sizes = np.bincount(spark_groups)
     assert len(sizes) == 64 and sizes.max() - sizes.min() <= 1  # balanced: 201 or 202
-    rnd = read_table(spark, aggregate(spark, delicious, str(tmp_path / "r"),
-                                      AggregateParams(group_size=202, seed=0)) and
-                     str(tmp_path / "r"), "Y1").collect()
+    rnd = read_table(
+        spark,
+        aggregate(spark, delicious, str(tmp_path / "r"), AggregateParams(group_size=202, seed=0))
+        and str(tmp_path / "r"),
+        "Y1",
+    ).collect()
     rnd_map = {r.sample_id: r.group_id for r in rnd}
     random_cos = mean_within_group_cosine(X, np.array([rnd_map[i] for i in ids]))
     cluster_cos = mean_within_group_cosine(X, spark_groups)
-    noisy = {r.sample_id: r.group_id for r in
-             cluster_groups(Xdf, manifest["n_features"], depth=6, seed=3, noise=0.2).collect()}
+    noisy = {
+        r.sample_id: r.group_id
+        for r in cluster_groups(Xdf, manifest["n_features"], depth=6, seed=3, noise=0.2).collect()
+    }
     noisy_cos = mean_within_group_cosine(X, np.array([noisy[i] for i in ids]))
     # measured on delicious: random 0.054, noise 0.2 -> 0.166, clean 0.284 (noise 0.05 -> 0.263)
     assert cluster_cos > 4 * random_cos
@@ -145,8 +157,24 @@ def test_cluster_aggregate_manifest(spark, delicious, tmp_path, capsys):
     from eagle_spark.cli import main
 
     out = tmp_path / "c"
-    assert main(["aggregate", "--input", delicious, "--output", str(out), "--grouping", "cluster",
-                 "--depth", "3", "--seed", "1"]) == 0
+    assert (
+        main(
+            [
+                "aggregate",
+                "--input",
+                delicious,
+                "--output",
+                str(out),
+                "--grouping",
+                "cluster",
+                "--depth",
+                "3",
+                "--seed",
+                "1",
+            ]
+        )
+        == 0
+    )
     summary = json.loads(capsys.readouterr().out)
     assert summary["n_groups"] == 8 and summary["group_size_max"] == 1615
     manifest = json.loads((out / "_manifest.json").read_text())

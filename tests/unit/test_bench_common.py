@@ -8,7 +8,6 @@ import sys
 import time
 
 import numpy as np
-
 import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "benchmarks"))
@@ -17,19 +16,36 @@ from _common import run_capped, stage_times, write_report  # noqa: E402
 
 
 def _events(stage_id, name, submitted, completed, tasks):
-    out = [{"Event": "SparkListenerTaskEnd", "Stage ID": stage_id,
-            "Task Info": {"Launch Time": launch, "Finish Time": finish}} for launch, finish in tasks]
-    out.append({"Event": "SparkListenerStageCompleted", "Stage Info": {
-        "Stage ID": stage_id, "Stage Name": name, "Number of Tasks": len(tasks),
-        "Submission Time": submitted, "Completion Time": completed}})
+    out = [
+        {
+            "Event": "SparkListenerTaskEnd",
+            "Stage ID": stage_id,
+            "Task Info": {"Launch Time": launch, "Finish Time": finish},
+        }
+        for launch, finish in tasks
+    ]
+    out.append(
+        {
+            "Event": "SparkListenerStageCompleted",
+            "Stage Info": {
+                "Stage ID": stage_id,
+                "Stage Name": name,
+                "Number of Tasks": len(tasks),
+                "Submission Time": submitted,
+                "Completion Time": completed,
+            },
+        }
+    )
     return out
 
 
 @pytest.mark.parametrize("rolling", [False, True])
 def test_stage_times_sums_tasks_and_drops_short_stages(tmp_path, rolling):
-    events = ([{"Event": "SparkListenerApplicationStart"}]
-              + _events(0, "collect at tree.py:400", 1_000, 11_000, [(1_000, 7_000), (1_500, 10_500)])
-              + _events(1, "count at x.py:1", 12_000, 12_400, [(12_000, 12_300)]))
+    events = (
+        [{"Event": "SparkListenerApplicationStart"}]
+        + _events(0, "collect at tree.py:400", 1_000, 11_000, [(1_000, 7_000), (1_500, 10_500)])
+        + _events(1, "count at x.py:1", 12_000, 12_400, [(12_000, 12_300)])
+    )
     lines = [json.dumps(e) + "\n" for e in events]
     if rolling:  # Spark 4's layout: a folder of numbered parts
         folder = tmp_path / "eventlog_v2_app-1"
@@ -39,8 +55,16 @@ def test_stage_times_sums_tasks_and_drops_short_stages(tmp_path, rolling):
     else:
         (tmp_path / "app-1").write_text("".join(lines))
     assert stage_times(tmp_path, "app-1") == [
-        {"stage": 0, "name": "collect at tree.py:400", "seconds": 10.0, "tasks": 2,
-         "task_s_sum": 15.0, "task_s_min": 6.0, "task_s_max": 9.0}]
+        {
+            "stage": 0,
+            "name": "collect at tree.py:400",
+            "seconds": 10.0,
+            "tasks": 2,
+            "task_s_sum": 15.0,
+            "task_s_min": 6.0,
+            "task_s_max": 9.0,
+        }
+    ]
     assert [r["stage"] for r in stage_times(tmp_path, "app-1", min_seconds=0)] == [0, 1]
 
 
@@ -53,16 +77,38 @@ def test_shuffle_bytes_are_summed_per_job_group(tmp_path):
     from _common import shuffle_bytes_by_job_group
 
     def done(sid, written):
-        acc = [{"Name": "internal.metrics.shuffle.write.bytesWritten", "Value": written}] if written else []
-        return {"Event": "SparkListenerStageCompleted", "Stage Info": {
-            "Stage ID": sid, "Stage Name": f"s{sid}", "Number of Tasks": 1, "Submission Time": 0,
-            "Completion Time": 1, "Accumulables": acc + [{"Name": "internal.metrics.resultSize", "Value": 7}]}}
+        acc = (
+            [{"Name": "internal.metrics.shuffle.write.bytesWritten", "Value": written}]
+            if written
+            else []
+        )
+        return {
+            "Event": "SparkListenerStageCompleted",
+            "Stage Info": {
+                "Stage ID": sid,
+                "Stage Name": f"s{sid}",
+                "Number of Tasks": 1,
+                "Submission Time": 0,
+                "Completion Time": 1,
+                "Accumulables": acc + [{"Name": "internal.metrics.resultSize", "Value": 7}],
+            },
+        }
 
     events = [
-        {"Event": "SparkListenerJobStart", "Stage IDs": [0, 1], "Properties": {"spark.jobGroup.id": "embed"}},
-        done(0, 1000), done(1, 0),
-        {"Event": "SparkListenerJobStart", "Stage IDs": [2, 3], "Properties": {"spark.jobGroup.id": "assign"}},
-        done(2, 250), done(3, 50),
+        {
+            "Event": "SparkListenerJobStart",
+            "Stage IDs": [0, 1],
+            "Properties": {"spark.jobGroup.id": "embed"},
+        },
+        done(0, 1000),
+        done(1, 0),
+        {
+            "Event": "SparkListenerJobStart",
+            "Stage IDs": [2, 3],
+            "Properties": {"spark.jobGroup.id": "assign"},
+        },
+        done(2, 250),
+        done(3, 50),
         {"Event": "SparkListenerJobStart", "Stage IDs": [1, 4], "Properties": {}},  # stage 1 reused
         done(4, 5),
     ]
@@ -75,7 +121,10 @@ def test_write_report_replaces_the_report_whole(tmp_path, monkeypatch, capsys):
     first = [{"model": "tree", "P@1": 64.69}]
     path = write_report("peers_x", first, {"complete": False}, table=False)
     assert capsys.readouterr().out == ""
-    assert json.loads(path.read_text())["rows"] == first and json.loads(path.read_text())["complete"] is False
+    assert (
+        json.loads(path.read_text())["rows"] == first
+        and json.loads(path.read_text())["complete"] is False
+    )
 
     def write_half(self, text, *a, **k):  # a run killed mid-write: half the bytes, then the error
         with open(self, "w") as fh:

@@ -17,11 +17,15 @@ def test_round_trip(spark):
     assert rows[1] == SparseVector(4, [], [])
     back = from_ml_vectors(vec.drop("feat_idx", "feat_val"))
     assert sorted((r.sample_id, r.feat_idx, r.feat_val) for r in back.collect()) == [
-        (0, [1, 3], [0.5, 2.0]), (1, [], [])]
+        (0, [1, 3], [0.5, 2.0]),
+        (1, [], []),
+    ]
 
 
 def test_dense_vectors_and_errors(spark):
-    schema = T.StructType([T.StructField("sample_id", T.LongType()), T.StructField("v", VectorUDT())])
+    schema = T.StructType(
+        [T.StructField("sample_id", T.LongType()), T.StructField("v", VectorUDT())]
+    )
     df = spark.createDataFrame([(0, DenseVector([0.0, 1.5, 0.0, 2.0]))], schema)
     row = from_ml_vectors(df, "v").first()
     assert (row.feat_idx, row.feat_val) == ([1, 3], [1.5, 2.0])

@@ -34,14 +34,25 @@ print(json.dumps({"v": a["v"].tolist(), "m": a["m"].tolist(), "mapped": isinstan
 
 def test_one_worker_builds_and_every_worker_maps(tmp_path):
     env = {**os.environ, "EAGLE_SPARK_STATE_DIR": str(tmp_path / "state"), "PYTHONPATH": str(ROOT)}
-    procs = [subprocess.Popen([sys.executable, "-c", WORKER, str(tmp_path)], env=env,
-                              stdout=subprocess.PIPE, text=True) for _ in range(4)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WORKER, str(tmp_path)],
+            env=env,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(4)
+    ]
     outs = [json.loads(p.communicate(timeout=120)[0]) for p in procs]
     assert all(p.returncode == 0 for p in procs)
     assert len((tmp_path / "builds.log").read_text().split()) == 1  # built once for four workers
     for out in outs:
-        assert out == {"v": [0, 3, 6, 9, 12], "m": [[1.0, 0.0], [0.0, 1.0]], "mapped": True,
-                       "writeable": False}
+        assert out == {
+            "v": [0, 3, 6, 9, 12],
+            "m": [[1.0, 0.0], [0.0, 1.0]],
+            "mapped": True,
+            "writeable": False,
+        }
 
 
 def test_sparse_matrices_are_views_of_the_mapped_arrays(tmp_path, monkeypatch):
@@ -120,13 +131,21 @@ def test_training_data_equals_a_direct_read(spark, delicious, tmp_path, monkeypa
     ids, X, Y = load_xy(delicious, 500, 983, False)
     x = pq.read_table(f"{delicious}/X").sort_by("sample_id").to_pydict()
     y = dict(zip(*pq.read_table(f"{delicious}/Y").to_pydict().values()))
-    rows = [(r, c, v) for r, (idx, val) in enumerate(zip(x["feat_idx"], x["feat_val"]))
-            for c, v in zip(idx, val)]
-    want = sp.csr_matrix(([v for _, _, v in rows], ([r for r, _, _ in rows], [c for _, c, _ in rows])),
-                         shape=(len(x["sample_id"]), 500), dtype=np.float32)
+    rows = [
+        (r, c, v)
+        for r, (idx, val) in enumerate(zip(x["feat_idx"], x["feat_val"]))
+        for c, v in zip(idx, val)
+    ]
+    want = sp.csr_matrix(
+        ([v for _, _, v in rows], ([r for r, _, _ in rows], [c for _, c, _ in rows])),
+        shape=(len(x["sample_id"]), 500),
+        dtype=np.float32,
+    )
     assert ids.tolist() == x["sample_id"] and (X != want).nnz == 0
-    assert all(sorted(Y.getrow(i).indices.tolist()) == sorted(y[s])
-               for i, s in enumerate(x["sample_id"][:200]))
+    assert all(
+        sorted(Y.getrow(i).indices.tolist()) == sorted(y[s])
+        for i, s in enumerate(x["sample_id"][:200])
+    )
     assert not X.data.flags.writeable and not Y.indices.flags.writeable  # mapped, read-only
 
 

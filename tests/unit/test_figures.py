@@ -14,7 +14,9 @@ REPORTS = ROOT / "benchmarks" / "reports"
 
 
 def _figures():
-    spec = importlib.util.spec_from_file_location("bench_figures", ROOT / "benchmarks" / "figures.py")
+    spec = importlib.util.spec_from_file_location(
+        "bench_figures", ROOT / "benchmarks" / "figures.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -27,7 +29,8 @@ def test_each_quoted_figure_equals_its_report(block):
     found = figures.pattern(block).search(doc.read_text())
     assert found is not None, f"{doc.name} has no figures:{block} block"
     assert found.group(1) == figures.body(block), (
-        f"{doc.name}'s figures differ from the reports: run `python benchmarks/figures.py --write`")
+        f"{doc.name}'s figures differ from the reports: run `python benchmarks/figures.py --write`"
+    )
 
 
 def test_a_changed_report_value_is_caught(monkeypatch):
@@ -47,15 +50,23 @@ def test_a_changed_report_value_is_caught(monkeypatch):
 
 
 def test_every_report_is_cited_and_none_is_a_dated_or_rerun_variant():
-    cited = "\n".join(p.read_text() for p in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")),
-                                              *sorted((ROOT / "tests").rglob("*.py"))])
+    cited = "\n".join(
+        p.read_text()
+        for p in [
+            ROOT / "README.md",
+            *sorted((ROOT / "docs").glob("*.md")),
+            *sorted((ROOT / "tests").rglob("*.py")),
+        ]
+    )
     names = sorted(p.stem for p in REPORTS.glob("*.json"))
     assert names, "no reports"
     uncited = [n for n in names if f"{n}.json" not in cited]
     assert not uncited, f"reports cited nowhere: {uncited}"
     variants = [n for n in names if re.search(r"_(before|rerun|run\d+)$|\d{4}-\d{2}-\d{2}", n)]
     assert not variants, f"one current report per configuration; variants: {variants}"
-    assert sorted(p.name for p in REPORTS.iterdir() if p.suffix != ".json") == [], "only JSON reports"
+    assert sorted(p.name for p in REPORTS.iterdir() if p.suffix != ".json") == [], (
+        "only JSON reports"
+    )
 
 
 def test_design_and_readme_carry_no_dates_or_issue_numbers():

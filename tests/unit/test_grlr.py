@@ -117,12 +117,25 @@ def test_spark_equals_twin(spark, small, tmp_path, T, split_rows):
     y2 = read_table(spark, agg, "Y2").collect()
     assert len(top) == sum(min(r["count"], len(groups[r.group_id])) for r in y2)  # top-count
     assert len(top) > len(expected)  # some counts are above 1
-    out = assign(spark, agg, str(tmp_path / "asg"), AssignParams(tasks=3, multiplicity=False, weighting="hard"), embeddings=str(tmp_path / "emb"))
+    out = assign(
+        spark,
+        agg,
+        str(tmp_path / "asg"),
+        AssignParams(tasks=3, multiplicity=False, weighting="hard"),
+        embeddings=str(tmp_path / "emb"),
+    )
     assert out["source"]["top_members"] == "from embed"
     rows = read_table(spark, str(tmp_path / "asg"), "assignments").collect()
     assert {(r.group_id, r.label_id): r.sample_id for r in rows} == expected
     # the recomputing path (stored embeddings + X) makes the same choices
-    again = eagle_assignments(spark, agg, str(tmp_path / "emb"), AssignParams(tasks=3, multiplicity=False, weighting="hard"), X.shape[1], True)
+    again = eagle_assignments(
+        spark,
+        agg,
+        str(tmp_path / "emb"),
+        AssignParams(tasks=3, multiplicity=False, weighting="hard"),
+        X.shape[1],
+        True,
+    )
     assert {(r.group_id, r.label_id): r.sample_id for r in again.collect()} == expected
     assert m["n_pairs"] == sum(len(v) for v in label_groups.values())
 
@@ -155,13 +168,27 @@ def _toy(spark, tmp_path, write_text, text, name):
     import pyarrow.parquet as pq
 
     n = int(text.split()[0])
-    pq.write_table(pa.table({"sample_id": list(range(n)), "group_id": [i // 2 for i in range(n)]}),
-                   tmp_path / f"{name}_y1.parquet")
-    pq.write_table(pa.table({"group_id": [j for j in range(n // 2) for _ in (0, 1)],
-                             "label_id": [k for _ in range(n // 2) for k in (0, 1)]}),
-                   tmp_path / f"{name}_y2.parquet")
-    aggregate(spark, ds, agg, AggregateParams(), y1_path=str(tmp_path / f"{name}_y1.parquet"),
-              y2_path=str(tmp_path / f"{name}_y2.parquet"))
+    pq.write_table(
+        pa.table({"sample_id": list(range(n)), "group_id": [i // 2 for i in range(n)]}),
+        tmp_path / f"{name}_y1.parquet",
+    )
+    pq.write_table(
+        pa.table(
+            {
+                "group_id": [j for j in range(n // 2) for _ in (0, 1)],
+                "label_id": [k for _ in range(n // 2) for k in (0, 1)],
+            }
+        ),
+        tmp_path / f"{name}_y2.parquet",
+    )
+    aggregate(
+        spark,
+        ds,
+        agg,
+        AggregateParams(),
+        y1_path=str(tmp_path / f"{name}_y1.parquet"),
+        y2_path=str(tmp_path / f"{name}_y2.parquet"),
+    )
     return agg
 
 
@@ -172,11 +199,21 @@ def test_paper_toy_example_degenerates_to_zero(spark, tmp_path, write_text):
     m = embed(spark, agg, str(tmp_path / "emb"), EmbedParams(iterations=5))
     rows = read_table(spark, str(tmp_path / "emb"), "label_emb").collect()
     assert sorted((r.label_id, r.emb_idx, r.emb_val, r.n_groups) for r in rows) == [
-        (0, [], [], 3), (1, [], [], 3)]
+        (0, [], [], 3),
+        (1, [], [], 3),
+    ]
     assert all(np.isfinite(it["mean_max_score"]) for it in m["iterations"])
-    assign(spark, agg, str(tmp_path / "asg"), AssignParams(weighting="hard"), embeddings=str(tmp_path / "emb"))
-    chosen = {(r.group_id, r.label_id): (r.sample_id, r.score)
-              for r in read_table(spark, str(tmp_path / "asg"), "assignments").collect()}
+    assign(
+        spark,
+        agg,
+        str(tmp_path / "asg"),
+        AssignParams(weighting="hard"),
+        embeddings=str(tmp_path / "emb"),
+    )
+    chosen = {
+        (r.group_id, r.label_id): (r.sample_id, r.score)
+        for r in read_table(spark, str(tmp_path / "asg"), "assignments").collect()
+    }
     assert chosen == {(j, k): (2 * j, 0.0) for j in range(3) for k in (0, 1)}  # smallest id
 
 
@@ -220,17 +257,52 @@ def test_delicious_precision_order(spark, delicious_r4, tmp_path, capsys):
     default top-c assignment and with Algorithm 2 as printed (--no-multiplicity)."""
     precision = {}
     for T in (20, 0):
-        assert main(["embed", "--input", delicious_r4, "--output", str(tmp_path / f"e{T}"),
-                     "--iterations", str(T)]) == 0
+        assert (
+            main(
+                [
+                    "embed",
+                    "--input",
+                    delicious_r4,
+                    "--output",
+                    str(tmp_path / f"e{T}"),
+                    "--iterations",
+                    str(T),
+                ]
+            )
+            == 0
+        )
         capsys.readouterr()
         for flag in ("--multiplicity", "--no-multiplicity"):
             name = f"{'eagle' if T else 'eagle0'}{flag[1:]}"
-            args = ["assign", "--input", delicious_r4, "--embeddings", str(tmp_path / f"e{T}"),
-                    "--output", str(tmp_path / name), "--weighting", "hard"]
-            assert main(args + ([flag] if flag == "--no-multiplicity" else [])) == 0  # top-c: default
+            args = [
+                "assign",
+                "--input",
+                delicious_r4,
+                "--embeddings",
+                str(tmp_path / f"e{T}"),
+                "--output",
+                str(tmp_path / name),
+                "--weighting",
+                "hard",
+            ]
+            assert (
+                main(args + ([flag] if flag == "--no-multiplicity" else [])) == 0
+            )  # top-c: default
             precision[name] = json.loads(capsys.readouterr().out)["precision"]
-    assert main(["assign", "--input", delicious_r4, "--method", "baseline", "--output",
-                 str(tmp_path / "base")]) == 0
+    assert (
+        main(
+            [
+                "assign",
+                "--input",
+                delicious_r4,
+                "--method",
+                "baseline",
+                "--output",
+                str(tmp_path / "base"),
+            ]
+        )
+        == 0
+    )
     summary = json.loads(capsys.readouterr().out)
     precision["baseline"] = summary["precision"]
     assert summary["recall"] == 1.0
@@ -250,17 +322,29 @@ def test_multiplicity_gives_top_c(spark, tmp_path, write_text):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    text = ("8 4 2\n0 0:1\n0 0:0.9 1:0.2\n1 0:0.5 1:0.7\n1 1:1 2:0.1\n"
-            "0 2:1 0:0.3\n1 2:0.8 3:0.4\n0 3:1\n1 0:0.2 3:0.9\n")
+    text = (
+        "8 4 2\n0 0:1\n0 0:0.9 1:0.2\n1 0:0.5 1:0.7\n1 1:1 2:0.1\n"
+        "0 2:1 0:0.3\n1 2:0.8 3:0.4\n0 3:1\n1 0:0.2 3:0.9\n"
+    )
     src = write_text("mult.txt", text)
     ds, agg = str(tmp_path / "mult_ds"), str(tmp_path / "mult_agg")
     ingest(spark, src, ds, IngestParams())
-    pq.write_table(pa.table({"sample_id": list(range(8)), "group_id": [0] * 4 + [1] * 4}),
-                   tmp_path / "y1.parquet")
-    pq.write_table(pa.table({"group_id": [0, 0, 1, 1], "label_id": [0, 1, 0, 1], "count": [2, 1, 3, 1]}),
-                   tmp_path / "y2.parquet")
-    aggregate(spark, ds, agg, AggregateParams(), y1_path=str(tmp_path / "y1.parquet"),
-              y2_path=str(tmp_path / "y2.parquet"))
+    pq.write_table(
+        pa.table({"sample_id": list(range(8)), "group_id": [0] * 4 + [1] * 4}),
+        tmp_path / "y1.parquet",
+    )
+    pq.write_table(
+        pa.table({"group_id": [0, 0, 1, 1], "label_id": [0, 1, 0, 1], "count": [2, 1, 3, 1]}),
+        tmp_path / "y2.parquet",
+    )
+    aggregate(
+        spark,
+        ds,
+        agg,
+        AggregateParams(),
+        y1_path=str(tmp_path / "y1.parquet"),
+        y2_path=str(tmp_path / "y2.parquet"),
+    )
     embed(spark, agg, str(tmp_path / "emb"), EmbedParams(iterations=2))
     ids, X, groups, label_groups = structure(spark, agg)
     emb, _ = twin(X, groups, label_groups, 2, 0.1)
@@ -274,14 +358,32 @@ def test_multiplicity_gives_top_c(spark, tmp_path, write_text):
     assert len(expected) == 7
     for reuse in (True, False):
         out = tmp_path / f"asg{reuse}"
-        assign(spark, agg, str(out), AssignParams(multiplicity=True, weighting="hard"), embeddings=str(tmp_path / "emb"))
+        assign(
+            spark,
+            agg,
+            str(out),
+            AssignParams(multiplicity=True, weighting="hard"),
+            embeddings=str(tmp_path / "emb"),
+        )
         if not reuse:
-            got = eagle_assignments(spark, agg, str(tmp_path / "emb"), AssignParams(multiplicity=True, weighting="hard"), 4, True)
+            got = eagle_assignments(
+                spark,
+                agg,
+                str(tmp_path / "emb"),
+                AssignParams(multiplicity=True, weighting="hard"),
+                4,
+                True,
+            )
         else:
             got = read_table(spark, str(out), "assignments")
         assert {(r.group_id, r.label_id, r.sample_id) for r in got.collect()} == expected
-    plain = assign(spark, agg, str(tmp_path / "plain"), AssignParams(multiplicity=False, weighting="hard"),
-                   embeddings=str(tmp_path / "emb"))
+    plain = assign(
+        spark,
+        agg,
+        str(tmp_path / "plain"),
+        AssignParams(multiplicity=False, weighting="hard"),
+        embeddings=str(tmp_path / "emb"),
+    )
     assert plain["n_assignments"] == 4  # without multiplicity: the argmax of each pair
 
 
@@ -293,27 +395,47 @@ def test_top_members_reused_only_for_the_same_dataset(spark, small, tmp_path):
     embed(spark, agg, str(tmp_path / "emb"), EmbedParams(iterations=1, tasks=2))
     copy = str(tmp_path / "copy")
     shutil.copytree(agg, copy)
-    a = assign(spark, agg, str(tmp_path / "a"), AssignParams(weighting="hard"), embeddings=str(tmp_path / "emb"))
-    b = assign(spark, copy, str(tmp_path / "b"), AssignParams(weighting="hard"), embeddings=str(tmp_path / "emb"))
+    a = assign(
+        spark,
+        agg,
+        str(tmp_path / "a"),
+        AssignParams(weighting="hard"),
+        embeddings=str(tmp_path / "emb"),
+    )
+    b = assign(
+        spark,
+        copy,
+        str(tmp_path / "b"),
+        AssignParams(weighting="hard"),
+        embeddings=str(tmp_path / "emb"),
+    )
     assert (a["source"]["top_members"], b["source"]["top_members"]) == ("from embed", "recomputed")
-    rows = [sorted(tuple(r) for r in read_table(spark, str(tmp_path / n), "assignments").collect())
-            for n in "ab"]
+    rows = [
+        sorted(tuple(r) for r in read_table(spark, str(tmp_path / n), "assignments").collect())
+        for n in "ab"
+    ]
     assert rows[0] == rows[1]
 
 
 def test_prune_below_shrinks_stored_embeddings_not_assignments(spark, small, tmp_path):
     agg, (ids, X, groups, label_groups) = small
     exact = embed(spark, agg, str(tmp_path / "exact"), EmbedParams(iterations=2, tasks=2))
-    pruned = embed(spark, agg, str(tmp_path / "pruned"), EmbedParams(iterations=2, tasks=2, prune_below=0.05))
+    pruned = embed(
+        spark, agg, str(tmp_path / "pruned"), EmbedParams(iterations=2, tasks=2, prune_below=0.05)
+    )
     assert pruned["parameters"]["prune_below"] == 0.05 and exact["parameters"]["prune_below"] == 0.0
     e_exact = emb_dict(spark, str(tmp_path / "exact"), X.shape[1])
     e_pruned = emb_dict(spark, str(tmp_path / "pruned"), X.shape[1])
     for k, e in e_exact.items():
         kept = np.abs(e) >= 0.05
         np.testing.assert_array_equal(e_pruned[k], np.where(kept, e, 0.0))
-    assert sum((e != 0).sum() for e in e_pruned.values()) < 0.8 * sum((e != 0).sum() for e in e_exact.values())
-    top = [sorted(tuple(r) for r in read_table(spark, str(tmp_path / n), "top_members").collect())
-           for n in ("exact", "pruned")]
+    assert sum((e != 0).sum() for e in e_pruned.values()) < 0.8 * sum(
+        (e != 0).sum() for e in e_exact.values()
+    )
+    top = [
+        sorted(tuple(r) for r in read_table(spark, str(tmp_path / n), "top_members").collect())
+        for n in ("exact", "pruned")
+    ]
     assert top[0] == top[1]
 
 
@@ -325,16 +447,32 @@ def test_bad_inputs(spark, small, tmp_path, capsys):
     assert "does not exist" in capsys.readouterr().err
     assert main(["embed", "--input", agg, "--output", str(tmp_path / "e"), "--lr", "0"]) == 2
     assert "embed.lr must be a finite number > 0" in capsys.readouterr().err
-    assert main(["assign", "--input", agg, "--embeddings", str(tmp_path / "nope"),
-                 "--output", str(tmp_path / "a")]) == 2
+    assert (
+        main(
+            [
+                "assign",
+                "--input",
+                agg,
+                "--embeddings",
+                str(tmp_path / "nope"),
+                "--output",
+                str(tmp_path / "a"),
+            ]
+        )
+        == 2
+    )
 
 
 def _table_rows(spark, folder, table):
-    return sorted(tuple(tuple(v) if isinstance(v, list) else v for v in r)
-                  for r in read_table(spark, folder, table).collect())
+    return sorted(
+        tuple(tuple(v) if isinstance(v, list) else v for v in r)
+        for r in read_table(spark, folder, table).collect()
+    )
 
 
-@pytest.mark.parametrize("split_rows", [0, pytest.param(12, marks=pytest.mark.slow)])  # 12: heavy labels, 40 s
+@pytest.mark.parametrize(
+    "split_rows", [0, pytest.param(12, marks=pytest.mark.slow)]
+)  # 12: heavy labels, 40 s
 def test_joined_path_equals_cached(spark, small, tmp_path, split_rows):
     """embed.x_access=joined (pairs joined with the groups' member rows, no executor cache) writes
     the same embeddings and top members as the cached path, value for value; with split_rows=12 the
@@ -342,13 +480,21 @@ def test_joined_path_equals_cached(spark, small, tmp_path, split_rows):
     agg, (ids, X, groups, label_groups) = small
     out = {}
     for mode in ("cached", "joined"):
-        out[mode] = embed(spark, agg, str(tmp_path / mode), EmbedParams(
-            iterations=3, tasks=3, batch_rows=150, split_rows=split_rows, x_access=mode))
+        out[mode] = embed(
+            spark,
+            agg,
+            str(tmp_path / mode),
+            EmbedParams(
+                iterations=3, tasks=3, batch_rows=150, split_rows=split_rows, x_access=mode
+            ),
+        )
         assert out[mode]["x_access"] == mode
     if split_rows:
         assert out["joined"]["n_heavy_labels"] > 5
     for table in ("label_emb", "top_members"):
-        assert _table_rows(spark, str(tmp_path / "cached"), table) == _table_rows(spark, str(tmp_path / "joined"), table)
+        assert _table_rows(spark, str(tmp_path / "cached"), table) == _table_rows(
+            spark, str(tmp_path / "joined"), table
+        )
     assert out["cached"]["iterations"] == out["joined"]["iterations"]
     # and the twin agrees with the joined path
     twin_emb, _ = twin(X, groups, label_groups, 3, 0.1)
@@ -362,7 +508,14 @@ def test_assign_recomputed_on_the_joined_path(spark, small, tmp_path):
     emb = str(tmp_path / "emb")
     rows = {}
     for mode in ("cached", "joined"):
-        df = eagle_assignments(spark, agg, emb, AssignParams(x_access=mode, multiplicity=True, weighting="hard"), X.shape[1], True)
+        df = eagle_assignments(
+            spark,
+            agg,
+            emb,
+            AssignParams(x_access=mode, multiplicity=True, weighting="hard"),
+            X.shape[1],
+            True,
+        )
         rows[mode] = sorted(tuple(r) for r in df.collect())
     assert rows["cached"] == rows["joined"]
     stored = sorted(tuple(r)[:4] for r in read_table(spark, emb, "top_members").collect())
@@ -378,9 +531,14 @@ def test_auto_picks_the_path_by_the_cache_budget(spark, small, tmp_path, caplog)
         tiny = embed(spark, agg, str(tmp_path / "b"), EmbedParams(iterations=0, cache_budget="1k"))
     assert (big["x_access"], tiny["x_access"]) == ("cached", "joined")
     # 600 rows of delicious: 12 bytes per nonzero + 16 per row + 16 per Y1 row, well under 1 MiB
-    assert "the executor cache of X and Y1 needs ~0 MiB, the budget (embed.cache_budget) is 4,096 MiB" in big["x_access_reason"]
+    assert (
+        "the executor cache of X and Y1 needs ~0 MiB, the budget (embed.cache_budget) is 4,096 MiB"
+        in big["x_access_reason"]
+    )
     assert "embed: joined path (embed.x_access=auto" in caplog.text
-    assert _table_rows(spark, str(tmp_path / "a"), "top_members") == _table_rows(spark, str(tmp_path / "b"), "top_members")
+    assert _table_rows(spark, str(tmp_path / "a"), "top_members") == _table_rows(
+        spark, str(tmp_path / "b"), "top_members"
+    )
 
 
 @pytest.mark.parametrize("n_labels", [1, 3])

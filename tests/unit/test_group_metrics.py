@@ -12,10 +12,15 @@ def frames(spark):
     30, never predicted) has 4."""
     preds = spark.createDataFrame(
         [(10, [1, 7], [0.9, 0.5]), (11, [7, 2], [0.8, 0.3]), (20, [4, 3], [0.6, 0.55])],
-        "sample_id long, label_ids array<int>, scores array<float>")
-    Y1 = spark.createDataFrame([(10, 0), (11, 0), (20, 1), (30, 2)], "sample_id long, group_id long")
-    Y2 = spark.createDataFrame([(0, 1, 1), (0, 2, 2), (0, 5, 1), (1, 3, 1), (2, 4, 1)],
-                               "group_id long, label_id int, count int")
+        "sample_id long, label_ids array<int>, scores array<float>",
+    )
+    Y1 = spark.createDataFrame(
+        [(10, 0), (11, 0), (20, 1), (30, 2)], "sample_id long, group_id long"
+    )
+    Y2 = spark.createDataFrame(
+        [(0, 1, 1), (0, 2, 2), (0, 5, 1), (1, 3, 1), (2, 4, 1)],
+        "group_id long, label_id int, count int",
+    )
     return preds, Y1, Y2
 
 
@@ -54,11 +59,21 @@ def test_multiset_precision_by_hand(spark):
     from eagle_spark.evaluation.group import multiset_precision
 
     preds = spark.createDataFrame(
-        [(1, [7, 8], [0.9, 0.1]), (2, [7, 5], [0.8, 0.2]), (3, [7, 8], [0.7, 0.3]), (4, [9, 6], [0.5, 0.4])],
-        "sample_id long, label_ids array<int>, scores array<float>")
+        [
+            (1, [7, 8], [0.9, 0.1]),
+            (2, [7, 5], [0.8, 0.2]),
+            (3, [7, 8], [0.7, 0.3]),
+            (4, [9, 6], [0.5, 0.4]),
+        ],
+        "sample_id long, label_ids array<int>, scores array<float>",
+    )
     Y1 = spark.createDataFrame([(1, 0), (2, 0), (3, 0), (4, 1)], "sample_id long, group_id long")
-    Y2 = spark.createDataFrame([(0, 7, 2), (0, 8, 1), (1, 9, 1)], "group_id long, label_id int, count int")
+    Y2 = spark.createDataFrame(
+        [(0, 7, 2), (0, 8, 1), (1, 9, 1)], "group_id long, label_id int, count int"
+    )
     np.testing.assert_allclose(multiset_precision(preds, Y1, Y2, 2), [3 / 4, 1 / 2])
     # a member without predictions stays in the denominator
-    Y1b = spark.createDataFrame([(1, 0), (2, 0), (3, 0), (4, 1), (5, 1)], "sample_id long, group_id long")
+    Y1b = spark.createDataFrame(
+        [(1, 0), (2, 0), (3, 0), (4, 1), (5, 1)], "sample_id long, group_id long"
+    )
     np.testing.assert_allclose(multiset_precision(preds, Y1b, Y2, 1), [3 / 5])

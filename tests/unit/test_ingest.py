@@ -30,13 +30,17 @@ def run_cli(capsys, *argv):
         ("delicious", "test", 3185, 500, 983, None, None),
     ],
 )
-def test_real_files(spark, tmp_path, name, split, n_samples, n_features, n_labels,
-                    labels_per_sample, no_label):
+def test_real_files(
+    spark, tmp_path, name, split, n_samples, n_features, n_labels, labels_per_sample, no_label
+):
     path = shared_file("xc", name, f"{split}.txt.gz")
     out = str(tmp_path / "ds")
     manifest = ingest(spark, str(path), out, IngestParams())
     assert (manifest["n_samples"], manifest["n_features"], manifest["n_labels"]) == (
-        n_samples, n_features, n_labels)
+        n_samples,
+        n_features,
+        n_labels,
+    )
     if labels_per_sample is not None:
         assert round(manifest["stats"]["labels_per_sample"], 3) == labels_per_sample
         assert manifest["stats"]["samples_without_labels"] == no_label
@@ -76,14 +80,19 @@ BAD_CASES = [
     ("4 5 3\n0 0:1\n1 1:NaN\n2 0:1\n0 1:1\n", 3, "NaN or infinite feature value in '1:NaN'"),
     ("4 5 3\n0 0:1\n1 1:inf\n2 0:1\n0 1:1\n", 3, "NaN or infinite feature value in '1:inf'"),
     ("4 5 3\n0 0:1\n1 1:1\n2 0:1\n", 1, "header says 4 samples but the file has 3 sample lines"),
-    ("4 5 3\n0 0:1\n1 1:1\n2 0:1\n0 1:1\n1 1:1\n", 1,
-     "header says 4 samples but the file has 5 sample lines"),
+    (
+        "4 5 3\n0 0:1\n1 1:1\n2 0:1\n0 1:1\n1 1:1\n",
+        1,
+        "header says 4 samples but the file has 5 sample lines",
+    ),
     ("4 five 3\n0 0:1\n", 1, "header must be three non-negative integers"),
 ]
 
 
 @pytest.mark.parametrize("text, line, message", BAD_CASES)
-def test_bad_input_fails_with_file_and_line(spark, tmp_path, write_text, capsys, text, line, message):
+def test_bad_input_fails_with_file_and_line(
+    spark, tmp_path, write_text, capsys, text, line, message
+):
     src = write_text("bad.txt", text)
     out = tmp_path / "ds"
     code, stdout, stderr = run_cli(capsys, "ingest", "--input", src, "--output", str(out))
@@ -103,8 +112,7 @@ def test_line_numbers_exact_across_splits(spark, tmp_path, write_text):
         assert spark.read.text(src).rdd.getNumPartitions() > 5
         with pytest.raises(ValueError, match=f"{src}:2224: duplicate feature id 3$"):
             ingest(spark, src, str(tmp_path / "ds"), IngestParams())
-        manifest = ingest(spark, src, str(tmp_path / "ok"),
-                          IngestParams(on_bad_line="skip"))
+        manifest = ingest(spark, src, str(tmp_path / "ok"), IngestParams(on_bad_line="skip"))
     finally:
         spark.conf.unset("spark.sql.files.maxPartitionBytes")
     assert manifest["n_samples"] == 2999
@@ -117,8 +125,9 @@ def test_line_numbers_exact_across_splits(spark, tmp_path, write_text):
 def test_skip_mode_rejected_table_and_counts(spark, tmp_path, write_text, capsys):
     src = write_text("bad.txt.gz", "4 5 3\n0 0:1\n1 x:1\n2 0:1 0:2\n0 1:1\n")
     out = tmp_path / "ds"
-    code, stdout, _ = run_cli(capsys, "ingest", "--input", src, "--output", str(out),
-                              "--on-bad-line", "skip")
+    code, stdout, _ = run_cli(
+        capsys, "ingest", "--input", src, "--output", str(out), "--on-bad-line", "skip"
+    )
     assert code == 0
     summary = json.loads(stdout)
     assert summary["rejected_lines"] == 2 and summary["n_samples"] == 2
@@ -167,12 +176,14 @@ def test_failure_midway_leaves_no_output(spark, tmp_path, write_text, capsys, mo
 
 
 def test_missing_input_and_folder_input(spark, tmp_path, capsys):
-    code, _, err = run_cli(capsys, "ingest", "--input", str(tmp_path / "nope.txt"),
-                           "--output", str(tmp_path / "ds"))
+    code, _, err = run_cli(
+        capsys, "ingest", "--input", str(tmp_path / "nope.txt"), "--output", str(tmp_path / "ds")
+    )
     assert code == 2 and f"input file {tmp_path / 'nope.txt'} does not exist" in err
     (tmp_path / "folder").mkdir()
-    code, _, err = run_cli(capsys, "ingest", "--input", str(tmp_path / "folder"), "--output",
-                           str(tmp_path / "ds"))
+    code, _, err = run_cli(
+        capsys, "ingest", "--input", str(tmp_path / "folder"), "--output", str(tmp_path / "ds")
+    )
     assert code == 2 and "is a folder" in err
 
 
@@ -184,13 +195,19 @@ def test_libsvm_one_based(spark, tmp_path, write_text):
     X = {r.sample_id: r.feat_idx for r in read_table(spark, out, "X").collect()}
     assert X == {0: [0, 3], 1: [1], 2: [2]}
     with pytest.raises(ValueError, match=r"data.svm:1: feature id 3 is not below n_features=3"):
-        ingest(spark, src, str(tmp_path / "x"),
-               IngestParams(format="libsvm", one_based=True, n_features=3))
+        ingest(
+            spark,
+            src,
+            str(tmp_path / "x"),
+            IngestParams(format="libsvm", one_based=True, n_features=3),
+        )
 
 
 def _tables(spark, ds):
-    X = sorted((r.sample_id, tuple(r.feat_idx), tuple(r.feat_val))
-               for r in read_table(spark, ds, "X").collect())
+    X = sorted(
+        (r.sample_id, tuple(r.feat_idx), tuple(r.feat_val))
+        for r in read_table(spark, ds, "X").collect()
+    )
     Y = sorted((r.sample_id, tuple(r.label_ids)) for r in read_table(spark, ds, "Y").collect())
     return X, Y
 

@@ -24,7 +24,10 @@ from tests.unit.test_tree import PARAMS, tree_model  # noqa: F401  (the cached p
 
 def _rows(spark, folder):
     """Every row of a Parquet folder, sorted, lists as tuples."""
-    return sorted(tuple(tuple(v) if isinstance(v, list) else v for v in r) for r in spark.read.parquet(folder).collect())
+    return sorted(
+        tuple(tuple(v) if isinstance(v, list) else v for v in r)
+        for r in spark.read.parquet(folder).collect()
+    )
 
 
 def _same_model(spark, a, b, tables):
@@ -40,7 +43,12 @@ def test_tree_joined_equals_cached(spark, tiny, tree_model, tmp_path):  # noqa: 
     got = train_tree(spark, tiny["train"], joined, dataclasses.replace(PARAMS, x_access="joined"))
     assert (meta["x_access"], got["x_access"]) == ("cached", "joined")
     assert got["n_clusters"] == meta["n_clusters"] and got["depth"] == meta["depth"]
-    _same_model(spark, path, joined, [f"{t}_{i}" for t in ("tree", "weights") for i in range(PARAMS.n_trees)])
+    _same_model(
+        spark,
+        path,
+        joined,
+        [f"{t}_{i}" for t in ("tree", "weights") for i in range(PARAMS.n_trees)],
+    )
     assert not (tmp_path / "joined" / "_pifa").exists()  # the scratch PIFA is not left in the model
 
 
@@ -51,8 +59,12 @@ def test_ova_joined_equals_cached(spark, tiny, tmp_path, fraction):  # noqa: F81
     out = {}
     for mode in ("cached", "joined"):
         out[mode] = str(tmp_path / mode)
-        meta = train_ova(spark, tiny["train"], out[mode], OVAParams(tasks=3, negative_fraction=fraction,
-                                                                    x_access=mode))
+        meta = train_ova(
+            spark,
+            tiny["train"],
+            out[mode],
+            OVAParams(tasks=3, negative_fraction=fraction, x_access=mode),
+        )
         assert meta["x_access"] == mode
     _same_model(spark, out["cached"], out["joined"], ["weights"])
 
@@ -65,7 +77,12 @@ def test_ova_block_needs_hand_checked(spark, tiny):  # noqa: F811
     rows_of_bin = _rows_of_block(params, 983, 40)
     lo, hi = ProportionalBlocks(983, 40).labels(7)
     Yr = sp.csr_matrix(Y)
-    positives = {i for i in range(len(ids)) for k in Yr.indices[Yr.indptr[i]:Yr.indptr[i + 1]] if lo <= k < hi}
+    positives = {
+        i
+        for i in range(len(ids))
+        for k in Yr.indices[Yr.indptr[i] : Yr.indptr[i + 1]]
+        if lo <= k < hi
+    }
     drawn = set()
     for k in range(lo, hi):
         draw = np.random.default_rng([4, k]).random(len(ids))
@@ -75,18 +92,29 @@ def test_ova_block_needs_hand_checked(spark, tiny):  # noqa: F811
     assert set(rows_of_bin(7, ids, Y).tolist()) == want
     assert 0 < len(positives) < len(want) < len(ids) or empty
     no_positive = next(k for k in range(983) if Y[:, k].nnz == 0)
-    block = next(b for b in range(40) if ProportionalBlocks(983, 40).labels(b)[0] <= no_positive
-                 < ProportionalBlocks(983, 40).labels(b)[1])
+    block = next(
+        b
+        for b in range(40)
+        if ProportionalBlocks(983, 40).labels(b)[0]
+        <= no_positive
+        < ProportionalBlocks(983, 40).labels(b)[1]
+    )
     assert len(rows_of_bin(block, ids, Y)) == len(ids)
 
 
 def test_auto_picks_joined_beyond_the_budget(spark, tiny, tmp_path, caplog):  # noqa: F811
     with caplog.at_level(logging.INFO, logger="eagle_spark.classifiers.joined"):
-        big = train_ova(spark, tiny["train"], str(tmp_path / "a"), OVAParams(tasks=2, cache_budget="4g"))
-        small = train_ova(spark, tiny["train"], str(tmp_path / "b"), OVAParams(tasks=2, cache_budget="1k"))
+        big = train_ova(
+            spark, tiny["train"], str(tmp_path / "a"), OVAParams(tasks=2, cache_budget="4g")
+        )
+        small = train_ova(
+            spark, tiny["train"], str(tmp_path / "b"), OVAParams(tasks=2, cache_budget="1k")
+        )
     assert (big["x_access"], small["x_access"]) == ("cached", "joined")
-    assert "ova: joined training rows (ova.x_access=auto: the executor cache of X needs ~0 MiB, " \
-           "the budget (ova.cache_budget) is 0 MiB)" in caplog.text
+    assert (
+        "ova: joined training rows (ova.x_access=auto: the executor cache of X needs ~0 MiB, "
+        "the budget (ova.cache_budget) is 0 MiB)" in caplog.text
+    )
     _same_model(spark, str(tmp_path / "a"), str(tmp_path / "b"), ["weights"])
 
 

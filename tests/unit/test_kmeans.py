@@ -31,7 +31,9 @@ def twin_2means(R: np.ndarray, seed, max_iter: int) -> np.ndarray:
 
 def random_rows(m: int, d: int, seed: int) -> sp.csr_matrix:
     X = sp.random(m, d, density=0.15, random_state=seed, format="csr", dtype=np.float64)
-    X = X + sp.csr_matrix((np.ones(m), (np.arange(m), np.arange(m) % d)), shape=(m, d))  # no empty row
+    X = X + sp.csr_matrix(
+        (np.ones(m), (np.arange(m), np.arange(m) % d)), shape=(m, d)
+    )  # no empty row
     norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
     return sp.csr_matrix(sp.diags(1 / norms) @ X)
 
@@ -46,7 +48,9 @@ def test_balanced_2means_matches_the_dense_twin(monkeypatch, m, seed):
         want = twin_2means(R.toarray(), [seed, s], 20)
         got = balanced_2means(R, seed=[seed, s], max_iter=20)
         np.testing.assert_array_equal(got, want)
-        np.testing.assert_array_equal(balanced_2means(R.toarray(), seed=[seed, s], max_iter=20), want)
+        np.testing.assert_array_equal(
+            balanced_2means(R.toarray(), seed=[seed, s], max_iter=20), want
+        )
         assert got.sum() == m // 2
     if m >= 57:  # rows changed sides after the first round: the incremental sums were used
         assert moved_calls
@@ -58,4 +62,8 @@ def test_balanced_2means_hand_worked_split():
     R = R / np.linalg.norm(R, axis=1, keepdims=True)
     for seed in range(6):
         right = balanced_2means(sp.csr_matrix(R), seed=seed, max_iter=20)
-        assert right[:3].all() != right[3:].all() and len(set(right[:3])) == 1 and len(set(right[3:])) == 1
+        assert (
+            right[:3].all() != right[3:].all()
+            and len(set(right[:3])) == 1
+            and len(set(right[3:])) == 1
+        )

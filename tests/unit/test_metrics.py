@@ -6,10 +6,15 @@ import numpy as np
 import pytest
 
 from eagle_spark import schemas as S
-from eagle_spark.evaluation.metrics import (evaluate_frames, inv_propensity, label_counts,
-                                            metrics_from_lists, table)
+from eagle_spark.evaluation.metrics import (
+    evaluate_frames,
+    inv_propensity,
+    label_counts,
+    metrics_from_lists,
+    table,
+)
 
-TRUE = [[1, 2], [0], []]           # the third sample has no label: counts, contributes 0
+TRUE = [[1, 2], [0], []]  # the third sample has no label: counts, contributes 0
 PRED = [[2, 0, 1], [1, 2, 0], [0, 1, 2]]
 INV_PS = np.array([2.0, 3.0, 4.0])
 
@@ -18,8 +23,7 @@ EXPECTED = {
     # s0 hits at ranks 1 and 3, s1 at rank 3
     "P": [1 / 3, (1 / 2) / 3, (2 / 3 + 1 / 3) / 3],
     # nDCG@2: s0 1 / (1 + 1/log2 3); nDCG@3: s0 1.5 / (1 + 1/log2 3), s1 0.5 / 1
-    "nDCG": [1 / 3, (1 / (1 + 1 / math.log2(3))) / 3,
-             (1.5 / (1 + 1 / math.log2(3)) + 0.5) / 3],
+    "nDCG": [1 / 3, (1 / (1 + 1 / math.log2(3))) / 3, (1.5 / (1 + 1 / math.log2(3)) + 0.5) / 3],
     # PSP@1 = 4 / (4 + 2); @2 = (4/2) / (7/2 + 2/2); @3 = (7/3 + 2/3) / (7/3 + 2/3)
     "PSP": [4 / 6, 2 / 4.5, 1.0],
 }
@@ -33,7 +37,9 @@ def test_hand_worked_example():
 
 def test_spark_equals_lists(spark):
     Y = spark.createDataFrame([(i, t) for i, t in enumerate(TRUE)], S.Y_SCHEMA)
-    P = spark.createDataFrame([(i, p) for i, p in enumerate(PRED[:2])], "sample_id long, label_ids array<int>")
+    P = spark.createDataFrame(
+        [(i, p) for i, p in enumerate(PRED[:2])], "sample_id long, label_ids array<int>"
+    )
     got = evaluate_frames(Y, P, 3, INV_PS)  # sample 2 has no prediction: an empty ranking
     expected = metrics_from_lists(TRUE, [PRED[0], PRED[1], []], 3, INV_PS)
     assert got["n_samples"] == 3
@@ -51,14 +57,21 @@ def test_napkinxc_definitions():
     inv_ps = inv_propensity(counts, len(true))
     from scipy.sparse import csr_matrix
 
-    Ytrue = csr_matrix((np.ones(sum(map(len, true))), [l for t in true for l in t],
-                        np.r_[0, np.cumsum([len(t) for t in true])]), shape=(200, 30))
+    Ytrue = csr_matrix(
+        (
+            np.ones(sum(map(len, true))),
+            [l for t in true for l in t],
+            np.r_[0, np.cumsum([len(t) for t in true])],
+        ),
+        shape=(200, 30),
+    )
     np.testing.assert_allclose(inv_ps, napkin.Jain_et_al_inverse_propensity(Ytrue), rtol=1e-12)
     ours = metrics_from_lists(true, pred, 5, inv_ps)
     np.testing.assert_allclose(ours["P"], napkin.precision_at_k(true, pred, k=5), rtol=1e-12)
     np.testing.assert_allclose(ours["nDCG"], napkin.ndcg_at_k(true, pred, k=5), rtol=1e-12)
-    np.testing.assert_allclose(ours["PSP"], napkin.psprecision_at_k(true, pred, inv_ps, k=5),
-                               rtol=1e-12)
+    np.testing.assert_allclose(
+        ours["PSP"], napkin.psprecision_at_k(true, pred, inv_ps, k=5), rtol=1e-12
+    )
 
 
 def test_bad_arguments(spark):

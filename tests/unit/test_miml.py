@@ -31,11 +31,16 @@ def test_read_idx_plain_gzip_and_bad_files(tmp_path):
     assert read_idx(str(tmp_path / "i.idx")).tolist() == [[[0, 1], [2, 3]], [[4, 5], [6, 7]]]
     assert read_idx(str(tmp_path / "l.idx.gz")).tolist() == [7, 0, 9]
     (tmp_path / "bad.idx").write_bytes(_idx([2], b"\x00\x01", 0x0D03))
-    with pytest.raises(BadInputError, match=r"bad.idx: magic number 0x00000d03 is not an IDX uint8"):
+    with pytest.raises(
+        BadInputError, match=r"bad.idx: magic number 0x00000d03 is not an IDX uint8"
+    ):
         read_idx(str(tmp_path / "bad.idx"))
     (tmp_path / "short.idx").write_bytes(_idx([2, 2, 2], body[:5], 0x803))
-    with pytest.raises(BadInputError, match=r"short.idx: header says 2 x 2 x 2 = 8 values \(24 bytes with the 16-byte "
-                                               r"header\), the file has 21 bytes \(5 values\)"):
+    with pytest.raises(
+        BadInputError,
+        match=r"short.idx: header says 2 x 2 x 2 = 8 values \(24 bytes with the 16-byte "
+        r"header\), the file has 21 bytes \(5 values\)",
+    ):
         read_idx(str(tmp_path / "short.idx"))
     with pytest.raises(BadInputError, match="no such IDX file"):
         read_idx(str(tmp_path / "none.idx"))
@@ -82,13 +87,17 @@ def test_mask_hand_worked_and_tau_zero_is_deep_miml():
     h = np.maximum(x.numpy()[0] @ p["base.0.weight"].T + p["base.0.bias"], 0)
     v1 = np.maximum(h @ p["base.2.weight"].T + p["base.2.bias"], 0).reshape(2, 2, 2)  # (g, K, L)
     v2 = v1.max(axis=1)
-    np.testing.assert_allclose(net(x)[0].detach().numpy(), (v2 * [[1.5, 0.5], [0.5, 1.5]]).max(axis=0), rtol=1e-5)
+    np.testing.assert_allclose(
+        net(x)[0].detach().numpy(), (v2 * [[1.5, 0.5], [0.5, 1.5]]).max(axis=0), rtol=1e-5
+    )
     plain = DeepMIML(2, 2, hidden=3, concepts=2, label_emb=emb, tau=0.0)
     plain.load_state_dict(net.state_dict())
     assert plain.mask(x) is None
     np.testing.assert_allclose(plain(x)[0].detach().numpy(), v2.max(axis=0), rtol=1e-5)
     single = x[:, :1, :]  # a bag of one: M = 1, the mask steers training only
-    np.testing.assert_allclose(net(single).detach().numpy(), plain(single).detach().numpy(), rtol=1e-6)
+    np.testing.assert_allclose(
+        net(single).detach().numpy(), plain(single).detach().numpy(), rtol=1e-6
+    )
     with pytest.raises(ValueError, match=r"label_emb must be \(2, 2\)"):
         DeepMIML(2, 2, label_emb=np.eye(3, dtype=np.float32), tau=1.0)
 
@@ -134,22 +143,34 @@ def test_bags_by_aggregate_and_multiset_embeddings_equal_a_count_weighted_twin(s
     """The aggregate job's bags hold every image once with the counts of their digits; GRLR's e0
     (T = 0) on the multiset dataset equals Proj(sum over bags of count_k x the bag's normalised
     images), computed here directly; with g large every set-based e0 would be one vector."""
-    from eagle_spark.miml.bags import label_embeddings, multiset_dataset, spark_bags, write_images_dataset
+    from eagle_spark.miml.bags import (
+        label_embeddings,
+        multiset_dataset,
+        spark_bags,
+        write_images_dataset,
+    )
 
     train, _ = load_mnist(mnist_sample())
     x, y = centre(train.x[:120])[0], train.y[:120]
     images = write_images_dataset(x, y, str(tmp_path / "images"))
     bags = spark_bags(spark, images, str(tmp_path / "bags"), 12, seed=0)
-    assert bags.members.shape == (10, 12) and sorted(bags.members.ravel().tolist()) == list(range(120))
+    assert bags.members.shape == (10, 12) and sorted(bags.members.ravel().tolist()) == list(
+        range(120)
+    )
     for members, counts in zip(bags.members, bags.counts, strict=True):
         assert counts.tolist() == np.bincount(y[members], minlength=10).tolist()
     multiset = multiset_dataset(images, bags, str(tmp_path / "multiset"))
     y2 = pq.read_table(f"{multiset}/Y2")
-    assert y2.num_rows == 120 and set(y2.column("count").to_pylist()) == {1}  # one group per image's digit
+    assert y2.num_rows == 120 and set(y2.column("count").to_pylist()) == {
+        1
+    }  # one group per image's digit
     emb = label_embeddings(spark, multiset, str(tmp_path / "emb"), 0, 0.1)
     xn = x / np.linalg.norm(x, axis=1, keepdims=True)
     for k in range(10):
-        s = sum(int(bags.counts[j, k]) * xn[bags.members[j]].sum(axis=0).astype(np.float64) for j in range(10))
+        s = sum(
+            int(bags.counts[j, k]) * xn[bags.members[j]].sum(axis=0).astype(np.float64)
+            for j in range(10)
+        )
         want = s / np.linalg.norm(s)
         np.testing.assert_allclose(emb[k], want, atol=2e-6)
     assert json.loads((tmp_path / "multiset" / "_manifest.json").read_text())["n_groups"] == 120
@@ -193,8 +214,14 @@ def test_torch_distributor_two_processes_equal_one_process_with_the_doubled_batc
     bags = make_bags(train.y[:1024], 4, seed=0)  # 256 bags: 8 steps of 32
     emb = np.eye(10, 784, dtype=np.float32)
     one, hist1 = train_bags(x, bags, NetConfig(epochs=2, batch_size=32, hidden=32, concepts=2), emb)
-    two, hist2 = train_distributed(x, bags, NetConfig(epochs=2, batch_size=16, hidden=32, concepts=2), emb,
-                                   None, num_processes=2)
+    two, hist2 = train_distributed(
+        x,
+        bags,
+        NetConfig(epochs=2, batch_size=16, hidden=32, concepts=2),
+        emb,
+        None,
+        num_processes=2,
+    )
     assert sorted(one) == sorted(two)
     for name in one:
         np.testing.assert_allclose(two[name], one[name], rtol=1e-4, atol=1e-6)
@@ -208,13 +235,33 @@ def test_cli_writes_results_and_figures(spark, tmp_path, capsys):
     from eagle_spark.cli import main
 
     out = tmp_path / "miml"
-    assert main(["miml", "--output", str(out), "--group-size", "4", "--seeds", "2", "--epochs", "2",
-                 "--train-images", "800", "--test-images", "200"]) == 0
+    assert (
+        main(
+            [
+                "miml",
+                "--output",
+                str(out),
+                "--group-size",
+                "4",
+                "--seeds",
+                "2",
+                "--epochs",
+                "2",
+                "--train-images",
+                "800",
+                "--test-images",
+                "200",
+            ]
+        )
+        == 0
+    )
     result = json.loads((out / "results.json").read_text())
     assert set(result["methods"]) == {"deep-miml", "eagle0", "eagle"}
     assert result["n_bags"] == 200 and result["methods"]["eagle"]["paper"] == 94.82
     assert all(len(r["accuracy"]) == 2 for r in result["methods"].values())
-    assert (out / "curves.png").stat().st_size > 10_000 and (out / "embeddings.png").stat().st_size > 10_000
+    assert (out / "curves.png").stat().st_size > 10_000 and (
+        out / "embeddings.png"
+    ).stat().st_size > 10_000
     assert not [p for p in out.iterdir() if p.name.startswith("_work")]  # the work folder is gone
     assert main(["miml", "--output", str(tmp_path / "x"), "--images", str(tmp_path / "none")]) == 2
     assert "no train-images.idx3-ubyte (or train-images.idx3-ubyte.gz)" in capsys.readouterr().err

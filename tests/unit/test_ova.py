@@ -38,8 +38,10 @@ def model(spark, tiny, tmp_path_factory):
 
 
 def weights(spark, path):
-    return {r.label_id: (list(r.w_idx), list(r.w_val), r.bias)
-            for r in spark.read.parquet(f"{path}/data/weights").collect()}
+    return {
+        r.label_id: (list(r.w_idx), list(r.w_val), r.bias)
+        for r in spark.read.parquet(f"{path}/data/weights").collect()
+    }
 
 
 def test_weights_are_written_without_dictionary_pages(model):
@@ -62,8 +64,14 @@ def test_spark_equals_twin(spark, tiny, model):
         if not y.any():
             assert got[label] == ([], [], -1.0)
             continue
-        svc = LinearSVC(C=meta["params"]["C"], loss="squared_hinge", dual=True, tol=meta["params"]["tol"],
-                        max_iter=100, random_state=meta["params"]["seed"]).fit(Xn.astype(np.float64), y)
+        svc = LinearSVC(
+            C=meta["params"]["C"],
+            loss="squared_hinge",
+            dual=True,
+            tol=meta["params"]["tol"],
+            max_iter=100,
+            random_state=meta["params"]["seed"],
+        ).fit(Xn.astype(np.float64), y)
         w = svc.coef_.ravel()
         keep = np.flatnonzero(np.abs(w) >= meta["params"]["threshold"])
         assert got[label][0] == keep.tolist()
@@ -91,8 +99,9 @@ def test_top_k_order():
 
 
 def _digests(folder):
-    return sorted(hashlib.sha256(p.read_bytes()).hexdigest()
-                  for p in pathlib.Path(folder).rglob("*.parquet"))
+    return sorted(
+        hashlib.sha256(p.read_bytes()).hexdigest() for p in pathlib.Path(folder).rglob("*.parquet")
+    )
 
 
 def test_save_load_predict_and_determinism(spark, tiny, model, tmp_path, capsys):
@@ -100,18 +109,46 @@ def test_save_load_predict_and_determinism(spark, tiny, model, tmp_path, capsys)
     moved = tmp_path / "elsewhere"
     shutil.copytree(path, moved)
     for p in (path, str(moved)):
-        assert main(["predict", "--model", p, "--input", tiny["test"], "--output",
-                     str(tmp_path / f"pred_{pathlib.Path(p).name}")]) == 0
+        assert (
+            main(
+                [
+                    "predict",
+                    "--model",
+                    p,
+                    "--input",
+                    tiny["test"],
+                    "--output",
+                    str(tmp_path / f"pred_{pathlib.Path(p).name}"),
+                ]
+            )
+            == 0
+        )
     capsys.readouterr()
     a = sorted(map(tuple, spark.read.parquet(str(tmp_path / "pred_ova" / "predictions")).collect()))
-    b = sorted(map(tuple, spark.read.parquet(str(tmp_path / "pred_elsewhere" / "predictions")).collect()))
+    b = sorted(
+        map(tuple, spark.read.parquet(str(tmp_path / "pred_elsewhere" / "predictions")).collect())
+    )
     assert a == b and len(a) == 300
     sampled = OVAParams(tasks=3, negative_fraction=0.5, seed=3)
     train_ova(spark, tiny["train"], str(tmp_path / "s1"), sampled)
     train_ova(spark, tiny["train"], str(tmp_path / "s2"), sampled)
     assert _digests(tmp_path / "s1") == _digests(tmp_path / "s2")
-    assert main(["evaluate", "--predictions", str(tmp_path / "pred_ova"), "--input", tiny["test"],
-                 "--propensity-from", tiny["train"], "--output", str(tmp_path / "metrics")]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                "--predictions",
+                str(tmp_path / "pred_ova"),
+                "--input",
+                tiny["test"],
+                "--propensity-from",
+                tiny["train"],
+                "--output",
+                str(tmp_path / "metrics"),
+            ]
+        )
+        == 0
+    )
     summary = json.loads(capsys.readouterr().out)
     assert len(summary["P"]) == 5 and 0.3 < summary["P"][0] <= 1.0
     assert (tmp_path / "metrics" / "metrics.md").read_text().startswith("| metric |")
@@ -119,25 +156,90 @@ def test_save_load_predict_and_determinism(spark, tiny, model, tmp_path, capsys)
 
 def test_bad_inputs(spark, tiny, model, tmp_path, capsys, write_text):
     path, _ = model
-    assert main(["predict", "--model", str(tmp_path / "nope"), "--input", tiny["test"],
-                 "--output", str(tmp_path / "p")]) == 2
+    assert (
+        main(
+            [
+                "predict",
+                "--model",
+                str(tmp_path / "nope"),
+                "--input",
+                tiny["test"],
+                "--output",
+                str(tmp_path / "p"),
+            ]
+        )
+        == 2
+    )
     assert "does not exist" in capsys.readouterr().err
     old = tmp_path / "old"
     shutil.copytree(path, old)
     meta = json.loads((old / "metadata.json").read_text())
     (old / "metadata.json").write_text(json.dumps(meta | {"format_version": 99}))
-    assert main(["predict", "--model", str(old), "--input", tiny["test"], "--output", str(tmp_path / "p")]) == 2
+    assert (
+        main(
+            [
+                "predict",
+                "--model",
+                str(old),
+                "--input",
+                tiny["test"],
+                "--output",
+                str(tmp_path / "p"),
+            ]
+        )
+        == 2
+    )
     assert "format_version 99" in capsys.readouterr().err
     (old / "metadata.json").write_text(json.dumps(meta | {"class": "RandomForest"}))
-    assert main(["predict", "--model", str(old), "--input", tiny["test"], "--output", str(tmp_path / "p")]) == 2
-    assert "is a 'RandomForest'; predict takes an OVAModel or a TreeModel" in capsys.readouterr().err
+    assert (
+        main(
+            [
+                "predict",
+                "--model",
+                str(old),
+                "--input",
+                tiny["test"],
+                "--output",
+                str(tmp_path / "p"),
+            ]
+        )
+        == 2
+    )
+    assert (
+        "is a 'RandomForest'; predict takes an OVAModel or a TreeModel" in capsys.readouterr().err
+    )
     (old / "metadata.json").write_text("{not json")
-    assert main(["predict", "--model", str(old), "--input", tiny["test"], "--output", str(tmp_path / "p")]) == 2
+    assert (
+        main(
+            [
+                "predict",
+                "--model",
+                str(old),
+                "--input",
+                tiny["test"],
+                "--output",
+                str(tmp_path / "p"),
+            ]
+        )
+        == 2
+    )
     assert "is not valid JSON" in capsys.readouterr().err
     wide = write_text("wide.txt", "1 900 983\n1 800:1\n")
     ingest(spark, wide, str(tmp_path / "wide"), IngestParams())
-    assert main(["predict", "--model", path, "--input", str(tmp_path / "wide"), "--output",
-                 str(tmp_path / "p")]) == 2
+    assert (
+        main(
+            [
+                "predict",
+                "--model",
+                path,
+                "--input",
+                str(tmp_path / "wide"),
+                "--output",
+                str(tmp_path / "p"),
+            ]
+        )
+        == 2
+    )
     assert "900 features, beyond the model's n_features=500" in capsys.readouterr().err
     empty = write_text("empty.txt", "0 500 983\n")
     ingest(spark, empty, str(tmp_path / "empty"), IngestParams())
@@ -193,9 +295,14 @@ def _changed_signature(X, y, is_sparse, solver):
     raise AssertionError("never reached: called with the old argument list")
 
 
-@pytest.mark.parametrize("wrap, why", [(_wrong_wrap, "other weights"),
-                                       (_changed_signature, "raised TypeError"),
-                                       (None, "has no sklearn.svm._liblinear.train_wrap")])
+@pytest.mark.parametrize(
+    "wrap, why",
+    [
+        (_wrong_wrap, "other weights"),
+        (_changed_signature, "raised TypeError"),
+        (None, "has no sklearn.svm._liblinear.train_wrap"),
+    ],
+)
 def test_direct_solver_fence_falls_back_loudly(wrap, why, monkeypatch, caplog):
     """A private liblinear wrapper that gives other weights, takes other arguments or is gone is
     refused once per process with a RuntimeWarning and a log line naming the reason, and every
@@ -246,14 +353,18 @@ def test_unassigned_ignore_equals_twin(spark, tiny, tmp_path):
     checked = 0
     for label in range(983):
         y = Y[:, label].toarray().ravel() > 0
-        unknown = [i for i, sid in enumerate(ids)
-                   if not y[i] and label in group_labels.get(group_of.get(sid), set())]
+        unknown = [
+            i
+            for i, sid in enumerate(ids)
+            if not y[i] and label in group_labels.get(group_of.get(sid), set())
+        ]
         if not unknown or not y.any():
             continue
         keep = np.ones(len(ids), dtype=bool)
         keep[unknown] = False
-        w_idx, w_val, bias = train_binary(Xn[keep].astype(np.float64), y[keep], "squared_hinge", 0.5, 0.1,
-                                          tol=0.2, seed=0)
+        w_idx, w_val, bias = train_binary(
+            Xn[keep].astype(np.float64), y[keep], "squared_hinge", 0.5, 0.1, tol=0.2, seed=0
+        )
         g_idx, g_val, g_bias = got[label]
         assert list(g_idx) == list(w_idx)
         assert np.allclose(g_val, w_val, atol=1e-6) and g_bias == pytest.approx(bias, abs=1e-6)

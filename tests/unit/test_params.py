@@ -23,8 +23,14 @@ def test_defaults_and_yaml_round_trip(tmp_path):
 
 
 def test_overrides_typed():
-    s = Settings.load(overrides=["spark.master=local[2]", "spark.shuffle_partitions=3",
-                                 "ingest.one_based=true", "spark.extra.spark.foo=bar"])
+    s = Settings.load(
+        overrides=[
+            "spark.master=local[2]",
+            "spark.shuffle_partitions=3",
+            "ingest.one_based=true",
+            "spark.extra.spark.foo=bar",
+        ]
+    )
     assert s.spark.master == "local[2]" and s.spark.shuffle_partitions == 3
     assert s.ingest.one_based is True and s.spark.extra == {"spark.foo": "bar"}
 
@@ -43,9 +49,14 @@ def test_overrides_typed():
         ("novalue", "must look like section.key=value"),
         ("tree.max_iter=0", "tree.max_iter must be an integer >= 1, got 0"),
         ("ova.max_iter=2.5", "'ova.max_iter' must be an integer"),
-        ("tree.matcher_C=0", "tree.matcher_C must be a finite number > 0 (or null for tree.C), got 0"),
-        ("tree.matcher_max_iter=0", "tree.matcher_max_iter must be an integer >= 1 (or null for "
-                                    "tree.max_iter), got 0"),
+        (
+            "tree.matcher_C=0",
+            "tree.matcher_C must be a finite number > 0 (or null for tree.C), got 0",
+        ),
+        (
+            "tree.matcher_max_iter=0",
+            "tree.matcher_max_iter must be an integer >= 1 (or null for tree.max_iter), got 0",
+        ),
         ("tree.matcher_C_scale=depth", "tree.matcher_C_scale must be samples or none, got 'depth'"),
     ],
 )
@@ -106,17 +117,37 @@ def test_docstring_defaults_match_code(cls):
         expected = _documented(default.group(1))
         if isinstance(value, tuple):
             value = list(value) if len(value) != 1 else value[0]
-        assert value == expected and type(value) is type(expected) or (
-            isinstance(value, float) and value == expected), \
-            f"{cls.__name__}.{f.name}: documented {default.group(1)!r}, code {value!r}"
+        assert (
+            value == expected
+            and type(value) is type(expected)
+            or (isinstance(value, float) and value == expected)
+        ), f"{cls.__name__}.{f.name}: documented {default.group(1)!r}, code {value!r}"
 
 
 def test_docstring_default_parser_reads_what_the_docs_write():
-    found = [_documented(_DEFAULT.search(t).group(1)) for t in (
-        "Default 0.1.", "Default 1,000,000 (docs/design.md).", "Default ``local[*]``.",
-        "Default 0.2, twice liblinear's", "Default None: the fewest", "Default null.", "Default true.",
-        "Default [baseline,hard,soft-0.3].")]
-    assert found == [0.1, 1_000_000, "local[*]", 0.2, None, None, True, ["baseline", "hard", "soft-0.3"]]
+    found = [
+        _documented(_DEFAULT.search(t).group(1))
+        for t in (
+            "Default 0.1.",
+            "Default 1,000,000 (docs/design.md).",
+            "Default ``local[*]``.",
+            "Default 0.2, twice liblinear's",
+            "Default None: the fewest",
+            "Default null.",
+            "Default true.",
+            "Default [baseline,hard,soft-0.3].",
+        )
+    ]
+    assert found == [
+        0.1,
+        1_000_000,
+        "local[*]",
+        0.2,
+        None,
+        None,
+        True,
+        ["baseline", "hard", "soft-0.3"],
+    ]
 
 
 def test_conf_files_load():
@@ -136,15 +167,27 @@ def test_spark_conf_loopback_and_python():
     assert "spark.driver.host" not in spark_conf(SparkParams(loopback=False))
 
 
-@pytest.mark.parametrize("text, mib", [("512m", 512), ("2g", 2048), ("2G", 2048), ("3gb", 3072),
-                                       ("2048k", 2), ("1t", 1024 * 1024), ("700", 700)])
+@pytest.mark.parametrize(
+    "text, mib",
+    [
+        ("512m", 512),
+        ("2g", 2048),
+        ("2G", 2048),
+        ("3gb", 3072),
+        ("2048k", 2),
+        ("1t", 1024 * 1024),
+        ("700", 700),
+    ],
+)
 def test_memory_mib_reads_spark_sizes(text, mib):
     assert memory_mib(text, "k") == mib
 
 
 @pytest.mark.parametrize("text", ["", "1.5g", "-2g", "0g", "2x", "g"])
 def test_memory_mib_rejects_what_spark_cannot_read(text):
-    with pytest.raises(SettingsError, match=re.escape("setting 'spark.python_worker_memory' must be a size")):
+    with pytest.raises(
+        SettingsError, match=re.escape("setting 'spark.python_worker_memory' must be a size")
+    ):
         SparkParams(python_worker_memory=text)
 
 
@@ -178,15 +221,22 @@ def test_worker_at_the_minimum_cap_holds_its_data_only_with_the_system_pool(pool
     if pool_env:
         prefix = "spark.executorEnv."
         conf = spark_conf(SparkParams(python_worker_memory=f"{MIN_PYTHON_WORKER_MIB}m"))
-        env.update({k[len(prefix):]: v for k, v in conf.items() if k.startswith(prefix)})
+        env.update({k[len(prefix) :]: v for k, v in conf.items() if k.startswith(prefix)})
     data_mib = MIN_PYTHON_WORKER_MIB - 768
-    done = subprocess.run([sys.executable, "-c", _WORKER, str(MIN_PYTHON_WORKER_MIB), str(data_mib)],
-                          env={**env, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", _WORKER, str(MIN_PYTHON_WORKER_MIB), str(data_mib)],
+        env={**env, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     if pool_env:
         assert done.returncode == 0, done.stderr[-2000:]
         assert done.stdout.split() == ["held", str(data_mib)]
     else:
-        assert done.returncode != 0 and "MemoryError" in done.stderr, done.stdout + done.stderr[-2000:]
+        assert done.returncode != 0 and "MemoryError" in done.stderr, (
+            done.stdout + done.stderr[-2000:]
+        )
 
 
 def test_train_max_leaf_work_is_a_positive_setting_or_none():
@@ -207,7 +257,9 @@ def test_train_max_split_shared_is_a_share_or_none():
     assert Settings.load(None, ["tree.max_split_shared=0.1"]).tree.max_split_shared == 0.1
     assert Settings.load(None, ["tree.max_split_shared=0"]).tree.max_split_shared == 0
     for bad in (-0.1, 1.5, float("nan")):
-        with pytest.raises(SettingsError, match="tree.max_split_shared must be a number in \\[0, 1\\]"):
+        with pytest.raises(
+            SettingsError, match="tree.max_split_shared must be a number in \\[0, 1\\]"
+        ):
             TreeParams(max_split_shared=bad)
 
 

@@ -24,7 +24,10 @@ def _slow_job(spark, tasks: int) -> int:
     def slow(rows):
         time.sleep(0.6)
         yield sum(1 for _ in rows)
-    return sum(spark.sparkContext.parallelize(range(tasks * 10), tasks).mapPartitions(slow).collect())
+
+    return sum(
+        spark.sparkContext.parallelize(range(tasks * 10), tasks).mapPartitions(slow).collect()
+    )
 
 
 def test_stage_tasks_are_reported_at_info(spark, caplog):
@@ -34,7 +37,9 @@ def test_stage_tasks_are_reported_at_info(spark, caplog):
             assert _slow_job(spark, 4) == 40
         step("level %d of %d", 2, 5)
     lines = progress.lines
-    assert any(line.startswith("unit-test: stage ") and " started: " in line for line in lines), lines
+    assert any(line.startswith("unit-test: stage ") and " started: " in line for line in lines), (
+        lines
+    )
     assert any(line.endswith("] 4/4 tasks") and " ended: " in line for line in lines), lines
     assert "unit-test: level 2 of 5" in caplog.text
     assert spark.sparkContext.getLocalProperty("spark.job.description") is None  # restored

@@ -42,8 +42,12 @@ def _line(labels, feats, shuffle_seed=None) -> str:
 
 
 def _parsed(batch, row):
-    return (batch.column(2)[row].as_py(), batch.column(0)[row].as_py(), batch.column(1)[row].as_py(),
-            batch.column(3)[row].as_py())
+    return (
+        batch.column(2)[row].as_py(),
+        batch.column(0)[row].as_py(),
+        batch.column(1)[row].as_py(),
+        batch.column(3)[row].as_py(),
+    )
 
 
 @settings(max_examples=300, deadline=None)
@@ -73,17 +77,24 @@ def test_any_line_is_accepted_consistently_or_rejected_with_a_reason(lines):
         assert all(0 <= i < N_FEATURES for i in idx) and idx == sorted(set(idx))
         assert all(0 <= lab < N_LABELS for lab in labels) and labels == sorted(set(labels))
         assert all(np.isfinite(val))
-        again = parse_lines(pa.array([_line(labels, dict(zip(idx, val)))]), Limits(N_FEATURES, N_LABELS))
+        again = parse_lines(
+            pa.array([_line(labels, dict(zip(idx, val)))]), Limits(N_FEATURES, N_LABELS)
+        )
         assert _parsed(again, 0) == (labels, idx, val, None), lines[k]
 
 
 # ------------------------------------------------------------------------------ through Spark
 
+
 @settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck))
-@given(rows=st.lists(samples(), min_size=2, max_size=30), bad_at=st.integers(0, 29),
-       bad=st.sampled_from(["0 1:", "x 1:1", "0 99:1", "", "0 1:1 1:1", "0,0 2:1"]))
-def test_files_round_trip_through_export_and_bad_lines_are_named(spark, tmp_path_factory, rows,
-                                                                 bad_at, bad):
+@given(
+    rows=st.lists(samples(), min_size=2, max_size=30),
+    bad_at=st.integers(0, 29),
+    bad=st.sampled_from(["0 1:", "x 1:1", "0 99:1", "", "0 1:1 1:1", "0,0 2:1"]),
+)
+def test_files_round_trip_through_export_and_bad_lines_are_named(
+    spark, tmp_path_factory, rows, bad_at, bad
+):
     from eagle_spark.cli import main
 
     root = tmp_path_factory.mktemp("prop")
@@ -93,6 +104,7 @@ def test_files_round_trip_through_export_and_bad_lines_are_named(spark, tmp_path
     assert main(["export", "--input", str(root / "ds"), "--output", str(root / "out.txt")]) == 0
     assert main(["ingest", "--input", str(root / "out.txt"), "--output", str(root / "ds2")]) == 0
     import pyarrow.parquet as pq
+
     for table in ("X", "Y"):
         a = pq.read_table(root / "ds" / table).sort_by("sample_id").to_pylist()
         b = pq.read_table(root / "ds2" / table).sort_by("sample_id").to_pylist()
@@ -100,7 +112,9 @@ def test_files_round_trip_through_export_and_bad_lines_are_named(spark, tmp_path
     at = min(bad_at, len(rows))
     lines = [_line(*r) for r in rows]
     lines.insert(at, bad)
-    (root / "bad.txt").write_text(f"{len(lines)} {N_FEATURES} {N_LABELS}\n" + "\n".join(lines) + "\n")
+    (root / "bad.txt").write_text(
+        f"{len(lines)} {N_FEATURES} {N_LABELS}\n" + "\n".join(lines) + "\n"
+    )
     assert main(["ingest", "--input", str(root / "bad.txt"), "--output", str(root / "ds3")]) == 2
     assert not (root / "ds3").exists()
 
@@ -119,6 +133,7 @@ def test_bad_line_message_names_its_line(spark, tmp_path, capsys):
 
 # ------------------------------------------------------------------------------ user tables
 
+
 def _twin(y1, y2, n_x, n_labels):
     """The 8 rules of aggregation/supplied.py read independently: kept Y1, kept Y2, counts."""
     counts = {}
@@ -129,7 +144,11 @@ def _twin(y1, y2, n_x, n_labels):
             counts[name] = len(rows) - len(keep)
         return keep
 
-    y1 = drop(y1, lambda r: r[0] is None or r[1] is None or r[0] < 0 or r[1] < 0, "Y1: missing or negative id")
+    y1 = drop(
+        y1,
+        lambda r: r[0] is None or r[1] is None or r[0] < 0 or r[1] < 0,
+        "Y1: missing or negative id",
+    )
     seen, out = set(), []
     for r in y1:
         out.append((r, r in seen))
@@ -138,7 +157,9 @@ def _twin(y1, y2, n_x, n_labels):
     if len(out) > len(y1):
         counts["Y1: duplicate row"] = len(out) - len(y1)
     y1 = drop(y1, lambda r: r[0] >= n_x, "Y1: sample_id not in X")
-    y2 = drop(y2, lambda r: r[0] < 0 or r[1] < 0 or r[2] < 1, "Y2: missing or negative id, or count < 1")
+    y2 = drop(
+        y2, lambda r: r[0] < 0 or r[1] < 0 or r[2] < 1, "Y2: missing or negative id, or count < 1"
+    )
     y2 = drop(y2, lambda r: r[1] >= n_labels, "Y2: label_id out of range")
     best = {}
     for g, lab, c in y2:
@@ -155,9 +176,14 @@ def _twin(y1, y2, n_x, n_labels):
 
 @pytest.mark.slow  # 6 generated pairs of tables through Spark: ~20 s
 @settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
-@given(y1=st.lists(st.tuples(st.integers(-1, 9), st.integers(-1, 4)), min_size=1, max_size=12),
-       y2=st.lists(st.tuples(st.integers(-1, 5), st.integers(-1, 5), st.integers(0, 3)), min_size=1,
-                   max_size=12))
+@given(
+    y1=st.lists(st.tuples(st.integers(-1, 9), st.integers(-1, 4)), min_size=1, max_size=12),
+    y2=st.lists(
+        st.tuples(st.integers(-1, 5), st.integers(-1, 5), st.integers(0, 3)),
+        min_size=1,
+        max_size=12,
+    ),
+)
 def test_user_table_checks_agree_with_their_rules(spark, y1, y2):
     from eagle_spark.aggregation.supplied import validate_supplied
     from eagle_spark.errors import BadInputError

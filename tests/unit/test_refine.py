@@ -16,10 +16,10 @@ INTS = pa.list_(pa.field("element", pa.int32(), nullable=False))
 FLOATS = pa.list_(pa.field("element", pa.float32(), nullable=False))
 
 # Three kinds of member rows over 3 features (unit length, as normalised):
-A = [1.0, 0.0, 0.0]                                   # truly label 0
-B_EASY = [0.0, 2 / math.sqrt(5), 1 / math.sqrt(5)]    # truly label 1
+A = [1.0, 0.0, 0.0]  # truly label 0
+B_EASY = [0.0, 2 / math.sqrt(5), 1 / math.sqrt(5)]  # truly label 1
 B_HARD = [0.0, 1 / math.sqrt(10), 3 / math.sqrt(10)]  # truly label 1; so are the decoys
-EMB = {0: [1.0, 0.0, 1.2], 1: [0.0, 1.0, 0.0]}        # e_0 leans on feature 2: wrong on B_HARD
+EMB = {0: [1.0, 0.0, 1.2], 1: [0.0, 1.0, 0.0]}  # e_0 leans on feature 2: wrong on B_HARD
 N_EASY, N_HARD, N_DECOY = 20, 4, 20
 
 
@@ -40,15 +40,32 @@ def _planted() -> tuple[dict[str, pa.Table], dict[int, list[int]]]:
     idx = [[i for i, v in enumerate(r) if v] for r in rows]
     val = [[v for v in r if v] for r in rows]
     tables = {
-        "X": pa.table({"sample_id": pa.array(ids, pa.int64()), "feat_idx": pa.array(idx, INTS),
-                       "feat_val": pa.array(val, FLOATS)}),
-        "Y": pa.table({"sample_id": pa.array(ids, pa.int64()),
-                       "label_ids": pa.array([truth[i] for i in ids], INTS)}),
-        "Y1": pa.table({"sample_id": pa.array([s for s, _ in y1], pa.int64()),
-                        "group_id": pa.array([g for _, g in y1], pa.int64())}),
-        "Y2": pa.table({"group_id": pa.array([g for g, _ in y2], pa.int64()),
-                        "label_id": pa.array([k for _, k in y2], pa.int32()),
-                        "count": pa.array([1] * len(y2), pa.int32())}),
+        "X": pa.table(
+            {
+                "sample_id": pa.array(ids, pa.int64()),
+                "feat_idx": pa.array(idx, INTS),
+                "feat_val": pa.array(val, FLOATS),
+            }
+        ),
+        "Y": pa.table(
+            {
+                "sample_id": pa.array(ids, pa.int64()),
+                "label_ids": pa.array([truth[i] for i in ids], INTS),
+            }
+        ),
+        "Y1": pa.table(
+            {
+                "sample_id": pa.array([s for s, _ in y1], pa.int64()),
+                "group_id": pa.array([g for _, g in y1], pa.int64()),
+            }
+        ),
+        "Y2": pa.table(
+            {
+                "group_id": pa.array([g for g, _ in y2], pa.int64()),
+                "label_id": pa.array([k for _, k in y2], pa.int32()),
+                "count": pa.array([1] * len(y2), pa.int32()),
+            }
+        ),
     }
     return tables, truth
 
@@ -64,15 +81,36 @@ def _write(folder: pathlib.Path, tables: dict[str, pa.Table], manifest: dict) ->
 def _folders(tmp_path: pathlib.Path) -> tuple[str, str, dict[int, list[int]]]:
     """(the planted aggregated dataset, embeddings holding EMB, the true labels)."""
     tables, truth = _planted()
-    dataset = _write(tmp_path / "agg", tables, {"kind": "aggregate", "n_samples": len(truth),
-                                                "n_features": 3, "n_labels": 2,
-                                                "n_groups": N_EASY + N_HARD + N_DECOY})
-    emb = _write(tmp_path / "emb", {"label_emb": pa.table({
-        "label_id": pa.array([0, 1], pa.int32()),
-        "emb_idx": pa.array([[0, 2], [1]], INTS), "emb_val": pa.array([[1.0, 1.2], [1.0]], FLOATS),
-        "n_groups": pa.array([N_EASY + N_HARD, N_EASY + N_HARD + N_DECOY], pa.int32())})},
-        {"kind": "embed", "n_labels": 2, "n_features": 3,
-         "parameters": {"normalize": True, "iterations": 1, "prune_below": 0.0}})
+    dataset = _write(
+        tmp_path / "agg",
+        tables,
+        {
+            "kind": "aggregate",
+            "n_samples": len(truth),
+            "n_features": 3,
+            "n_labels": 2,
+            "n_groups": N_EASY + N_HARD + N_DECOY,
+        },
+    )
+    emb = _write(
+        tmp_path / "emb",
+        {
+            "label_emb": pa.table(
+                {
+                    "label_id": pa.array([0, 1], pa.int32()),
+                    "emb_idx": pa.array([[0, 2], [1]], INTS),
+                    "emb_val": pa.array([[1.0, 1.2], [1.0]], FLOATS),
+                    "n_groups": pa.array([N_EASY + N_HARD, N_EASY + N_HARD + N_DECOY], pa.int32()),
+                }
+            )
+        },
+        {
+            "kind": "embed",
+            "n_labels": 2,
+            "n_features": 3,
+            "parameters": {"normalize": True, "iterations": 1, "prune_below": 0.0},
+        },
+    )
     return dataset, emb, truth
 
 
@@ -80,8 +118,9 @@ def _hand_worked_round_0(truth: dict[int, list[int]]) -> float:
     """Algorithm 2 with EMB by hand (numpy): the precision of its (sample, label) pairs."""
     tables, _ = _planted()
     X = np.zeros((len(truth), 3))
-    for sid, (idx, val) in enumerate(zip(tables["X"]["feat_idx"].to_pylist(),
-                                         tables["X"]["feat_val"].to_pylist())):
+    for sid, (idx, val) in enumerate(
+        zip(tables["X"]["feat_idx"].to_pylist(), tables["X"]["feat_val"].to_pylist())
+    ):
         X[sid, idx] = val
     right = total = 0
     for g, k in zip(tables["Y2"]["group_id"].to_pylist(), tables["Y2"]["label_id"].to_pylist()):
@@ -103,13 +142,23 @@ def test_second_round_corrects_what_the_embedding_got_wrong(spark, tmp_path):
     round_0 = _hand_worked_round_0(truth)
     assert round_0 == pytest.approx(64 / 68)  # the 4 hard groups' label 0 goes to B_HARD
 
-    plain = assign(spark, dataset, str(tmp_path / "r0"), AssignParams(weighting="hard", tasks=2),
-                   embeddings=emb)
+    plain = assign(
+        spark,
+        dataset,
+        str(tmp_path / "r0"),
+        AssignParams(weighting="hard", tasks=2),
+        embeddings=emb,
+    )
     assert plain["quality"]["precision"] == pytest.approx(round_0)
     assert "refinement" not in plain or plain["refinement"] is None
 
-    manifest = assign(spark, dataset, str(tmp_path / "r1"),
-                      AssignParams(weighting="hard", refine_rounds=1, tasks=2), embeddings=emb)
+    manifest = assign(
+        spark,
+        dataset,
+        str(tmp_path / "r1"),
+        AssignParams(weighting="hard", refine_rounds=1, tasks=2),
+        embeddings=emb,
+    )
     rounds = manifest["refinement"]
     assert [r["round"] for r in rounds] == [0, 1]
     assert [r["scorer"] for r in rounds] == ["embedding", "classifier"]
@@ -137,9 +186,17 @@ def test_refine_rounds_setting_is_checked():
 
     with pytest.raises(SettingsError, match="refine_rounds"):
         AssignParams(refine_rounds=-1)
-    assert candidate_changes("hard+r2") == {"method": "eagle", "weighting": "hard", "refine_rounds": 2}
-    assert candidate_changes("soft-0.3+r1") == {"method": "eagle", "weighting": "soft",
-                                                "temperature": 0.3, "refine_rounds": 1}
+    assert candidate_changes("hard+r2") == {
+        "method": "eagle",
+        "weighting": "hard",
+        "refine_rounds": 2,
+    }
+    assert candidate_changes("soft-0.3+r1") == {
+        "method": "eagle",
+        "weighting": "soft",
+        "temperature": 0.3,
+        "refine_rounds": 1,
+    }
     with pytest.raises(SettingsError):
         candidate_changes("baseline+r1")
 
@@ -151,9 +208,13 @@ def test_soft_refinement_records_the_weights_change(spark, tmp_path):
     from eagle_spark.params import AssignParams
 
     dataset, emb, _ = _folders(tmp_path)
-    manifest = assign(spark, dataset, str(tmp_path / "soft"),
-                      AssignParams(weighting="soft", temperature=0.3, refine_rounds=1, tasks=2),
-                      embeddings=emb)
+    manifest = assign(
+        spark,
+        dataset,
+        str(tmp_path / "soft"),
+        AssignParams(weighting="soft", temperature=0.3, refine_rounds=1, tasks=2),
+        embeddings=emb,
+    )
     first, second = manifest["refinement"]
     assert second["weight_change"] > 0
     # the weighted precision rises: the hard groups' label 0 moves its weight from B_HARD to A
@@ -174,18 +235,36 @@ def test_first_round_from_an_earlier_output(spark, tmp_path):
     assign(spark, dataset, str(tmp_path / "r0"), hard, embeddings=emb)
     refined = AssignParams(weighting="hard", refine_rounds=1, tasks=2)
     again = assign(spark, dataset, str(tmp_path / "again"), refined, embeddings=emb)
-    reused = assign(spark, dataset, str(tmp_path / "reused"), refined, embeddings=emb, first_round=str(tmp_path / "r0"))
+    reused = assign(
+        spark,
+        dataset,
+        str(tmp_path / "reused"),
+        refined,
+        embeddings=emb,
+        first_round=str(tmp_path / "r0"),
+    )
 
     def pairs(name):
-        return sorted((r.group_id, r.label_id, r.sample_id)
-                      for r in read_table(spark, str(tmp_path / name), "assignments").collect())
+        return sorted(
+            (r.group_id, r.label_id, r.sample_id)
+            for r in read_table(spark, str(tmp_path / name), "assignments").collect()
+        )
 
     assert pairs("reused") == pairs("again")
-    assert [r["precision"] for r in reused["refinement"]] == [r["precision"] for r in again["refinement"]]
+    assert [r["precision"] for r in reused["refinement"]] == [
+        r["precision"] for r in again["refinement"]
+    ]
     assert reused["quality"]["precision"] == pytest.approx(1.0)
     soft = AssignParams(weighting="soft", refine_rounds=1, tasks=2)
     with pytest.raises(BadInputError, match="cannot be the first round"):
-        assign(spark, dataset, str(tmp_path / "bad"), soft, embeddings=emb, first_round=str(tmp_path / "r0"))
+        assign(
+            spark,
+            dataset,
+            str(tmp_path / "bad"),
+            soft,
+            embeddings=emb,
+            first_round=str(tmp_path / "r0"),
+        )
     assert not (tmp_path / "bad").exists()
 
 
@@ -195,11 +274,15 @@ def test_refinement_draws_negatives_only_beyond_its_budget():
     from eagle_spark.assignment.refine import NEGATIVE_BUDGET, negative_fraction
 
     assert NEGATIVE_BUDGET == 50_000_000
-    assert negative_fraction(983, 12_920) == 1.0          # delicious: 1.3e7
-    assert negative_fraction(159, 4_880) == 1.0           # bibtex
-    assert negative_fraction(10_000, 5_000) == 1.0        # exactly the budget
-    assert negative_fraction(30_938, 14_146) == pytest.approx(5e7 / (30_938 * 14_146))  # Wiki10-31K: 0.114
-    assert negative_fraction(32_506, 177_835) == pytest.approx(0.00865, rel=1e-3)      # synth wiki325k 0.1
+    assert negative_fraction(983, 12_920) == 1.0  # delicious: 1.3e7
+    assert negative_fraction(159, 4_880) == 1.0  # bibtex
+    assert negative_fraction(10_000, 5_000) == 1.0  # exactly the budget
+    assert negative_fraction(30_938, 14_146) == pytest.approx(
+        5e7 / (30_938 * 14_146)
+    )  # Wiki10-31K: 0.114
+    assert negative_fraction(32_506, 177_835) == pytest.approx(
+        0.00865, rel=1e-3
+    )  # synth wiki325k 0.1
 
 
 def test_beyond_the_budget_the_scorer_draws_negatives_and_prunes(spark, tmp_path, monkeypatch):
@@ -222,6 +305,11 @@ def test_beyond_the_budget_the_scorer_draws_negatives_and_prunes(spark, tmp_path
     assert meta["params"]["negative_fraction"] == pytest.approx(40 / (2 * n))
     assert meta["within_groups"] == dataset
     assert scorer == str(tmp_path / "scorer" / "scorer")
-    manifest = assign(spark, dataset, str(tmp_path / "r1"),
-                      AssignParams(weighting="hard", refine_rounds=1, tasks=2), embeddings=emb)
+    manifest = assign(
+        spark,
+        dataset,
+        str(tmp_path / "r1"),
+        AssignParams(weighting="hard", refine_rounds=1, tasks=2),
+        embeddings=emb,
+    )
     assert [r["precision"] for r in manifest["refinement"]] == pytest.approx([64 / 68, 1.0])

@@ -18,21 +18,40 @@ def _array(kind):
 
 def test_table_types_are_the_documented_layout():
     want = {
-        "X": _struct(("sample_id", _LONG, False), ("feat_idx", _array(_INT), False),
-                     ("feat_val", _array(_FLOAT), False)),
+        "X": _struct(
+            ("sample_id", _LONG, False),
+            ("feat_idx", _array(_INT), False),
+            ("feat_val", _array(_FLOAT), False),
+        ),
         "Y": _struct(("sample_id", _LONG, False), ("label_ids", _array(_INT), False)),
         "Y1": _struct(("sample_id", _LONG, False), ("group_id", _LONG, False)),
-        "Y2": _struct(("group_id", _LONG, False), ("label_id", _INT, False), ("count", _INT, False)),
-        "label_emb": _struct(("label_id", _INT, False), ("emb_idx", _array(_INT), False),
-                             ("emb_val", _array(_FLOAT), False), ("n_groups", _INT, False)),
-        "assignments": _struct(("group_id", _LONG, False), ("label_id", _INT, False),
-                               ("sample_id", _LONG, False), ("score", _FLOAT, False)),
-        "top_members": _struct(("group_id", _LONG, False), ("label_id", _INT, False),
-                               ("sample_id", _LONG, False), ("score", _FLOAT, False),
-                               ("rank", _INT, False)),
+        "Y2": _struct(
+            ("group_id", _LONG, False), ("label_id", _INT, False), ("count", _INT, False)
+        ),
+        "label_emb": _struct(
+            ("label_id", _INT, False),
+            ("emb_idx", _array(_INT), False),
+            ("emb_val", _array(_FLOAT), False),
+            ("n_groups", _INT, False),
+        ),
+        "assignments": _struct(
+            ("group_id", _LONG, False),
+            ("label_id", _INT, False),
+            ("sample_id", _LONG, False),
+            ("score", _FLOAT, False),
+        ),
+        "top_members": _struct(
+            ("group_id", _LONG, False),
+            ("label_id", _INT, False),
+            ("sample_id", _LONG, False),
+            ("score", _FLOAT, False),
+            ("rank", _INT, False),
+        ),
     }
     assert S.TABLE_SCHEMAS == want
-    assert S.REJECTED_SCHEMA == _struct(("line", _LONG, False), ("text", _STR, True), ("reason", _STR, False))
+    assert S.REJECTED_SCHEMA == _struct(
+        ("line", _LONG, False), ("text", _STR, True), ("reason", _STR, False)
+    )
     assert S.OPTIONAL_COLUMNS == {
         "Y": [T.StructField("label_weights", _array(_FLOAT), False)],
         "assignments": [T.StructField("weight", _FLOAT, False)],
@@ -42,6 +61,7 @@ def test_table_types_are_the_documented_layout():
 def test_type_equality_ignores_nullability_only():
     loose = _struct(("sample_id", _LONG, True), ("label_ids", T.ArrayType(_INT, True), True))
     assert S.spark_type_equal(loose, S.Y_SCHEMA)
-    assert not S.spark_type_equal(_struct(("sample_id", _INT, False), ("label_ids", _array(_INT), False)),
-                                  S.Y_SCHEMA)
+    assert not S.spark_type_equal(
+        _struct(("sample_id", _INT, False), ("label_ids", _array(_INT), False)), S.Y_SCHEMA
+    )
     assert not S.spark_type_equal(_struct(("sample_id", _LONG, False)), S.Y_SCHEMA)

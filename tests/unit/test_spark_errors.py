@@ -40,12 +40,16 @@ def test_truncated_parquet_is_found_by_condition_and_named_with_its_java_cause(s
     path, reason = damaged_file(exc)
     assert path == parameters["path"] and path.endswith(part.name)
     assert reason == innermost_cause(exc)
-    assert reason.split(":")[0].startswith(("java.", "org.apache."))  # a Java class, then its message
+    assert reason.split(":")[0].startswith(
+        ("java.", "org.apache.")
+    )  # a Java class, then its message
 
 
 def test_message_text_alone_is_not_a_spark_condition():
     """A message that merely reads like Spark's is not taken for one (no getCondition behind it)."""
-    fake = RuntimeError("[FAILED_READ_FILE.NO_HINT] Encountered error while reading file /data/x.parquet.")
+    fake = RuntimeError(
+        "[FAILED_READ_FILE.NO_HINT] Encountered error while reading file /data/x.parquet."
+    )
     assert spark_condition(fake) is None
     assert innermost_cause(fake) is None
     assert damaged_file(fake) is None
@@ -60,8 +64,10 @@ def test_pyarrow_reads_are_still_named_by_pyarrows_message(tmp_path):
     with pytest.raises(Exception) as info:
         pq.read_table(str(bad))
     # the executor-side form: pyarrow's message inside a task's traceback text
-    wrapped = RuntimeError(f"Traceback ...\n{type(info.value).__name__}: Could not open Parquet input source "
-                           f"'{bad}': {info.value}")
+    wrapped = RuntimeError(
+        f"Traceback ...\n{type(info.value).__name__}: Could not open Parquet input source "
+        f"'{bad}': {info.value}"
+    )
     path, reason = damaged_file(wrapped)
     assert pathlib.Path(path) == bad
     assert "Parquet magic bytes not found" in reason

@@ -17,7 +17,9 @@ GOOD_Y2 = [(0, 1, 2), (0, 3, 1), (1, 0, 1), (2, 4, 1)]
 
 @pytest.fixture
 def base(spark, tmp_path, write_text):
-    src = write_text("six.txt", "6 4 5\n" + "\n".join(f"{i % 5} {i % 4}:1" for i in range(6)) + "\n")
+    src = write_text(
+        "six.txt", "6 4 5\n" + "\n".join(f"{i % 5} {i % 4}:1" for i in range(6)) + "\n"
+    )
     ds = str(tmp_path / "ds")
     ingest(spark, src, ds, IngestParams())
     return ds
@@ -34,7 +36,9 @@ def parquet(tmp_path, name, names, rows):
 
 
 def run(capsys, base, out, y1, y2, *extra):
-    code = main(["aggregate", "--input", base, "--output", str(out), "--y1", y1, "--y2", y2, *extra])
+    code = main(
+        ["aggregate", "--input", base, "--output", str(out), "--y1", y1, "--y2", y2, *extra]
+    )
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 
@@ -53,7 +57,8 @@ def test_good_tables_csv_and_parquet(spark, base, tmp_path, write_text, capsys):
         assert sorted(tuple(r) for r in read_table(spark, str(out), "Y1").collect()) == GOOD_Y1
         counts = [r[2] for r in GOOD_Y2] if kind == "csv" else [1] * 4
         assert sorted(tuple(r) for r in read_table(spark, str(out), "Y2").collect()) == [
-            (g, l, c) for (g, l, _), c in zip(GOOD_Y2, counts)]
+            (g, l, c) for (g, l, _), c in zip(GOOD_Y2, counts)
+        ]
         manifest = json.loads((out / "_manifest.json").read_text())
         assert manifest["parameters"]["grouping"] == "supplied" and manifest["rejected"] == {}
 
@@ -61,7 +66,11 @@ def test_good_tables_csv_and_parquet(spark, base, tmp_path, write_text, capsys):
 BAD = [
     ("y1", [(9, 0)], "Y1 table {y1}: sample_id 9 is not in X"),
     ("y1", [(0, 0)], "Y1 table {y1}: duplicate row (sample_id=0, group_id=0)"),
-    ("y1", [("abc", 0)], "{y1}:{l1}: sample_id 'abc' is not a non-negative whole number: line 'abc,0'"),
+    (
+        "y1",
+        [("abc", 0)],
+        "{y1}:{l1}: sample_id 'abc' is not a non-negative whole number: line 'abc,0'",
+    ),
     ("y1", [(-1, 0)], "{y1}:{l1}: sample_id '-1' is not a non-negative whole number: line '-1,0'"),
     ("y1", [(5, 3)], "Y1 table {y1}: group_id 3 has members but no labels in Y2"),
     ("y2", [(0, 7, 1)], "Y2 table {y2}: label_id 7 (group_id=0) is out of range [0, 5)"),
@@ -74,7 +83,9 @@ BAD = [
 @pytest.mark.parametrize("table, extra, message", BAD)
 def test_bad_rows_fail(spark, base, tmp_path, write_text, capsys, table, extra, message):
     y1 = csv(write_text, "y1.csv", "sample_id,group_id", GOOD_Y1 + (extra if table == "y1" else []))
-    y2 = csv(write_text, "y2.csv", "group_id,label_id,count", GOOD_Y2 + (extra if table == "y2" else []))
+    y2 = csv(
+        write_text, "y2.csv", "group_id,label_id,count", GOOD_Y2 + (extra if table == "y2" else [])
+    )
     out = tmp_path / "agg"
     code, stdout, err = run(capsys, base, out, y1, y2)
     assert code == 2 and stdout == ""
@@ -93,9 +104,15 @@ def test_bad_rows_skip_counts(spark, base, tmp_path, write_text, capsys):
     manifest = json.loads((out / "_manifest.json").read_text())
     assert code == 0 and json.loads(stdout)["rejected_rows"] == 9
     assert manifest["rejected"] == {
-        "Y1: missing or negative id": 2, "Y1: duplicate row": 1, "Y1: sample_id not in X": 1,
-        "Y2: missing or negative id, or count < 1": 1, "Y2: label_id out of range": 1,
-        "Y2: duplicate row": 1, "Y2: group without members": 1, "Y1: group without labels": 1}
+        "Y1: missing or negative id": 2,
+        "Y1: duplicate row": 1,
+        "Y1: sample_id not in X": 1,
+        "Y2: missing or negative id, or count < 1": 1,
+        "Y2: label_id out of range": 1,
+        "Y2: duplicate row": 1,
+        "Y2: group without members": 1,
+        "Y1: group without labels": 1,
+    }
     assert sorted(tuple(r) for r in read_table(spark, str(out), "Y1").collect()) == GOOD_Y1
     assert sorted(tuple(r) for r in read_table(spark, str(out), "Y2").collect()) == GOOD_Y2
 

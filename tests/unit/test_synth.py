@@ -15,8 +15,10 @@ from eagle_spark.synth import DIFFICULTY, PRESETS, Generator, scaled_shape, synt
 
 def digests(folder):
     root = pathlib.Path(folder)
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*.parquet"))}
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*.parquet"))
+    }
 
 
 @pytest.fixture(scope="module")
@@ -46,8 +48,13 @@ def test_same_seed_byte_identical_and_partitioning_free(spark, small, tmp_path):
     assert digests(out) == digests(again)
     other_tasks = str(tmp_path / "tasks")
     synth(spark, other_tasks, "wiki325k", scale=0.002, seed=7, rows_per_task=700)
-    rows = lambda d: sorted((r.sample_id, tuple(r.feat_idx), tuple(r.feat_val))  # noqa: E731
-                            for r in read_table(spark, f"{d}/train", "X").collect())
+
+    def rows(d):
+        return sorted(
+            (r.sample_id, tuple(r.feat_idx), tuple(r.feat_val))
+            for r in read_table(spark, f"{d}/train", "X").collect()
+        )
+
     assert rows(out) == rows(other_tasks)
     different = str(tmp_path / "seed8")
     synth(spark, different, "wiki325k", scale=0.002, seed=8, rows_per_task=1000)
@@ -62,12 +69,22 @@ def test_spark_output_equals_generator_twin(spark, small):
     ids = np.arange(50, 80, dtype=np.int64)
     lab_off, labels = gen.labels(1, ids, gen.label_cdf())
     f_off, fids, vals = gen.features(1, ids, lab_off, labels, gen.feature_cdf())
-    X = {r.sample_id: r for r in read_table(spark, f"{out}/test", "X").where("sample_id between 50 and 79").collect()}
-    Y = {r.sample_id: r.label_ids for r in read_table(spark, f"{out}/test", "Y").where("sample_id between 50 and 79").collect()}
+    X = {
+        r.sample_id: r
+        for r in read_table(spark, f"{out}/test", "X")
+        .where("sample_id between 50 and 79")
+        .collect()
+    }
+    Y = {
+        r.sample_id: r.label_ids
+        for r in read_table(spark, f"{out}/test", "Y")
+        .where("sample_id between 50 and 79")
+        .collect()
+    }
     for k, sid in enumerate(ids):
-        assert Y[sid] == labels[lab_off[k]:lab_off[k + 1]].tolist()
-        assert X[sid].feat_idx == fids[f_off[k]:f_off[k + 1]].tolist()
-        np.testing.assert_allclose(X[sid].feat_val, vals[f_off[k]:f_off[k + 1]], rtol=1e-6)
+        assert Y[sid] == labels[lab_off[k] : lab_off[k + 1]].tolist()
+        assert X[sid].feat_idx == fids[f_off[k] : f_off[k + 1]].tolist()
+        np.testing.assert_allclose(X[sid].feat_val, vals[f_off[k] : f_off[k + 1]], rtol=1e-6)
         assert abs(np.linalg.norm(X[sid].feat_val) - 1) < 1e-5
 
 
@@ -76,7 +93,9 @@ def test_spark_output_equals_generator_twin(spark, small):
 def test_every_preset_shape(preset, difficulty):
     """The shape statistics hold for the easy data and at each preset's calibrated difficulty."""
     shape = scaled_shape(preset, 0.01)
-    gen = Generator(shape=shape, seed=0, difficulty=DIFFICULTY[preset] if difficulty is None else difficulty)
+    gen = Generator(
+        shape=shape, seed=0, difficulty=DIFFICULTY[preset] if difficulty is None else difficulty
+    )
     ids = np.arange(2000, dtype=np.int64)
     lab_off, labels = gen.labels(0, ids, gen.label_cdf())
     f_off, fids, _ = gen.features(0, ids, lab_off, labels, gen.feature_cdf())
@@ -95,13 +114,29 @@ def test_bad_arguments(spark, tmp_path, capsys):
 
 
 def test_cli_summary(spark, tmp_path, capsys):
-    assert main(["synth", "--output", str(tmp_path / "e"), "--preset", "eurlex4k",
-                 "--scale", "0.02"]) == 0
+    assert (
+        main(["synth", "--output", str(tmp_path / "e"), "--preset", "eurlex4k", "--scale", "0.02"])
+        == 0
+    )
     summary = json.loads(capsys.readouterr().out)
     assert summary["train_n_samples"] == 311 and summary["n_labels"] == 80
     assert summary["difficulty"] == 0.4
-    assert main(["synth", "--output", str(tmp_path / "easy"), "--preset", "eurlex4k",
-                 "--scale", "0.02", "--difficulty", "0"]) == 0
+    assert (
+        main(
+            [
+                "synth",
+                "--output",
+                str(tmp_path / "easy"),
+                "--preset",
+                "eurlex4k",
+                "--scale",
+                "0.02",
+                "--difficulty",
+                "0",
+            ]
+        )
+        == 0
+    )
     assert json.loads(capsys.readouterr().out)["difficulty"] == 0.0
     assert main(["synth", "--output", str(tmp_path / "bad"), "--difficulty", "1.5"]) == 2
     assert "synth.difficulty must be in [0, 1]" in capsys.readouterr().err
@@ -120,7 +155,11 @@ def test_easy_data_is_drawn_exactly_as_before_the_difficulty_setting():
         ids = np.arange(100, 400, dtype=np.int64)
         for split in (0, 1):
             lab_off, labels = gen.labels(split, ids, gen.label_cdf())
-            arrays = (lab_off, labels, *gen.features(split, ids, lab_off, labels, gen.feature_cdf()))
+            arrays = (
+                lab_off,
+                labels,
+                *gen.features(split, ids, lab_off, labels, gen.feature_cdf()),
+            )
             for a in arrays:
                 h.update(np.ascontiguousarray(a).tobytes())
     assert h.hexdigest() == "5342be94cc2e1c4a2adab2407da08b9c9670cb4ff1c3a88fa08e1aac9dc493f6"

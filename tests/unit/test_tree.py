@@ -7,16 +7,28 @@ import pathlib
 
 import numpy as np
 import pyarrow.parquet as pq
-import scipy.sparse as sp
 import pytest
+import scipy.sparse as sp
 
-from eagle_spark.classifiers.base import load_xy
-from eagle_spark.classifiers.tree import (beam_search, build_tree, load_model, path_probability,
-                                          compact_columns, deal, top_levels_for, ensemble_search,
-                                          index_trees, pifa, predict_tree, rows_with, train_tree,
-                                          tree_shape)
 from eagle_spark.classifiers import predict as predict_module
+from eagle_spark.classifiers.base import load_xy
 from eagle_spark.classifiers.predict import split_for_prediction
+from eagle_spark.classifiers.tree import (
+    beam_search,
+    build_tree,
+    compact_columns,
+    deal,
+    ensemble_search,
+    index_trees,
+    load_model,
+    path_probability,
+    pifa,
+    predict_tree,
+    rows_with,
+    top_levels_for,
+    train_tree,
+    tree_shape,
+)
 from eagle_spark.cli import main
 from eagle_spark.errors import BadInputError
 from eagle_spark.io.ingest import ingest
@@ -71,14 +83,32 @@ def test_tree_from_leaves_numbers_nodes_below_shape_leaves():
     from eagle_spark.classifiers.tree import tree_from_leaves
 
     shape = tree_shape(10, 3)
-    leaves = [(5, "1", np.array([7])), (3, "11", np.array([2])), (4, "", np.array([3, 4])),
-              (3, "0", np.array([0])), (6, "", np.array([8, 9])), (5, "0", np.array([5, 6])),
-              (3, "10", np.array([1]))]
+    leaves = [
+        (5, "1", np.array([7])),
+        (3, "11", np.array([2])),
+        (4, "", np.array([3, 4])),
+        (3, "0", np.array([0])),
+        (6, "", np.array([8, 9])),
+        (5, "0", np.array([5, 6])),
+        (3, "10", np.array([1])),
+    ]
     tree = tree_from_leaves(shape, leaves, 10)
     assert tree.n_clusters == 13
-    assert tree.parent.tolist() == ([-1, 0, 0, 2, 2, 1, 1] + [3, 3, 8, 8, 5, 5]
-                                    + [7, 9, 10, 4, 4, 11, 11, 12, 6, 6])
-    assert tree.level.tolist() == [0, 1, 1, 2, 2, 2, 2, 3, 3, 4, 4, 3, 3] + [4, 5, 5, 3, 3, 4, 4, 4, 3, 3]
+    assert tree.parent.tolist() == (
+        [-1, 0, 0, 2, 2, 1, 1] + [3, 3, 8, 8, 5, 5] + [7, 9, 10, 4, 4, 11, 11, 12, 6, 6]
+    )
+    assert tree.level.tolist() == [0, 1, 1, 2, 2, 2, 2, 3, 3, 4, 4, 3, 3] + [
+        4,
+        5,
+        5,
+        3,
+        3,
+        4,
+        4,
+        4,
+        3,
+        3,
+    ]
     assert tree_from_leaves(shape, leaves[::-1], 10).parent.tolist() == tree.parent.tolist()
     with pytest.raises(ValueError, match="node 2 is not a leaf"):
         tree_from_leaves(shape, leaves + [(2, "0", np.array([3]))], 10)
@@ -97,7 +127,9 @@ def test_heavy_leaves_are_split_until_within_budget(tiny):  # noqa: F811
         tree = build_tree(reps, 40, 0, Y=Y, max_leaf_work=budget)
         under = tree.labels_under()
         leaves = [n for n in range(tree.n_clusters) if tree.is_leaf_cluster(n)]
-        assert sum(len(under[n]) for n in leaves) == 983 and max(len(under[n]) for n in leaves) <= 40
+        assert (
+            sum(len(under[n]) for n in leaves) == 983 and max(len(under[n]) for n in leaves) <= 40
+        )
         for n in leaves:
             assert len(under[n]) < 4 or len(rows_with(Y, under[n])) * len(under[n]) <= budget
         assert tree.n_clusters > 63 and tree.level.max() > plain.level.max()
@@ -121,7 +153,9 @@ def test_split_pays_hand_worked():
     freq = np.asarray(Y.sum(axis=0)).ravel().astype(np.int64)
     assert not split_pays(LeafWork(1, freq, Y, 0.3), labels, to_right)
     assert split_pays(LeafWork(1, freq, Y, 0.34), labels, to_right)
-    assert split_pays(LeafWork(1, freq, lambda: Y, 1 / 3), labels, to_right)  # Y on demand; <= keeps
+    assert split_pays(
+        LeafWork(1, freq, lambda: Y, 1 / 3), labels, to_right
+    )  # Y on demand; <= keeps
     assert split_pays(LeafWork(1, freq, Y), labels, to_right) and split_pays(None, labels, to_right)
     # {0, 2} / {1, 3}: s4 and s5 lie wholly in one half, no sample is under both
     assert split_pays(LeafWork(1, freq, Y, 0.0), labels, np.array([False, True, False, True]))
@@ -194,7 +228,10 @@ def test_heavy_limit_auto_shares_the_available_memory_among_the_slots(spark):
     assert heavy_limit(auto, 16 * 2**30, 2) == 4 * 2**30  # 0.5 x 16 GiB / 2 slots
     assert heavy_limit(auto, 3 * 2**30, 4) == 384 * 2**20
     assert heavy_limit(auto, 0, 2) is None and heavy_limit(auto, None, 2) is None
-    assert heavy_limit(dataclasses.replace(PARAMS, heavy_unit_memory="64m"), 16 * 2**30, 2) == 64 * 2**20
+    assert (
+        heavy_limit(dataclasses.replace(PARAMS, heavy_unit_memory="64m"), 16 * 2**30, 2)
+        == 64 * 2**20
+    )
     assert heavy_limit(dataclasses.replace(PARAMS, heavy_unit_memory=None), 16 * 2**30, 2) is None
     with pytest.raises(SettingsError, match="heavy_unit_memory"):
         TreeParams(heavy_unit_memory="lots")
@@ -226,9 +263,19 @@ def test_top_levels_for_leaves_two_subtrees_per_core():
     assert top_levels_for(3, 0) == 0  # unknown parallelism counts as one core: 3 >= 2
 
 
-@pytest.mark.parametrize("top_levels,tasks,max_leaf_work", [
-    (0, 1, None), (2, 3, None), (4, 2, None), (50, 3, None), (None, 2, None),
-    (0, 1, 5000), (2, 3, 5000), (50, 3, 5000)])
+@pytest.mark.parametrize(
+    "top_levels,tasks,max_leaf_work",
+    [
+        (0, 1, None),
+        (2, 3, None),
+        (4, 2, None),
+        (50, 3, None),
+        (None, 2, None),
+        (0, 1, 5000),
+        (2, 3, 5000),
+        (50, 3, 5000),
+    ],
+)
 def test_distributed_indexer_equals_twin(spark, tiny, top_levels, tasks, max_leaf_work):  # noqa: F811
     """Top levels in a first Spark stage (one task per tree), sub-trees in a second: the same trees
     as build_tree, for any split point between the two stages (top_levels 50 = all in the first),
@@ -237,8 +284,15 @@ def test_distributed_indexer_equals_twin(spark, tiny, top_levels, tasks, max_lea
     from eagle_spark.executor_state import forget, opened
 
     _, X, Y = load_xy(tiny["train"], 500, 983, True)
-    params = TreeParams(max_leaf=20, tasks=tasks, n_trees=2, seed=5,
-                         top_levels=top_levels, max_leaf_work=max_leaf_work, max_split_shared=None)
+    params = TreeParams(
+        max_leaf=20,
+        tasks=tasks,
+        n_trees=2,
+        seed=5,
+        top_levels=top_levels,
+        max_leaf_work=max_leaf_work,
+        max_split_shared=None,
+    )
     forget("reps")
     trees = index_trees(spark, tiny["train"], 500, 983, params)
     assert opened("reps") is None  # the tasks' worker processes map them, not the driver
@@ -289,8 +343,12 @@ def _twin_leaves(reps, max_leaf, seed, label_sets, max_work, max_shared=None):
 
     def below(v, path, labels):  # a shape leaf, split further while too heavy
         if max_work is not None and len(labels) >= 4 and positives(labels) * len(labels) > max_work:
-            to_right = balanced_2means(reps[labels], seed=[seed, v, *[1 + b for b in path]], max_iter=20)
-            if max_shared is None or both(labels[~to_right], labels[to_right]) <= max_shared * positives(labels):
+            to_right = balanced_2means(
+                reps[labels], seed=[seed, v, *[1 + b for b in path]], max_iter=20
+            )
+            if max_shared is None or both(
+                labels[~to_right], labels[to_right]
+            ) <= max_shared * positives(labels):
                 below(v, (*path, 1), labels[to_right])
                 below(v, (*path, 0), labels[~to_right])
                 return
@@ -300,27 +358,46 @@ def _twin_leaves(reps, max_leaf, seed, label_sets, max_work, max_shared=None):
     return leaves
 
 
-@pytest.mark.parametrize("top_levels,max_leaf_work,max_shared", [(0, None, None), (2, 5000, None), (2, 5000, 0.3)])
-def test_distributed_indexer_equals_an_independent_twin(spark, tiny, top_levels, max_leaf_work, max_shared):  # noqa: F811
+@pytest.mark.parametrize(
+    "top_levels,max_leaf_work,max_shared", [(0, None, None), (2, 5000, None), (2, 5000, 0.3)]
+)
+def test_distributed_indexer_equals_an_independent_twin(
+    spark,
+    tiny,  # noqa: F811
+    top_levels,
+    max_leaf_work,
+    max_shared,
+):
     """The Spark indexer's leaves (and the ids of the shape's leaves) equal an independently
     written recursive indexer over PIFA (Y^T X of the normalised rows) built here, also when heavy
     leaves' splits are kept only if their halves share few samples (max_split_shared)."""
     _, X, Y = load_xy(tiny["train"], 500, 983, True)
     reps = sp.csr_matrix(Y.T.astype(np.float64) @ sp.csr_matrix(X, dtype=np.float64))
     Yr = Y.tocsr()
-    label_sets = [set(Yr.indices[Yr.indptr[i]:Yr.indptr[i + 1]].tolist()) for i in range(Yr.shape[0])]
-    params = TreeParams(max_leaf=20, tasks=3, n_trees=2, seed=5, top_levels=top_levels,
-                         max_leaf_work=max_leaf_work, max_split_shared=max_shared)
+    label_sets = [
+        set(Yr.indices[Yr.indptr[i] : Yr.indptr[i + 1]].tolist()) for i in range(Yr.shape[0])
+    ]
+    params = TreeParams(
+        max_leaf=20,
+        tasks=3,
+        n_trees=2,
+        seed=5,
+        top_levels=top_levels,
+        max_leaf_work=max_leaf_work,
+        max_split_shared=max_shared,
+    )
     trees = index_trees(spark, tiny["train"], 500, 983, params)
     for t, got in enumerate(trees):
         want = _twin_leaves(reps, 20, 5 + t, label_sets, max_leaf_work, max_shared)
         if max_shared is not None:  # the rule keeps some heavy leaves whole, not all of them
             every = _twin_leaves(reps, 20, 5 + t, label_sets, max_leaf_work)
             assert 64 < len(want) < len(every)
-        leaf_of = got.parent[got.n_clusters:]
+        leaf_of = got.parent[got.n_clusters :]
         found = {}
         for leaf in np.unique(leaf_of):
-            found[frozenset(np.flatnonzero(leaf_of == leaf).tolist())] = int(leaf) if leaf < 127 else None
+            found[frozenset(np.flatnonzero(leaf_of == leaf).tolist())] = (
+                int(leaf) if leaf < 127 else None
+            )
         assert found == want
         assert (len(want) > 64) == (max_leaf_work is not None)
 
@@ -334,17 +411,28 @@ def test_distributed_indexer_with_given_label_representations(spark, tiny, tmp_p
 
     reps = sp.random(983, 16, density=0.3, format="csr", random_state=1, dtype=np.float32)
     (tmp_path / "emb" / S.LABEL_EMB).mkdir(parents=True)
-    pq.write_table(pa.table({
-        S.LABEL_ID: pa.array(np.arange(983, dtype=np.int32)),
-        S.EMB_IDX: [reps.indices[reps.indptr[i]:reps.indptr[i + 1]].tolist() for i in range(983)],
-        S.EMB_VAL: [reps.data[reps.indptr[i]:reps.indptr[i + 1]].tolist() for i in range(983)],
-        S.N_GROUPS: pa.array(np.ones(983, dtype=np.int32))},
-        schema=S.LABEL_EMB_ARROW), tmp_path / "emb" / S.LABEL_EMB / "part-00000.parquet")
+    pq.write_table(
+        pa.table(
+            {
+                S.LABEL_ID: pa.array(np.arange(983, dtype=np.int32)),
+                S.EMB_IDX: [
+                    reps.indices[reps.indptr[i] : reps.indptr[i + 1]].tolist() for i in range(983)
+                ],
+                S.EMB_VAL: [
+                    reps.data[reps.indptr[i] : reps.indptr[i + 1]].tolist() for i in range(983)
+                ],
+                S.N_GROUPS: pa.array(np.ones(983, dtype=np.int32)),
+            },
+            schema=S.LABEL_EMB_ARROW,
+        ),
+        tmp_path / "emb" / S.LABEL_EMB / "part-00000.parquet",
+    )
     params = TreeParams(max_leaf=20, tasks=2, n_trees=1, top_levels=1)
     got = index_trees(spark, tiny["train"], 16, 983, params, label_repr=str(tmp_path / "emb"))[0]
     np.testing.assert_array_equal(got.parent, build_tree(reps, 20, 0).parent)
-    assert not np.array_equal(got.parent, build_tree(pifa(*load_xy(tiny["train"], 500, 983, True)[1:]),
-                                                      20, 0).parent)
+    assert not np.array_equal(
+        got.parent, build_tree(pifa(*load_xy(tiny["train"], 500, 983, True)[1:]), 20, 0).parent
+    )
 
 
 def test_weights_are_written_without_dictionary_pages(tree_model):
@@ -374,8 +462,10 @@ def test_spark_training_equals_twin(spark, tiny, tree_model):  # noqa: F811
     tt = pq.read_table(f"{path}/data/tree_0").to_pydict()
     parent = dict(zip(tt["node_id"], tt["parent_id"], strict=True))
     wt = pq.read_table(f"{path}/data/weights_0").to_pydict()
-    weights = {e: (i, v, b) for e, i, v, b in zip(wt["label_id"], wt["w_idx"], wt["w_val"], wt["bias"],
-                                                  strict=True)}
+    weights = {
+        e: (i, v, b)
+        for e, i, v, b in zip(wt["label_id"], wt["w_idx"], wt["w_val"], wt["bias"], strict=True)
+    }
     under: dict[int, set] = {}
     for label in range(983):  # walk up from every label's element
         node = n_clusters + label
@@ -383,7 +473,9 @@ def test_spark_training_equals_twin(spark, tiny, tree_model):  # noqa: F811
             under.setdefault(node, set()).add(label)
             node = parent[node]
     Yr = Y.tocsr()
-    labels_of = [set(Yr.indices[Yr.indptr[i]:Yr.indptr[i + 1]].tolist()) for i in range(Yr.shape[0])]
+    labels_of = [
+        set(Yr.indices[Yr.indptr[i] : Yr.indptr[i + 1]].tolist()) for i in range(Yr.shape[0])
+    ]
     children: dict[int, list] = {}
     for element, p in sorted(parent.items()):
         children.setdefault(p, []).append(element)
@@ -399,13 +491,23 @@ def test_spark_training_equals_twin(spark, tiny, tree_model):  # noqa: F811
                 assert (list(w_idx), b) == ([], 1.0 if y.all() else -1.0)
                 continue
             C, max_iter = PARAMS.C, PARAMS.max_iter  # a ranker's
-            if child < n_clusters:  # the matcher's, scaled by the training set's share under the node
+            if (
+                child < n_clusters
+            ):  # the matcher's, scaled by the training set's share under the node
                 C = PARAMS.C if PARAMS.matcher_C is None else PARAMS.matcher_C
                 if PARAMS.matcher_C_scale == "samples":
                     C = C * X.shape[0] / len(active)
-                max_iter = PARAMS.max_iter if PARAMS.matcher_max_iter is None else PARAMS.matcher_max_iter
-            svc = LinearSVC(C=C, loss="squared_hinge", dual=True, tol=PARAMS.tol, max_iter=max_iter,
-                            random_state=PARAMS.seed).fit(Xa, y)
+                max_iter = (
+                    PARAMS.max_iter if PARAMS.matcher_max_iter is None else PARAMS.matcher_max_iter
+                )
+            svc = LinearSVC(
+                C=C,
+                loss="squared_hinge",
+                dual=True,
+                tol=PARAMS.tol,
+                max_iter=max_iter,
+                random_state=PARAMS.seed,
+            ).fit(Xa, y)
             w = svc.coef_.ravel()
             keep = np.flatnonzero(np.abs(w) >= PARAMS.threshold)
             assert list(w_idx) == keep.tolist()
@@ -415,8 +517,13 @@ def test_spark_training_equals_twin(spark, tiny, tree_model):  # noqa: F811
     assert checked >= 6
 
 
-def test_heavy_units_wait_for_the_executor_lock_and_train_the_same(spark, tiny, tree_model, tmp_path,  # noqa: F811
-                                                                     monkeypatch):
+def test_heavy_units_wait_for_the_executor_lock_and_train_the_same(
+    spark,
+    tiny,  # noqa: F811
+    tree_model,
+    tmp_path,
+    monkeypatch,
+):
     """tree.heavy_unit_memory: while another worker holds the executor's heavy-unit lock, a task
     trains its light units and its heavy ones wait (blocked: the light units' classifiers only);
     once the lock is free they train, and every weight equals the Spark-trained model's."""
@@ -425,8 +532,13 @@ def test_heavy_units_wait_for_the_executor_lock_and_train_the_same(spark, tiny, 
     import time
 
     from eagle_spark.classifiers.tree.structure import Tree
-    from eagle_spark.classifiers.tree.training import (HEAVY_UNIT_LOCK, _BinTrainer, heavy_limit, unit_memory,
-                                                       unit_rows)
+    from eagle_spark.classifiers.tree.training import (
+        HEAVY_UNIT_LOCK,
+        _BinTrainer,
+        heavy_limit,
+        unit_memory,
+        unit_rows,
+    )
     from eagle_spark.executor_state import executor_lock
 
     monkeypatch.setenv("EAGLE_SPARK_STATE_DIR", str(tmp_path / "state"))
@@ -448,8 +560,14 @@ def test_heavy_units_wait_for_the_executor_lock_and_train_the_same(spark, tiny, 
     light_classifiers = sum(k for t, n, k in units if size[t, n] <= limit_k * 1024)
     assert 0 < len(heavy) < len(units) and size[0, 0] == 40 * X.nnz  # the root: every nonzero
     params = dataclasses.replace(PARAMS, heavy_unit_memory=f"{limit_k}k")
-    trainer = _BinTrainer(str(tmp_path / "out"), 983, params, trees, {0: [(t, n) for t, n, _ in units]},
-                          heavy_limit(params))
+    trainer = _BinTrainer(
+        str(tmp_path / "out"),
+        983,
+        params,
+        trees,
+        {0: [(t, n) for t, n, _ in units]},
+        heavy_limit(params),
+    )
     thread = threading.Thread(target=trainer.train, args=(0, X, Y, None))
     with executor_lock(HEAVY_UNIT_LOCK) as held:  # another worker trains a heavy unit
         assert held
@@ -487,8 +605,7 @@ def test_wide_beam_equals_exhaustive(spark, tiny, tree_model):  # noqa: F811
     _, Xt, _ = load_xy(tiny["test"], 500, 983, True)
     for i in range(5):
         x = Xt[i].astype(np.float64)  # as predict_tree scores (the weights stay float32)
-        labels, scores = beam_search(tree, WT, bias, x, beam=10**6, k=5,
-                                     loss="squared_hinge")
+        labels, scores = beam_search(tree, WT, bias, x, beam=10**6, k=5, loss="squared_hinge")
         full = exhaustive(tree, WT, bias, x, "squared_hinge")
         order = np.lexsort((np.arange(len(full)), -full))[:5]
         assert labels[0].tolist() == order.tolist()
@@ -502,35 +619,97 @@ def test_wide_beam_equals_exhaustive(spark, tiny, tree_model):  # noqa: F811
 
 
 def _digests(folder):
-    return sorted(hashlib.sha256(p.read_bytes()).hexdigest()
-                  for p in pathlib.Path(folder).rglob("*.parquet"))
+    return sorted(
+        hashlib.sha256(p.read_bytes()).hexdigest() for p in pathlib.Path(folder).rglob("*.parquet")
+    )
 
 
 def test_cli_round_trip_and_determinism(spark, tiny, tree_model, tmp_path, capsys):  # noqa: F811
     path, _ = tree_model
     again = tmp_path / "again"
-    assert main(["train", "--model", "tree", "--input", tiny["train"], "--output", str(again),
-                 "--set", "tree.max_leaf=40", "--set", "tree.tasks=2",
-                 "--set", "tree.max_leaf_work=20000", "--set", "tree.max_split_shared=null"]) == 0
-    rows = lambda m: sorted((t, r.label_id, tuple(r.w_idx), tuple(r.w_val), r.bias)  # noqa: E731
-                            for t in range(3) for r in spark.read.parquet(f"{m}/data/weights_{t}").collect())
+    assert (
+        main(
+            [
+                "train",
+                "--model",
+                "tree",
+                "--input",
+                tiny["train"],
+                "--output",
+                str(again),
+                "--set",
+                "tree.max_leaf=40",
+                "--set",
+                "tree.tasks=2",
+                "--set",
+                "tree.max_leaf_work=20000",
+                "--set",
+                "tree.max_split_shared=null",
+            ]
+        )
+        == 0
+    )
+
+    def rows(m):
+        return sorted(
+            (t, r.label_id, tuple(r.w_idx), tuple(r.w_val), r.bias)
+            for t in range(3)
+            for r in spark.read.parquet(f"{m}/data/weights_{t}").collect()
+        )
+
     assert rows(path) == rows(str(again))  # same seed, other task count: the same classifiers
     assert _digests(f"{path}/data/tree_0") == _digests(f"{again}/data/tree_0")
-    assert main(["predict", "--model", str(again), "--input", tiny["test"], "--output",
-                 str(tmp_path / "pred"), "--beam-size", "5"]) == 0
+    assert (
+        main(
+            [
+                "predict",
+                "--model",
+                str(again),
+                "--input",
+                tiny["test"],
+                "--output",
+                str(tmp_path / "pred"),
+                "--beam-size",
+                "5",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
-    preds = {r.sample_id: r.label_ids for r in spark.read.parquet(str(tmp_path / "pred" / "predictions")).collect()}
+    preds = {
+        r.sample_id: r.label_ids
+        for r in spark.read.parquet(str(tmp_path / "pred" / "predictions")).collect()
+    }
     X = read_table(spark, tiny["test"], "X")
     direct = {r.sample_id: r.label_ids for r in predict_tree(spark, path, X, 500, 5, 5).collect()}
     assert preds == direct and len(preds) == 300 and all(len(v) == 5 for v in preds.values())
     # in 3 tasks (range partitions of sample_id, sorted within): the same predictions, 3 files
-    assert main(["predict", "--model", str(again), "--input", tiny["test"], "--output",
-                 str(tmp_path / "pred3"), "--beam-size", "5", "--set", "predict.tasks=3"]) == 0
+    assert (
+        main(
+            [
+                "predict",
+                "--model",
+                str(again),
+                "--input",
+                tiny["test"],
+                "--output",
+                str(tmp_path / "pred3"),
+                "--beam-size",
+                "5",
+                "--set",
+                "predict.tasks=3",
+            ]
+        )
+        == 0
+    )
     files = sorted((tmp_path / "pred3" / "predictions").glob("part-*.parquet"))
     ids = [pq.read_table(f).column("sample_id").to_pylist() for f in files]
     assert len(files) == 3 and all(part == sorted(part) and part for part in ids)
     assert max(ids[0]) < min(ids[1]) and max(ids[1]) < min(ids[2])
-    assert {r.sample_id: r.label_ids for r in spark.read.parquet(str(tmp_path / "pred3" / "predictions")).collect()} == preds
+    assert {
+        r.sample_id: r.label_ids
+        for r in spark.read.parquet(str(tmp_path / "pred3" / "predictions")).collect()
+    } == preds
 
 
 def test_split_for_prediction(spark, tiny, monkeypatch):  # noqa: F811
@@ -550,28 +729,60 @@ def test_split_for_prediction(spark, tiny, monkeypatch):  # noqa: F811
 
 
 def test_bad_model(spark, tiny, tmp_path, capsys):  # noqa: F811
-    assert main(["predict", "--model", str(tmp_path / "none"), "--input", tiny["test"],
-                 "--output", str(tmp_path / "p")]) == 2
+    assert (
+        main(
+            [
+                "predict",
+                "--model",
+                str(tmp_path / "none"),
+                "--input",
+                tiny["test"],
+                "--output",
+                str(tmp_path / "p"),
+            ]
+        )
+        == 2
+    )
     assert "does not exist" in capsys.readouterr().err
-    assert main(["train", "--model", "tree", "--input", tiny["train"], "--output", str(tmp_path / "t"),
-                 "--label-repr", str(tmp_path / "none")]) == 2
+    assert (
+        main(
+            [
+                "train",
+                "--model",
+                "tree",
+                "--input",
+                tiny["train"],
+                "--output",
+                str(tmp_path / "t"),
+                "--label-repr",
+                str(tmp_path / "none"),
+            ]
+        )
+        == 2
+    )
     assert "have no label_emb table" in capsys.readouterr().err
 
 
 def test_retrained_model_at_the_same_path_is_not_served_from_a_stale_cache(spark, tiny, tmp_path):  # noqa: F811
     """Python workers cache models and datasets; a folder rewritten at the same path must be reread."""
-    from eagle_spark.params import PredictParams
     from eagle_spark.classifiers.predict import predict
+    from eagle_spark.params import PredictParams
 
     def rows(folder):
-        return sorted(map(tuple, spark.read.parquet(f"{folder}/predictions").select(
-            "sample_id", "label_ids").collect()))
+        return sorted(
+            map(
+                tuple,
+                spark.read.parquet(f"{folder}/predictions")
+                .select("sample_id", "label_ids")
+                .collect(),
+            )
+        )
 
     model, fresh = str(tmp_path / "m"), str(tmp_path / "fresh")
     train_tree(spark, tiny["train"], model, PARAMS)
     predict(spark, model, tiny["test"], str(tmp_path / "p1"), PredictParams())
     other = TreeParams(max_leaf=40, tasks=3, n_trees=1, C=0.05)
-    train_tree(spark, tiny["train"], model, other, overwrite=True)   # same path, another model
+    train_tree(spark, tiny["train"], model, other, overwrite=True)  # same path, another model
     train_tree(spark, tiny["train"], fresh, other)
     predict(spark, model, tiny["test"], str(tmp_path / "p2"), PredictParams())
     predict(spark, fresh, tiny["test"], str(tmp_path / "p3"), PredictParams())
@@ -583,7 +794,9 @@ def test_empty_training_set_is_rejected_before_any_output(spark, tmp_path, write
     """The tree checks for samples on the X table (the driver no longer loads X): a clear error
     naming the dataset, and no model folder."""
     ingest(spark, write_text("empty.txt", "0 500 983\n"), str(tmp_path / "empty"), IngestParams())
-    with pytest.raises(BadInputError, match=f"dataset {tmp_path / 'empty'} has no samples to train on"):
+    with pytest.raises(
+        BadInputError, match=f"dataset {tmp_path / 'empty'} has no samples to train on"
+    ):
         train_tree(spark, str(tmp_path / "empty"), str(tmp_path / "m"), TreeParams())
     assert not (tmp_path / "m").exists()
 
@@ -608,8 +821,14 @@ def test_train_unit_passes_the_solver_settings():
     for max_iter in (1, 100):
         params = TreeParams(C=2.0, tol=1e-3, max_iter=max_iter, threshold=0.0)
         got[max_iter] = {c: (i, v, b) for c, i, v, b in train_unit(tree, under, X, Y, 0, params)}
-        svc = LinearSVC(C=2.0, loss="squared_hinge", dual=True, tol=1e-3, max_iter=max_iter,
-                        random_state=params.seed).fit(X, y0)
+        svc = LinearSVC(
+            C=2.0,
+            loss="squared_hinge",
+            dual=True,
+            tol=1e-3,
+            max_iter=max_iter,
+            random_state=params.seed,
+        ).fit(X, y0)
         w_idx, w_val, bias = got[max_iter][1]
         dense = np.zeros(15)
         dense[w_idx] = w_val
@@ -622,8 +841,9 @@ def _svc_twin(Xs, y, C: float, max_iter: int, seed: int) -> tuple:
     """scikit-learn's LinearSVC (squared hinge, dual, tol 1e-3): (coef (d,), intercept)."""
     from sklearn.svm import LinearSVC
 
-    svc = LinearSVC(C=C, loss="squared_hinge", dual=True, tol=1e-3, max_iter=max_iter,
-                    random_state=seed).fit(Xs, y)
+    svc = LinearSVC(
+        C=C, loss="squared_hinge", dual=True, tol=1e-3, max_iter=max_iter, random_state=seed
+    ).fit(Xs, y)
     return svc.coef_.ravel(), svc.intercept_[0]
 
 
@@ -635,11 +855,14 @@ def _dense_weights(w_idx, w_val, d: int) -> np.ndarray:
 
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
-@pytest.mark.parametrize("matcher, ranker", [
-    (dict(C=4.0, max_iter=100), dict(C=0.25, max_iter=100)),  # tree.matcher_C
-    (dict(C=0.25, max_iter=1), dict(C=0.25, max_iter=100)),  # tree.matcher_max_iter
-    (dict(C=4.0, max_iter=2), dict(C=0.25, max_iter=100)),  # both
-])
+@pytest.mark.parametrize(
+    "matcher, ranker",
+    [
+        (dict(C=4.0, max_iter=100), dict(C=0.25, max_iter=100)),  # tree.matcher_C
+        (dict(C=0.25, max_iter=1), dict(C=0.25, max_iter=100)),  # tree.matcher_max_iter
+        (dict(C=4.0, max_iter=2), dict(C=0.25, max_iter=100)),  # both
+    ],
+)
 def test_the_matcher_has_its_own_cost_and_pass_cap(matcher, ranker):
     """tree.matcher_C / matcher_max_iter train the classifiers of cluster children (the matcher)
     and tree.C / max_iter those of label children (the rankers); the twin is scikit-learn's
@@ -656,8 +879,14 @@ def test_the_matcher_has_its_own_cost_and_pass_cap(matcher, ranker):
     Y = sp.csc_matrix(np.eye(4, dtype=bool)[label])
     tree = Tree(np.array([-1, 0, 0, 1, 1, 2, 2]), np.array([0, 1, 1, 2, 2, 2, 2]), 3, 4)
     under = tree.labels_under()
-    params = TreeParams(C=ranker["C"], max_iter=ranker["max_iter"], matcher_C=matcher["C"],
-                        matcher_max_iter=matcher["max_iter"], tol=1e-3, threshold=0.0)
+    params = TreeParams(
+        C=ranker["C"],
+        max_iter=ranker["max_iter"],
+        matcher_C=matcher["C"],
+        matcher_max_iter=matcher["max_iter"],
+        tol=1e-3,
+        threshold=0.0,
+    )
 
     def twin(Xs, y, C, max_iter):
         return _svc_twin(Xs, y, C, max_iter, params.seed)
@@ -671,7 +900,9 @@ def test_the_matcher_has_its_own_cost_and_pass_cap(matcher, ranker):
     np.testing.assert_allclose(dense(*matchers[1][:2]), w, rtol=1e-5, atol=1e-6)
     assert matchers[1][2] == pytest.approx(b, rel=1e-5)
     other, _ = twin(X, label <= 1, **ranker)
-    assert not np.allclose(dense(*matchers[1][:2]), other, rtol=1e-2)  # the setting makes a difference
+    assert not np.allclose(
+        dense(*matchers[1][:2]), other, rtol=1e-2
+    )  # the setting makes a difference
 
     rankers = {c: (i, v, b) for c, i, v, b in train_unit(tree, under, X, Y, 1, params)}
     rows = np.flatnonzero(label <= 1)  # the samples positive under cluster 1
@@ -702,8 +933,9 @@ def test_the_matchers_cost_follows_the_samples_under_its_node(scale):
     level = np.array([0, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3])
     tree = Tree(parent, level, 7, 8)
     under = tree.labels_under()
-    params = TreeParams(C=0.25, matcher_C=0.5, matcher_C_scale=scale, matcher_max_iter=None, tol=1e-3,
-                        threshold=0.0)
+    params = TreeParams(
+        C=0.25, matcher_C=0.5, matcher_C_scale=scale, matcher_max_iter=None, tol=1e-3, threshold=0.0
+    )
     n_under_1 = int((label <= 3).sum())
     assert 40 < n_under_1 < 80  # so the scaled cost differs from the unscaled one
 
@@ -736,5 +968,7 @@ def test_the_matchers_cost_follows_the_samples_under_its_node(scale):
 
     # a node with no samples under it (labels 4-7 unused) has nothing to scale by: no weights, bias -1
     unused = sp.csc_matrix(np.eye(8, dtype=bool)[label % 4])
-    assert [(c, list(i), b) for c, i, _, b in train_unit(tree, under, X, unused, 2, params)] == \
-        [(5, [], -1.0), (6, [], -1.0)]
+    assert [(c, list(i), b) for c, i, _, b in train_unit(tree, under, X, unused, 2, params)] == [
+        (5, [], -1.0),
+        (6, [], -1.0),
+    ]

@@ -5,8 +5,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from eagle_spark.classifiers.tree import beam_search, ensemble_search, path_probability
-from eagle_spark.classifiers.tree import scoring
+from eagle_spark.classifiers.tree import beam_search, ensemble_search, path_probability, scoring
 from eagle_spark.classifiers.tree.scoring import feature_major, node_scores, rows_per_block
 from eagle_spark.classifiers.tree.structure import Tree
 
@@ -43,8 +42,9 @@ def test_node_scores_errors():
         node_scores(sp.csr_matrix(np.ones((1, 3), dtype=np.float32)), W)
     with pytest.raises(ValueError, match="must be float64 CSR"):
         node_scores(sp.csc_matrix(np.ones((1, 3))), W)
-    bad = sp.csr_matrix((np.ones(1), np.array([5], dtype=np.int32), np.array([0, 1], dtype=np.int32)),
-                        shape=(1, 3))
+    bad = sp.csr_matrix(
+        (np.ones(1), np.array([5], dtype=np.int32), np.array([0, 1], dtype=np.int32)), shape=(1, 3)
+    )
     with pytest.raises(ValueError, match="feature index outside 0..2"):
         node_scores(bad, W)
 
@@ -152,4 +152,4 @@ def test_ensemble_equals_a_loop_twin_with_narrow_beams():
         reached = np.flatnonzero(total > 0)
         order = reached[np.lexsort((reached, -total[reached]))][:6]
         assert labels[i][labels[i] >= 0].tolist() == order.tolist()
-        np.testing.assert_allclose(scores[i][:len(order)], total[order], rtol=1e-12)
+        np.testing.assert_allclose(scores[i][: len(order)], total[order], rtol=1e-12)

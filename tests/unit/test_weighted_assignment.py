@@ -14,8 +14,8 @@ from eagle_spark.classifiers.linear import expected_loss_problem, train_binary
 from eagle_spark.errors import SettingsError
 from eagle_spark.params import AssignParams
 
-
 # --- the weights, worked by hand ------------------------------------------------------------------
+
 
 def test_soft_weights_of_a_three_member_group_by_hand():
     """Scores 0.9 / 0.5 / 0.1, one label of count 1: the range is 0.8, the members lie d = 0,
@@ -64,6 +64,7 @@ def test_weighting_settings_are_checked():
 
 # --- the weighted solver and the expected-loss problem --------------------------------------------
 
+
 def _problem(seed=3, n=60, d=20):
     rng = np.random.default_rng(seed)
     X = sp.random(n, d, density=0.3, random_state=seed, format="csr", dtype=np.float64)
@@ -84,14 +85,18 @@ def test_weighted_solver_equals_the_public_estimators(loss, monkeypatch):
 
     X, y, w = _problem()
     if loss == "squared_hinge":
-        ref = LinearSVC(C=0.7, loss="squared_hinge", dual=True, tol=0.1, max_iter=100, random_state=4)
+        ref = LinearSVC(
+            C=0.7, loss="squared_hinge", dual=True, tol=0.1, max_iter=100, random_state=4
+        )
     else:
         ref = LogisticRegression(C=0.7, solver="liblinear", tol=0.1, max_iter=100, random_state=4)
     ref.fit(X, y, sample_weight=w)
     want = ref.coef_.ravel()
     unweighted = train_binary(X, y, loss=loss, C=0.7, threshold=0.0, seed=4)
-    paths = [train_binary(X, y, loss=loss, C=0.7, threshold=0.0, seed=4, sample_weight=w),
-             train_binary(X, y, loss=loss, C=0.7, threshold=0.0, seed=4, sample_weight=w, direct=False)]
+    paths = [
+        train_binary(X, y, loss=loss, C=0.7, threshold=0.0, seed=4, sample_weight=w),
+        train_binary(X, y, loss=loss, C=0.7, threshold=0.0, seed=4, sample_weight=w, direct=False),
+    ]
     monkeypatch.setattr(linear, "direct_solver_ok", lambda: False)
     paths.append(train_binary(X, y, loss=loss, C=0.7, threshold=0.0, seed=4, sample_weight=w))
     for w_idx, w_val, bias in paths:
@@ -106,7 +111,11 @@ def test_weighted_solver_equals_the_public_estimators(loss, monkeypatch):
 
 def test_weighted_solver_rejects_bad_weights():
     X, y, w = _problem()
-    for bad in (w[:-1], np.where(np.arange(len(w)) == 3, -1.0, w), np.where(np.arange(len(w)) == 3, np.nan, w)):
+    for bad in (
+        w[:-1],
+        np.where(np.arange(len(w)) == 3, -1.0, w),
+        np.where(np.arange(len(w)) == 3, np.nan, w),
+    ):
         with pytest.raises(ValueError, match="sample_weight"):
             train_binary(X, y, sample_weight=bad)
 
@@ -127,6 +136,7 @@ def test_expected_loss_problem_by_hand():
 
 # --- on Spark, against twins ----------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def soft(spark, tmp_path_factory):
     """The first 600 delicious training samples in random groups of 4, GRLR (T=2), and soft
@@ -139,17 +149,23 @@ def soft(spark, tmp_path_factory):
     from tests.conftest import delicious_slice
 
     root = tmp_path_factory.mktemp("weighted")
-    paths = {n: str(root / n) for n in ("train", "agg", "emb", "soft", "hard", "sharp", "flat", "base")}
+    paths = {
+        n: str(root / n) for n in ("train", "agg", "emb", "soft", "hard", "sharp", "flat", "base")
+    }
     ingest(spark, delicious_slice(root, "train", 600), paths["train"], IngestParams())
     aggregate(spark, paths["train"], paths["agg"], AggregateParams(group_size=4))
     embed(spark, paths["agg"], paths["emb"], EmbedParams(iterations=2, tasks=2))
-    runs = {"soft": AssignParams(weighting="soft", temperature=0.3, tasks=2),
-            "hard": AssignParams(tasks=2, weighting="hard"),
-            "sharp": AssignParams(weighting="soft", temperature=1e-4, tasks=2),
-            "flat": AssignParams(weighting="soft", temperature=1e6, tasks=2),
-            "base": AssignParams(method="baseline")}
-    manifests = {name: assign(spark, paths["agg"], paths[name], p, embeddings=paths["emb"])
-                 for name, p in runs.items()}
+    runs = {
+        "soft": AssignParams(weighting="soft", temperature=0.3, tasks=2),
+        "hard": AssignParams(tasks=2, weighting="hard"),
+        "sharp": AssignParams(weighting="soft", temperature=1e-4, tasks=2),
+        "flat": AssignParams(weighting="soft", temperature=1e6, tasks=2),
+        "base": AssignParams(method="baseline"),
+    }
+    manifests = {
+        name: assign(spark, paths["agg"], paths[name], p, embeddings=paths["emb"])
+        for name, p in runs.items()
+    }
     return paths, manifests
 
 
@@ -181,7 +197,7 @@ def _twin_weights(spark, paths, temperature):
         s_c = s[order[min(r["count"], len(group)) - 1]]
         spread, tol = max(s) - min(s), 1e-6 * max(abs(v) for v in s)
         for i, m in enumerate(group):
-            if i in order[:r["count"]]:
+            if i in order[: r["count"]]:
                 w = 1.0
             else:
                 gap = s_c - s[i] if s_c - s[i] > tol else 0.0
@@ -196,15 +212,21 @@ def test_soft_assign_equals_the_twin(spark, soft):
     from eagle_spark.io.tables import read_table
 
     paths, manifests = soft
-    got = {(r.group_id, r.label_id, r.sample_id): r.weight
-           for r in read_table(spark, paths["soft"], "assignments").collect()}
+    got = {
+        (r.group_id, r.label_id, r.sample_id): r.weight
+        for r in read_table(spark, paths["soft"], "assignments").collect()
+    }
     want = _twin_weights(spark, paths, 0.3)
     assert set(got) == set(want)
-    np.testing.assert_allclose([got[k] for k in sorted(want)], [want[k] for k in sorted(want)], rtol=2e-3,
-                               atol=2e-3)
+    np.testing.assert_allclose(
+        [got[k] for k in sorted(want)], [want[k] for k in sorted(want)], rtol=2e-3, atol=2e-3
+    )
     assert 0 < sum(w < 1 for w in got.values()) < len(got)
     # Y_filter carries the weights, label by label, in label order
-    y = {r.sample_id: dict(zip(r.label_ids, r.label_weights)) for r in read_table(spark, paths["soft"], "Y").collect()}
+    y = {
+        r.sample_id: dict(zip(r.label_ids, r.label_weights))
+        for r in read_table(spark, paths["soft"], "Y").collect()
+    }
     for (_, label, sample), w in list(want.items())[:200]:
         assert y[sample][label] == pytest.approx(w, rel=2e-3, abs=2e-3)
     # the quality report weighs each pair: precision = weight of the true pairs / all weight
@@ -219,7 +241,10 @@ def test_soft_assign_ends_are_hard_and_the_baseline(spark, soft):
     paths, manifests = soft
 
     def pairs(name):
-        return {(r.sample_id, r.label_id) for r in read_table(spark, paths[name], "assignments").collect()}
+        return {
+            (r.sample_id, r.label_id)
+            for r in read_table(spark, paths[name], "assignments").collect()
+        }
 
     # near 0: the hard top-c, and beside it only members that tie with the c-th best (a tie goes
     # to the smallest sample_id under hard, to every tied member under soft)
@@ -229,8 +254,11 @@ def test_soft_assign_ends_are_hard_and_the_baseline(spark, soft):
     assert pairs("flat") == pairs("base")
     flat = [r.weight for r in read_table(spark, paths["flat"], "assignments").collect()]
     assert min(flat) > 0.999
-    assert manifests["hard"]["quality"]["precision"] > manifests["soft"]["quality"]["precision"] \
+    assert (
+        manifests["hard"]["quality"]["precision"]
+        > manifests["soft"]["quality"]["precision"]
         > manifests["base"]["quality"]["precision"]
+    )
     assert "label_weights" not in read_table(spark, paths["hard"], "Y").columns
 
 
@@ -253,7 +281,10 @@ def test_weighted_ova_equals_the_twin(spark, soft, tmp_path):
     assert meta["label_weights"] is True
     ids, X, _, _ = dataset_matrices(spark, paths["soft"])
     Xn = l2_normalize_rows(X).astype(np.float64)
-    lw = {r.sample_id: dict(zip(r.label_ids, r.label_weights)) for r in read_table(spark, paths["soft"], "Y").collect()}
+    lw = {
+        r.sample_id: dict(zip(r.label_ids, r.label_weights))
+        for r in read_table(spark, paths["soft"], "Y").collect()
+    }
     got = weights(spark, model)
     checked = 0
     for label in range(983):
@@ -264,8 +295,14 @@ def test_weighted_ova_equals_the_twin(spark, soft, tmp_path):
         y = np.r_[w_pos > 0, np.zeros(len(soft_rows), bool)]
         sw = np.r_[np.where(w_pos > 0, w_pos, 1.0), 1 - w_pos[soft_rows]]
         Xl = sp.vstack([Xn, Xn[soft_rows]]).tocsr()
-        svc = LinearSVC(C=meta["params"]["C"], loss="squared_hinge", dual=True, tol=meta["params"]["tol"],
-                        max_iter=100, random_state=meta["params"]["seed"]).fit(Xl, y, sample_weight=sw)
+        svc = LinearSVC(
+            C=meta["params"]["C"],
+            loss="squared_hinge",
+            dual=True,
+            tol=meta["params"]["tol"],
+            max_iter=100,
+            random_state=meta["params"]["seed"],
+        ).fit(Xl, y, sample_weight=sw)
         w = svc.coef_.ravel()
         keep = np.flatnonzero(np.abs(w) >= meta["params"]["threshold"])
         assert got[label][0] == keep.tolist()
@@ -298,15 +335,24 @@ def test_ova_within_groups_equals_the_twin(spark, soft, tmp_path, name):
     got = {}
     for access in ("cached", "joined"):
         model = str(tmp_path / access)
-        meta = train_ova(spark, paths[name], model, dataclasses.replace(params, x_access=access),
-                         within_groups=paths["agg"])
+        meta = train_ova(
+            spark,
+            paths[name],
+            model,
+            dataclasses.replace(params, x_access=access),
+            within_groups=paths["agg"],
+        )
         assert meta["within_groups"] == paths["agg"]
         got[access] = weights(spark, model)
     assert got["cached"] == got["joined"]
     ids, X, _, _ = dataset_matrices(spark, paths[name])
     Xn = l2_normalize_rows(X).astype(np.float64)
-    lw = {r.sample_id: dict(zip(r.label_ids, r.label_weights if name == "soft" else [1.0] * len(r.label_ids)))
-          for r in read_table(spark, paths[name], "Y").collect()}
+    lw = {
+        r.sample_id: dict(
+            zip(r.label_ids, r.label_weights if name == "soft" else [1.0] * len(r.label_ids))
+        )
+        for r in read_table(spark, paths[name], "Y").collect()
+    }
     members: dict = {}
     for r in read_table(spark, paths["agg"], "Y1").collect():
         members.setdefault(r.group_id, set()).add(r.sample_id)
@@ -316,7 +362,9 @@ def test_ova_within_groups_equals_the_twin(spark, soft, tmp_path, name):
     checked = 0
     for label in sorted(bag):
         w_all = np.array([lw[int(s)].get(label, 0.0) for s in ids])
-        drawn = np.random.default_rng([params.seed, label]).random(len(ids)) < params.negative_fraction
+        drawn = (
+            np.random.default_rng([params.seed, label]).random(len(ids)) < params.negative_fraction
+        )
         in_bag = np.array([int(s) in bag[label] for s in ids])
         rows = np.flatnonzero((w_all > 0) | drawn | in_bag)
         bag_negatives = in_bag & (w_all == 0) & ~drawn
@@ -327,9 +375,14 @@ def test_ova_within_groups_equals_the_twin(spark, soft, tmp_path, name):
         Xa = Xn[rows]
         y = np.r_[w_pos > 0, np.zeros(len(soft_rows), bool)]
         sw = np.r_[np.where(w_pos > 0, w_pos, 1.0), 1 - w_pos[soft_rows]]
-        svc = LinearSVC(C=params.C, loss="squared_hinge", dual=True, tol=params.tol, max_iter=params.max_iter,
-                        random_state=params.seed).fit(sp.vstack([Xa, Xa[soft_rows]]).tocsr(), y,
-                                                      sample_weight=sw if soft_rows else None)
+        svc = LinearSVC(
+            C=params.C,
+            loss="squared_hinge",
+            dual=True,
+            tol=params.tol,
+            max_iter=params.max_iter,
+            random_state=params.seed,
+        ).fit(sp.vstack([Xa, Xa[soft_rows]]).tocsr(), y, sample_weight=sw if soft_rows else None)
         w = svc.coef_.ravel()
         keep = np.flatnonzero(w)
         assert got["cached"][label][0] == keep.tolist()
@@ -360,12 +413,17 @@ def test_weighted_tree_trains_on_the_expected_loss(spark, soft, tmp_path):
     params = TreeParams(tasks=2, n_trees=1, max_leaf=8)
 
     def model_weights(path):
-        return {r.label_id: (list(r.w_idx), list(np.round(r.w_val, 5)), round(r.bias, 5))
-                for r in spark.read.parquet(f"{path}/data/weights_0").collect()}
+        return {
+            r.label_id: (list(r.w_idx), list(np.round(r.w_val, 5)), round(r.bias, 5))
+            for r in spark.read.parquet(f"{path}/data/weights_0").collect()
+        }
 
     trained = {}
-    for name, p in (("soft", params), ("soft_joined", dataclasses.replace(params, x_access="joined")),
-                    ("hard", params)):
+    for name, p in (
+        ("soft", params),
+        ("soft_joined", dataclasses.replace(params, x_access="joined")),
+        ("hard", params),
+    ):
         path = str(tmp_path / name)
         train_tree(spark, paths[name.split("_")[0]], path, p)
         trained[name] = model_weights(path)
@@ -374,10 +432,16 @@ def test_weighted_tree_trains_on_the_expected_loss(spark, soft, tmp_path):
     # a ranker: tree 0's label nodes are n_clusters + label; its samples are the leaf's positives
     meta = spark.read.json(str(tmp_path / "soft" / "metadata.json"), multiLine=True).first()
     n_clusters = meta["n_clusters"][0]
-    tree = {r.node_id: r.parent_id for r in spark.read.parquet(str(tmp_path / "soft" / "data/tree_0")).collect()}
+    tree = {
+        r.node_id: r.parent_id
+        for r in spark.read.parquet(str(tmp_path / "soft" / "data/tree_0")).collect()
+    }
     ids, X, _, _ = dataset_matrices(spark, paths["soft"])
     Xn = l2_normalize_rows(X).astype(np.float64)
-    lw = {r.sample_id: dict(zip(r.label_ids, r.label_weights)) for r in read_table(spark, paths["soft"], "Y").collect()}
+    lw = {
+        r.sample_id: dict(zip(r.label_ids, r.label_weights))
+        for r in read_table(spark, paths["soft"], "Y").collect()
+    }
     checked = 0
     for label in range(983):
         leaf = tree[n_clusters + label]
@@ -390,8 +454,14 @@ def test_weighted_tree_trains_on_the_expected_loss(spark, soft, tmp_path):
         Xa = Xn[active]
         y = np.r_[w_pos > 0, np.zeros(len(soft_rows), bool)]
         sw = np.r_[np.where(w_pos > 0, w_pos, 1.0), 1 - w_pos[soft_rows]]
-        svc = LinearSVC(C=params.C, loss="squared_hinge", dual=True, tol=params.tol, max_iter=params.max_iter,
-                        random_state=params.seed).fit(sp.vstack([Xa, Xa[soft_rows]]).tocsr(), y, sample_weight=sw)
+        svc = LinearSVC(
+            C=params.C,
+            loss="squared_hinge",
+            dual=True,
+            tol=params.tol,
+            max_iter=params.max_iter,
+            random_state=params.seed,
+        ).fit(sp.vstack([Xa, Xa[soft_rows]]).tocsr(), y, sample_weight=sw)
         w = svc.coef_.ravel()
         keep = np.flatnonzero(np.abs(w) >= params.threshold)
         g_idx, g_val, g_bias = trained["soft"][n_clusters + label]
@@ -421,9 +491,12 @@ def test_bad_label_weights_are_refused_by_name(spark, soft, tmp_path):
     shutil.copytree(paths["soft"], bad)
     y = read_table(spark, paths["soft"], "Y")
     victim = y.where(F.size("label_ids") > 0).agg(F.min("sample_id")).first()[0]
-    broken = y.withColumn("label_weights", F.when(F.col("sample_id") == victim,
-                                                  F.transform("label_weights", lambda w: w * 2 + 1))
-                          .otherwise(F.col("label_weights")))
+    broken = y.withColumn(
+        "label_weights",
+        F.when(
+            F.col("sample_id") == victim, F.transform("label_weights", lambda w: w * 2 + 1)
+        ).otherwise(F.col("label_weights")),
+    )
     shutil.rmtree(bad / "Y")
     broken.write.parquet(str(bad / "Y"))
     (bad / "_files.json").unlink()  # Y rewritten by another tool: the folder has no file list now
@@ -433,6 +506,7 @@ def test_bad_label_weights_are_refused_by_name(spark, soft, tmp_path):
 
 
 # --- the Python API -------------------------------------------------------------------------------
+
 
 def _label_weights(rows, labels="labels", weights="label_weights"):
     return {r.sample_id: dict(zip(r[labels], r[weights])) for r in rows if r[labels]}
@@ -444,7 +518,7 @@ def test_api_soft_weights_through_fit_transform_save_load(spark, soft, tmp_path)
     alike (the same model), and train another model without it."""
     from pyspark.sql import functions as F
 
-    from eagle_spark import Dataset, GRLR, GRLRModel, OneVsRestXMC
+    from eagle_spark import GRLR, Dataset, GRLRModel, OneVsRestXMC
     from eagle_spark.io.tables import read_table
 
     paths, _ = soft
@@ -457,22 +531,32 @@ def test_api_soft_weights_through_fit_transform_save_load(spark, soft, tmp_path)
     assert got.keys() == want.keys()
     for sample in want:
         assert got[sample].keys() == want[sample].keys()
-        np.testing.assert_allclose(list(got[sample].values()), list(want[sample].values()), rtol=1e-6)
+        np.testing.assert_allclose(
+            list(got[sample].values()), list(want[sample].values()), rtol=1e-6
+        )
     model.write().overwrite().save(str(tmp_path / "grlr"))
     loaded = GRLRModel.load(str(tmp_path / "grlr"))
     assert (loaded.getOrDefault("weighting"), loaded.getOrDefault("temperature")) == ("soft", 0.3)
-    again = _label_weights(loaded.transform(samples).select("sample_id", "labels", "label_weights").collect())
+    again = _label_weights(
+        loaded.transform(samples).select("sample_id", "labels", "label_weights").collect()
+    )
     assert again == got
     hard = GRLRModel.load(str(tmp_path / "grlr")).setMethod("eagle")
     hard.set(hard.weighting, "hard")
     assert "label_weights" not in hard.transform(samples).columns
 
     def ova_weights(m):
-        return {r.label_id: (list(r.w_idx), r.bias) for r in spark.read.parquet(f"{m._require_data()}/data/weights").collect()}
+        return {
+            r.label_id: (list(r.w_idx), r.bias)
+            for r in spark.read.parquet(f"{m._require_data()}/data/weights").collect()
+        }
 
     backed = OneVsRestXMC(numTasks=2).fit(assigned)
-    plain = assigned.select("sample_id", "features", "labels", "label_weights")  # not backed: written anew
+    plain = assigned.select(
+        "sample_id", "features", "labels", "label_weights"
+    )  # not backed: written anew
     from eagle_spark.ml.frames import source_of
+
     assert source_of(plain) is None
     assert ova_weights(OneVsRestXMC(numTasks=2).fit(plain)) == ova_weights(backed)
     unweighted = OneVsRestXMC(numTasks=2).fit(assigned.drop("label_weights"))
@@ -482,7 +566,9 @@ def test_api_soft_weights_through_fit_transform_save_load(spark, soft, tmp_path)
     with pytest.raises(ValueError, match="no label weights column 'w'"):
         OneVsRestXMC(labelWeightsCol="w").fit(assigned)
     bad = plain.withColumn("label_weights", F.transform("label_weights", lambda w: w + 1))
-    with pytest.raises(ValueError, match=r"'labels' / 'label_weights' \(labelWeightsCol\) must hold one weight"):
+    with pytest.raises(
+        ValueError, match=r"'labels' / 'label_weights' \(labelWeightsCol\) must hold one weight"
+    ):
         OneVsRestXMC(numTasks=2).fit(bad)
 
 
@@ -498,8 +584,11 @@ def test_auto_chooses_the_best_candidate_on_held_out_groups(spark, soft, tmp_pat
 
     paths, _ = soft
     agg = Dataset.load(spark, paths["agg"])
-    auto = GRLRModel.fromSettings(AssignParams(weighting="auto", tasks=2, candidates=("baseline", "hard", "soft-1"),
-                                               held_out=0.3)).atFolder(paths["emb"])
+    auto = GRLRModel.fromSettings(
+        AssignParams(
+            weighting="auto", tasks=2, candidates=("baseline", "hard", "soft-1"), held_out=0.3
+        )
+    ).atFolder(paths["emb"])
     out = auto.transformDataset(agg, str(tmp_path / "auto"))
     sel = out.manifest["selection"]
     assert set(sel["candidates"]) == {"baseline", "hard", "soft-1"} and sel["held_out_groups"] > 10
@@ -513,11 +602,19 @@ def test_auto_chooses_the_best_candidate_on_held_out_groups(spark, soft, tmp_pat
 
     chosen = AssignParams(tasks=2, **candidate_changes(best))
     assert out.manifest["parameters"]["weighting"] == chosen.weighting
-    again = GRLRModel.fromSettings(chosen).atFolder(paths["emb"]).transformDataset(agg, str(tmp_path / "direct"))
+    again = (
+        GRLRModel.fromSettings(chosen)
+        .atFolder(paths["emb"])
+        .transformDataset(agg, str(tmp_path / "direct"))
+    )
 
     def rows(ds):
-        return sorted(tuple(r) for r in read_table(spark, ds.path, "assignments").select(
-            "group_id", "label_id", "sample_id").collect())
+        return sorted(
+            tuple(r)
+            for r in read_table(spark, ds.path, "assignments")
+            .select("group_id", "label_id", "sample_id")
+            .collect()
+        )
 
     assert rows(out) == rows(again)
 
@@ -525,8 +622,12 @@ def test_auto_chooses_the_best_candidate_on_held_out_groups(spark, soft, tmp_pat
 def test_candidate_names_are_checked():
     from eagle_spark.params import candidate_changes
 
-    assert candidate_changes("soft-0.25") == {"method": "eagle", "weighting": "soft", "temperature": 0.25,
-                                              "refine_rounds": 0}
+    assert candidate_changes("soft-0.25") == {
+        "method": "eagle",
+        "weighting": "soft",
+        "temperature": 0.25,
+        "refine_rounds": 0,
+    }
     assert candidate_changes("baseline")["method"] == "baseline"
     for bad in ("soft", "soft-0", "medium", "soft--1"):
         with pytest.raises(SettingsError, match="assign.candidates"):
@@ -543,17 +644,25 @@ def test_y_matrix_refuses_label_ids_out_of_range():
 
     from eagle_spark.classifiers.base import y_matrix
 
-    yt = pa.table({"sample_id": pa.array([4, 7, 9], pa.int64()),
-                   "label_ids": pa.array([[0, 2], [], [1]], pa.list_(pa.int32())),
-                   "label_weights": pa.array([[1.0, 0.5], [], [0.25]], pa.list_(pa.float32()))})
+    yt = pa.table(
+        {
+            "sample_id": pa.array([4, 7, 9], pa.int64()),
+            "label_ids": pa.array([[0, 2], [], [1]], pa.list_(pa.int32())),
+            "label_weights": pa.array([[1.0, 0.5], [], [0.25]], pa.list_(pa.float32())),
+        }
+    )
     twin = np.array([[1, 0, 1], [0, 0, 0], [0, 1, 0]], dtype=bool)
     np.testing.assert_array_equal(y_matrix(yt, 3).toarray(), twin)
-    np.testing.assert_allclose(y_matrix(yt, 3, "label_weights").toarray(), [[1, 0, 0.5], [0, 0, 0], [0, 0.25, 0]])
+    np.testing.assert_allclose(
+        y_matrix(yt, 3, "label_weights").toarray(), [[1, 0, 0.5], [0, 0, 0], [0, 0.25, 0]]
+    )
     with pytest.raises(ValueError, match=r"ds/Y: sample_id 4 has label id 2, outside \[0, 2\)"):
         y_matrix(yt, 2, what="ds/Y")
     sliced = yt.slice(1)  # a table whose list column starts at an offset
     np.testing.assert_array_equal(y_matrix(sliced, 3).toarray(), twin[1:])
-    np.testing.assert_allclose(y_matrix(sliced, 3, "label_weights").toarray(), [[0, 0, 0], [0, 0.25, 0]])
+    np.testing.assert_allclose(
+        y_matrix(sliced, 3, "label_weights").toarray(), [[0, 0, 0], [0, 0.25, 0]]
+    )
 
 
 def test_auto_on_too_few_groups_falls_back_to_hard(spark, tmp_path):
@@ -561,7 +670,7 @@ def test_auto_on_too_few_groups_falls_back_to_hard(spark, tmp_path):
     as hard top-c does and records why."""
     from pyspark.ml.linalg import SparseVector
 
-    from eagle_spark import Dataset, GRLR
+    from eagle_spark import GRLR, Dataset
     from eagle_spark.ml.selection import MIN_HELD_GROUPS
 
     rows = [(SparseVector(4, [i % 4], [1.0]), i // 2, [i // 2]) for i in range(8)]
@@ -570,7 +679,11 @@ def test_auto_on_too_few_groups_falls_back_to_hard(spark, tmp_path):
     model = GRLR(maxIter=1, numTasks=2, assignTasks=2).fitDataset(ds, str(tmp_path / "emb"))
     out = model.transformDataset(ds, str(tmp_path / "auto"))
     sel = out.manifest["selection"]
-    assert sel["chosen"] == "hard" and sel["candidates"] == {} and str(MIN_HELD_GROUPS) in sel["skipped"]
+    assert (
+        sel["chosen"] == "hard"
+        and sel["candidates"] == {}
+        and str(MIN_HELD_GROUPS) in sel["skipped"]
+    )
     assert out.manifest["parameters"]["weighting"] == "hard" and out.manifest["n_assignments"] == 4
 
 
@@ -585,5 +698,7 @@ def test_positive_weights_equal_a_dense_twin():
     for _ in range(20):
         labels = np.sort(rng.choice(12, rng.integers(1, 6), replace=False))
         active = np.sort(rng.choice(50, rng.integers(0, 50), replace=False))
-        np.testing.assert_allclose(positive_weights(W, active, labels), dense[np.ix_(active, labels)].max(axis=1)
-                                   if len(active) else np.zeros(0))
+        np.testing.assert_allclose(
+            positive_weights(W, active, labels),
+            dense[np.ix_(active, labels)].max(axis=1) if len(active) else np.zeros(0),
+        )

@@ -12,12 +12,20 @@ def parse(lines, **limits):
 
 def test_good_lines_sorted_and_typed():
     rows = parse(["5,4 3:1 1:2.5 2:-3e-1", " 4:1", "3", "", "1\t2:3 "], n_features=5, n_labels=6)
-    assert rows[0] == {"feat_idx": [1, 2, 3], "feat_val": [2.5, pytest.approx(-0.3), 1.0],
-                       "label_ids": [4, 5], "reason": None}
+    assert rows[0] == {
+        "feat_idx": [1, 2, 3],
+        "feat_val": [2.5, pytest.approx(-0.3), 1.0],
+        "label_ids": [4, 5],
+        "reason": None,
+    }
     assert rows[1] == {"feat_idx": [4], "feat_val": [1.0], "label_ids": [], "reason": None}
     assert rows[2] == {"feat_idx": [], "feat_val": [], "label_ids": [3], "reason": None}
-    assert rows[3] == {"feat_idx": [], "feat_val": [], "label_ids": [],
-                       "reason": "blank line: a sample line needs a label field or features"}
+    assert rows[3] == {
+        "feat_idx": [],
+        "feat_val": [],
+        "label_ids": [],
+        "reason": "blank line: a sample line needs a label field or features",
+    }
     assert rows[4] == {"feat_idx": [2], "feat_val": [3.0], "label_ids": [1], "reason": None}
 
 

@@ -40,14 +40,57 @@ References:
     Prabhu, Kag, Harsola, Agrawal, Varma, Parabel, WWW 2018; Yu et al., PECOS (XR-Linear).
 """
 
-from eagle_spark.classifiers.tree.indexer import build_tree, index_trees, label_reps, pifa, split_nodes
-from eagle_spark.classifiers.tree.search import (beam_search, ensemble_search, load_model, path_probability,
-                                                 predict_tree)
-from eagle_spark.classifiers.tree.structure import (TREE, TREE_ARROW, LeafWork, Tree, TreeShape, compact_columns,
-                                                    deal, rows_with, top_levels_for, tree_from_leaves, tree_shape)
+from eagle_spark.classifiers.tree.indexer import (
+    build_tree,
+    index_trees,
+    label_reps,
+    pifa,
+    split_nodes,
+)
+from eagle_spark.classifiers.tree.search import (
+    beam_search,
+    ensemble_search,
+    load_model,
+    path_probability,
+    predict_tree,
+)
+from eagle_spark.classifiers.tree.structure import (
+    TREE,
+    TREE_ARROW,
+    LeafWork,
+    Tree,
+    TreeShape,
+    compact_columns,
+    deal,
+    rows_with,
+    top_levels_for,
+    tree_from_leaves,
+    tree_shape,
+)
 from eagle_spark.classifiers.tree.training import train_tree, train_unit
 
-__all__ = ["TREE", "TREE_ARROW", "LeafWork", "Tree", "TreeShape", "beam_search", "build_tree", "compact_columns",
-           "deal", "ensemble_search", "index_trees", "label_reps", "load_model", "path_probability", "pifa",
-           "predict_tree", "rows_with", "split_nodes", "top_levels_for", "train_tree", "train_unit",
-           "tree_from_leaves", "tree_shape"]
+__all__ = [
+    "TREE",
+    "TREE_ARROW",
+    "LeafWork",
+    "Tree",
+    "TreeShape",
+    "beam_search",
+    "build_tree",
+    "compact_columns",
+    "deal",
+    "ensemble_search",
+    "index_trees",
+    "label_reps",
+    "load_model",
+    "path_probability",
+    "pifa",
+    "predict_tree",
+    "rows_with",
+    "split_nodes",
+    "top_levels_for",
+    "train_tree",
+    "train_unit",
+    "tree_from_leaves",
+    "tree_shape",
+]

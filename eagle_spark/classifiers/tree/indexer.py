@@ -17,6 +17,18 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from eagle_spark import schemas as S
 from eagle_spark.classifiers.base import load_xy
 from eagle_spark.classifiers.joined import load_y
+from eagle_spark.classifiers.tree.structure import (
+    LeafWork,
+    Tree,
+    TreeShape,
+    compact_columns,
+    deal,
+    is_heavy,
+    split_pays,
+    top_levels_for,
+    tree_from_leaves,
+    tree_shape,
+)
 from eagle_spark.errors import BadInputError
 from eagle_spark.evaluation.metrics import label_counts
 from eagle_spark.executor_state import shared_state, sparse_arrays, sparse_from
@@ -24,15 +36,20 @@ from eagle_spark.io.parts import folder_version, read_sparse_rows
 from eagle_spark.io.tables import has_table, read_table
 from eagle_spark.kmeans import balanced_2means
 from eagle_spark.sparse import l2_normalize_rows
-from eagle_spark.classifiers.tree.structure import (LeafWork, Tree, TreeShape, compact_columns, deal, is_heavy,
-                                                    split_pays, top_levels_for, tree_from_leaves, tree_shape)
 
 log = logging.getLogger(__name__)
 
 
-def split_nodes(reps: sp.csr_matrix, labels: np.ndarray, node: int, shape: TreeShape, seed: int,
-                max_iter: int = 20, stop_level: Optional[int] = None,
-                work: Optional[LeafWork] = None) -> list[tuple[int, str, np.ndarray]]:
+def split_nodes(
+    reps: sp.csr_matrix,
+    labels: np.ndarray,
+    node: int,
+    shape: TreeShape,
+    seed: int,
+    max_iter: int = 20,
+    stop_level: Optional[int] = None,
+    work: Optional[LeafWork] = None,
+) -> list[tuple[int, str, np.ndarray]]:
     """Split `node` (holding `labels`) by balanced spherical 2-means down to its leaves, or down to
     the nodes at `stop_level` (the first indexer stage's frontier).
 
@@ -80,9 +97,15 @@ def split_nodes(reps: sp.csr_matrix, labels: np.ndarray, node: int, shape: TreeS
     return out
 
 
-def build_tree(reps: sp.csr_matrix, max_leaf: int, seed: int, max_iter: int = 20,
-               Y: Optional[sp.csc_matrix] = None, max_leaf_work: Optional[int] = None,
-               max_split_shared: Optional[float] = None) -> Tree:
+def build_tree(
+    reps: sp.csr_matrix,
+    max_leaf: int,
+    seed: int,
+    max_iter: int = 20,
+    Y: Optional[sp.csc_matrix] = None,
+    max_leaf_work: Optional[int] = None,
+    max_split_shared: Optional[float] = None,
+) -> Tree:
     """Balanced hierarchical 2-means of label representations into a tree of <= max_leaf per leaf,
     on one node (the twin of :func:`index_trees`).
 
@@ -105,8 +128,9 @@ def build_tree(reps: sp.csr_matrix, max_leaf: int, seed: int, max_iter: int = 20
     if max_leaf_work is not None:
         if Y is None:
             raise ValueError("max_leaf_work needs Y")
-        work = LeafWork(max_leaf_work, np.asarray(Y.sum(axis=0)).ravel().astype(np.int64), Y,
-                        max_split_shared)
+        work = LeafWork(
+            max_leaf_work, np.asarray(Y.sum(axis=0)).ravel().astype(np.int64), Y, max_split_shared
+        )
     leaves = split_nodes(reps, np.arange(reps.shape[0]), 0, shape, seed, max_iter, work=work)
     return tree_from_leaves(shape, leaves, reps.shape[0])
 
@@ -116,8 +140,9 @@ def pifa(X: sp.csr_matrix, Y: sp.csc_matrix) -> sp.csr_matrix:
     return sp.csr_matrix(Y.T.astype(np.float64) @ l2_normalize_rows(X, np.float64))
 
 
-def label_reps(dataset: str, n_features: int, n_labels: int, normalize: bool,
-               label_repr: Optional[str] = None) -> sp.csr_matrix:
+def label_reps(
+    dataset: str, n_features: int, n_labels: int, normalize: bool, label_repr: Optional[str] = None
+) -> sp.csr_matrix:
     """The L2-normalised label representations the indexer clusters, held once per executor
     (:mod:`eagle_spark.executor_state`): PIFA of the dataset (:func:`pifa`), or the ``label_emb``
     rows of `label_repr`. Memory per executor: 12 bytes per nonzero (float64 value, int32 id).
@@ -130,8 +155,13 @@ def label_reps(dataset: str, n_features: int, n_labels: int, normalize: bool,
 
     def build() -> dict[str, np.ndarray]:
         if label_repr is not None:
-            reps, _ = read_sparse_rows(posixpath.join(label_repr, S.LABEL_EMB), S.LABEL_ID, S.EMB_IDX,
-                                       S.EMB_VAL, (n_labels, n_features))
+            reps, _ = read_sparse_rows(
+                posixpath.join(label_repr, S.LABEL_EMB),
+                S.LABEL_ID,
+                S.EMB_IDX,
+                S.EMB_VAL,
+                (n_labels, n_features),
+            )
         else:
             _, X, Y = load_xy(dataset, n_features, n_labels, normalize)
             reps = pifa(X, Y)
@@ -140,16 +170,30 @@ def label_reps(dataset: str, n_features: int, n_labels: int, normalize: bool,
     return shared_state("reps", key, build, lambda a: sparse_from(a, "R"))
 
 
-_SPLIT = pa.schema([pa.field("tree", pa.int32(), False), pa.field("node", pa.int32(), False),
-                     pa.field("path", pa.string(), False),
-                     pa.field(S.LABEL_IDS, pa.list_(pa.field("element", pa.int32(), False)), False),
-                     pa.field("work", pa.float64(), False)])
+_SPLIT = pa.schema(
+    [
+        pa.field("tree", pa.int32(), False),
+        pa.field("node", pa.int32(), False),
+        pa.field("path", pa.string(), False),
+        pa.field(S.LABEL_IDS, pa.list_(pa.field("element", pa.int32(), False)), False),
+        pa.field("work", pa.float64(), False),
+    ]
+)
 
 
-def _split_stage(spark: SparkSession, dataset: str, n_features: int, n_labels: int, params: Any,
-                 label_repr: Optional[str], shape: TreeShape, units_by_bin: dict,
-                 stop_level: Optional[int], label_freq: Optional[np.ndarray],
-                 y_only: bool = False) -> list[tuple[int, int, str, np.ndarray, float]]:
+def _split_stage(
+    spark: SparkSession,
+    dataset: str,
+    n_features: int,
+    n_labels: int,
+    params: Any,
+    label_repr: Optional[str],
+    shape: TreeShape,
+    units_by_bin: dict,
+    stop_level: Optional[int],
+    label_freq: Optional[np.ndarray],
+    y_only: bool = False,
+) -> list[tuple[int, int, str, np.ndarray, float]]:
     """One Spark stage of the indexer: task b splits the sub-trees (tree, node, labels) of
     ``units_by_bin[b]`` down to their leaves, or to the nodes at `stop_level`.
 
@@ -168,32 +212,72 @@ def _split_stage(spark: SparkSession, dataset: str, n_features: int, n_labels: i
         row_work = np.diff(reps.indptr).astype(np.float64) + 1.0
         work = None
         if max_work is not None:
-            work = LeafWork(max_work, label_freq, (lambda: load_y(dataset, n_labels)[1]) if y_only else
-                            (lambda: load_xy(dataset, n_features, n_labels, normalize)[2]),
-                            params.max_split_shared)
+            work = LeafWork(
+                max_work,
+                label_freq,
+                (lambda: load_y(dataset, n_labels)[1])
+                if y_only
+                else (lambda: load_xy(dataset, n_features, n_labels, normalize)[2]),
+                params.max_split_shared,
+            )
         for batch in batches:
             for b in np.asarray(batch.column(0), dtype=np.int64):
                 for t, node, labels in units_by_bin.get(int(b), []):
-                    found = split_nodes(reps, labels.astype(np.int64), node, shape, seed + t,
-                                        stop_level=stop_level, work=work)
-                    yield pa.RecordBatch.from_arrays([
-                        pa.array(np.full(len(found), t, dtype=np.int32)),
-                        pa.array(np.array([v for v, _, _ in found], dtype=np.int32)),
-                        pa.array([path for _, path, _ in found], type=pa.string()),
-                        pa.array([lab.astype(np.int32) for _, _, lab in found],
-                                 type=_SPLIT.field(S.LABEL_IDS).type),
-                        pa.array(np.array([row_work[lab].sum() for _, _, lab in found], dtype=np.float64))],
-                        schema=_SPLIT)
+                    found = split_nodes(
+                        reps,
+                        labels.astype(np.int64),
+                        node,
+                        shape,
+                        seed + t,
+                        stop_level=stop_level,
+                        work=work,
+                    )
+                    yield pa.RecordBatch.from_arrays(
+                        [
+                            pa.array(np.full(len(found), t, dtype=np.int32)),
+                            pa.array(np.array([v for v, _, _ in found], dtype=np.int32)),
+                            pa.array([path for _, path, _ in found], type=pa.string()),
+                            pa.array(
+                                [lab.astype(np.int32) for _, _, lab in found],
+                                type=_SPLIT.field(S.LABEL_IDS).type,
+                            ),
+                            pa.array(
+                                np.array(
+                                    [row_work[lab].sum() for _, _, lab in found], dtype=np.float64
+                                )
+                            ),
+                        ],
+                        schema=_SPLIT,
+                    )
 
     bins = len(units_by_bin)
-    got = spark.range(0, bins, numPartitions=bins).mapInArrow(run, from_arrow_schema(_SPLIT)).collect()
-    return [(row["tree"], row["node"], row["path"], np.array(row[S.LABEL_IDS], dtype=np.int64), row["work"])
-            for row in got]
+    got = (
+        spark.range(0, bins, numPartitions=bins)
+        .mapInArrow(run, from_arrow_schema(_SPLIT))
+        .collect()
+    )
+    return [
+        (
+            row["tree"],
+            row["node"],
+            row["path"],
+            np.array(row[S.LABEL_IDS], dtype=np.int64),
+            row["work"],
+        )
+        for row in got
+    ]
 
 
-def index_trees(spark: SparkSession, dataset: str, n_features: int, n_labels: int, params: Any,
-                label_repr: Optional[str] = None, label_freq: Optional[np.ndarray] = None,
-                y_only: bool = False) -> list[Tree]:
+def index_trees(
+    spark: SparkSession,
+    dataset: str,
+    n_features: int,
+    n_labels: int,
+    params: Any,
+    label_repr: Optional[str] = None,
+    label_freq: Optional[np.ndarray] = None,
+    y_only: bool = False,
+) -> list[Tree]:
     """The distributed indexer: the label trees of an ensemble, equal to :func:`build_tree` with
     seeds ``params.seed + t``.
 
@@ -224,8 +308,19 @@ def index_trees(spark: SparkSession, dataset: str, n_features: int, n_labels: in
     everything = np.arange(n_labels, dtype=np.int32)
     if levels > 0 and shape.kids[0][0] >= 0:
         tops = {t: [(t, 0, everything)] for t in range(params.n_trees)}
-        found = _split_stage(spark, dataset, n_features, n_labels, params, label_repr, shape, tops,
-                             stop_level=levels, label_freq=label_freq, y_only=y_only)
+        found = _split_stage(
+            spark,
+            dataset,
+            n_features,
+            n_labels,
+            params,
+            label_repr,
+            shape,
+            tops,
+            stop_level=levels,
+            label_freq=label_freq,
+            y_only=y_only,
+        )
     else:  # whole trees, each the second stage's sub-tree
         found = [(t, 0, "", everything.astype(np.int64), 1.0) for t in range(params.n_trees)]
     leaves: list[list] = [[] for _ in range(params.n_trees)]
@@ -239,8 +334,17 @@ def index_trees(spark: SparkSession, dataset: str, n_features: int, n_labels: in
     if units:
         dealt = deal(np.array(work), max(1, min(params.tasks, len(units))))
         for t, node, path, labels, _ in _split_stage(
-                spark, dataset, n_features, n_labels, params, label_repr, shape,
-                {b: [units[i] for i in idx] for b, idx in enumerate(dealt)}, stop_level=None,
-                label_freq=label_freq, y_only=y_only):
+            spark,
+            dataset,
+            n_features,
+            n_labels,
+            params,
+            label_repr,
+            shape,
+            {b: [units[i] for i in idx] for b, idx in enumerate(dealt)},
+            stop_level=None,
+            label_freq=label_freq,
+            y_only=y_only,
+        ):
             leaves[t].append((node, path, labels))
     return [tree_from_leaves(shape, leaves[t], n_labels) for t in range(params.n_trees)]

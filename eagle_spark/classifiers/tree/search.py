@@ -14,14 +14,14 @@ import scipy.sparse as sp
 from pyspark.sql import DataFrame, SparkSession
 
 from eagle_spark import schemas as S
-from eagle_spark.classifiers.base import (WEIGHTS, read_metadata)
+from eagle_spark.classifiers.base import WEIGHTS, read_metadata
 from eagle_spark.classifiers.ova import PRED_SCHEMA
+from eagle_spark.classifiers.tree.scoring import feature_major, node_scores, rows_per_block
+from eagle_spark.classifiers.tree.structure import TREE, Tree
 from eagle_spark.errors import BadInputError, check_finite_scores
 from eagle_spark.executor_state import shared_state, sparse_arrays, sparse_from
 from eagle_spark.io.parts import filesystem_for, folder_version, read_sparse_rows
 from eagle_spark.sparse import csr_from_arrow, l2_normalize_rows
-from eagle_spark.classifiers.tree.scoring import feature_major, node_scores, rows_per_block
-from eagle_spark.classifiers.tree.structure import TREE, Tree
 
 log = logging.getLogger(__name__)
 
@@ -49,22 +49,44 @@ def load_model(model_path: str, meta: dict) -> list[tuple[Tree, sp.csc_matrix, n
             parent = np.asarray(tt.column("parent_id"), dtype=np.int64)
             yield f"parent{t}", parent
             yield f"level{t}", np.asarray(tt.column("level"), dtype=np.int64)
-            WT, bias = read_sparse_rows(posixpath.join(model_path, f"{WEIGHTS}_{t}"), S.LABEL_ID,
-                                        "w_idx", "w_val", (len(parent), int(meta["n_features"])),
-                                        extra="bias", dtype=np.float32)  # as stored; products upcast
+            WT, bias = read_sparse_rows(
+                posixpath.join(model_path, f"{WEIGHTS}_{t}"),
+                S.LABEL_ID,
+                "w_idx",
+                "w_val",
+                (len(parent), int(meta["n_features"])),
+                extra="bias",
+                dtype=np.float32,
+            )  # as stored; products upcast
             yield f"bias{t}", bias
             W = feature_major(WT)
             del WT, tt, parent, bias
             yield from sparse_arrays(W, f"W{t}").items()
             del W
 
-    return shared_state("tree", key, build, lambda a: [
-        (Tree(a[f"parent{t}"], a[f"level{t}"], int(meta["n_clusters"][t]), int(meta["n_labels"])),
-         sparse_from(a, f"W{t}", "csc"), a[f"bias{t}"]) for t in range(int(meta["n_trees"]))])
+    return shared_state(
+        "tree",
+        key,
+        build,
+        lambda a: [
+            (
+                Tree(
+                    a[f"parent{t}"],
+                    a[f"level{t}"],
+                    int(meta["n_clusters"][t]),
+                    int(meta["n_labels"]),
+                ),
+                sparse_from(a, f"W{t}", "csc"),
+                a[f"bias{t}"],
+            )
+            for t in range(int(meta["n_trees"]))
+        ],
+    )
 
 
-def ensemble_search(models: list, X: sp.csr_matrix, beam: int, k: int,
-                    loss: str) -> tuple[np.ndarray, np.ndarray]:
+def ensemble_search(
+    models: list, X: sp.csr_matrix, beam: int, k: int, loss: str
+) -> tuple[np.ndarray, np.ndarray]:
     """Top-k labels of every row of X by the mean over the trees of the label probabilities
     (Parabel's ensemble, as omikuji): every label a tree's beam reaches adds its probability / n_trees,
     a label a tree's beam does not reach adds 0 there.
@@ -91,8 +113,9 @@ def ensemble_search(models: list, X: sp.csr_matrix, beam: int, k: int,
     return _top_k(X.shape[0], rows, labels, probs, k)
 
 
-def _top_k(n: int, rows: np.ndarray, labels: np.ndarray, scores: np.ndarray,
-           k: int) -> tuple[np.ndarray, np.ndarray]:
+def _top_k(
+    n: int, rows: np.ndarray, labels: np.ndarray, scores: np.ndarray, k: int
+) -> tuple[np.ndarray, np.ndarray]:
     """(labels (n, k), scores (n, k)) of the k best (row, label, score) triples of each row, best
     first, ties by smaller label; padded with label -1 and score 0."""
     out_labels = np.full((n, k), -1, dtype=np.int64)
@@ -113,7 +136,9 @@ def path_probability(scores: np.ndarray, loss: str) -> np.ndarray:
     return np.exp(-np.square(np.maximum(0.0, 1.0 - scores)))
 
 
-def _rank_within(rows: np.ndarray, keys_desc: np.ndarray, tie: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _rank_within(
+    rows: np.ndarray, keys_desc: np.ndarray, tie: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Order by (row, key descending, tie ascending); returns (order, rank of each within its row)."""
     order = np.lexsort((tie, -keys_desc, rows))
     r = rows[order]
@@ -122,8 +147,9 @@ def _rank_within(rows: np.ndarray, keys_desc: np.ndarray, tie: np.ndarray) -> tu
     return order, rank
 
 
-def beam_search(tree: Tree, W: sp.spmatrix, bias: np.ndarray, X: sp.csr_matrix, beam: int,
-                k: int, loss: str) -> tuple[np.ndarray, np.ndarray]:
+def beam_search(
+    tree: Tree, W: sp.spmatrix, bias: np.ndarray, X: sp.csr_matrix, beam: int, k: int, loss: str
+) -> tuple[np.ndarray, np.ndarray]:
     """Top-k labels of every row of X by beam search in one tree (see the package docstring).
 
     Args:
@@ -143,8 +169,9 @@ def beam_search(tree: Tree, W: sp.spmatrix, bias: np.ndarray, X: sp.csr_matrix, 
     return _top_k(X.shape[0], *beam_candidates(tree, W, bias, X, beam, loss), k)
 
 
-def beam_candidates(tree: Tree, W: sp.spmatrix, bias: np.ndarray, X: sp.csr_matrix, beam: int,
-                    loss: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def beam_candidates(
+    tree: Tree, W: sp.spmatrix, bias: np.ndarray, X: sp.csr_matrix, beam: int, loss: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Every label the beam search reaches for each row of X, with its probability (the product of
     the edge probabilities on its path, :func:`path_probability`), vectorised over the rows: a
     block of rows gets every node's score in one pass (:func:`.scoring.node_scores`), then each
@@ -163,19 +190,26 @@ def beam_candidates(tree: Tree, W: sp.spmatrix, bias: np.ndarray, X: sp.csr_matr
     step = rows_per_block(W.shape[0])
     found = []
     for lo in range(0, X.shape[0], step):
-        rows, labels, probs = _search_block(tree, node_scores(X[lo:lo + step], W), bias, beam, loss)
+        rows, labels, probs = _search_block(
+            tree, node_scores(X[lo : lo + step], W), bias, beam, loss
+        )
         found.append((rows + lo, labels, probs))
     if not found:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0)
     return tuple(np.concatenate(parts) for parts in zip(*found))
 
 
-def _search_block(tree: Tree, S: np.ndarray, bias: np.ndarray, beam: int,
-                  loss: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _search_block(
+    tree: Tree, S: np.ndarray, bias: np.ndarray, beam: int, loss: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`beam_candidates` over a block of rows whose node scores (without bias) are S (n, n_elements)."""
     n = S.shape[0]
     b_row, b_node, b_prob = np.arange(n), np.zeros(n, dtype=np.int64), np.ones(n)
-    f_row, f_label, f_prob = [np.zeros(0, dtype=np.int64)], [np.zeros(0, dtype=np.int64)], [np.zeros(0)]
+    f_row, f_label, f_prob = (
+        [np.zeros(0, dtype=np.int64)],
+        [np.zeros(0, dtype=np.int64)],
+        [np.zeros(0)],
+    )
     while len(b_row):
         counts = tree.child_ptr[b_node + 1] - tree.child_ptr[b_node]
         total = int(counts.sum())
@@ -197,8 +231,15 @@ def _search_block(tree: Tree, S: np.ndarray, bias: np.ndarray, beam: int,
     return np.concatenate(f_row), np.concatenate(f_label), np.concatenate(f_prob)
 
 
-def predict_tree(spark: SparkSession, model_path: str, X: DataFrame, n_features: int, k: int,
-                 beam: int, batch_rows: int = 256) -> DataFrame:
+def predict_tree(
+    spark: SparkSession,
+    model_path: str,
+    X: DataFrame,
+    n_features: int,
+    k: int,
+    beam: int,
+    batch_rows: int = 256,
+) -> DataFrame:
     """Top-k predictions of a tree model by beam search, as a Spark job (mapInArrow).
 
     Raises:
@@ -206,8 +247,10 @@ def predict_tree(spark: SparkSession, model_path: str, X: DataFrame, n_features:
     """
     meta = read_metadata(spark, model_path, "TreeModel")
     if n_features > meta["n_features"]:
-        raise BadInputError(f"the data has {n_features} features, beyond the model's n_features="
-                            f"{meta['n_features']}")
+        raise BadInputError(
+            f"the data has {n_features} features, beyond the model's n_features="
+            f"{meta['n_features']}"
+        )
     normalize, loss = meta["params"]["normalize"], meta["params"]["loss"]
     m_features = meta["n_features"]
 
@@ -217,17 +260,29 @@ def predict_tree(spark: SparkSession, model_path: str, X: DataFrame, n_features:
             for lo in range(0, batch.num_rows, batch_rows):
                 part = batch.slice(lo, batch_rows)
                 Xb = csr_from_arrow(part.column(1), part.column(2), m_features)
-                Xb = l2_normalize_rows(Xb, np.float64) if normalize else sp.csr_matrix(Xb, dtype=np.float64)
+                Xb = (
+                    l2_normalize_rows(Xb, np.float64)
+                    if normalize
+                    else sp.csr_matrix(Xb, dtype=np.float64)
+                )
                 labels, scores = ensemble_search(models, Xb, beam, k, loss)
                 check_finite_scores(scores, part.column(0), "predict")
                 lengths = (labels >= 0).sum(axis=1)
                 offsets = pa.array(np.r_[0, np.cumsum(lengths)].astype(np.int32))
                 keep = labels >= 0
-                yield pa.RecordBatch.from_arrays([
-                    part.column(0),
-                    pa.ListArray.from_arrays(offsets, pa.array(labels[keep].astype(np.int32)),
-                                             type=S.ARROW_INT_LIST),
-                    pa.ListArray.from_arrays(offsets, pa.array(scores[keep].astype(np.float32)),
-                                             type=S.ARROW_FLOAT_LIST)], schema=S.PREDICTIONS_ARROW)
+                yield pa.RecordBatch.from_arrays(
+                    [
+                        part.column(0),
+                        pa.ListArray.from_arrays(
+                            offsets, pa.array(labels[keep].astype(np.int32)), type=S.ARROW_INT_LIST
+                        ),
+                        pa.ListArray.from_arrays(
+                            offsets,
+                            pa.array(scores[keep].astype(np.float32)),
+                            type=S.ARROW_FLOAT_LIST,
+                        ),
+                    ],
+                    schema=S.PREDICTIONS_ARROW,
+                )
 
     return X.select(S.SAMPLE_ID, S.FEAT_IDX, S.FEAT_VAL).mapInArrow(run, PRED_SCHEMA)

@@ -33,7 +33,9 @@ class Tree:
         n_labels: labels.
     """
 
-    def __init__(self, parent: np.ndarray, level: np.ndarray, n_clusters: int, n_labels: int) -> None:
+    def __init__(
+        self, parent: np.ndarray, level: np.ndarray, n_clusters: int, n_labels: int
+    ) -> None:
         self.parent, self.level = parent.astype(np.int64), level.astype(np.int64)
         self.n_clusters, self.n_labels = n_clusters, n_labels
         order = np.argsort(self.parent, kind="stable")
@@ -42,7 +44,7 @@ class Tree:
         self.children = order[self.parent[order] >= 0]
 
     def children_of(self, node: int) -> np.ndarray:
-        return self.children[self.child_ptr[node]:self.child_ptr[node + 1]]
+        return self.children[self.child_ptr[node] : self.child_ptr[node + 1]]
 
     def is_leaf_cluster(self, node: int) -> bool:
         kids = self.children_of(node)
@@ -51,7 +53,7 @@ class Tree:
     def labels_under(self) -> list[np.ndarray]:
         """Per cluster node: the labels of its subtree, ascending (int64 arrays)."""
         label = np.arange(self.n_labels)
-        node = self.parent[self.n_clusters:]
+        node = self.parent[self.n_clusters :]
         nodes, labels = [], []
         while len(label):  # walk every label up to the root, one level per round
             nodes.append(node)
@@ -62,7 +64,7 @@ class Tree:
         order = np.lexsort((labels_a, nodes_a))
         bounds = np.searchsorted(nodes_a[order], np.arange(self.n_clusters + 1))
         labels_a = labels_a[order]
-        return [labels_a[bounds[i]:bounds[i + 1]] for i in range(self.n_clusters)]
+        return [labels_a[bounds[i] : bounds[i + 1]] for i in range(self.n_clusters)]
 
 
 class TreeShape(NamedTuple):
@@ -108,8 +110,12 @@ def tree_shape(n_labels: int, max_leaf: int) -> TreeShape:
             level.append(level[node] + 1)
             size.append(half)
             kids.append([-1, -1])
-    return TreeShape(np.array(parent, dtype=np.int64), np.array(level, dtype=np.int64),
-                     np.array(size, dtype=np.int64), np.array(kids, dtype=np.int64).reshape(-1, 2))
+    return TreeShape(
+        np.array(parent, dtype=np.int64),
+        np.array(level, dtype=np.int64),
+        np.array(size, dtype=np.int64),
+        np.array(kids, dtype=np.int64).reshape(-1, 2),
+    )
 
 
 class LeafWork(NamedTuple):
@@ -139,7 +145,11 @@ def _positives(work: LeafWork) -> sp.csc_matrix:
 def is_heavy(work: Optional[LeafWork], labels: np.ndarray) -> bool:
     """Whether a leaf of `labels` must be split further: it has at least 4 labels (children of
     >= 2) and its samples positive under it x its labels exceed the budget."""
-    if work is None or len(labels) < 4 or work.label_freq[labels].sum() * len(labels) <= work.max_work:
+    if (
+        work is None
+        or len(labels) < 4
+        or work.label_freq[labels].sum() * len(labels) <= work.max_work
+    ):
         return False
     return len(rows_with(_positives(work), labels)) * len(labels) > work.max_work
 
@@ -169,7 +179,9 @@ def split_pays(work: Optional[LeafWork], labels: np.ndarray, to_right: np.ndarra
     return shared <= work.max_shared * r
 
 
-def tree_from_leaves(shape: TreeShape, leaves: list[tuple[int, str, np.ndarray]], n_labels: int) -> Tree:
+def tree_from_leaves(
+    shape: TreeShape, leaves: list[tuple[int, str, np.ndarray]], n_labels: int
+) -> Tree:
     """The Tree whose leaf (node, path) holds `labels` for each (node, path, labels) of `leaves`.
 
     Nodes below a leaf of `shape` (non-empty paths, :func:`split_nodes`) get the ids after the
@@ -179,7 +191,9 @@ def tree_from_leaves(shape: TreeShape, leaves: list[tuple[int, str, np.ndarray]]
     Raises:
         ValueError: a label is in no leaf, or a leaf is a node of the shape that is not a leaf.
     """
-    prefixes = sorted({(int(v), path[:i]) for v, path, _ in leaves for i in range(1, len(path) + 1)})
+    prefixes = sorted(
+        {(int(v), path[:i]) for v, path, _ in leaves for i in range(1, len(path) + 1)}
+    )
     ids = {key: len(shape.parent) + i for i, key in enumerate(prefixes)}
     extra_parent = [ids.get((v, p[:-1]), v) for v, p in prefixes]
     extra_level = [int(shape.level[v]) + len(p) for v, p in prefixes]
@@ -197,10 +211,12 @@ def tree_from_leaves(shape: TreeShape, leaves: list[tuple[int, str, np.ndarray]]
     return Tree(parent, level, len(cluster_parent), n_labels)
 
 
-def compact_columns(M: sp.csr_matrix, dtype: Optional[type] = None) -> tuple[np.ndarray, sp.csr_matrix]:
+def compact_columns(
+    M: sp.csr_matrix, dtype: Optional[type] = None
+) -> tuple[np.ndarray, sp.csr_matrix]:
     """(cols, M restricted to its used columns renumbered 0..len(cols)-1): what a node's 2-means
     or a unit's classifiers need, so their dense vectors have O(used) entries, not O(n_features)."""
-    used_idx = M.indices[M.indptr[0]:M.indptr[-1]]
+    used_idx = M.indices[M.indptr[0] : M.indptr[-1]]
     if len(used_idx) * 8 < M.shape[1]:  # few entries: sorting them is cheaper than a dense pass
         cols, local = np.unique(used_idx, return_inverse=True)
     else:
@@ -208,16 +224,21 @@ def compact_columns(M: sp.csr_matrix, dtype: Optional[type] = None) -> tuple[np.
         used[used_idx] = True
         cols = np.flatnonzero(used)
         local = (np.cumsum(used, dtype=np.int64) - 1)[used_idx]
-    data = M.data[M.indptr[0]:M.indptr[-1]]
-    return cols, sp.csr_matrix((data.astype(dtype or data.dtype, copy=False),
-                                local.reshape(-1).astype(np.int32), M.indptr - M.indptr[0]),
-                               shape=(M.shape[0], len(cols)))
+    data = M.data[M.indptr[0] : M.indptr[-1]]
+    return cols, sp.csr_matrix(
+        (
+            data.astype(dtype or data.dtype, copy=False),
+            local.reshape(-1).astype(np.int32),
+            M.indptr - M.indptr[0],
+        ),
+        shape=(M.shape[0], len(cols)),
+    )
 
 
 def rows_with(Y: sp.csc_matrix, labels: np.ndarray) -> np.ndarray:
     """Ascending ids of the samples (rows of Y) having any of `labels`; O(their nnz), not O(n)."""
     if len(labels) == 1 and Y.has_sorted_indices:  # one column: already ascending and unique
-        return Y.indices[Y.indptr[labels[0]]:Y.indptr[labels[0] + 1]]
+        return Y.indices[Y.indptr[labels[0]] : Y.indptr[labels[0] + 1]]
     starts, ends = Y.indptr[labels], Y.indptr[np.asarray(labels) + 1]
     lengths = ends - starts
     total = int(lengths.sum())
@@ -244,6 +265,6 @@ def top_levels_for(n_trees: int, cores: int) -> int:
     first stage has one task per tree, so fewer levels keep more of the work in the balanced
     second stage)."""
     levels = 0
-    while n_trees * 2 ** levels < 2 * max(1, cores):
+    while n_trees * 2**levels < 2 * max(1, cores):
         levels += 1
     return levels

@@ -14,27 +14,51 @@ import scipy.sparse as sp
 from pyspark.sql import SparkSession
 
 from eagle_spark import schemas as S
-from eagle_spark.classifiers.base import (WEIGHTS_ARROW, label_weights_in, load_label_weights, load_unassigned,
-                                          load_xy, training_set, unassigned_groups, write_metadata)
+from eagle_spark.classifiers.base import (
+    WEIGHTS_ARROW,
+    label_weights_in,
+    load_label_weights,
+    load_unassigned,
+    load_xy,
+    training_set,
+    unassigned_groups,
+    write_metadata,
+)
+from eagle_spark.classifiers.joined import training_access
 from eagle_spark.classifiers.linear import check_weights, expected_loss_problem, train_binary
 from eagle_spark.classifiers.ova import weights_batch
+from eagle_spark.classifiers.tree.indexer import index_trees
+from eagle_spark.classifiers.tree.structure import (
+    TREE,
+    TREE_ARROW,
+    Tree,
+    compact_columns,
+    deal,
+    rows_with,
+)
 from eagle_spark.evaluation.metrics import label_counts
 from eagle_spark.executor_state import executor_lock, forget
-from eagle_spark.classifiers.joined import training_access
 from eagle_spark.io.fs import FileSystem, atomic_output, check_separate
 from eagle_spark.io.parts import PartWriter, PartWriters
 from eagle_spark.io.tables import read_table
 from eagle_spark.params import memory_mib
 from eagle_spark.progress import step
-from eagle_spark.classifiers.tree.indexer import index_trees
-from eagle_spark.classifiers.tree.structure import TREE, TREE_ARROW, Tree, compact_columns, deal, rows_with
 
 log = logging.getLogger(__name__)
 
 
-def _train_units_task(dataset: str, out: str, n_features: int, n_labels: int, params: Any,
-                      trees: list, units_by_bin: dict, groups: Optional[str] = None,
-                      limit: Optional[float] = None, weighted: bool = False):
+def _train_units_task(
+    dataset: str,
+    out: str,
+    n_features: int,
+    n_labels: int,
+    params: Any,
+    trees: list,
+    units_by_bin: dict,
+    groups: Optional[str] = None,
+    limit: Optional[float] = None,
+    weighted: bool = False,
+):
     """mapInArrow: bin ids -> weights part files of every tree (one classifier per scored element),
     from the executor cache of X and Y (``x_access=cached``).
 
@@ -52,8 +76,10 @@ def _train_units_task(dataset: str, out: str, n_features: int, n_labels: int, pa
         for batch in batches:
             for b in np.asarray(batch.column(0), dtype=np.int64):
                 trainer.train(int(b), X, Y, U, W=W)
-        yield pa.RecordBatch.from_pydict({"trained": [trainer.trained]},
-                                         schema=pa.schema([pa.field("trained", pa.int64(), False)]))
+        yield pa.RecordBatch.from_pydict(
+            {"trained": [trainer.trained]},
+            schema=pa.schema([pa.field("trained", pa.int64(), False)]),
+        )
 
     return run
 
@@ -67,8 +93,16 @@ class _BinTrainer:
     resolved in the task instead, from ``params.heavy_unit_memory`` with the memory available on
     the task's machine (:func:`heavy_limit`; the joined path, where no sizing stage ran)."""
 
-    def __init__(self, out: str, n_labels: int, params: Any, trees: list, units_by_bin: dict,
-                 limit: Optional[float] = None, slots: Optional[int] = None) -> None:
+    def __init__(
+        self,
+        out: str,
+        n_labels: int,
+        params: Any,
+        trees: list,
+        units_by_bin: dict,
+        limit: Optional[float] = None,
+        slots: Optional[int] = None,
+    ) -> None:
         self.out, self.params, self.units_by_bin = out, params, units_by_bin
         self.trees, self.n_labels = trees, n_labels
         self.limit, self.slots = limit, slots
@@ -81,12 +115,22 @@ class _BinTrainer:
     def _trees(self) -> tuple[list, list]:
         """(trees, labels_under() of each), built on first use in the task."""
         if self._built is None:
-            built = [Tree(parent, np.zeros(len(parent)), n_clusters, self.n_labels) for parent, n_clusters in self.trees]
+            built = [
+                Tree(parent, np.zeros(len(parent)), n_clusters, self.n_labels)
+                for parent, n_clusters in self.trees
+            ]
             self._built = (built, [t.labels_under() for t in built])
         return self._built
 
-    def train(self, b: int, X: sp.csr_matrix, Y: sp.csc_matrix, U: Optional[sp.csc_matrix],
-              n_samples: Optional[int] = None, W: Optional[sp.csc_matrix] = None) -> int:
+    def train(
+        self,
+        b: int,
+        X: sp.csr_matrix,
+        Y: sp.csc_matrix,
+        U: Optional[sp.csc_matrix],
+        n_samples: Optional[int] = None,
+        W: Optional[sp.csc_matrix] = None,
+    ) -> int:
         """Train bin `b`'s units on X / Y (rows in sample_id order, all the units' samples among
         them) and write their weights; returns the classifiers trained. `n_samples`: samples in
         the training set when X holds only some (a join's bin), for ``matcher_C_scale``. `W`: the
@@ -116,23 +160,41 @@ class _BinTrainer:
                 if limit is not None and unit_memory(X, active) > limit:
                     with executor_lock(HEAVY_UNIT_LOCK, wait=False) as held:
                         if held:
-                            self._train_one(writers, built, under, t, node, X, Y, U, active, n_samples, W)
+                            self._train_one(
+                                writers, built, under, t, node, X, Y, U, active, n_samples, W
+                            )
                             continue
                     waiting.append((t, node, active))
                     continue
                 self._train_one(writers, built, under, t, node, X, Y, U, active, n_samples, W)
             if waiting:
-                log.debug("bin %d: %d heavy units waited for the executor's heavy-unit lock", b, len(waiting))
+                log.debug(
+                    "bin %d: %d heavy units waited for the executor's heavy-unit lock",
+                    b,
+                    len(waiting),
+                )
             for t, node, active in waiting:
                 with executor_lock(HEAVY_UNIT_LOCK):
                     self._train_one(writers, built, under, t, node, X, Y, U, active, n_samples, W)
         return self.trained - before
 
-    def _train_one(self, writers: PartWriters, built: list, under: list, t: int, node: int,
-                   X: sp.csr_matrix, Y: sp.csc_matrix, U: Optional[sp.csc_matrix], active: np.ndarray,
-                   n_samples: Optional[int], W: Optional[sp.csc_matrix] = None) -> None:
-        rows = train_unit(built[t], under[t], X, Y, node, self.params, U, active=active, n_samples=n_samples,
-                          W=W)
+    def _train_one(
+        self,
+        writers: PartWriters,
+        built: list,
+        under: list,
+        t: int,
+        node: int,
+        X: sp.csr_matrix,
+        Y: sp.csc_matrix,
+        U: Optional[sp.csc_matrix],
+        active: np.ndarray,
+        n_samples: Optional[int],
+        W: Optional[sp.csc_matrix] = None,
+    ) -> None:
+        rows = train_unit(
+            built[t], under[t], X, Y, node, self.params, U, active=active, n_samples=n_samples, W=W
+        )
         check_weights(rows, f"train (tree {t}): node")
         self.trained += len(rows)
         if rows:
@@ -151,9 +213,19 @@ class _BinTrainer:
         return rows_with(Y, np.unique(np.concatenate(labels)).astype(np.int64))
 
 
-def _train_joined(spark: SparkSession, dataset: str, out: str, n_features: int, n_labels: int,
-                  params: Any, trees: list, units_by_bin: dict, groups: Optional[str],
-                  limit: Optional[float], weighted: bool = False) -> None:
+def _train_joined(
+    spark: SparkSession,
+    dataset: str,
+    out: str,
+    n_features: int,
+    n_labels: int,
+    params: Any,
+    trees: list,
+    units_by_bin: dict,
+    groups: Optional[str],
+    limit: Optional[float],
+    weighted: bool = False,
+) -> None:
     """The join path of training (``x_access=joined``): each bin's rows arrive through a join
     (:mod:`eagle_spark.classifiers.joined`); a task holds its bin's rows (~8 bytes per nonzero)
     and the executor's cache of Y (and U with ``unassigned=ignore``), never all of X unless its
@@ -179,7 +251,9 @@ def _train_joined(spark: SparkSession, dataset: str, out: str, n_features: int, 
         if weighted:
             W = load_label_weights(dataset, n_labels)[rows, :].tocsc()
             W.sort_indices()
-        return pa.table({"trained": pa.array([trainer.train(b, Xb, Yb, U, len(ids), W)], pa.int64())})
+        return pa.table(
+            {"trained": pa.array([trainer.train(b, Xb, Yb, U, len(ids), W)], pa.int64())}
+        )
 
     joined_stage(spark, dataset, n_labels, bins, trainer.rows_of_bin, train_bin, "trained long")
 
@@ -262,15 +336,22 @@ def unit_memory(X: sp.csr_matrix, active: np.ndarray) -> int:
     return UNIT_BYTES_PER_NONZERO * rows_nonzeros(X, active)
 
 
-def _unit_sizes_task(dataset: str, n_features: int, n_labels: int, normalize: bool, trees: list,
-                     nodes_by_tree: dict):
+def _unit_sizes_task(
+    dataset: str, n_features: int, n_labels: int, normalize: bool, trees: list, nodes_by_tree: dict
+):
     """mapInArrow: tree ids -> (tree, node, nonzeros of the unit's rows, bytes available on the
     task's machine, its CPUs) of every unit of those trees, from the executor cache of X and Y
     (the one training maps next). A task holds one tree's labels_under() and one unit's row ids at
     a time: O(n_labels x depth + n_samples)."""
-    schema = pa.schema([pa.field("tree", pa.int32(), False), pa.field("node", pa.int32(), False),
-                        pa.field("nonzeros", pa.int64(), False), pa.field("available", pa.int64(), False),
-                        pa.field("cpus", pa.int32(), False)])
+    schema = pa.schema(
+        [
+            pa.field("tree", pa.int32(), False),
+            pa.field("node", pa.int32(), False),
+            pa.field("nonzeros", pa.int64(), False),
+            pa.field("available", pa.int64(), False),
+            pa.field("cpus", pa.int32(), False),
+        ]
+    )
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         _, X, Y = load_xy(dataset, n_features, n_labels, normalize)
@@ -281,18 +362,29 @@ def _unit_sizes_task(dataset: str, n_features: int, n_labels: int, normalize: bo
                 nodes = nodes_by_tree.get(int(t), [])
                 sizes = [rows_nonzeros(X, unit_rows(under, X, Y, v)) for v in nodes]
                 n = len(nodes)
-                yield pa.RecordBatch.from_arrays([pa.array(np.full(n, t, np.int32)),
-                                                  pa.array(np.asarray(nodes, np.int32)),
-                                                  pa.array(np.asarray(sizes, np.int64)),
-                                                  pa.array(np.full(n, memory_available(), np.int64)),
-                                                  pa.array(np.full(n, os.cpu_count() or 1, np.int32))],
-                                                 schema=schema)
+                yield pa.RecordBatch.from_arrays(
+                    [
+                        pa.array(np.full(n, t, np.int32)),
+                        pa.array(np.asarray(nodes, np.int32)),
+                        pa.array(np.asarray(sizes, np.int64)),
+                        pa.array(np.full(n, memory_available(), np.int64)),
+                        pa.array(np.full(n, os.cpu_count() or 1, np.int32)),
+                    ],
+                    schema=schema,
+                )
 
     return run, schema
 
 
-def unit_nonzeros(spark: SparkSession, dataset: str, n_features: int, n_labels: int, params: Any,
-                  trees: list, units: list) -> tuple[np.ndarray, int, int]:
+def unit_nonzeros(
+    spark: SparkSession,
+    dataset: str,
+    n_features: int,
+    n_labels: int,
+    params: Any,
+    trees: list,
+    units: list,
+) -> tuple[np.ndarray, int, int]:
     """Nonzeros of X in each unit's rows (:func:`rows_nonzeros`), one Spark task per
     tree on the executor cache of X and Y (cached training rows only), and what the executors'
     machines have for ``heavy_unit_memory: auto``.
@@ -308,7 +400,9 @@ def unit_nonzeros(spark: SparkSession, dataset: str, n_features: int, n_labels: 
     nodes_by_tree: dict[int, list] = {}
     for t, node in units:
         nodes_by_tree.setdefault(t, []).append(node)
-    run, schema = _unit_sizes_task(dataset, n_features, n_labels, params.normalize, trees, nodes_by_tree)
+    run, schema = _unit_sizes_task(
+        dataset, n_features, n_labels, params.normalize, trees, nodes_by_tree
+    )
     n = max(nodes_by_tree) + 1 if nodes_by_tree else 1  # task t: tree t
     got = spark.range(0, n, numPartitions=n).mapInArrow(run, from_arrow_schema(schema)).collect()
     size = {(r["tree"], r["node"]): r["nonzeros"] for r in got}
@@ -353,9 +447,18 @@ def executors_known(spark: SparkSession) -> int:
     return int(n) if n else 0
 
 
-def train_unit(tree: Tree, under: list, X: sp.csr_matrix, Y: sp.csc_matrix, node: int,
-               params: Any, U: Optional[sp.csc_matrix] = None, active: Optional[np.ndarray] = None,
-               n_samples: Optional[int] = None, W: Optional[sp.csc_matrix] = None) -> list:
+def train_unit(
+    tree: Tree,
+    under: list,
+    X: sp.csr_matrix,
+    Y: sp.csc_matrix,
+    node: int,
+    params: Any,
+    U: Optional[sp.csc_matrix] = None,
+    active: Optional[np.ndarray] = None,
+    n_samples: Optional[int] = None,
+    W: Optional[sp.csc_matrix] = None,
+) -> list:
     """Train the classifiers of `node`'s children on the samples positive under `node`.
 
     The active samples' features are renumbered to the columns they use before training (the
@@ -392,22 +495,35 @@ def train_unit(tree: Tree, under: list, X: sp.csr_matrix, Y: sp.csc_matrix, node
         Xc = Xa
         if U is not None and child >= tree.n_clusters:
             lab = labels[0]
-            unknown = np.isin(active, U.indices[U.indptr[lab]:U.indptr[lab + 1]]) & ~y
+            unknown = np.isin(active, U.indices[U.indptr[lab] : U.indptr[lab + 1]]) & ~y
             if unknown.any():
                 Xc, y = Xa[~unknown], y[~unknown]
         C, max_iter = params.C, params.max_iter  # a ranker's (child is a label)
         if child < tree.n_clusters:  # the matcher's
             C = params.C if params.matcher_C is None else params.matcher_C
-            if params.matcher_C_scale == "samples" and len(active):  # (no samples: nothing to weigh)
+            if params.matcher_C_scale == "samples" and len(
+                active
+            ):  # (no samples: nothing to weigh)
                 C *= n_samples / len(active)
-            max_iter = params.max_iter if params.matcher_max_iter is None else params.matcher_max_iter
+            max_iter = (
+                params.max_iter if params.matcher_max_iter is None else params.matcher_max_iter
+            )
         sw = None
         if W is not None:
             sw = positive_weights(W, active, np.asarray(labels, dtype=np.int64))
             sw = sw if Xc is Xa else sw[~unknown]
         Xc, y, sw = expected_loss_problem(Xc, y, sw)
-        w_idx, w_val, bias = train_binary(Xc, y, params.loss, C, params.threshold, tol=params.tol,
-                                          max_iter=max_iter, seed=params.seed, sample_weight=sw)
+        w_idx, w_val, bias = train_binary(
+            Xc,
+            y,
+            params.loss,
+            C,
+            params.threshold,
+            tol=params.tol,
+            max_iter=max_iter,
+            seed=params.seed,
+            sample_weight=sw,
+        )
         rows.append((child, cols[w_idx].astype(np.int32), w_val, bias))
     return rows
 
@@ -429,8 +545,14 @@ def positive_weights(W: sp.csc_matrix, active: np.ndarray, labels: np.ndarray) -
     return out
 
 
-def train_tree(spark: SparkSession, dataset: str, model_path: str, params: Any,
-               label_repr: Optional[str] = None, overwrite: bool = False) -> dict:
+def train_tree(
+    spark: SparkSession,
+    dataset: str,
+    model_path: str,
+    params: Any,
+    label_repr: Optional[str] = None,
+    overwrite: bool = False,
+) -> dict:
     """Train the label tree and save the model folder (metadata.json, data/tree, data/weights).
 
     Args:
@@ -452,30 +574,72 @@ def train_tree(spark: SparkSession, dataset: str, model_path: str, params: Any,
             X (named by sample_id); nothing is written.
     """
     check_separate(model_path, [dataset, label_repr])
-    n_features, n_labels = training_set(spark, dataset)  # X stays off the driver: tasks index and train
+    n_features, n_labels = training_set(
+        spark, dataset
+    )  # X stays off the driver: tasks index and train
     groups = unassigned_groups(spark, dataset, params.unassigned, "tree")
     weighted = label_weights_in(spark, dataset)
     access = training_access(spark, dataset, params, "tree")
     label_freq, _ = label_counts(read_table(spark, dataset, S.Y), n_labels)  # positives per label
     with atomic_output(spark, model_path, overwrite) as tmp:
-        meta = _train_tree_into(spark, dataset, tmp, params, label_repr, n_features, n_labels, groups,
-                                access, label_freq, weighted)
-    log.info("tree: %d labels, %d trees, depth %d", n_labels, len(meta["n_clusters"]), meta["depth"])
+        meta = _train_tree_into(
+            spark,
+            dataset,
+            tmp,
+            params,
+            label_repr,
+            n_features,
+            n_labels,
+            groups,
+            access,
+            label_freq,
+            weighted,
+        )
+    log.info(
+        "tree: %d labels, %d trees, depth %d", n_labels, len(meta["n_clusters"]), meta["depth"]
+    )
     return meta
 
 
-def _train_tree_into(spark: SparkSession, dataset: str, tmp: str, params: Any, label_repr: Optional[str],
-                     n_features: int, n_labels: int, groups: Optional[str], access: str,
-                     label_freq: np.ndarray, weighted: bool = False) -> dict:
+def _train_tree_into(
+    spark: SparkSession,
+    dataset: str,
+    tmp: str,
+    params: Any,
+    label_repr: Optional[str],
+    n_features: int,
+    n_labels: int,
+    groups: Optional[str],
+    access: str,
+    label_freq: np.ndarray,
+    weighted: bool = False,
+) -> dict:
     """Index, train and write the model into the atomic output's temporary folder `tmp`."""
     pifa_tmp = None
-    if access == "joined" and label_repr is None:  # PIFA by a join, in a scratch folder of the output
+    if (
+        access == "joined" and label_repr is None
+    ):  # PIFA by a join, in a scratch folder of the output
         from eagle_spark.classifiers.joined import joined_pifa
 
-        pifa_tmp = joined_pifa(spark, dataset, posixpath.join(tmp, "_pifa"), n_features, n_labels,
-                               params.normalize, params.tasks)
-    trees = index_trees(spark, dataset, n_features, n_labels, params, pifa_tmp or label_repr, label_freq,
-                        y_only=access == "joined")
+        pifa_tmp = joined_pifa(
+            spark,
+            dataset,
+            posixpath.join(tmp, "_pifa"),
+            n_features,
+            n_labels,
+            params.normalize,
+            params.tasks,
+        )
+    trees = index_trees(
+        spark,
+        dataset,
+        n_features,
+        n_labels,
+        params,
+        pifa_tmp or label_repr,
+        label_freq,
+        y_only=access == "joined",
+    )
     if pifa_tmp is not None:
         FileSystem(spark).delete(pifa_tmp)
     units, rows_work, children = [], [], []
@@ -491,7 +655,9 @@ def _train_tree_into(spark: SparkSession, dataset: str, tmp: str, params: Any, l
     heavy = np.zeros(len(units), dtype=bool)
     auto, how = params.heavy_unit_memory == "auto", ""
     if access == "cached":  # the units' sizes from the executor cache: a better work estimate
-        nonzeros, available, cpus = unit_nonzeros(spark, dataset, n_features, n_labels, params, task_trees, units)
+        nonzeros, available, cpus = unit_nonzeros(
+            spark, dataset, n_features, n_labels, params, task_trees, units
+        )
         work = nonzeros * np.asarray(children, dtype=np.float64)  # ~ liblinear's work per pass
         slots = task_slots(spark, cpus)
         limit = heavy_limit(params, available, slots)
@@ -502,30 +668,86 @@ def _train_tree_into(spark: SparkSession, dataset: str, tmp: str, params: Any, l
     else:  # joined: positives under the node stand for its rows; auto is resolved by each task
         work = np.asarray(rows_work, dtype=np.float64) * np.asarray(children)
         limit = None if auto else heavy_limit(params)
-    bound = ("resolved by each task" if auto and access == "joined" else
-             "none" if limit is None else f"{limit / 2**20:,.0f} MiB{how}")
-    step("%d trees indexed; training %d units (nodes with children, %d heavy; heavy-unit bound %s) in %d tasks",
-         len(trees), len(units), int(heavy.sum()), bound, bins)
-    units_by_bin = {b: [units[i] for i in idx]
-                    for b, idx in enumerate(place_units(work, heavy, bins, executors_known(spark)))}
+    bound = (
+        "resolved by each task"
+        if auto and access == "joined"
+        else "none"
+        if limit is None
+        else f"{limit / 2**20:,.0f} MiB{how}"
+    )
+    step(
+        "%d trees indexed; training %d units (nodes with children, %d heavy; heavy-unit bound %s) in %d tasks",
+        len(trees),
+        len(units),
+        int(heavy.sum()),
+        bound,
+        bins,
+    )
+    units_by_bin = {
+        b: [units[i] for i in idx]
+        for b, idx in enumerate(place_units(work, heavy, bins, executors_known(spark)))
+    }
     if access == "joined":
-        _train_joined(spark, dataset, posixpath.join(tmp, "data"), n_features, n_labels, params,
-                      task_trees, units_by_bin, groups, limit, weighted)
+        _train_joined(
+            spark,
+            dataset,
+            posixpath.join(tmp, "data"),
+            n_features,
+            n_labels,
+            params,
+            task_trees,
+            units_by_bin,
+            groups,
+            limit,
+            weighted,
+        )
     else:
-        task = _train_units_task(dataset, posixpath.join(tmp, "data"), n_features, n_labels, params,
-                                 task_trees, units_by_bin, groups, limit, weighted)
+        task = _train_units_task(
+            dataset,
+            posixpath.join(tmp, "data"),
+            n_features,
+            n_labels,
+            params,
+            task_trees,
+            units_by_bin,
+            groups,
+            limit,
+            weighted,
+        )
         spark.range(0, bins, numPartitions=bins).mapInArrow(task, "trained long").collect()
     for t, tree in enumerate(trees):
         writer = PartWriter(posixpath.join(tmp, f"{TREE}_{t}"), "part-00000.parquet", TREE_ARROW)
         n_el = len(tree.parent)
-        writer.write(pa.RecordBatch.from_arrays([
-            pa.array(np.arange(n_el, dtype=np.int32)), pa.array(tree.parent.astype(np.int32)),
-            pa.array(tree.level.astype(np.int32)),
-            pa.array(np.where(np.arange(n_el) >= tree.n_clusters, np.arange(n_el) - tree.n_clusters,
-                              -1).astype(np.int32))], schema=TREE_ARROW))
+        writer.write(
+            pa.RecordBatch.from_arrays(
+                [
+                    pa.array(np.arange(n_el, dtype=np.int32)),
+                    pa.array(tree.parent.astype(np.int32)),
+                    pa.array(tree.level.astype(np.int32)),
+                    pa.array(
+                        np.where(
+                            np.arange(n_el) >= tree.n_clusters,
+                            np.arange(n_el) - tree.n_clusters,
+                            -1,
+                        ).astype(np.int32)
+                    ),
+                ],
+                schema=TREE_ARROW,
+            )
+        )
         writer.close()
-    return write_metadata(spark, tmp, "TreeModel", params.to_dict(), n_features, n_labels,
-                          n_trees=len(trees), n_clusters=[tr.n_clusters for tr in trees],
-                          depth=int(max(tr.level.max() for tr in trees)),
-                          label_repr=label_repr or "pifa", source={"dataset": dataset},
-                          x_access=access, label_weights=weighted)
+    return write_metadata(
+        spark,
+        tmp,
+        "TreeModel",
+        params.to_dict(),
+        n_features,
+        n_labels,
+        n_trees=len(trees),
+        n_clusters=[tr.n_clusters for tr in trees],
+        depth=int(max(tr.level.max() for tr in trees)),
+        label_repr=label_repr or "pifa",
+        source={"dataset": dataset},
+        x_access=access,
+        label_weights=weighted,
+    )
