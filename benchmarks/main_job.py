@@ -33,7 +33,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def run_once(work: pathlib.Path) -> dict:
-    """One whole `pipeline --compare` command into `work`; its wall seconds, report and peak RSS."""
+    """One whole `pipeline --compare` command into `work`, with Spark's event log beside it: its
+    wall seconds, the run's report and comparison, peak RSS, and Spark jobs per pipeline stage."""
     shutil.rmtree(work, ignore_errors=True)
     events = work.parent / "events"
     shutil.rmtree(events, ignore_errors=True)

@@ -10,7 +10,7 @@ import errno
 import json
 import math
 import re
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -144,7 +144,7 @@ def innermost_cause(exc: BaseException) -> str | None:
     return None
 
 
-def _chain(exc: BaseException) -> Any:
+def _chain(exc: BaseException) -> Iterator[BaseException]:
     """`exc` and its Python causes (``__cause__`` / ``__context__``), each once."""
     seen = set()
     current: BaseException | None = exc
