@@ -223,3 +223,48 @@ def test_eagle_paper_is_algorithm_2_as_printed_on_eagle_s_embeddings(spark, tmp_
     assert paper.count() == y2.count() == paper.select("group_id", "label_id").distinct().count()
     assert eagle.count() == y2.agg({"count": "sum"}).first()[0]
     assert result["comparison"]["methods"]["eagle_paper"]["name"] == "EAGLE (paper)"
+
+
+def test_readme_run_folder_layout_is_what_is_on_disk(compare_run):
+    """Every path the README's "Run folder" paragraph names exists in a --compare run (with
+    <method> and <stage> for each method and stage, <run id> for the run's), and the predictions'
+    Parquet table is the folder the README points a reader at."""
+    import re
+
+    import pyarrow.parquet as pq
+
+    run, result = compare_run
+    text = (ROOT / "README.md").read_text()
+    paragraph = re.search(
+        r"Run folder \(`pipeline.output`.*?\): (.*?)\. A stage", text, re.S
+    ).group(1)
+    paragraph = " ".join(paragraph.split())  # the README wraps its lines anywhere
+    named = re.findall(r"`([^`]+)`", paragraph)
+    assert "predictions/<method>/predictions" in named and "_stages/<stage>.json" in named
+    run_ids = [p.stem for p in (run / "reports").glob("*.json")]
+    assert len(run_ids) == 1
+    stages = [r["stage"] for r in result["stages"]]
+    assert "`embeddings/<method>` (EAGLE-0 and EAGLE)" in paragraph  # the Baseline embeds nothing
+    for name in named:
+        if name.startswith("_") and "/" not in name:  # a file inside each folder, not a path
+            continue
+        methods = (
+            ["eagle0", "eagle"]
+            if name.startswith("embeddings/")
+            else ["baseline", "eagle0", "eagle"]
+        )
+        for path in {
+            name.replace("<method>", m).replace("<stage>", s).replace("<run id>", run_ids[0])
+            for m in methods
+            for s in stages
+        }:
+            for found in (
+                [path]
+                if "{" not in path
+                else [path.replace("{json,md}", ext) for ext in ("json", "md")]
+            ):
+                assert (run / found.rstrip("/")).exists(), (
+                    f"the README names {name}: {found} is missing"
+                )
+    table = pq.read_table(run / "predictions" / "eagle" / "predictions")
+    assert table.num_rows == 3185
