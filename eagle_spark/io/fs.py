@@ -460,16 +460,15 @@ def damaged_file(exc: BaseException) -> Optional[tuple[str, str]]:
     """
     text = str(exc)
     found = spark_condition(exc)
+    reason = None
     if found is not None and found[0].split(".")[0] == "FAILED_READ_FILE" and found[1].get("path"):
-        path = found[1]["path"]
+        path, reason = found[1]["path"], innermost_cause(exc)
     else:
         matches = (pattern.search(text) for pattern in _ARROW_FAILED_READ)
         match = next((m for m in matches if m is not None), None)
         if match is None:
             return None
         path = match.group(1)
-        found = None
-    reason = innermost_cause(exc) if found is not None else None
     if reason is None:  # pyarrow's failure, or no Java exception behind Spark's (Spark Connect)
         causes = _CAUSE.findall(text)
         arrow = _ARROW_CAUSE.search(text)
