@@ -10,6 +10,8 @@ __version__ = "0.1.0"
 
 _API = (
     "Dataset",
+    "DeepMIML",
+    "DeepMIMLModel",
     "GRLR",
     "GRLRModel",
     "LabelTreeClassifier",

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import logging
 import posixpath
-from typing import Any, Callable, Iterator
+from typing import Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -44,6 +44,7 @@ from eagle_spark import schemas as S
 from eagle_spark.executor_state import shared_state, sparse_arrays, sparse_from
 from eagle_spark.io.parts import PartWriter, filesystem_for, folder_version
 from eagle_spark.io.tables import read_table
+from eagle_spark.params import OVAParams, TreeParams
 from eagle_spark.sparse import csr_from_arrow, l2_normalize_rows
 
 log = logging.getLogger(__name__)
@@ -87,7 +88,9 @@ def load_y(dataset: str, n_labels: int) -> tuple[np.ndarray, sp.csc_matrix]:
     return shared_state("y", key, build, lambda a: (a["ids"], sparse_from(a, "Y", "csc")))
 
 
-def training_access(spark: SparkSession, dataset: str, params: Any, who: str) -> str:
+def training_access(
+    spark: SparkSession, dataset: str, params: TreeParams | OVAParams, who: str
+) -> str:
     """Resolve ``<who>.x_access`` for a training set (``cached`` or ``joined``), logged with why.
 
     ``auto`` counts X's nonzeros and rows and picks ``cached`` while the executor cache of X

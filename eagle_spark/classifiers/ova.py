@@ -48,6 +48,7 @@ from eagle_spark.errors import BadInputError, check_finite_scores
 from eagle_spark.executor_state import shared_state, sparse_arrays, sparse_from
 from eagle_spark.io.fs import atomic_output, check_separate
 from eagle_spark.io.parts import PartWriters, folder_version, read_sparse_rows
+from eagle_spark.params import OVAParams
 from eagle_spark.sparse import csr_from_arrow, l2_normalize_rows
 
 log = logging.getLogger(__name__)
@@ -66,7 +67,7 @@ def _train_task(
     out: str,
     n_features: int,
     n_labels: int,
-    params: Any,
+    params: OVAParams,
     blocks: int,
     groups: Optional[str],
     weighted: bool,
@@ -101,7 +102,7 @@ def _train_block(
     U: Optional[sp.csc_matrix],
     rows: Optional[np.ndarray],
     n_all: int,
-    params: Any,
+    params: OVAParams,
     n_labels: int,
     blocks: int,
     W: Optional[sp.csc_matrix] = None,
@@ -164,7 +165,7 @@ def _train_block(
 
 
 def _rows_of_block(
-    params: Any,
+    params: OVAParams,
     n_labels: int,
     blocks: int,
     dataset: Optional[str] = None,
@@ -203,7 +204,7 @@ def _train_joined(
     out: str,
     n_features: int,
     n_labels: int,
-    params: Any,
+    params: OVAParams,
     blocks: int,
     groups: Optional[str],
     weighted: bool,
@@ -273,7 +274,7 @@ def train_ova(
     spark: SparkSession,
     dataset: str,
     model_path: str,
-    params: Any,
+    params: OVAParams,
     overwrite: bool = False,
     within_groups: Optional[str] = None,
 ) -> dict:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 import pyarrow as pa
@@ -46,33 +46,37 @@ def _manifest(path: str, **fields: Any) -> None:
         json.dump(new_manifest("miml", **fields), fh, indent=2, sort_keys=True)
 
 
-def write_images_dataset(x: np.ndarray, y: np.ndarray, path: str, n_labels: int = 10) -> str:
+def write_images_dataset(
+    x: np.ndarray, y: Optional[np.ndarray], path: str, n_labels: int = 10
+) -> str:
     """Write images as a dataset folder (X: every pixel a feature, dense; Y: the digit) at the
     local `path` (replaced when it exists; the folder is renamed into place whole).
 
     Args:
-        x: (n, d) float32 pixels (centred). y: (n,) labels in [0, n_labels).
+        x: (n, d) float32 pixels (centred). y: (n,) labels in [0, n_labels), or None: no Y table
+            (what :func:`multiset_dataset` needs is X).
     Returns:
         `path`.
     """
     tmp = f"{path}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
-    for table in (S.X, S.Y):
+    for table in (S.X, S.Y) if y is not None else (S.X,):
         os.makedirs(os.path.join(tmp, table))
-    n = len(y)
+    n = len(x)
     parts = 8  # a few files: Spark reads them as several tasks
     for k in range(parts):
         lo, hi = k * n // parts, (k + 1) * n // parts
         t = _x_table(x[lo:hi])
         t = t.set_column(0, S.SAMPLE_ID, pa.array(np.arange(lo, hi, dtype=np.int64)))
         pq.write_table(t, os.path.join(tmp, S.X, f"part-{k:05d}.parquet"))
-    labels = pa.ListArray.from_arrays(
-        pa.array(np.arange(n + 1, dtype=np.int32)), pa.array(y.astype(np.int32))
-    )
-    pq.write_table(
-        pa.table({S.SAMPLE_ID: pa.array(np.arange(n, dtype=np.int64)), S.LABEL_IDS: labels}),
-        os.path.join(tmp, S.Y, "part-00000.parquet"),
-    )
+    if y is not None:
+        labels = pa.ListArray.from_arrays(
+            pa.array(np.arange(n + 1, dtype=np.int32)), pa.array(y.astype(np.int32))
+        )
+        pq.write_table(
+            pa.table({S.SAMPLE_ID: pa.array(np.arange(n, dtype=np.int64)), S.LABEL_IDS: labels}),
+            os.path.join(tmp, S.Y, "part-00000.parquet"),
+        )
     _manifest(tmp, n_samples=int(n), n_features=int(x.shape[1]), n_labels=int(n_labels))
     shutil.rmtree(path, ignore_errors=True)
     os.rename(tmp, path)

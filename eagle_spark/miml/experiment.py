@@ -43,7 +43,7 @@ from eagle_spark.miml.bags import (
     write_images_dataset,
 )
 from eagle_spark.miml.data import Bags, Images, centre, load_mnist, make_bags
-from eagle_spark.miml.training import NetConfig, train_bags, train_distributed
+from eagle_spark.miml.training import NetConfig
 
 log = logging.getLogger(__name__)
 
@@ -121,9 +121,22 @@ def _train(
     val: tuple[np.ndarray, np.ndarray],
     num_processes: int,
 ) -> tuple[dict, list]:
-    if num_processes >= 1:
-        return train_distributed(x, bags, net, emb, val, num_processes)
-    return train_bags(x, bags, net, emb, val)
+    """(parameters, history) of one network trained by :meth:`eagle_spark.ml.miml.DeepMIML.fitBags`
+    with the settings `net` (the experiment's bags and embeddings are already on the driver)."""
+    from eagle_spark.ml.miml import DeepMIML
+
+    model = DeepMIML(
+        hidden=net.hidden,
+        concepts=net.concepts,
+        epochs=net.epochs,
+        learningRate=net.lr,
+        batchSize=net.batch_size,
+        tau=net.tau,
+        maskMix=net.mask_mix,
+        seed=net.seed,
+        numProcesses=num_processes,
+    ).fitBags(x, bags, emb, val)
+    return model.state(), model.history
 
 
 def tune(x: np.ndarray, labels: np.ndarray, setting: MIMLSetting) -> dict[str, Any]:

@@ -26,9 +26,12 @@ from eagle_spark.ml.dataset import Dataset
 from eagle_spark.ml.evaluation import evaluate
 from eagle_spark.ml.frames import WORK_DIR_CONF
 from eagle_spark.ml.grlr import GRLR, GRLRModel
+from eagle_spark.ml.miml import DeepMIML, DeepMIMLModel
 
 __all__ = [
     "Dataset",
+    "DeepMIML",
+    "DeepMIMLModel",
     "GRLR",
     "GRLRModel",
     "LabelTreeClassifier",

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from typing import Any, Callable, ClassVar, Generic, Optional, Type, TypeVar
+from typing import Any, Callable, ClassVar, Generic, Optional, Self, Type, TypeVar
 
 from pyspark.ml.param import Param, Params, TypeConverters
 from pyspark.ml.util import (
@@ -111,7 +111,7 @@ class SettingsParams(Params):
         self._set(**{k: v for k, v in kwargs.items() if v is not None or holds_none(k)})
 
     @classmethod
-    def fromSettings(cls, *sections: BaseParams) -> Any:
+    def fromSettings(cls, *sections: BaseParams) -> Self:
         """A new instance whose Params take the values of settings sections (``EmbedParams``,
         ``TreeParams``, ...): how the CLI and the pipeline, which read settings files, build the
         estimators and models they run.
@@ -244,7 +244,7 @@ class FolderModel:
     def _attach_data(self, path: str) -> None:
         self.dataPath = path
 
-    def atFolder(self, path: str) -> Any:
+    def atFolder(self, path: str) -> Self:
         """This model, reading its data from a stage's output folder `path` (e.g. what
         ``eagle-spark embed`` or ``train`` wrote; a saved model's folder is read by ``load``)."""
         self._attach_data(path)

@@ -15,7 +15,7 @@ from pyspark import keyword_only
 from pyspark.ml import Estimator, Model
 from pyspark.ml.param import TypeConverters
 from pyspark.ml.param.shared import HasFeaturesCol, HasMaxIter, HasPredictionCol, HasSeed, HasTol
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 
 from eagle_spark import schemas as S
 from eagle_spark.classifiers.base import read_metadata
@@ -527,15 +527,21 @@ class OneVsRestXMCModel(Model, _OVAParams, _XMCModelBase, Persistent):
         return self._predict_frame(dataset, "OneVsRestXMCModel.transform")
 
 
-def model_at(spark: Any, path: str, predict_params: Optional[PredictParams] = None) -> Any:
+def model_at(
+    spark: SparkSession, path: str, predict_params: Optional[PredictParams] = None
+) -> "LabelTreeModel | OneVsRestXMCModel":
     """The model of a ``train`` output folder (``metadata.json`` + ``data/``): a LabelTreeModel or a
     OneVsRestXMCModel reading it, with the prediction Params of `predict_params`.
 
     Raises:
         BadInputError (a ValueError): the folder has no model metadata or another class.
     """
-    cls = {"TreeModel": LabelTreeModel, "OVAModel": OneVsRestXMCModel}[model_class(spark, path)]
-    model: Any = cls.fromSettings(predict_params) if predict_params is not None else cls()
+    classes: dict[str, type[LabelTreeModel] | type[OneVsRestXMCModel]] = {
+        "TreeModel": LabelTreeModel,
+        "OVAModel": OneVsRestXMCModel,
+    }
+    cls = classes[model_class(spark, path)]
+    model = cls.fromSettings(predict_params) if predict_params is not None else cls()
     return model.atFolder(path)
 
 

@@ -7,7 +7,7 @@ on Spark through :func:`eagle_spark.grlr.embedding.embed`; ``GRLRModel.transform
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Optional, Self
 
 from pyspark import keyword_only
 from pyspark.ml import Estimator, Model
@@ -191,11 +191,11 @@ class _GRLRParams(HasFeaturesCol, HasMaxIter, HasStepSize, HasLabelWeightsCol, S
             "group_labels": self.getOrDefault(self.groupLabelsCol),
         }
 
-    def setMethod(self, value: str) -> Any:
+    def setMethod(self, value: str) -> Self:
         """``eagle`` (default) or ``baseline``."""
         return self._set(method=value)
 
-    def setLabelsCol(self, value: str) -> Any:
+    def setLabelsCol(self, value: str) -> Self:
         """Name of the column transform adds."""
         return self._set(labelsCol=value)
 

@@ -27,12 +27,15 @@ from __future__ import annotations
 import dataclasses
 import logging
 import posixpath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from eagle_spark import schemas as S
 from eagle_spark.params import AssignParams, TreeParams, candidate_changes
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +69,9 @@ def selection_score(row: dict[str, Any], criterion: str = CRITERION) -> float:
     return float(np.mean([row[f"{criterion} P@{k}"] for k in K]))
 
 
-def precision_row(predictions: Any, Y1: Any, Y2: Any, n_labels: int) -> dict[str, float]:
+def precision_row(
+    predictions: DataFrame, Y1: DataFrame, Y2: DataFrame, n_labels: int
+) -> dict[str, float]:
     """{"<criterion> P@<k>": percent} of every group-level criterion at k in :data:`K`."""
     from eagle_spark.evaluation.group import group_precisions
 

@@ -100,12 +100,10 @@ def _log_time(line: str) -> float:
     return dt.datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f").timestamp()
 
 
-@pytest.mark.slow
-def test_pipeline_on_standalone_cluster_survives_a_lost_worker(spark, tmp_path):
+def _cluster_env() -> tuple[str, dict]:
+    """(SPARK_HOME of the pyspark package, the environment of the cluster's processes: bound to
+    127.0.0.1, executors and driver on this Python)."""
     import pyspark
-
-    from eagle_spark.grlr.embedding import embed
-    from eagle_spark.params import Settings
 
     spark_home = os.path.dirname(pyspark.__file__)
     env = {
@@ -116,6 +114,33 @@ def test_pipeline_on_standalone_cluster_survives_a_lost_worker(spark, tmp_path):
         "PYSPARK_DRIVER_PYTHON": sys.executable,
     }
     env.pop("PYSPARK_GATEWAY_PORT", None)
+    return spark_home, env
+
+
+def _spark_submit(spark_home: str, port: int) -> list[str]:
+    """spark-submit to the test's master, driver on 127.0.0.1, executors on this Python, no UI."""
+    return [
+        os.path.join(spark_home, "bin", "spark-submit"),
+        "--master",
+        f"spark://127.0.0.1:{port}",
+        "--conf",
+        "spark.driver.host=127.0.0.1",
+        "--conf",
+        "spark.driver.bindAddress=127.0.0.1",
+        "--conf",
+        f"spark.pyspark.python={sys.executable}",
+        "--conf",
+        "spark.ui.enabled=false",
+    ]
+
+
+@pytest.mark.slow
+def test_pipeline_on_standalone_cluster_survives_a_lost_worker(spark, tmp_path):
+
+    from eagle_spark.grlr.embedding import embed
+    from eagle_spark.params import Settings
+
+    spark_home, env = _cluster_env()
     spark_class = os.path.join(spark_home, "bin", "spark-class")
     port, ui = _free_port(), _free_port()
     ui_workers = [_free_port(), _free_port()]
@@ -173,17 +198,7 @@ def test_pipeline_on_standalone_cluster_survives_a_lost_worker(spark, tmp_path):
         submit = procs.start(
             "submit",
             [
-                os.path.join(spark_home, "bin", "spark-submit"),
-                "--master",
-                f"spark://127.0.0.1:{port}",
-                "--conf",
-                "spark.driver.host=127.0.0.1",
-                "--conf",
-                "spark.driver.bindAddress=127.0.0.1",
-                "--conf",
-                f"spark.pyspark.python={sys.executable}",
-                "--conf",
-                "spark.ui.enabled=false",
+                *_spark_submit(spark_home, port),
                 "--conf",
                 "spark.task.maxFailures=8",
                 "--executor-memory",
@@ -475,3 +490,83 @@ def test_jobs_readme_recipes_ship_the_library_zip_and_the_packed_environment(
         assert summary["command"] == "embed" and summary["n_labels"] == 983, name
         got = sorted(map(tuple, spark.read.parquet(str(out / "label_emb")).collect()))
         assert got == want, name
+
+
+MIML_SCRIPT = """
+import json, sys
+import numpy as np
+from pyspark.sql import SparkSession
+from eagle_spark.data import mnist_sample
+from eagle_spark.miml.data import Bags, centre, load_mnist, make_bags
+from eagle_spark.miml.training import NetConfig, train_bags
+from eagle_spark.ml.miml import DeepMIML, collect_bags
+
+spark = SparkSession.builder.getOrCreate()
+train, _ = load_mnist(mnist_sample())
+x = centre(train.x[:512])[0]
+bags = make_bags(train.y[:512], 4, seed=0)
+rows = [
+    (f"bag-{b:04d}", x[i].tolist(), [int(k) for k in np.repeat(np.arange(10), c)])
+    for b, (m, c) in enumerate(zip(bags.members, bags.counts))
+    for i in m
+]
+from pyspark.ml.functions import array_to_vector
+df = spark.createDataFrame(rows, ["group_id", "pixels", "group_labels"]).withColumn(
+    "features", array_to_vector("pixels")
+)
+small = dict(hidden=16, concepts=2, epochs=2, seed=1)
+model = DeepMIML(method="deep-miml", numProcesses=2, localMode=False, batchSize=16, **small).fit(df)
+xf, bf = collect_bags(df, "features", "group_id", "group_labels")
+one, hist = train_bags(xf, bf, NetConfig(hidden=16, concepts=2, epochs=2, seed=1, batch_size=32))
+got = model.state()
+json.dump(
+    {
+        "names": sorted(got) == sorted(one),
+        "max_diff": max(float(np.abs(got[k] - one[k]).max(initial=0.0)) for k in one),
+        "losses": [h["loss"] for h in model.history],
+        "one_losses": [h["loss"] for h in hist],
+        "predicted": model.transform(df).where("prediction IS NOT NULL").count(),
+    },
+    open(sys.argv[1], "w"),
+)
+spark.stop()
+"""
+
+
+@pytest.mark.slow
+def test_miml_estimator_trains_through_torch_distributor_on_the_cluster(tmp_path):
+    """DeepMIML with numProcesses=2 and localMode=False: TorchDistributor's barrier job runs the
+    two DDP processes in the executors of a real standalone cluster (one 2-core worker); the network
+    equals one process trained with the doubled batch over the same bag order (as in local mode,
+    tests/unit/test_miml.py), and the model scores every row."""
+    pytest.importorskip("torch", reason="the [miml] extra (PyTorch) is not installed")
+
+    spark_home, env = _cluster_env()
+    script, result = tmp_path / "miml_cluster.py", tmp_path / "result.json"
+    script.write_text(MIML_SCRIPT)
+    procs = Processes(tmp_path)
+    try:
+        port = _start_cluster(procs, tmp_path, env, spark_home)
+        submit = procs.start(
+            "submit",
+            [
+                *_spark_submit(spark_home, port),
+                "--executor-memory",
+                "2g",
+                str(script),
+                str(result),
+            ],
+            env,
+        )
+        assert submit.wait(timeout=900) == 0, (tmp_path / "submit.log").read_text()[-4000:]
+    finally:
+        procs.stop()
+    found = json.loads(result.read_text())
+    # TorchDistributor's own line for local_mode=False (local mode says "local training")
+    assert (
+        "Started distributed training with 2 executor processes"
+        in (tmp_path / "submit.out").read_text()
+    )
+    assert found["names"] and found["max_diff"] < 1e-4, found
+    assert found["losses"] == pytest.approx(found["one_losses"], rel=1e-5)
+    assert found["predicted"] == 512

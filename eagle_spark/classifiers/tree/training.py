@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import os
 import posixpath
-from typing import Any, Iterator, Optional
+from typing import Iterator, Optional
 
 import numpy as np
 import pyarrow as pa
@@ -41,7 +41,7 @@ from eagle_spark.executor_state import executor_lock, forget
 from eagle_spark.io.fs import FileSystem, atomic_output, check_separate
 from eagle_spark.io.parts import PartWriter, PartWriters
 from eagle_spark.io.tables import read_table
-from eagle_spark.params import memory_mib
+from eagle_spark.params import TreeParams, memory_mib
 from eagle_spark.progress import step
 
 log = logging.getLogger(__name__)
@@ -52,7 +52,7 @@ def _train_units_task(
     out: str,
     n_features: int,
     n_labels: int,
-    params: Any,
+    params: TreeParams,
     trees: list,
     units_by_bin: dict,
     groups: Optional[str] = None,
@@ -97,7 +97,7 @@ class _BinTrainer:
         self,
         out: str,
         n_labels: int,
-        params: Any,
+        params: TreeParams,
         trees: list,
         units_by_bin: dict,
         limit: Optional[float] = None,
@@ -219,7 +219,7 @@ def _train_joined(
     out: str,
     n_features: int,
     n_labels: int,
-    params: Any,
+    params: TreeParams,
     trees: list,
     units_by_bin: dict,
     groups: Optional[str],
@@ -306,7 +306,9 @@ def task_slots(spark: SparkSession, cpus: Optional[int] = None) -> int:
     return max(1, min(parallel, (cpus or parallel) // task_cpus))
 
 
-def heavy_limit(params: Any, available: Optional[int] = None, slots: int = 1) -> Optional[float]:
+def heavy_limit(
+    params: TreeParams, available: Optional[int] = None, slots: int = 1
+) -> Optional[float]:
     """The heavy-unit bound in bytes, or None for no bound.
 
     ``params.heavy_unit_memory``: a Spark size (that many bytes), null (None), or ``auto``:
@@ -381,7 +383,7 @@ def unit_nonzeros(
     dataset: str,
     n_features: int,
     n_labels: int,
-    params: Any,
+    params: TreeParams,
     trees: list,
     units: list,
 ) -> tuple[np.ndarray, int, int]:
@@ -453,7 +455,7 @@ def train_unit(
     X: sp.csr_matrix,
     Y: sp.csc_matrix,
     node: int,
-    params: Any,
+    params: TreeParams,
     U: Optional[sp.csc_matrix] = None,
     active: Optional[np.ndarray] = None,
     n_samples: Optional[int] = None,
@@ -549,7 +551,7 @@ def train_tree(
     spark: SparkSession,
     dataset: str,
     model_path: str,
-    params: Any,
+    params: TreeParams,
     label_repr: Optional[str] = None,
     overwrite: bool = False,
 ) -> dict:
@@ -605,7 +607,7 @@ def _train_tree_into(
     spark: SparkSession,
     dataset: str,
     tmp: str,
-    params: Any,
+    params: TreeParams,
     label_repr: Optional[str],
     n_features: int,
     n_labels: int,
