@@ -9,6 +9,7 @@ import os
 import pathlib
 import platform
 import queue
+import subprocess
 import sys
 import time
 from typing import Any, Callable, Sequence
@@ -264,3 +265,30 @@ def data_settings(spark: Any, base: Any, name: str, work: str, test: bool = Fals
         train=str(DATA / name / "train.txt.gz"),
         **({"test": str(DATA / name / "test.txt.gz")} if test else {}),
     )
+
+
+def main_job(
+    output: str | os.PathLike, *extra: str
+) -> tuple[float, float, subprocess.CompletedProcess]:
+    """Run the README's main job as a whole command, `python -m eagle_spark.cli pipeline --conf
+    conf/local.yaml --compare --output OUTPUT --log-level WARNING EXTRA...`, from the repository's
+    folder: (wall seconds, peak RSS of all its processes in bytes, the finished process)."""
+    root = pathlib.Path(__file__).resolve().parents[1]
+    command = [
+        sys.executable,
+        "-m",
+        "eagle_spark.cli",
+        "pipeline",
+        "--conf",
+        str(root / "conf" / "local.yaml"),
+        "--compare",
+        "--output",
+        str(output),
+        "--log-level",
+        "WARNING",
+        *extra,
+    ]
+    t0 = time.monotonic()
+    with PeakRSS(interval=0.5) as memory:
+        done = subprocess.run(command, cwd=root, capture_output=True, text=True)
+    return time.monotonic() - t0, memory.peak_bytes, done

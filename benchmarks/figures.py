@@ -158,6 +158,15 @@ def design() -> list[str]:
             "main_job",
         )
     )
+    connect = report("connect_main_job")
+    on = _row(connect["rows"], session="connect")
+    rows.append(
+        (
+            "main job under Spark Connect (`--remote local[2]`) / classic, one run each",
+            f"{on['median s']:.0f} s, {on['/ classic']}x; same table: {on['same table']}",
+            "connect_main_job",
+        )
+    )
     plain = _row(report("ingest")["rows"], input="plain")
     rows.append(("ingest, plain XC text", f"{plain['lines_per_s']:,} lines/s", "ingest"))
     grlr = report("grlr_scale_1.0")["rows"]

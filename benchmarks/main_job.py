@@ -22,12 +22,10 @@ import json
 import pathlib
 import shutil
 import statistics
-import subprocess
 import sys
-import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from _common import PeakRSS, event_log_overrides, jobs_by_description, write_report  # noqa: E402
+from _common import event_log_overrides, jobs_by_description, main_job, write_report  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -39,24 +37,7 @@ def run_once(work: pathlib.Path) -> dict:
     events = work.parent / "events"
     shutil.rmtree(events, ignore_errors=True)
     overrides = [a for o in event_log_overrides(events) for a in ("--set", o)]
-    command = [
-        sys.executable,
-        "-m",
-        "eagle_spark.cli",
-        "pipeline",
-        "--conf",
-        str(ROOT / "conf" / "local.yaml"),
-        "--compare",
-        "--output",
-        str(work),
-        "--log-level",
-        "WARNING",
-        *overrides,
-    ]
-    t0 = time.monotonic()
-    with PeakRSS(interval=0.5) as memory:
-        done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
-    wall = time.monotonic() - t0
+    wall, peak, done = main_job(work, *overrides)
     if done.returncode != 0:
         sys.exit(f"the main job failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
     report = json.loads((work / "report.json").read_text())
@@ -68,7 +49,7 @@ def run_once(work: pathlib.Path) -> dict:
     return {
         "wall_s": round(wall, 1),
         "pipeline_s": round(report["seconds"], 1),
-        "peak_rss_GB": round(memory.peak_bytes / 2**30, 2),
+        "peak_rss_GB": round(peak / 2**30, 2),
         "stages": report["stages"],
         "comparison": comparison,
         "jobs": jobs_by_description(events, app_id),

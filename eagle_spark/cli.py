@@ -55,6 +55,13 @@ def _common(parser: argparse.ArgumentParser) -> None:
         help="override one setting, e.g. --set spark.master=local[2] (repeatable)",
     )
     parser.add_argument(
+        "--remote",
+        metavar="URL",
+        default=None,
+        help="run on a Spark Connect server: sc://host:port (or local[N]: a Connect server in "
+        "this process); the same as --set spark.remote=URL",
+    )
+    parser.add_argument(
         "--print-defaults", action="store_true", help="print the settings in force as YAML and exit"
     )
     parser.add_argument(
@@ -112,8 +119,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # argparse: --help/--version exit 0, bad usage exits 2
         return int(exc.code or 0)
     configure_logging(args.log_level)
+    from eagle_spark.io.fs import absolute
+
+    for flag in (*INPUT_FLAGS, *OUTPUT_FLAGS):  # the tasks read and write them: absolute
+        if flag == "model" and getattr(args, "command", None) == "train":
+            continue  # train's --model is the kind of model (tree, ova), not a folder
+        if isinstance(getattr(args, flag, None), str):
+            setattr(args, flag, absolute(getattr(args, flag)))
+    if isinstance(getattr(args, "inputs", None), list):
+        args.inputs = [absolute(p) if isinstance(p, str) else p for p in args.inputs]
     try:
-        settings = Settings.load(args.conf, args.overrides)
+        remote = [f"spark.remote={args.remote}"] if getattr(args, "remote", None) else []
+        settings = Settings.load(args.conf, [*args.overrides, *remote])
     except EagleError as err:
         print(f"eagle-spark: error: {err}", file=sys.stderr)
         return err.exit_code

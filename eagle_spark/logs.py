@@ -8,8 +8,8 @@ hands them, and every later one, to log4j, the driver's own logging (its console
 the driver's real stderr; a cluster's log4j configuration applies to them like to Spark's own
 lines). The ``eagle_spark`` log4j logger is set to the CLI's ``--log-level``.
 
-Uses ``SparkContext._jvm`` (the py4j view of the driver JVM; pyspark is pinned to 4.2.0, and the
-FileSystem helpers use the same handle).
+Uses the driver JVM's py4j view through :func:`eagle_spark.classic.jvm` (spark-submit always
+gives a classic session; pyspark is pinned to 4.2.0).
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ import logging
 import logging.handlers
 import sys
 from typing import Any
+
+from eagle_spark import classic
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 _LOG4J_LEVEL = {
@@ -46,7 +48,7 @@ class Log4jHandler(logging.Handler):
 
     def __init__(self, spark: Any) -> None:
         super().__init__()
-        self._jvm = spark.sparkContext._jvm
+        self._gateway = classic.jvm(spark)
         self._loggers: dict[str, Any] = {}
         self.setFormatter(logging.Formatter("%(name)s: %(message)s"))  # log4j adds time and level
 
@@ -54,7 +56,7 @@ class Log4jHandler(logging.Handler):
         try:
             logger = self._loggers.get(record.name)
             if logger is None:
-                logger = self._jvm.org.apache.logging.log4j.LogManager.getLogger(record.name)
+                logger = self._gateway.org.apache.logging.log4j.LogManager.getLogger(record.name)
                 self._loggers[record.name] = logger
             text = self.format(record)
             if record.levelno >= logging.ERROR:
@@ -94,7 +96,7 @@ def to_log4j(spark: Any, level: str) -> None:
     buffers = [h for h in root.handlers if isinstance(h, logging.handlers.MemoryHandler)]
     if not under_spark_submit() or not buffers:
         return
-    jvm = spark.sparkContext._jvm
+    jvm = classic.jvm(spark)
     jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
         "eagle_spark", jvm.org.apache.logging.log4j.Level.toLevel(_LOG4J_LEVEL[level])
     )

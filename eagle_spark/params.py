@@ -203,7 +203,11 @@ class SparkParams(BaseParams):
 
     Attributes:
         master: Spark master URL: ``local[*]``, ``local[N]`` or ``spark://host:port``. Ignored under
-            spark-submit, which sets its own. Default ``local[*]``.
+            spark-submit, which sets its own, and with ``remote``. Default ``local[*]``.
+        remote: a Spark Connect URL (``sc://host:port``, or ``local[N]`` for a Connect server
+            started in this process): every command then runs on a Spark Connect session; on an
+            ``sc://`` server only the ``spark.sql.*`` settings apply (the server's own decide the
+            rest). Default null: a classic session.
         app_name: application name shown by Spark. Default ``eagle-spark``.
         driver_memory: JVM heap of the driver (local mode: of everything), e.g. ``4g``; at least
             ``512m`` (:data:`MIN_JVM_MIB`). Default ``4g``.
@@ -223,6 +227,7 @@ class SparkParams(BaseParams):
     """
 
     master: str = "local[*]"
+    remote: Optional[str] = None
     app_name: str = "eagle-spark"
     driver_memory: str = "4g"
     executor_memory: str = "2g"
@@ -237,6 +242,11 @@ class SparkParams(BaseParams):
         _check(self.shuffle_partitions >= 1, "spark.shuffle_partitions must be >= 1")
         _check(self.arrow_batch_rows >= 1, "spark.arrow_batch_rows must be >= 1")
         _check(bool(self.master), "spark.master must not be empty")
+        _check(
+            self.remote is None
+            or re.fullmatch(r"sc://[^/\s]+(/.*)?|local(\[[^\]]*\])?", self.remote) is not None,
+            f"spark.remote must be sc://host:port or local[N], got {self.remote!r}",
+        )
         _check_jvm_memory(self.driver_memory, "spark.driver_memory")
         _check_jvm_memory(self.executor_memory, "spark.executor_memory")
         if self.python_worker_memory is not None:

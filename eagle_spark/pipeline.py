@@ -49,7 +49,13 @@ from pyspark.sql import SparkSession
 
 from eagle_spark import schemas as S
 from eagle_spark.errors import BadInputError, strict_json
-from eagle_spark.io.fs import FileSystem, atomic_output, check_separate, input_read_errors
+from eagle_spark.io.fs import (
+    FileSystem,
+    absolute,
+    atomic_output,
+    check_separate,
+    input_read_errors,
+)
 from eagle_spark.io.lock import RunLock
 from eagle_spark.monitor import PeakRSS
 from eagle_spark.params import Settings
@@ -109,6 +115,12 @@ class Pipeline:
 
     def __init__(self, spark: SparkSession, settings: Settings, force: bool = False) -> None:
         self.spark = spark
+        given = settings.pipeline
+        paths = ("output", "train", "test", "dataset", "test_dataset")
+        settings = settings.replace(  # the tasks read and write them: absolute (io/fs.absolute)
+            "pipeline",
+            **{k: absolute(getattr(given, k)) for k in paths if getattr(given, k) is not None},
+        )
         self.settings = settings
         self.force = force
         self.fs = FileSystem(spark)

@@ -22,6 +22,8 @@ import threading
 import time
 from typing import Any, Iterator, Optional
 
+from eagle_spark import classic
+
 log = logging.getLogger("eagle_spark.progress")
 
 _phase = threading.local()
@@ -38,16 +40,13 @@ def phase(spark: Any, name: str) -> Iterator[None]:
     """
     previous = _current["name"]
     _current["name"] = name
-    sc = spark.sparkContext if spark is not None else None
-    old_desc = sc.getLocalProperty("spark.job.description") if sc is not None else None
-    if sc is not None:
-        sc.setJobDescription(name)
+    old_desc = classic.job_description(spark)
+    classic.set_job_description(spark, name)
     try:
         yield
     finally:
         _current["name"] = previous
-        if sc is not None:
-            sc.setJobDescription(old_desc)
+        classic.set_job_description(spark, old_desc)
 
 
 def step(message: str, *args: Any) -> None:
@@ -98,7 +97,7 @@ class SparkProgress:
             raise ValueError(
                 f"interval must be > 0 and log_every >= 0, got {interval}, {log_every}"
             )
-        self.tracker = spark.sparkContext.statusTracker()
+        self.tracker = classic.status_tracker(spark)  # None under Spark Connect: no reports
         self.interval, self.log_every = interval, log_every
         self.stream = stream if stream is not None else sys.stderr
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
@@ -135,7 +134,7 @@ class SparkProgress:
 
     def poll(self, final: bool = False) -> None:
         """Read the active stages once and report what changed (also called at the end)."""
-        if not log.isEnabledFor(logging.INFO):
+        if not log.isEnabledFor(logging.INFO) or self.tracker is None:
             return
         now = time.monotonic()
         active = set()

@@ -16,9 +16,11 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import warnings
 
 from pyspark.sql import SparkSession
 
+from eagle_spark.classic import master, set_log_level
 from eagle_spark.logs import under_spark_submit
 from eagle_spark.params import SparkParams
 
@@ -76,12 +78,14 @@ def build_spark(params: SparkParams) -> SparkSession:
     """
     active = SparkSession.getActiveSession()
     if active is not None:
-        log.info("reusing the active SparkSession (master %s)", active.sparkContext.master)
+        log.info("reusing the active SparkSession (master %s)", master(active))
         return active
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     if params.loopback:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    if params.remote:
+        return _connect(params)
     builder = SparkSession.builder
     submitted = under_spark_submit()
     if not submitted:
@@ -91,6 +95,97 @@ def build_spark(params: SparkParams) -> SparkSession:
             continue  # spark-submit decided these before this process started
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel(params.log_level)
-    log.info("SparkSession up: master %s, version %s", spark.sparkContext.master, spark.version)
+    set_log_level(spark, params.log_level)
+    log.info("SparkSession up: master %s, version %s", master(spark), spark.version)
     return spark
+
+
+CONNECT_PORT = 15002
+"""Spark Connect's default port (an ``sc://host`` URL without one)."""
+REACH_SECONDS = 10.0
+"""How long :func:`_reachable` waits for the server to accept a connection."""
+
+
+def _reachable(url: str) -> None:
+    """Check that the ``sc://host[:port]`` server accepts a TCP connection within
+    :data:`REACH_SECONDS` (the Connect client itself retries for minutes before it gives up).
+
+    Raises:
+        BadInputError: naming the URL and the reason.
+    """
+    import socket
+    from urllib.parse import urlsplit
+
+    from eagle_spark.errors import BadInputError
+
+    parts = urlsplit(url.split(";", 1)[0])
+    try:
+        host, port = parts.hostname, parts.port or CONNECT_PORT
+    except ValueError as err:
+        raise BadInputError(f"spark.remote={url}: not a valid sc://host:port URL ({err})") from err
+    if not host:
+        raise BadInputError(f"spark.remote={url}: no host (sc://host:port)")
+    try:
+        socket.create_connection((host, port), timeout=REACH_SECONDS).close()
+    except OSError as err:
+        raise BadInputError(
+            f"spark.remote={url}: cannot reach the Spark Connect server at {host}:{port} ({err})"
+        ) from err
+
+
+def _connect(params: SparkParams) -> SparkSession:
+    """A Spark Connect session for ``params.remote`` (``spark.remote``).
+
+    ``local[N]`` starts a Connect server in this process with every setting; an ``sc://`` server
+    takes the ``spark.sql.*`` settings (the others are its own) and is first probed with a TCP
+    connection, so an unreachable one fails at once instead of after the client's retries.
+
+    Raises:
+        BadInputError: the server cannot be reached (names the URL and the reason).
+    """
+    from eagle_spark.errors import BadInputError
+
+    remote = str(params.remote)
+    if remote.startswith("sc://"):
+        _reachable(remote)
+    builder = SparkSession.builder.remote(remote)
+    for key, value in spark_conf(params).items():
+        if remote.startswith("local") or key.startswith("spark.sql."):
+            builder = builder.config(key, value)
+    try:
+        with warnings.catch_warnings():
+            # local[N]: the settings configure the server this process starts; pyspark then also
+            # tries each on the session and warns for the static ones, which are already in force
+            warnings.filterwarnings("ignore", message=".*CANNOT_MODIFY.*CONFIG")
+            spark = builder.getOrCreate()
+        spark.sql("SELECT 1").collect()
+    except Exception as err:  # noqa: BLE001 - gRPC, connection and session errors alike
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise BadInputError(
+            f"spark.remote={remote}: cannot reach the Spark Connect server ({reason[:300]})"
+        ) from err
+    log.info("Spark Connect session up: %s, version %s", remote, spark.version)
+    return spark
+
+
+def local_session(cores: int = 2, connect: bool = False) -> SparkSession:
+    """A Spark session on this machine for scripts and notebooks, with the library's settings.
+
+    Python workers run this interpreter (``sys.executable``), so a script started as
+    ``.venv/bin/python script.py`` finds the venv's packages in its workers without an activated
+    venv (a plain ``SparkSession.builder`` starts them with the first ``python3`` on PATH).
+    An active session is returned as it is.
+
+    Args:
+        cores: local[cores] (>= 1).
+        connect: a Spark Connect session (a Connect server started in this process, as
+            ``SparkSession.builder.remote("local[cores]")``) instead of a classic one.
+    Returns:
+        The session.
+    Raises:
+        ValueError: cores < 1.
+    """
+    if cores < 1:
+        raise ValueError(f"local_session: cores must be >= 1, got {cores}")
+    url = f"local[{cores}]"
+    return build_spark(SparkParams(master=url, remote=url if connect else None))

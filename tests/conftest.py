@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import pathlib
 
@@ -31,9 +32,15 @@ TEST_SPARK = SparkParams(
 )
 
 
+REMOTE_ENV = "EAGLE_SPARK_TEST_REMOTE"
+"""When set (e.g. ``local[2]``), the session is a Spark Connect session on that URL
+(``spark.remote``): tests/api/test_connect.py runs the API tests so, in a process of their own."""
+
+
 @pytest.fixture(scope="session")
 def spark():
-    session = build_spark(TEST_SPARK)
+    remote = os.environ.get(REMOTE_ENV)
+    session = build_spark(dataclasses.replace(TEST_SPARK, remote=remote) if remote else TEST_SPARK)
     yield session
     session.stop()
 

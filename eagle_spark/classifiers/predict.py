@@ -9,6 +9,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from eagle_spark import schemas as S
+from eagle_spark.classic import default_parallelism, num_partitions
 from eagle_spark.errors import BadInputError
 from eagle_spark.io.fs import FileSystem, atomic_output, check_separate, restore_interrupted
 from eagle_spark.io.tables import new_manifest, read_manifest, read_table, write_manifest
@@ -64,13 +65,13 @@ def split_for_prediction(
     Returns:
         X, repartitioned or as read (logged either way).
     """
-    parts = X.rdd.getNumPartitions()
-    want = tasks or 2 * spark.sparkContext.defaultParallelism
-    if tasks == 0 and (parts >= want or n_samples < want * PREDICT_MIN_TASK_ROWS):
-        log.info("predict: %d tasks as X is read (%d rows)", parts, n_samples)
+    parts = num_partitions(X)  # None under Spark Connect: range-partitioned unless small
+    want = tasks or 2 * default_parallelism(spark)
+    if tasks == 0 and ((parts or 0) >= want or n_samples < want * PREDICT_MIN_TASK_ROWS):
+        log.info("predict: %s tasks as X is read (%d rows)", parts or "as many", n_samples)
         return X
     log.info(
-        "predict: X (%d rows, %d partitions) range-partitioned by sample_id into %d tasks",
+        "predict: X (%d rows, %s partitions) range-partitioned by sample_id into %d tasks",
         n_samples,
         parts,
         want,

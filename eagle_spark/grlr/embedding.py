@@ -29,6 +29,7 @@ which ``assign`` then reads instead of re-reading the embeddings and X (paper se
 
 from __future__ import annotations
 
+import io
 import logging
 import math
 import posixpath
@@ -51,7 +52,7 @@ from eagle_spark.grlr.context import (
     load_context,
 )
 from eagle_spark.grlr.kernel import LabelBlock, PairBatch, segment_first_max, select_top_ranked
-from eagle_spark.io.fs import atomic_output, check_separate
+from eagle_spark.io.fs import FileSystem, atomic_output, check_separate
 from eagle_spark.io.parts import PartWriter, PartWriters
 from eagle_spark.io.tables import new_manifest, read_table, require_tables, write_manifest
 from eagle_spark.params import EmbedParams
@@ -299,16 +300,17 @@ def _chunk_task(
     dataset: str,
     n_features: int,
     normalize: bool,
-    e_by_label,
+    e_folder: str,
     mode: str,
     out: str = "",
     joined: bool = False,
 ):
     """applyInArrow function for one chunk of a heavy label.
 
-    mode ``sum``: partial sum of all candidates (for e0). mode ``step``: scores under the broadcast
-    e, the partial sum of the selected candidates, the first maxima and the sum of maxima. mode
-    ``top``: Algorithm 2 for the chunk's pairs under the broadcast (stored-precision) e, written as
+    mode ``sum``: partial sum of all candidates (for e0). mode ``step``: scores under the current
+    e (the label's file in `e_folder`, :func:`_write_heavy_e`), the partial sum of the selected
+    candidates, the first maxima and the sum of maxima. mode ``top``: Algorithm 2 for the chunk's
+    pairs under the (stored-precision) e, written as
     a ``top_members`` part file under `out` (a chunk holds whole groups). With `joined`, each row
     of the chunk's table is a (pair, member) with the member's features (the joined path);
     otherwise a row is a pair and the features come from the executor cache.
@@ -334,7 +336,7 @@ def _chunk_task(
         if mode == "sum":
             g = np.asarray(A.T @ np.ones(A.shape[0])).ravel()
         else:
-            idx, val = e_by_label.value[label]
+            idx, val = _read_heavy_e(e_folder, label, n_features)
             e = np.zeros(n_features)
             e[idx] = val
             scores = A @ e
@@ -381,6 +383,35 @@ def _chunk_task(
     return run
 
 
+def _write_heavy_e(folder: str, e: dict[int, np.ndarray]) -> None:
+    """Write each heavy label's current embedding as ``<folder>/<label>.npz`` (its nonzero feature
+    ids and values), which the chunk tasks read (:func:`_read_heavy_e`): a file every executor
+    reaches instead of a broadcast, on classic sessions and under Spark Connect alike."""
+    fs = FileSystem()
+    for k, v in e.items():
+        nz = np.flatnonzero(v)
+        buf = io.BytesIO()
+        np.savez(buf, idx=nz.astype(np.int64), val=v[nz].astype(np.float64))
+        fs.write_bytes(posixpath.join(folder, f"{k}.npz"), buf.getvalue())
+
+
+def _read_heavy_e(folder: str, label: int, n_features: int) -> tuple[np.ndarray, np.ndarray]:
+    """(feature ids, values) of label `label`'s embedding written by :func:`_write_heavy_e`.
+
+    Raises:
+        BadInputError: the file is missing, unreadable or holds ids outside [0, n_features).
+    """
+    path = posixpath.join(folder, f"{label}.npz")
+    try:
+        with np.load(io.BytesIO(FileSystem().read_bytes(path)), allow_pickle=False) as z:
+            idx, val = z["idx"], z["val"]
+    except (OSError, ValueError, KeyError) as err:
+        raise BadInputError(f"embed: {path}: the label's embedding cannot be read: {err}") from err
+    if len(idx) != len(val) or (len(idx) and (idx.min() < 0 or idx.max() >= n_features)):
+        raise BadInputError(f"embed: {path}: feature ids outside [0, {n_features}) or uneven")
+    return idx, val
+
+
 def _proj(v: np.ndarray) -> np.ndarray:
     norm = float(np.linalg.norm(v))
     return v / norm if norm > 0 else np.zeros_like(v)
@@ -421,22 +452,30 @@ def _embed_heavy(
     stats = {"sum_max": np.zeros(T + 1), "changed": np.zeros(T + 1, dtype=np.int64), "entries": 0}
     n_groups = {int(r[S.LABEL_ID]): int(r[S.N_GROUPS]) for r in heavy}
 
+    rounds = iter(range(T + 3))
+
     def run(mode: str, e: dict[int, np.ndarray] | None) -> dict[int, list]:
-        sparse = {k: (np.flatnonzero(v), v[np.flatnonzero(v)]) for k, v in (e or {}).items()}
-        bc = spark.sparkContext.broadcast(sparse)
+        folder = posixpath.join(out, f".grlr-e-{next(rounds)}")  # hidden: not part of the output
+        _write_heavy_e(folder, e or {})
         try:
             rows = (
                 chunked.groupBy(S.LABEL_ID, _CHUNK)
                 .applyInArrow(
                     _chunk_task(
-                        dataset, n_features, params.normalize, bc, mode, out, members is not None
+                        dataset,
+                        n_features,
+                        params.normalize,
+                        folder,
+                        mode,
+                        out,
+                        members is not None,
                     ),
                     from_arrow_schema(_PARTIAL),
                 )
                 .collect()
             )
         finally:
-            bc.unpersist()
+            FileSystem().delete(folder)
         by_label: dict[int, list] = {}
         for r in sorted(rows, key=lambda r: (r[S.LABEL_ID], r[_CHUNK])):
             by_label.setdefault(int(r[S.LABEL_ID]), []).append(r)

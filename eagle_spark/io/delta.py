@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.dataset as pads
 from pyspark.sql import DataFrame, SparkSession
 
+from eagle_spark import classic
 from eagle_spark.errors import BadInputError
 from eagle_spark.io.parts import filesystem_for
 
@@ -43,11 +44,8 @@ def is_delta(path: str) -> bool:
 
 def delta_jars_available(spark: SparkSession) -> bool:
     """Whether Delta's JVM classes (delta-spark) are on the session's classpath."""
-    jvm = spark.sparkContext._jvm
-    if jvm is None:
-        return False
     try:
-        jvm.java.lang.Class.forName("io.delta.tables.DeltaTable")
+        classic.jvm(spark).java.lang.Class.forName("io.delta.tables.DeltaTable")
         return True
     except Exception:  # py4j wraps ClassNotFoundException
         return False

@@ -1,4 +1,4 @@
-"""File-system operations on any path Spark reads, through Hadoop's FileSystem API, and atomic commits.
+"""File-system operations on any path the library writes, through ``pyarrow.fs``, and atomic commits.
 
 Every output of eagle_spark is written to a hidden sibling folder (``.<name>.tmp-<uuid>``) and renamed
 into place only when complete, so a reader sees the previous output or the new one, never half of
@@ -18,10 +18,13 @@ import time
 import uuid
 from typing import Any, Iterable, Iterator, Optional
 
+import pyarrow as pa
+import pyarrow.fs as pafs
 from pyspark.sql import SparkSession
 
 from eagle_spark.errors import BadInputError, OutputExistsError, innermost_cause, spark_condition
 from eagle_spark.io import integrity
+from eagle_spark.io.parts import filesystem_for
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +38,19 @@ def local_path(path: str) -> Optional[str]:
     if "://" in path:
         return None
     return path
+
+
+def absolute(path: str) -> str:
+    """`path` made absolute when it is a relative local path (against this process's folder),
+    else unchanged (absolute paths, ``file:`` and other URIs).
+
+    The library hands paths to Spark tasks; a relative one would be read against the task's
+    folder, which under Spark Connect (a session's own folder) or on a cluster is not the
+    driver's. The API and the CLI therefore make every local path absolute where it comes in.
+    """
+    if "://" in path or path.startswith("file:") or os.path.isabs(path):
+        return path
+    return os.path.abspath(path)
 
 
 def pid_alive(pid: int) -> bool:
@@ -51,72 +67,75 @@ def pid_alive(pid: int) -> bool:
 
 
 class FileSystem:
-    """Thin wrapper over ``org.apache.hadoop.fs.FileSystem`` for the session's Hadoop configuration.
+    """File operations on any path the library writes, through ``pyarrow.fs`` (local disks and
+    ``file:`` URIs, ``hdfs://``, ``s3://`` / ``s3a://``, ``gs://`` and what else pyarrow's
+    ``FileSystem.from_uri`` resolves, with its usual credentials), on the driver and on executors
+    alike, with no JVM: the same code under a classic session and under Spark Connect.
 
     Args:
-        spark: the active session (its JVM gateway is used).
+        spark: unused; kept so that callers may pass their session (``FileSystem(spark)``).
     """
 
-    def __init__(self, spark: SparkSession) -> None:
-        jvm = spark.sparkContext._jvm
-        if jvm is None:
-            raise RuntimeError("FileSystem needs a classic Spark session with a JVM gateway")
-        self._jvm: Any = jvm
-        self._conf = spark.sparkContext._jsc.hadoopConfiguration()
+    def __init__(self, spark: Optional[SparkSession] = None) -> None:
+        del spark
 
-    def _resolve(self, path: str) -> tuple[Any, Any]:
-        jpath = self._jvm.org.apache.hadoop.fs.Path(path)
-        return jpath.getFileSystem(self._conf), jpath
+    @staticmethod
+    def _resolve(path: str) -> tuple[pafs.FileSystem, str]:
+        local = local_path(path)
+        if local is not None:
+            return pafs.LocalFileSystem(), os.path.abspath(local)
+        return filesystem_for(path)
 
-    def _resolve_raw(self, path: str) -> tuple[Any, Any]:
-        """Like _resolve, but the local file system without its hidden .crc checksum files, so
-        that small files (manifests, metadata) stay editable by hand and by other tools."""
-        fs, jpath = self._resolve(path)
-        checksummed = self._jvm.java.lang.Class.forName("org.apache.hadoop.fs.ChecksumFileSystem")
-        if checksummed.isInstance(fs):  # LocalFileSystem and subclasses (Hive's proxy)
-            fs = fs.getRawFileSystem()
-        return fs, jpath
+    def _info(self, path: str) -> pafs.FileInfo:
+        fs, p = self._resolve(path)
+        return fs.get_file_info(p)
 
     def exists(self, path: str) -> bool:
         """Whether `path` (file or folder) exists."""
-        fs, jpath = self._resolve(path)
-        return bool(fs.exists(jpath))
+        return bool(self._info(path).type != pafs.FileType.NotFound)
 
     def is_dir(self, path: str) -> bool:
         """Whether `path` exists and is a folder."""
-        fs, jpath = self._resolve(path)
-        return bool(fs.exists(jpath)) and bool(fs.getFileStatus(jpath).isDirectory())
+        return bool(self._info(path).type == pafs.FileType.Directory)
 
     def status(self, path: str) -> tuple[int, int]:
-        """(length in bytes, modification time in ms since the epoch) of `path`."""
-        fs, jpath = self._resolve(path)
-        st = fs.getFileStatus(jpath)
-        return int(st.getLen()), int(st.getModificationTime())
+        """(length in bytes, modification time in ms since the epoch) of `path`.
+
+        Raises:
+            FileNotFoundError: `path` does not exist.
+        """
+        info = self._info(path)
+        if info.type == pafs.FileType.NotFound:
+            raise FileNotFoundError(errno.ENOENT, "no such file or folder", path)
+        return int(info.size or 0), int((info.mtime_ns or 0) // 1_000_000)
 
     def delete(self, path: str) -> None:
         """Delete `path` recursively; a missing path is not an error."""
-        fs, jpath = self._resolve(path)
-        fs.delete(jpath, True)
+        fs, p = self._resolve(path)
+        kind = fs.get_file_info(p).type
+        try:
+            if kind == pafs.FileType.Directory:
+                fs.delete_dir(p)
+            elif kind != pafs.FileType.NotFound:
+                fs.delete_file(p)
+        except FileNotFoundError:  # deleted meanwhile
+            pass
 
     def rename(self, src: str, dst: str) -> None:
-        """Rename `src` to `dst`, which must not exist: never into an existing folder.
+        """Rename `src` to `dst`, which must not exist: never into or over an existing path.
 
-        Hadoop's ``rename`` moves `src` *inside* an existing folder `dst` and reports success;
-        here an existing `dst` is an error. On the local file system the check and the move are
-        one system call (``rename(2)`` fails on a non-empty folder, ``link(2)`` on any existing
-        file), so of two writers committing to one `dst` at the same moment exactly one wins.
-        Elsewhere `dst` is checked before the rename and a nested result is moved back.
+        On the local file system the check and the move are one system call (``rename(2)`` fails
+        on a non-empty folder, ``link(2)`` on any existing file), so of two writers committing to
+        one `dst` at the same moment exactly one wins. Elsewhere `dst` is checked before the move;
+        a file system that cannot move a folder (object stores) copies it and deletes `src`, which
+        is not atomic there, as with Hadoop's S3A.
 
         Raises:
             FileExistsError: `dst` exists (or appeared while renaming).
             OSError: the file system refused the rename.
         """
-        fs, jsrc = self._resolve(src)
-        _, jdst = self._resolve(dst)
-        if fs.exists(jdst):
-            raise FileExistsError(errno.EEXIST, "rename target exists", dst)
         lsrc, ldst = local_path(src), local_path(dst)
-        if lsrc is not None and ldst is not None and self._is_local(fs):
+        if lsrc is not None and ldst is not None:
             if os.path.isdir(lsrc):
                 try:
                     os.rename(lsrc, ldst)
@@ -128,82 +147,93 @@ class FileSystem:
                 os.link(lsrc, ldst)  # FileExistsError when dst exists
                 os.unlink(lsrc)
             return
-        if not fs.rename(jsrc, jdst):
-            raise OSError(f"could not rename {src} to {dst}")
-        nested = self._jvm.org.apache.hadoop.fs.Path(jdst, jsrc.getName())
-        if fs.exists(nested) and not fs.exists(jsrc):  # dst appeared meanwhile: src went inside
-            fs.rename(nested, jsrc)
-            raise FileExistsError(errno.EEXIST, "rename target appeared while renaming", dst)
-
-    def _is_local(self, fs: Any) -> bool:
-        return str(fs.getUri().getScheme()) == "file"
+        fs, psrc = self._resolve(src)
+        dst_fs, pdst = self._resolve(dst)
+        if dst_fs.get_file_info(pdst).type != pafs.FileType.NotFound:
+            raise FileExistsError(errno.EEXIST, "rename target exists", dst)
+        try:
+            fs.move(psrc, pdst)
+        except (NotImplementedError, pa.ArrowNotImplementedError):
+            pafs.copy_files(psrc, pdst, source_filesystem=fs, destination_filesystem=dst_fs)
+            self.delete(src)
 
     def create_new(self, path: str, data: bytes) -> bool:
-        """Create file `path` holding `data` unless it exists (Hadoop ``create(overwrite=false)``,
-        atomic on HDFS and object stores with conditional writes).
+        """Create file `path` holding `data` unless it exists: one ``open(O_CREAT | O_EXCL)`` on
+        a local disk (of two processes exactly one creates it); elsewhere checked first, then
+        written (pyarrow has no exclusive create there: two writers starting in the same instant
+        could both succeed).
 
         Returns:
             True when this call created the file, False when it existed.
         """
-        fs, jpath = self._resolve_raw(path)
-        try:
-            stream = fs.create(jpath, False)
-        except Exception as err:  # Py4JJavaError wrapping FileAlreadyExistsException
-            if "FileAlreadyExists" in str(err) or fs.exists(jpath):
+        local = local_path(path)
+        if local is not None:
+            os.makedirs(os.path.dirname(os.path.abspath(local)), exist_ok=True)
+            try:
+                fd = os.open(local, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            except FileExistsError:
                 return False
-            raise
-        try:
-            stream.write(bytearray(data))
-        finally:
-            stream.close()
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            return True
+        if self.exists(path):
+            return False
+        self.write_bytes(path, data)
         return True
 
     def copy(self, src: str, dst: str) -> None:
-        """Copy file or folder `src` to `dst` byte for byte (``dst`` must not exist).
+        """Copy file or folder `src` to `dst` byte for byte (`dst` must not exist).
 
         Raises:
+            FileNotFoundError: `src` does not exist.
+            FileExistsError: `dst` exists.
             OSError: the copy failed.
         """
-        fs, jsrc = self._resolve(src)
-        dst_fs, jdst = self._resolve(dst)
-        util = self._jvm.org.apache.hadoop.fs.FileUtil
-        if not util.copy(fs, jsrc, dst_fs, jdst, False, self._conf):
-            raise OSError(f"could not copy {src} to {dst}")
+        fs, psrc = self._resolve(src)
+        dst_fs, pdst = self._resolve(dst)
+        kind = fs.get_file_info(psrc).type
+        if kind == pafs.FileType.NotFound:
+            raise FileNotFoundError(errno.ENOENT, "no such file or folder", src)
+        if dst_fs.get_file_info(pdst).type != pafs.FileType.NotFound:
+            raise FileExistsError(errno.EEXIST, "copy target exists", dst)
+        if kind == pafs.FileType.Directory:
+            dst_fs.create_dir(pdst, recursive=True)
+        else:
+            dst_fs.create_dir(posixpath.dirname(pdst), recursive=True)
+        pafs.copy_files(psrc, pdst, source_filesystem=fs, destination_filesystem=dst_fs)
 
     def list(self, path: str) -> list[str]:
-        """Names (not paths) of the entries of folder `path`, sorted."""
-        fs, jpath = self._resolve(path)
-        return sorted(str(status.getPath().getName()) for status in fs.listStatus(jpath))
+        """Names (not paths) of the entries of folder `path`, sorted.
+
+        Raises:
+            FileNotFoundError: `path` does not exist.
+        """
+        fs, p = self._resolve(path)
+        return sorted(posixpath.basename(i.path) for i in fs.get_file_info(pafs.FileSelector(p)))
 
     def write_bytes(self, path: str, data: bytes) -> None:
-        """Create or replace the file `path` with `data` (no checksum file on local disks)."""
-        fs, jpath = self._resolve_raw(path)
-        stream = fs.create(jpath, True)
-        try:
-            stream.write(bytearray(data))
-        finally:
-            stream.close()
+        """Create or replace the file `path` with `data` (its parent folders are made)."""
+        fs, p = self._resolve(path)
+        fs.create_dir(posixpath.dirname(p), recursive=True)
+        with fs.open_output_stream(p) as out:
+            out.write(data)
 
     def read_bytes(self, path: str) -> bytes:
         """The whole content of file `path`.
 
         Raises:
             FileNotFoundError: `path` does not exist.
+            OSError: fewer bytes than the file's size could be read.
         """
-        fs, jpath = self._resolve_raw(path)
-        if not fs.exists(jpath):
-            raise FileNotFoundError(path)
-        length = int(fs.getFileStatus(jpath).getLen())
-        stream = fs.open(jpath)
-        try:
-            buf = self._jvm.java.io.ByteArrayOutputStream()
-            self._jvm.org.apache.hadoop.io.IOUtils.copyBytes(stream, buf, 1 << 16, False)
-            data = bytes(buf.toByteArray())
-        finally:
-            stream.close()
-        if len(data) != length:
-            raise OSError(f"short read of {path}: {len(data)} of {length} bytes")
-        return data
+        fs, p = self._resolve(path)
+        info = fs.get_file_info(p)
+        if info.type != pafs.FileType.File:
+            raise FileNotFoundError(errno.ENOENT, "no such file", path)
+        with fs.open_input_stream(p) as stream:
+            data = stream.read()
+        if info.size is not None and len(data) != info.size:
+            raise OSError(f"short read of {path}: {len(data)} of {info.size} bytes")
+        return bytes(data)
 
 
 def sibling(path: str, tag: str) -> str:

@@ -31,6 +31,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from eagle_spark import schemas as S
+from eagle_spark.classic import num_partitions
 from eagle_spark.errors import BadInputError
 from eagle_spark.io import xc
 from eagle_spark.io.fs import FileSystem, atomic_output, check_separate
@@ -210,7 +211,7 @@ def ingest(
     raw = spark.read.text(input_path).select(
         "value", F.col("_metadata.file_block_start").alias(_BLOCK)
     )
-    if raw.rdd.getNumPartitions() == 1:
+    if num_partitions(raw) == 1:  # unknown under Spark Connect: the counting pass, always right
         # One partition holds one split here (Spark cuts splits at its partition size), so the one
         # task sees every line in order from offset 0: no counting pass needed (always for .gz).
         first_line_of = {0: 1}

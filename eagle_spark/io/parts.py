@@ -23,10 +23,15 @@ import scipy.sparse as sp
 
 
 def filesystem_for(path: str) -> tuple[pafs.FileSystem, str]:
-    """(pyarrow file system, path inside it) for a local path, ``file://`` URI or other URI."""
+    """(pyarrow file system, path inside it) for a local path, ``file:`` URI or other URI
+    (``s3a://`` and ``s3n://``, Hadoop's names, are read as pyarrow's ``s3://``)."""
+    if path.startswith("file:"):
+        rest = path[len("file:") :]
+        return pafs.LocalFileSystem(), "/" + rest.lstrip("/") if rest.startswith("//") else rest
     if "://" in path:
-        if path.startswith("file://"):
-            return pafs.LocalFileSystem(), path[len("file://") :]
+        scheme, _, rest = path.partition("://")
+        if scheme.lower() in ("s3a", "s3n"):
+            path = f"s3://{rest}"
         return pafs.FileSystem.from_uri(path)
     return pafs.LocalFileSystem(), path
 

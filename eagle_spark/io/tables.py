@@ -135,7 +135,7 @@ def _safe_cast(actual: T.DataType, expected: T.DataType) -> bool:
     return S.spark_type_equal(actual, expected)
 
 
-def write_table(df: DataFrame, dataset: str, name: str, mode: str = "errorifexists") -> None:
+def write_table(df: DataFrame, dataset: str, name: str, mode: str = "error") -> None:
     """Write `df` as Parquet table `name` of `dataset`, conformed to the layout's schema.
 
     Args:

@@ -31,7 +31,13 @@ from pyspark.sql import SparkSession
 
 from eagle_spark import schemas as S
 from eagle_spark.errors import BadInputError, SettingsError
-from eagle_spark.io.fs import FileSystem, atomic_output, check_separate, restore_interrupted
+from eagle_spark.io.fs import (
+    FileSystem,
+    absolute,
+    atomic_output,
+    check_separate,
+    restore_interrupted,
+)
 from eagle_spark.io.integrity import check_folder
 from eagle_spark.params import BaseParams
 
@@ -242,7 +248,7 @@ class FolderModel:
     dataPath: str = ""
 
     def _attach_data(self, path: str) -> None:
-        self.dataPath = path
+        self.dataPath = absolute(path)
 
     def atFolder(self, path: str) -> Self:
         """This model, reading its data from a stage's output folder `path` (e.g. what

@@ -22,6 +22,7 @@ from eagle_spark.classifiers.base import read_metadata
 from eagle_spark.classifiers.ova import train_ova
 from eagle_spark.classifiers.predict import PREDICTIONS, model_class, predict
 from eagle_spark.classifiers.tree import train_tree
+from eagle_spark.io.fs import absolute
 from eagle_spark.ml.base import (
     FolderModel,
     HasLabelWeightsCol,
@@ -184,6 +185,7 @@ class _XMCModelBase(FolderModel):
             ValueError: a bad Param value, or a model without data; BadInputError /
                 OutputExistsError (ValueErrors) as :func:`eagle_spark.classifiers.predict.predict`.
         """
+        path = absolute(path)
         params = self.settings(PredictParams)
         return predict(
             dataset.spark, self._require_data(), dataset.path, path, params, overwrite=overwrite
@@ -390,6 +392,7 @@ class LabelTreeClassifier(Estimator, _TreeParams, Persistent):
             ValueError: a bad Param value; BadInputError (a ValueError) for no samples or no Y;
                 OutputExistsError (a ValueError) when `path` exists and `overwrite` is false.
         """
+        path = absolute(path)
         params, label_repr = self.settings(TreeParams), self.getOrDefault(self.labelRepr)
         return fitted(
             self,
@@ -502,6 +505,7 @@ class OneVsRestXMC(Estimator, _OVAParams, Persistent):
             ValueError: a bad Param value; BadInputError (a ValueError) for no samples or no Y;
                 OutputExistsError (a ValueError) when `path` exists and `overwrite` is false.
         """
+        path = absolute(path)
         params = self.settings(OVAParams)
         return fitted(
             self,

@@ -9,7 +9,7 @@ from pyspark.sql import functions as F
 
 from eagle_spark import schemas as S
 from eagle_spark.io.convert import to_ml_vectors
-from eagle_spark.io.fs import FileSystem, atomic_output, check_separate
+from eagle_spark.io.fs import FileSystem, absolute, atomic_output, check_separate
 from eagle_spark.io.tables import has_table, read_manifest, read_table
 from eagle_spark.ml.frames import ROWS, Source, check_columns, materialise, source_of, tag
 
@@ -33,7 +33,7 @@ class Dataset:
 
     def __init__(self, spark: SparkSession, path: str, manifest: dict[str, Any]) -> None:
         self.spark = spark
-        self.path = path
+        self.path = absolute(path)
         self.manifest = manifest
 
     @classmethod
@@ -174,6 +174,7 @@ class Dataset:
                 group with different group labels (the message names the column or group).
             OutputExistsError (a ValueError): `path` exists and `overwrite` is false.
         """
+        path = absolute(path)
         names = samples.columns
         columns = {"features": featuresCol}
         for role, given, default in (
@@ -223,6 +224,8 @@ class Dataset:
             BadInputError (a ValueError): a bad line, header or count (``<file>:<line>: <problem>``).
             OutputExistsError (a ValueError): `path` exists and `overwrite` is false.
         """
+        path = absolute(path)
+        source = absolute(source)
         from eagle_spark.io.ingest import ingest
         from eagle_spark.params import IngestParams
 
@@ -278,6 +281,7 @@ class Dataset:
             ValueError: a bad setting (SettingsError), a dataset without Y, or a bad row of your
                 tables (BadInputError).
         """
+        path = absolute(path)
         from eagle_spark.aggregation.aggregate import aggregate
         from eagle_spark.params import AggregateParams
 
@@ -323,6 +327,7 @@ class Dataset:
             BadInputError (a ValueError): unknown preset, scale out of (0, 1], difficulty out of
                 [0, 1].
         """
+        path = absolute(path)
         import posixpath
 
         from eagle_spark.synth import synth
@@ -384,6 +389,7 @@ class Dataset:
     ) -> "Dataset":
         """One part of :meth:`split` (the held-out one when `held`), written to `path`; without the
         true labels Y when `labels` is false (only the groups' labels count then)."""
+        path = absolute(path)
         if not 0.0 < share < 1.0:
             raise ValueError(f"Dataset.split: share must be in (0, 1), got {share}")
         if by not in ("sample", "group"):
@@ -422,6 +428,7 @@ class Dataset:
             OutputExistsError (a ValueError): `path` exists and `overwrite` is false, or `path`
                 overlaps this folder.
         """
+        path = absolute(path)
         check_separate(path, [self.path])
         with atomic_output(self.spark, path, overwrite) as tmp:
             FileSystem(self.spark).copy(self.path, tmp)

@@ -27,7 +27,8 @@ import dataclasses
 import shutil
 import tempfile
 import uuid
-from typing import Mapping, Optional
+import weakref
+from typing import Callable, Mapping, Optional
 
 from pyspark.ml.linalg import VectorUDT
 from pyspark.sql import DataFrame, SparkSession
@@ -37,6 +38,7 @@ from pyspark.sql import types as T
 from eagle_spark import schemas as S
 from eagle_spark.aggregation.groups import dense_rank
 from eagle_spark.io.convert import from_ml_vectors
+from eagle_spark.io.fs import absolute
 from eagle_spark.io.tables import new_manifest, write_manifest, write_table
 
 WORK_DIR_CONF = "spark.eagle_spark.workDir"
@@ -53,7 +55,8 @@ not take for hidden: it skips a path component starting with ``_`` or ``.``)."""
 KEY = "_eagle_sample"
 """The internal sample id column of a materialised frame's rows (never in a returned frame)."""
 
-_TAG = "_eagle_spark_source"
+_sources: dict[int, tuple[weakref.ref, "Source"]] = {}
+"""id(frame) -> (a weak reference to the frame, its Source): the frames this API made."""
 _driver_work: Optional[str] = None
 
 
@@ -81,12 +84,29 @@ class Source:
 
 def source_of(df: DataFrame) -> Optional[Source]:
     """The :class:`Source` a frame carries (None for a frame the API did not make)."""
-    return getattr(df, _TAG, None)
+    entry = _sources.get(id(df))
+    return entry[1] if entry is not None and entry[0]() is df else None
+
+
+def _forget(registry: dict, key: int) -> Callable[[weakref.ref], None]:
+    """The weak reference's callback: drop `key` from `registry` (which it holds itself, since
+    at interpreter exit the module's names are already cleared when the last frames go)."""
+
+    def forget(_: weakref.ref) -> None:
+        registry.pop(key, None)
+
+    return forget
 
 
 def tag(df: DataFrame, source: Source) -> DataFrame:
-    """Mark `df` as backed by `source`; returns `df`."""
-    setattr(df, _TAG, source)
+    """Mark `df` as backed by `source`; returns `df`.
+
+    The mark is kept beside the frame (keyed by the object, dropped when the frame is garbage
+    collected), not as an attribute of it: a Spark Connect DataFrame reads unknown attributes as
+    column references.
+    """
+    key = id(df)
+    _sources[key] = (weakref.ref(df, _forget(_sources, key)), source)
     return df
 
 
@@ -106,7 +126,7 @@ def work_folder(spark: SparkSession, kind: str) -> str:
             _driver_work = tempfile.mkdtemp(prefix="eagle_spark-ml-")
             atexit.register(shutil.rmtree, _driver_work, True)
         base = _driver_work
-    return f"{base.rstrip('/')}/{kind}-{uuid.uuid4().hex[:12]}"
+    return f"{absolute(base).rstrip('/')}/{kind}-{uuid.uuid4().hex[:12]}"
 
 
 def _is_integral_array(dt: T.DataType) -> bool:

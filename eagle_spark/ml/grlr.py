@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 from eagle_spark import schemas as S
 from eagle_spark.assignment.assign import assign
 from eagle_spark.grlr.embedding import embed
+from eagle_spark.io.fs import absolute
 from eagle_spark.io.tables import read_manifest, read_table
 from eagle_spark.ml.base import (
     FolderModel,
@@ -301,6 +302,7 @@ class GRLR(Estimator, _GRLRParams, Persistent):
             ValueError: a bad Param value; BadInputError (a ValueError) for a dataset without Y1 /
                 Y2; OutputExistsError (a ValueError) when `path` exists and `overwrite` is false.
         """
+        path = absolute(path)
         params = self.settings(EmbedParams)
         return fitted(
             self,
@@ -409,6 +411,7 @@ class GRLRModel(Model, _GRLRParams, FolderModel, Persistent):
             ValueError: a bad Param value, or method ``eagle`` on a model without embeddings;
                 BadInputError / OutputExistsError (ValueErrors) as :func:`eagle_spark.assignment.assign.assign`.
         """
+        path = absolute(path)
         params = self.settings(AssignParams)
         embeddings = self._require_data() if params.method == "eagle" else None
         from eagle_spark.ml.selection import choose_assignment

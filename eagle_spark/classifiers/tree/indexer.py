@@ -15,6 +15,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from eagle_spark import schemas as S
+from eagle_spark.classic import default_parallelism
 from eagle_spark.classifiers.base import load_xy
 from eagle_spark.classifiers.joined import load_y
 from eagle_spark.classifiers.tree.structure import (
@@ -305,7 +306,7 @@ def index_trees(
         label_freq, _ = label_counts(read_table(spark, dataset, S.Y), n_labels)
     levels = params.top_levels
     if levels is None:
-        levels = top_levels_for(params.n_trees, spark.sparkContext.defaultParallelism)
+        levels = top_levels_for(params.n_trees, default_parallelism(spark))
     everything = np.arange(n_labels, dtype=np.int32)
     if levels > 0 and shape.kids[0][0] >= 0:
         tops = {t: [(t, 0, everything)] for t in range(params.n_trees)}

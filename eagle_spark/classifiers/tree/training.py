@@ -14,6 +14,7 @@ import scipy.sparse as sp
 from pyspark.sql import SparkSession
 
 from eagle_spark import schemas as S
+from eagle_spark.classic import default_parallelism, is_local
 from eagle_spark.classifiers.base import (
     WEIGHTS_ARROW,
     label_weights_in,
@@ -296,8 +297,8 @@ def task_slots(spark: SparkSession, cpus: Optional[int] = None) -> int:
     as a task saw it; a standalone executor takes all its worker's cores) and defaultParallelism.
     Several executors on one machine are not seen as one: set ``heavy_unit_memory`` then.
     """
-    parallel = max(1, int(spark.sparkContext.defaultParallelism))
-    if spark.sparkContext.master.startswith("local"):
+    parallel = default_parallelism(spark)
+    if is_local(spark):
         return parallel
     task_cpus = max(1, int(spark.conf.get("spark.task.cpus", "1")))
     cores = spark.conf.get("spark.executor.cores", None)
@@ -443,7 +444,7 @@ def place_units(work: np.ndarray, heavy: np.ndarray, bins: int, heavy_bins: int)
 def executors_known(spark: SparkSession) -> int:
     """Executors of the session for :func:`place_units`: 1 with a local master, else
     ``spark.executor.instances`` when set, else 0 (unknown)."""
-    if spark.sparkContext.master.startswith("local"):
+    if is_local(spark):
         return 1
     n = spark.conf.get("spark.executor.instances", None)
     return int(n) if n else 0
