@@ -13,11 +13,14 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from eagle_spark.data import embedded_path
 from eagle_spark.errors import BadInputError
 from eagle_spark.params import Settings
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +90,7 @@ def _ingest_args(p: argparse.ArgumentParser) -> None:
 @command(
     "ingest", "Read an XC / libsvm text file into a dataset (X, Y Parquet tables).", _ingest_args
 )
-def run_ingest(spark: Any, args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
+def run_ingest(spark: SparkSession, args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     from eagle_spark.ml import Dataset
 
     settings = settings.replace(
@@ -130,7 +133,7 @@ def _export_args(p: argparse.ArgumentParser) -> None:
 @command(
     "export", "Write a dataset's X and Y as an XC text file (round trip of ingest).", _export_args
 )
-def run_export(spark: Any, args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
+def run_export(spark: SparkSession, args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     from eagle_spark.io.export import export_xc
 
     return export_xc(spark, args.input, args.output, overwrite=args.overwrite)
@@ -176,7 +179,9 @@ def _aggregate_args(p: argparse.ArgumentParser) -> None:
     "Group samples (random / cluster) or take user Y1/Y2; write X, Y, Y1, Y2.",
     _aggregate_args,
 )
-def run_aggregate(spark: Any, args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
+def run_aggregate(
+    spark: SparkSession, args: argparse.Namespace, settings: Settings
+) -> dict[str, Any]:
     from eagle_spark.ml import Dataset
 
     settings = settings.replace(
@@ -253,7 +258,7 @@ def _synth_args(p: argparse.ArgumentParser) -> None:
 @command(
     "synth", "Generate a synthetic clean XMC train/test pair of a benchmark's shape.", _synth_args
 )
-def run_synth(spark: Any, args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
+def run_synth(spark: SparkSession, args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     from eagle_spark.io.tables import read_manifest
     from eagle_spark.ml import Dataset
 
@@ -312,7 +317,7 @@ def _embed_args(p: argparse.ArgumentParser) -> None:
     "Learn label embeddings with GRLR (paper Algorithm 1) as map-reduce over labels.",
     _embed_args,
 )
-def run_embed(spark: Any, args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
+def run_embed(spark: SparkSession, args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     from eagle_spark.ml import GRLR, Dataset
 
     settings = settings.replace(
@@ -373,7 +378,7 @@ def _assign_args(p: argparse.ArgumentParser) -> None:
     "Assign each group label to its best member (paper Algorithm 2) -> Y_filter.",
     _assign_args,
 )
-def run_assign(spark: Any, args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
+def run_assign(spark: SparkSession, args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     from eagle_spark.ml import Dataset, GRLRModel
 
     settings = settings.replace(
@@ -435,7 +440,7 @@ def _train_args(p: argparse.ArgumentParser) -> None:
     "Train an XMC classifier on a dataset's X and Y (distributed over labels).",
     _train_args,
 )
-def run_train(spark: Any, args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
+def run_train(spark: SparkSession, args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     from eagle_spark.ml import Dataset, LabelTreeClassifier, OneVsRestXMC
 
     settings = settings.replace("train", **_flags(args, {"model": "model"}))
@@ -474,7 +479,9 @@ def _predict_args(p: argparse.ArgumentParser) -> None:
 
 
 @command("predict", "Batch top-k prediction as a Spark job.", _predict_args)
-def run_predict(spark: Any, args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
+def run_predict(
+    spark: SparkSession, args: argparse.Namespace, settings: Settings
+) -> dict[str, Any]:
     from eagle_spark.ml import Dataset
     from eagle_spark.ml.classifiers import model_at
 
@@ -505,7 +512,9 @@ def _evaluate_args(p: argparse.ArgumentParser) -> None:
 @command(
     "evaluate", "P@k, nDCG@k, PSP@k of predictions against a dataset's Y, on Spark.", _evaluate_args
 )
-def run_evaluate(spark: Any, args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
+def run_evaluate(
+    spark: SparkSession, args: argparse.Namespace, settings: Settings
+) -> dict[str, Any]:
     from eagle_spark.evaluation.evaluate import evaluate
 
     settings = settings.replace(
@@ -576,7 +585,7 @@ def _pipeline_args(p: argparse.ArgumentParser) -> None:
     _pipeline_args,
 )
 def run_pipeline_command(
-    spark: Any, args: argparse.Namespace, settings: Settings
+    spark: SparkSession, args: argparse.Namespace, settings: Settings
 ) -> dict[str, Any]:
     from eagle_spark.pipeline import comparison_markdown, run_pipeline
 
@@ -704,7 +713,9 @@ def _experiment_needs_spark(args: argparse.Namespace) -> bool:
     "PNG figures and report.md in --output.",
     _experiment_args,
 )
-def run_experiment(spark: Any, args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
+def run_experiment(
+    spark: Optional[SparkSession], args: argparse.Namespace, settings: Settings
+) -> dict[str, Any]:
     from eagle_spark.experiments import xmc
 
     if args.kind == "regression":
@@ -856,7 +867,9 @@ def _miml_args(p: argparse.ArgumentParser) -> None:
     "[miml] extra (PyTorch).",
     _miml_args,
 )
-def run_miml_command(spark: Any, args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
+def run_miml_command(
+    spark: SparkSession, args: argparse.Namespace, settings: Settings
+) -> dict[str, Any]:
     from eagle_spark.data import mnist_sample
 
     try:
@@ -936,7 +949,9 @@ def _verify_args(p: argparse.ArgumentParser) -> None:
     "first bad file.",
     _verify_args,
 )
-def run_verify(spark: Any, args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
+def run_verify(
+    spark: Optional[SparkSession], args: argparse.Namespace, settings: Settings
+) -> dict[str, Any]:
     from eagle_spark.io.integrity import FILES, read_list, record, verify_folder
 
     folders = []

@@ -20,9 +20,12 @@ import logging
 import sys
 import threading
 import time
-from typing import Any, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Iterator, Optional
 
 from eagle_spark import classic
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 log = logging.getLogger("eagle_spark.progress")
 
@@ -31,7 +34,7 @@ _current = {"name": ""}
 
 
 @contextlib.contextmanager
-def phase(spark: Any, name: str) -> Iterator[None]:
+def phase(spark: Optional[SparkSession], name: str) -> Iterator[None]:
     """Label the work done inside the block (progress lines, Spark job descriptions).
 
     Args:
@@ -88,7 +91,7 @@ class SparkProgress:
 
     def __init__(
         self,
-        spark: Any,
+        spark: SparkSession,
         interval: float = 1.0,
         log_every: float = 10.0,
         stream: Optional[Any] = None,

@@ -7,7 +7,10 @@ from __future__ import annotations
 import json
 import os
 import posixpath
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 _AXES = ("group-size", "depth", "noise")
 
@@ -75,7 +78,7 @@ def refresh_local(output: str) -> str:
     return path
 
 
-def refresh(spark: Any, output: str) -> str:
+def refresh(spark: SparkSession, output: str) -> str:
     """Rebuild ``report.md`` of `output` on any file system Spark reaches (atomic); returns its path."""
     from eagle_spark.io.fs import FileSystem, atomic_output
 

@@ -15,7 +15,7 @@ batch's work arrays on top.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -26,6 +26,9 @@ from eagle_spark import schemas as S
 from eagle_spark.executor_state import shared_state, sparse_arrays, sparse_from
 from eagle_spark.io.parts import filesystem_for, folder_version, read_x
 from eagle_spark.sparse import l2_normalize_rows
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 
 @dataclass
@@ -192,7 +195,7 @@ def cache_bytes(n_nonzeros: int, n_rows: int, n_y1: int, bytes_per_nonzero: int 
 
 
 def choose_x_access(
-    spark: Any,
+    spark: SparkSession,
     X: Any,
     Y1: Any,
     mode: str,

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
 import pyarrow as pa
@@ -25,6 +25,9 @@ import pyarrow.parquet as pq
 from eagle_spark import schemas as S
 from eagle_spark.io.tables import new_manifest
 from eagle_spark.miml.data import Bags
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 
 def _x_table(x: np.ndarray) -> pa.Table:
@@ -83,7 +86,7 @@ def write_images_dataset(
     return path
 
 
-def spark_bags(spark: Any, images: str, out: str, group_size: int, seed: int) -> Bags:
+def spark_bags(spark: SparkSession, images: str, out: str, group_size: int, seed: int) -> Bags:
     """Bags of `group_size` random images drawn by the ``aggregate`` job (random grouping, list
     merge) from the images dataset `images`, written to `out`, read back as :class:`Bags`.
 
@@ -197,7 +200,7 @@ def embed_tasks(bags: Bags, n_features: int, budget_bytes: int = 4 << 30, tasks:
 
 
 def label_embeddings(
-    spark: Any, dataset: str, out: str, iterations: int, step: float, tasks: int = 16
+    spark: SparkSession, dataset: str, out: str, iterations: int, step: float, tasks: int = 16
 ) -> np.ndarray:
     """GRLR label embeddings (paper Algorithm 1) of an aggregated dataset, by the ``embed`` job
     (:class:`eagle_spark.ml.grlr.GRLR`; rows L2-normalised, `tasks` its ``numTasks``), written to `out`.

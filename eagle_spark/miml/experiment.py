@@ -30,7 +30,7 @@ import shutil
 import tempfile
 import time
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
 
@@ -44,6 +44,9 @@ from eagle_spark.miml.bags import (
 )
 from eagle_spark.miml.data import Bags, Images, centre, load_mnist, make_bags
 from eagle_spark.miml.training import NetConfig
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -176,7 +179,9 @@ def tune(x: np.ndarray, labels: np.ndarray, setting: MIMLSetting) -> dict[str, A
     return best
 
 
-def run_miml(spark: Any, images_dir: str, output: str, setting: MIMLSetting) -> dict[str, Any]:
+def run_miml(
+    spark: SparkSession, images_dir: str, output: str, setting: MIMLSetting
+) -> dict[str, Any]:
     """Run the experiment (module docstring) and write its files into the local folder `output`.
 
     Args:
