@@ -116,8 +116,8 @@ class SparkProgress:
     def __enter__(self) -> "SparkProgress":
         self._outer = SparkProgress._running == 0
         SparkProgress._running += 1
-        if self._outer and log.isEnabledFor(logging.INFO):
-            self._thread.start()
+        if self._outer and self.tracker is not None and log.isEnabledFor(logging.INFO):
+            self._thread.start()  # under Spark Connect (no tracker) there is nothing to poll
         return self
 
     def __exit__(self, *exc: Any) -> None:
