@@ -1,7 +1,8 @@
 """Progress of long work: the running Spark stage's tasks (done / total), and named steps.
 
-:class:`SparkProgress` polls Spark's status tracker from a daemon thread of the driver and reports
-the active stages' tasks through the ``eagle_spark.progress`` logger at INFO (a line when a stage
+:class:`SparkProgress` follows the running stages (polling a classic session's status tracker from a
+daemon thread of the driver, or through a Spark Connect session's progress handler) and reports
+their tasks through the ``eagle_spark.progress`` logger at INFO (a line when a stage
 starts, then at most every ``log_every`` seconds while it runs, and when it ends), and, when
 stderr is an interactive terminal, as one redrawn bar line instead of the periodic lines. Nothing
 is reported when that logger is not enabled for INFO (``--log-level WARNING``).
@@ -20,7 +21,7 @@ import logging
 import sys
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Optional
 
 from eagle_spark import classic
 
@@ -75,18 +76,25 @@ def bar(done: int, total: int, width: int = 30) -> str:
 class SparkProgress:
     """Report the tasks of the running Spark stages until stopped (a context manager).
 
+    On a classic session a daemon thread polls the status tracker every `interval` seconds; under
+    Spark Connect the session's progress handler (``registerProgressHandler``) receives what the
+    server sends with each operation's results (its ``spark.connect.progress.reportInterval``),
+    on the thread that runs the operation. Both feed the same lines.
+
     Args:
-        spark: the session whose status tracker is polled.
-        interval: seconds between polls (> 0).
+        spark: the session whose stages are reported.
+        interval: seconds between polls of a classic session (> 0).
         log_every: seconds between the periodic log lines of a running stage (>= 0).
         stream: where the terminal bar goes (default stderr); the bar is drawn only when it is a TTY.
     Raises:
         ValueError: `interval` <= 0 or `log_every` < 0.
 
-    Monitors nest: only the outermost one polls (the CLI wraps every command, the pipeline its run).
+    Monitors nest: only the outermost one reports (the CLI wraps every command, the pipeline its
+    run).
 
-    Memory and cost: one driver thread; each poll asks the JVM for the active stage ids and their
-    task counts (a few Py4J calls), never touching executors.
+    Memory and cost: one driver thread on a classic session, each poll a few Py4J calls for the
+    active stage ids and their task counts; under Connect a call per progress message. Either way
+    a few numbers per running stage, never touching executors.
     """
 
     def __init__(
@@ -100,13 +108,17 @@ class SparkProgress:
             raise ValueError(
                 f"interval must be > 0 and log_every >= 0, got {interval}, {log_every}"
             )
-        self.tracker = classic.status_tracker(spark)  # None under Spark Connect: no reports
+        self.spark = spark
+        self.tracker = classic.status_tracker(spark)  # None under Spark Connect
+        self.connect = classic.is_connect(spark)
         self.interval, self.log_every = interval, log_every
         self.stream = stream if stream is not None else sys.stderr
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name="eagle-spark-progress")
+        self._lock = threading.Lock()
         self._seen: dict[int, tuple[int, int, float]] = {}  # stage id -> (done, total, last logged)
+        self._handler: Optional[Callable[..., None]] = None
         self.lines: list[str] = []  # every line reported (for tests and the run log)
 
     _running = (
@@ -116,8 +128,12 @@ class SparkProgress:
     def __enter__(self) -> "SparkProgress":
         self._outer = SparkProgress._running == 0
         SparkProgress._running += 1
-        if self._outer and self.tracker is not None and log.isEnabledFor(logging.INFO):
-            self._thread.start()  # under Spark Connect (no tracker) there is nothing to poll
+        if self._outer and log.isEnabledFor(logging.INFO):
+            if self.tracker is not None:
+                self._thread.start()
+            elif self.connect:
+                self._handler = self.on_connect_progress
+                self.spark.registerProgressHandler(self._handler)  # type: ignore[attr-defined]
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -125,6 +141,9 @@ class SparkProgress:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout=5)
+        if self._handler is not None:
+            self.spark.removeProgressHandler(self._handler)  # type: ignore[attr-defined]
+            self._handler = None
         if self._outer:
             self.poll(final=True)
 
@@ -135,44 +154,84 @@ class SparkProgress:
             except Exception:  # noqa: BLE001 - a failed poll (JVM gone at shutdown) ends reporting
                 return
 
+    def _observe(self, stage_id: int, done: int, total: int, name: str, now: float) -> None:
+        """A running stage's task counts: a line when it is new, then as `log_every` / the bar say."""
+        previous = self._seen.get(stage_id)
+        if previous is None:
+            about = f" ({name})" if name else ""
+            self._report(f"stage {stage_id} started: {bar(min(done, total), total)} tasks{about}")
+            self._seen[stage_id] = (done, total, now)
+        elif done != previous[0]:
+            if self.tty:
+                self._draw(f"stage {stage_id} {bar(min(done, total), total)} tasks")
+                self._seen[stage_id] = (done, total, previous[2])
+            elif now - previous[2] >= self.log_every:
+                self._report(f"stage {stage_id}: {bar(min(done, total), total)} tasks")
+                self._seen[stage_id] = (done, total, now)
+            else:
+                self._seen[stage_id] = (done, total, previous[2])
+
+    def _ended(self, stage_id: int, done: int, total: int, failed: int = 0) -> None:
+        self._seen.pop(stage_id, None)
+        extra = f", {failed} failed" if failed else ""
+        self._report(f"stage {stage_id} ended: {bar(min(done, total), total)} tasks{extra}")
+
+    def on_connect_progress(
+        self,
+        stages: Optional[Iterable[Any]],
+        inflight_tasks: int,
+        operation_id: Optional[str],
+        done: bool,
+    ) -> None:
+        """The Spark Connect progress handler: `stages` are pyspark's ``StageInfo`` records (stage_id,
+        num_tasks, num_completed_tasks, done) of one operation; `done` is the operation's end, which
+        ends the stages it still had running."""
+        del inflight_tasks, operation_id
+        if not log.isEnabledFor(logging.INFO):
+            return
+        now = time.monotonic()
+        with self._lock:
+            for info in stages or ():
+                stage_id, total = int(info.stage_id), int(info.num_tasks)
+                finished = int(info.num_completed_tasks)
+                if info.done or done:
+                    if stage_id in self._seen:
+                        self._ended(stage_id, total if info.done else finished, total)
+                    continue
+                self._observe(stage_id, finished, total, "", now)
+
     def poll(self, final: bool = False) -> None:
-        """Read the active stages once and report what changed (also called at the end)."""
-        if not log.isEnabledFor(logging.INFO) or self.tracker is None:
+        """Read a classic session's active stages once and report what changed (also called at the
+        end)."""
+        if not log.isEnabledFor(logging.INFO):
+            return
+        if self.tracker is None:  # Spark Connect: what is still open ends with the monitor
+            if final:
+                with self._lock:
+                    for stage_id, (done, total, _) in list(self._seen.items()):
+                        self._ended(stage_id, done, total)
             return
         now = time.monotonic()
         active = set()
-        for stage_id in () if final else self.tracker.getActiveStageIds():
-            info = self.tracker.getStageInfo(stage_id)
-            if info is None:
-                continue
-            active.add(stage_id)
-            done, total = int(info.numCompletedTasks), int(info.numTasks)
-            previous = self._seen.get(stage_id)
-            if previous is None:
-                self._report(
-                    f"stage {stage_id} started: {bar(min(done, total), total)} tasks ({info.name})"
+        with self._lock:
+            for stage_id in () if final else self.tracker.getActiveStageIds():
+                info = self.tracker.getStageInfo(stage_id)
+                if info is None:
+                    continue
+                active.add(stage_id)
+                self._observe(
+                    stage_id, int(info.numCompletedTasks), int(info.numTasks), info.name, now
                 )
-                self._seen[stage_id] = (done, total, now)
-            elif done != previous[0]:
-                if self.tty:
-                    self._draw(f"stage {stage_id} {bar(min(done, total), total)} tasks")
-                    self._seen[stage_id] = (done, total, previous[2])
-                elif now - previous[2] >= self.log_every:
-                    self._report(f"stage {stage_id}: {bar(min(done, total), total)} tasks")
-                    self._seen[stage_id] = (done, total, now)
-                else:
-                    self._seen[stage_id] = (done, total, previous[2])
-        for stage_id in [s for s in self._seen if s not in active]:
-            done, total, _ = self._seen.pop(stage_id)
-            info = self.tracker.getStageInfo(stage_id)
-            failed = 0
-            if info is not None:
-                total, failed = int(info.numTasks), int(info.numFailedTasks)
-                done = max(done, int(info.numCompletedTasks))
-                if int(info.numActiveTasks) == 0 and failed == 0:
-                    done = total  # no longer active, nothing running or failed: the listener lags
-            extra = f", {failed} failed" if failed else ""
-            self._report(f"stage {stage_id} ended: {bar(min(done, total), total)} tasks{extra}")
+            for stage_id in [s for s in self._seen if s not in active]:
+                done, total, _ = self._seen[stage_id]
+                info = self.tracker.getStageInfo(stage_id)
+                failed = 0
+                if info is not None:
+                    total, failed = int(info.numTasks), int(info.numFailedTasks)
+                    done = max(done, int(info.numCompletedTasks))
+                    if int(info.numActiveTasks) == 0 and failed == 0:
+                        done = total  # no longer active, nothing running or failed: listener lags
+                self._ended(stage_id, done, total, failed)
 
     def _report(self, text: str) -> None:
         line = f"{_current['name'] or 'spark'}: {text}"

@@ -42,7 +42,7 @@ from eagle_spark.params import (
     PredictParams,
     TreeParams,
 )
-from tests.conftest import ROOT
+from tests.conftest import ROOT, last_line_of
 
 
 @pytest.fixture(scope="module")
@@ -317,6 +317,29 @@ def test_session_kind_is_the_one_asked_for(spark):
     assert classic.is_connect(spark.range(1)) == classic.is_connect(spark)
 
 
+def test_stage_progress_is_reported_on_either_session_kind(spark, caplog):
+    """SparkProgress follows a real job: the status tracker on classic, the progress handler
+    under Spark Connect (the server reports a running operation every 2 s by default)."""
+    import io
+    import logging
+    import time
+
+    from eagle_spark.progress import SparkProgress
+
+    def slow(batches):
+        for batch in batches:
+            time.sleep(2.5)
+            yield batch
+
+    caplog.set_level(logging.INFO, logger="eagle_spark.progress")
+    with SparkProgress(spark, interval=0.2, log_every=0.0, stream=io.StringIO()) as progress:
+        assert spark.range(0, 40, 1, 4).mapInPandas(slow, "id long").count() == 40
+    assert any(" started: " in line for line in progress.lines), progress.lines
+    assert any(" ended: " in line and line.endswith("/4 tasks") for line in progress.lines), (
+        progress.lines
+    )
+
+
 def test_errors_name_the_column_or_param_before_any_job(spark):
     rows = [(SparseVector(3, [0], [1.0]), 1, [0]), (SparseVector(3, [1], [1.0]), 1, [0])]
     frame = spark.createDataFrame(rows, ["features", "group_id", "group_labels"])
@@ -426,7 +449,6 @@ def test_readme_from_python_runs_as_written(tmp_path, connect):
     variant the README names, on Spark Connect. Both give the main job's EAGLE P@1 on delicious
     R-4 (conf/local.yaml's stages and settings)."""
     import ast
-    import subprocess
     import sys
 
     text = (ROOT / "README.md").read_text()
@@ -444,15 +466,6 @@ def test_readme_from_python_runs_as_written(tmp_path, connect):
     )
     if "grpc" not in sys.modules and connect:
         pytest.importorskip("grpc", reason="the Spark Connect client is not installed")
-    done = subprocess.run(
-        [sys.executable, str(script)],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=1200,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
-    printed = ast.literal_eval(done.stdout.strip().splitlines()[-1])  # the last line: a dict
+    printed = ast.literal_eval(last_line_of([str(script)], tmp_path, env, 1200))  # a dict
     assert printed["P@1"] == pytest.approx(60.53, abs=0.005)
     assert (tmp_path / "runs" / "py" / "tree" / "metadata").is_dir()

@@ -48,6 +48,7 @@ def test_the_api_tests_pass_on_a_spark_connect_session(tmp_path):
             f"--basetemp={tmp_path / 'base'}",
             "tests/api/test_api.py",
             "tests/api/test_miml_api.py",
+            "tests/api/test_mlflow.py",
         ],
         cwd=ROOT,
         env=env,

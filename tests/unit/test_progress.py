@@ -65,3 +65,43 @@ def test_bar_redrawn_on_a_terminal(spark, caplog):
         _slow_job(spark, 6)
     drawn = term.getvalue()
     assert "\r\x1b[K" in drawn and "tasks" in drawn
+
+
+class _Stage:
+    """What pyspark's Spark Connect client hands a progress handler for one stage."""
+
+    def __init__(self, stage_id: int, num_tasks: int, num_completed_tasks: int, done: bool):
+        self.stage_id, self.num_tasks = stage_id, num_tasks
+        self.num_completed_tasks, self.done = num_completed_tasks, done
+
+
+def test_connect_progress_messages_give_the_same_lines_hand_worked(spark, caplog):
+    caplog.set_level(logging.INFO, logger="eagle_spark.progress")
+    progress = SparkProgress(spark, log_every=0.0, stream=io.StringIO())
+
+    def feed(operation, done, *stages):
+        progress.on_connect_progress(
+            stages=[_Stage(*stage) for stage in stages],
+            inflight_tasks=0,
+            operation_id=operation,
+            done=done,
+        )
+
+    with phase(None, "connect"):
+        feed("op", False, (3, 4, 1, False))
+        feed("op", False, (3, 4, 1, False))  # no change: no line
+        feed("op", False, (3, 4, 3, False))
+        feed("op", False, (3, 4, 4, True), (4, 2, 0, False))
+        feed("op2", False, (5, 8, 8, True))  # never seen running: no line
+        feed("op", True, (3, 4, 4, True), (4, 2, 1, False))  # the operation ends stage 4
+    width = "." * 30
+    assert (
+        progress.lines
+        == [
+            f"connect: stage 3 started: [#######{width[7:]}] 1/4 tasks",  # 1 * 30 // 4 = 7
+            f"connect: stage 3: [{'#' * 22}{width[22:]}] 3/4 tasks",
+            f"connect: stage 3 ended: [{'#' * 30}] 4/4 tasks",
+            f"connect: stage 4 started: [{width}] 0/2 tasks",
+            f"connect: stage 4 ended: [{'#' * 15}{width[15:]}] 1/2 tasks",  # the operation ended
+        ]
+    )
