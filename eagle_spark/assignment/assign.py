@@ -444,6 +444,7 @@ def assign(
     overwrite: bool = False,
     select: Optional[Callable[[str], tuple[AssignParams, dict]]] = None,
     first_round: Optional[str] = None,
+    diagnostics: bool = True,
 ) -> dict[str, Any]:
     """Assign group labels to samples and write the filtered dataset (X, Y = Y_filter).
 
@@ -462,6 +463,8 @@ def assign(
             with the same settings but ``refine_rounds`` 0 (``auto`` scores both ``soft-0.3`` and
             ``soft-0.3+r1``): its assignments are this call's round 0 instead of being computed
             again. Its manifest must say so (same dataset, same settings), else BadInputError.
+        diagnostics: record each refinement round's figures in the manifest (false for the
+            candidates of ``auto``, whose outputs nobody reads but the selection).
     Returns:
         The manifest: n_samples, n_labels, n_assignments, samples_with_labels, and, when the input
         has the true Y, ``quality`` (precision, recall); its ``parameters`` are the settings used
@@ -496,10 +499,17 @@ def assign(
             assignments, source = _assignments(
                 spark, dataset, params, embeddings, manifest_in, n_features
             )
-        judge = None
+        judge: Optional[Callable[[DataFrame], dict[str, float]]] = None
+        judged: dict[str, Any] = {}  # the last quality computed (the last round's, when refined)
         if has_table(spark, dataset, S.Y):
             Y_true, Y1 = read_table(spark, dataset, S.Y), read_table(spark, dataset, S.Y1)
-            judge = lambda pairs: assignment_quality(Y_true, Y1, pairs)  # noqa: E731
+
+            def _judge(pairs: DataFrame) -> dict[str, float]:
+                judged["last"] = assignment_quality(Y_true, Y1, pairs)
+                return judged["last"]
+
+            judge = _judge
+
         rounds = None
         if params.method == "eagle" and params.refine_rounds > 0:
             scratch = posixpath.join(tmp, "_refine")
@@ -514,6 +524,7 @@ def assign(
                 int(manifest_in["n_labels"]),
                 int(manifest_in["n_samples"]),
                 judge,
+                diagnostics,
             )
         write_table(
             assignments.repartition(
@@ -525,10 +536,13 @@ def assign(
         written = read_table(spark, tmp, S.ASSIGNMENTS)
         write_table(y_filter(X, written).sortWithinPartitions(S.SAMPLE_ID), tmp, S.Y)
         FileSystem(spark).copy(table_path(dataset, S.X), table_path(tmp, S.X))
-        pairs = pairs_of(written)
-        n_assignments = written.count()
-        stats = pairs.agg(F.countDistinct(S.SAMPLE_ID).alias("samples")).first()
-        quality = judge(pairs) if judge is not None else None
+        stats = written.agg(
+            F.count(F.lit(1)).alias("rows"), F.countDistinct(S.SAMPLE_ID).alias("samples")
+        ).first()
+        n_assignments = int(stats["rows"])
+        quality = None
+        if judge is not None:  # the last round's assignments are the ones written
+            quality = judged["last"] if rounds and "last" in judged else judge(pairs_of(written))
         manifest = new_manifest(
             "assign",
             n_samples=int(manifest_in["n_samples"]),

@@ -141,6 +141,7 @@ def refine(
     n_labels: int,
     n_samples: int,
     quality: Optional[Callable[[DataFrame], Optional[dict[str, float]]]] = None,
+    diagnostics: bool = True,
 ) -> tuple[DataFrame, list[dict[str, Any]]]:
     """Run ``params.refine_rounds`` rounds of refinement on the first round's `assignments`.
 
@@ -153,18 +154,23 @@ def refine(
             caller).
         quality: maps an assignment's (sample, label) pairs to its precision and recall, when the
             true Y is known.
+        diagnostics: compute each round's figures below (a few Spark jobs a round); false when
+            nobody reads them (the candidates of ``weighting=auto``, whose output is scratch).
     Returns:
         (the last round's assignments, read back from the scratch folder; one record per round:
-        ``round``, ``scorer`` (``embedding`` or ``classifier``), ``n_assignments``, ``changed``
-        (share of the round's (sample, label) pairs that the previous round did not have), for a
-        weighted assignment ``weight_change`` (mean absolute change of a pair's weight, 0 where a
-        pair is absent) and, with `quality`, ``precision`` / ``recall``).
+        ``round``, ``scorer`` (``embedding`` or ``classifier``) and, with `diagnostics`,
+        ``n_assignments``, ``changed`` (share of the round's (sample, label) pairs that the
+        previous round did not have), for a weighted assignment ``weight_change`` (mean absolute
+        change of a pair's weight, 0 where a pair is absent) and, with `quality`, ``precision`` /
+        ``recall``).
     """
     from eagle_spark.assignment.assign import eagle_assignments, pairs_of, y_filter
 
     fs = FileSystem(spark)
     current = _materialise(assignments, posixpath.join(scratch, "assign_0"), spark)
-    rounds = [_round_record(0, "embedding", current, None, quality)]
+    if not diagnostics:
+        quality = None
+    rounds = [_round_record(0, "embedding", current, None, quality, diagnostics)]
     step = dataclasses.replace(params, refine_rounds=0)
     for r in range(1, params.refine_rounds + 1):
         assigned = posixpath.join(scratch, f"round_{r - 1}")
@@ -190,13 +196,13 @@ def refine(
             n_labels,
             params.tasks,
         )
-        previous = pairs_of(current)
+        previous = pairs_of(current) if diagnostics else None
         current = _materialise(
             eagle_assignments(spark, dataset, scorer, step, n_features, OVAParams().normalize),
             posixpath.join(scratch, f"assign_{r}"),
             spark,
         )
-        rounds.append(_round_record(r, "classifier", current, previous, quality))
+        rounds.append(_round_record(r, "classifier", current, previous, quality, diagnostics))
         log.info("refine: round %d: %s", r, rounds[-1])
     return current, rounds
 
@@ -212,28 +218,44 @@ def _round_record(
     assignments: DataFrame,
     previous: Optional[DataFrame],
     quality: Optional[Callable[[DataFrame], Optional[dict[str, float]]]],
+    diagnostics: bool = True,
 ) -> dict[str, Any]:
+    """One round's record (see :func:`refine`): the round's pairs against the previous round's in
+    one join and one aggregation."""
     from eagle_spark.assignment.assign import pairs_of
 
+    record: dict[str, Any] = {"round": r, "scorer": scorer}
+    if not diagnostics:
+        return record
+    record["n_assignments"] = assignments.count()
     pairs = pairs_of(assignments)
-    record: dict[str, Any] = {"round": r, "scorer": scorer, "n_assignments": assignments.count()}
     if previous is not None:
-        n = pairs.count()
-        new = pairs.join(previous, [S.SAMPLE_ID, S.LABEL_ID], "left_anti").count()
-        record["changed"] = round(new / n, 6) if n else 0.0
-        if S.WEIGHT in pairs.columns:  # soft: the pairs barely change, their weights do
-            both = pairs.alias("a").join(
-                previous.alias("b"), [S.SAMPLE_ID, S.LABEL_ID], "full_outer"
-            )
-            diff = both.agg(
+        weighted = S.WEIGHT in pairs.columns and S.WEIGHT in previous.columns
+        keep = [S.SAMPLE_ID, S.LABEL_ID] + ([S.WEIGHT] if weighted else [])
+        now = pairs.select(*keep).withColumn("_now", F.lit(True))
+        before = previous.select(*keep).withColumn("_before", F.lit(True))
+        if weighted:
+            now = now.withColumnRenamed(S.WEIGHT, "_w_now")
+            before = before.withColumnRenamed(S.WEIGHT, "_w_before")
+        both = now.join(before, [S.SAMPLE_ID, S.LABEL_ID], "full_outer")
+        figures = [
+            F.count("_now").alias("n"),
+            F.count(F.when(F.col("_now") & F.col("_before").isNull(), 1)).alias("new"),
+        ]
+        if weighted:  # soft: the pairs barely change, their weights do
+            figures.append(
                 F.avg(
                     F.abs(
-                        F.coalesce(F.col(f"a.{S.WEIGHT}"), F.lit(0.0))
-                        - F.coalesce(F.col(f"b.{S.WEIGHT}"), F.lit(0.0))
+                        F.coalesce(F.col("_w_now"), F.lit(0.0))
+                        - F.coalesce(F.col("_w_before"), F.lit(0.0))
                     )
-                )
-            ).first()[0]
-            record["weight_change"] = round(float(diff or 0.0), 6)
+                ).alias("diff")
+            )
+        row = both.agg(*figures).first()
+        n = int(row["n"])
+        record["changed"] = round(int(row["new"]) / n, 6) if n else 0.0
+        if weighted:
+            record["weight_change"] = round(float(row["diff"] or 0.0), 6)
     if quality is not None:
         found = quality(pairs)
         if found:

@@ -101,7 +101,6 @@ def choose_assignment(
     from eagle_spark.evaluation.group import multiset_precision
     from eagle_spark.io.tables import read_table
     from eagle_spark.ml.classifiers import LabelTreeClassifier
-    from eagle_spark.ml.grlr import GRLRModel
 
     params = model.settings(AssignParams)
     spark = dataset.spark
@@ -145,10 +144,16 @@ def choose_assignment(
         chosen = dataclasses.replace(params, **candidate_changes(name))
         assigned = posixpath.join(scratch, f"assigned-{i}")
         unrefined = done.get(dataclasses.replace(chosen, refine_rounds=0))
-        if chosen.refine_rounds > 0 and unrefined is not None:  # its round 0 is that candidate's
-            assign(spark, fit.path, assigned, chosen, embeddings=emb, first_round=unrefined)
-        else:
-            GRLRModel.fromSettings(chosen).atFolder(emb).transformDataset(fit, assigned)
+        assign(
+            spark,
+            fit.path,
+            assigned,
+            chosen,
+            embeddings=emb if chosen.method == "eagle" else None,
+            # a refined candidate whose unrefined settings were scored starts from their output
+            first_round=unrefined if chosen.refine_rounds > 0 else None,
+            diagnostics=False,
+        )
         done[chosen] = assigned
         proxy = LabelTreeClassifier.fromSettings(PROXY).fitDataset(
             type(dataset).load(spark, assigned), posixpath.join(scratch, f"model-{i}")
