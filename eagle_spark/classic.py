@@ -13,9 +13,13 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from pyspark.sql import DataFrame, SparkSession
+
+if TYPE_CHECKING:
+    from py4j.java_gateway import JVMView
+    from pyspark import StatusTracker
 
 
 def is_connect(obj: SparkSession | DataFrame) -> bool:
@@ -72,7 +76,7 @@ def num_partitions(df: DataFrame) -> Optional[int]:
     return int(df.rdd.getNumPartitions())
 
 
-def status_tracker(spark: SparkSession) -> Any:
+def status_tracker(spark: SparkSession) -> Optional[StatusTracker]:
     """The SparkContext's status tracker (active stages and their task counts), or None under
     Spark Connect."""
     sc = _context(spark)
@@ -100,7 +104,7 @@ def set_log_level(spark: SparkSession, level: str) -> None:
         sc.setLogLevel(level)
 
 
-def jvm(spark: SparkSession) -> Any:
+def jvm(spark: SparkSession) -> JVMView:
     """The driver JVM's py4j view (log4j forwarding under spark-submit, Delta's JVM API).
 
     Raises:

@@ -10,7 +10,7 @@ import errno
 import json
 import math
 import re
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -188,7 +188,7 @@ def check_finite(values: np.ndarray, describe: Callable[[int], str]) -> None:
         raise NumericalError(describe(int(np.flatnonzero(~np.isfinite(flat))[0])))
 
 
-def check_finite_scores(scores: np.ndarray, sample_ids: Any, stage: str) -> None:
+def check_finite_scores(scores: np.ndarray, sample_ids: Sequence[int], stage: str) -> None:
     """:func:`check_finite` for a (rows, k) score block; the message names the row's sample_id.
 
     Args:
@@ -245,7 +245,7 @@ def _finite_or_fail(value: Any, where: str) -> Any:
     return value
 
 
-def strict_json(obj: Any, **kwargs: Any) -> str:
+def strict_json(obj: object, **kwargs: Any) -> str:
     """``json.dumps`` that never writes NaN / Infinity (which are not JSON).
 
     Args:

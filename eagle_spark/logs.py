@@ -17,9 +17,12 @@ from __future__ import annotations
 import logging
 import logging.handlers
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eagle_spark import classic
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 _LOG4J_LEVEL = {
@@ -46,7 +49,7 @@ class Log4jHandler(logging.Handler):
     Records that cannot be forwarded (the JVM has stopped) are written to stderr instead.
     """
 
-    def __init__(self, spark: Any) -> None:
+    def __init__(self, spark: SparkSession) -> None:
         super().__init__()
         self._gateway = classic.jvm(spark)
         self._loggers: dict[str, Any] = {}
@@ -89,7 +92,7 @@ def configure(level: str) -> None:
     logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
-def to_log4j(spark: Any, level: str) -> None:
+def to_log4j(spark: SparkSession, level: str) -> None:
     """Under spark-submit: send the buffered records and every later one to the driver's log4j,
     with the ``eagle_spark`` log4j logger at `level`. Elsewhere nothing changes."""
     root = logging.getLogger()

@@ -27,6 +27,7 @@ from eagle_spark import classic
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+    from pyspark.sql.connect.shell.progress import StageInfo
 
 log = logging.getLogger("eagle_spark.progress")
 
@@ -178,7 +179,7 @@ class SparkProgress:
 
     def on_connect_progress(
         self,
-        stages: Optional[Iterable[Any]],
+        stages: Optional[Iterable[StageInfo]],
         inflight_tasks: int,
         operation_id: Optional[str],
         done: bool,

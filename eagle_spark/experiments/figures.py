@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 
-def new_figure(n_panels: int, width: float = 5.0, height: float = 3.8) -> tuple[Any, list]:
+def new_figure(n_panels: int, width: float = 5.0, height: float = 3.8) -> tuple[Figure, list[Axes]]:
     """A figure with `n_panels` side by side on the Agg backend (no display needed); (fig, axes)."""
     import matplotlib
 
@@ -20,7 +24,7 @@ def new_figure(n_panels: int, width: float = 5.0, height: float = 3.8) -> tuple[
     return fig, list(axes)
 
 
-def save_figure(fig: Any, path: str) -> None:
+def save_figure(fig: Figure, path: str) -> None:
     """Write `fig` as a PNG at `path` (a local path), through a temporary sibling renamed into place."""
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)

@@ -15,7 +15,7 @@ batch's work arrays on top.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -28,7 +28,7 @@ from eagle_spark.io.parts import filesystem_for, folder_version, read_x
 from eagle_spark.sparse import l2_normalize_rows
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 
 @dataclass
@@ -196,8 +196,8 @@ def cache_bytes(n_nonzeros: int, n_rows: int, n_y1: int, bytes_per_nonzero: int 
 
 def choose_x_access(
     spark: SparkSession,
-    X: Any,
-    Y1: Any,
+    X: DataFrame,
+    Y1: DataFrame,
     mode: str,
     budget: str | None,
     stage: str,
@@ -251,7 +251,7 @@ def choose_x_access(
     )
 
 
-def joined_members(X: Any, Y1: Any, needed: Any, keys: list[str]) -> Any:
+def joined_members(X: DataFrame, Y1: DataFrame, needed: DataFrame, keys: list[str]) -> DataFrame:
     """The design's join: each needed (keys..., group_id) with its members' feature rows.
 
     Args:

@@ -16,7 +16,7 @@ import re
 import socket
 import time
 import uuid
-from typing import Any, Iterable, Iterator, Optional
+from typing import Iterable, Iterator, Optional
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -342,7 +342,7 @@ def _dead_siblings(fs: "FileSystem", path: str, kind: str) -> list[tuple[int, st
     )
 
 
-def restore_interrupted(spark_or_fs: Any, path: str) -> bool:
+def restore_interrupted(spark_or_fs: SparkSession | FileSystem | None, path: str) -> bool:
     """Put back the previous output of `path` when a replace was killed between its two renames.
 
     :func:`atomic_output` replaces an output by renaming it to a ``.old-*`` sibling and then the

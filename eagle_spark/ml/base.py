@@ -45,22 +45,22 @@ P = TypeVar("P", bound=BaseParams)
 M = TypeVar("M")
 
 
-def optional_int(value: Any) -> Optional[int]:
+def optional_int(value: object) -> Optional[int]:
     """Param converter: None or a whole number."""
     return None if value is None else TypeConverters.toInt(value)
 
 
-def optional_float(value: Any) -> Optional[float]:
+def optional_float(value: object) -> Optional[float]:
     """Param converter: None or a number."""
     return None if value is None else TypeConverters.toFloat(value)
 
 
-def optional_string(value: Any) -> Optional[str]:
+def optional_string(value: object) -> Optional[str]:
     """Param converter: None or a string."""
     return None if value is None else TypeConverters.toString(value)
 
 
-def settings_param(name: str, doc: str, converter: Any) -> Param:
+def settings_param(name: str, doc: str, converter: Callable[[object], object]) -> Param:
     """A Param declared on a class body (pyspark's idiom: ``Params._dummy()`` as parent)."""
     return Param(Params._dummy(), name, doc, typeConverter=converter)
 
@@ -264,7 +264,7 @@ class FolderModel:
         return self.dataPath
 
 
-def fitted(estimator: Params, model: M, path: str, run: Callable[[str], Any]) -> M:
+def fitted(estimator: Params, model: M, path: str, run: Callable[[str], object]) -> M:
     """Run a training stage into the folder `path` and return `model` reading it, with the
     estimator's Params copied (pyspark.ml's ``_copyValues``).
 

@@ -9,7 +9,7 @@ matching scores) to any frame with features.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from pyspark import keyword_only
 from pyspark.ml import Estimator, Model
@@ -37,6 +37,9 @@ from eagle_spark.ml.base import (
 from eagle_spark.ml.dataset import Dataset
 from eagle_spark.ml.frames import attach, source_for, work_folder
 from eagle_spark.params import OVAParams, PredictParams, TreeParams
+
+if TYPE_CHECKING:
+    from eagle_spark.ml.grlr import GRLRModel
 
 
 class _XMCParams(
@@ -377,7 +380,7 @@ class LabelTreeClassifier(Estimator, _TreeParams, Persistent):
         """Cluster the labels by the embeddings in an ``embed`` output folder instead of PIFA."""
         return self._set(labelRepr=path)
 
-    def setLabelEmbeddings(self, model: Any) -> "LabelTreeClassifier":
+    def setLabelEmbeddings(self, model: GRLRModel) -> "LabelTreeClassifier":
         """Cluster the labels by a fitted or loaded ``GRLRModel``'s embeddings instead of PIFA."""
         return self._set(labelRepr=model._require_data())
 

@@ -37,6 +37,9 @@ from eagle_spark.params import AssignParams, TreeParams, candidate_changes
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
+    from eagle_spark.ml.dataset import Dataset
+    from eagle_spark.ml.grlr import GRLRModel
+
 log = logging.getLogger(__name__)
 
 K = (1, 3, 5)
@@ -80,7 +83,7 @@ def precision_row(
 
 
 def choose_assignment(
-    model: Any, dataset: Any, scratch: str
+    model: GRLRModel, dataset: Dataset, scratch: str
 ) -> tuple[AssignParams, dict[str, Any]]:
     """Score ``assign.candidates`` on held-out groups of `dataset` and return the best.
 

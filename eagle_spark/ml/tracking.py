@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import mlflow
 import mlflow.pyfunc
-from mlflow.pyfunc.model import PythonModel
+from mlflow.pyfunc.model import PythonModel, PythonModelContext
 from pyspark.ml import PipelineModel, Transformer
 from pyspark.ml.util import DefaultParamsReader
 from pyspark.sql import DataFrame, SparkSession
@@ -167,7 +167,7 @@ class EagleSparkPyfunc(PythonModel):  # type: ignore[misc]
     def __init__(self) -> None:
         self._stage: Optional[Transformer] = None
 
-    def load_context(self, context: Any) -> None:
+    def load_context(self, context: PythonModelContext) -> None:
         """Load the stage from the model's ``stage`` artifact (see :func:`load_stage`)."""
         self._stage = load_stage(context.artifacts[ARTIFACT])
 
