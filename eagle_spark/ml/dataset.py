@@ -408,10 +408,12 @@ class Dataset:
                 "groupLabelsCol": "group_labels",
                 "labelsCol": "labels" if labels and "labels" in frame.columns else None,
             }
-        if not labels:
-            frame = frame.drop("labels")
         bucket = F.pmod(F.xxhash64(F.lit(seed), F.col(column)), F.lit(10_000))
         in_held = bucket < F.lit(int(round(share * 10_000)))
+        if by == "group" and not labels:
+            return self._group_part(path, in_held if held else ~in_held, overwrite)
+        if not labels:
+            frame = frame.drop("labels")
         return type(self).from_samples(
             frame.filter(in_held if held else ~in_held).drop(S.SAMPLE_ID),
             path,
@@ -420,6 +422,71 @@ class Dataset:
             overwrite=overwrite,
             **groups,
         )
+
+    def _group_part(self, path: str, keep: Any, overwrite: bool) -> "Dataset":
+        """The groups for which `keep` (a condition on ``group_id``) holds, with their members'
+        X, Y1 and Y2 and no Y, written table by table: the dataset ``from_samples`` writes from the
+        same rows of ``samples()`` (samples and groups numbered 0 .. n-1 in the order of their
+        ids), without the round trip through a frame of vectors and its checks, which a folder
+        this library wrote has passed already."""
+        from eagle_spark.aggregation.groups import dense_rank
+        from eagle_spark.io.tables import new_manifest, write_manifest, write_table
+
+        spark = self.spark
+        check_separate(path, [self.path])
+        y1 = read_table(spark, self.path, S.Y1).where(F.col(S.GROUP_ID).isNotNull()).where(keep)
+        with atomic_output(spark, path, overwrite) as tmp:
+            samples = dense_rank(y1.select(S.SAMPLE_ID), [S.SAMPLE_ID], "_sample")
+            groups = dense_rank(y1.select(S.GROUP_ID).distinct(), [S.GROUP_ID], "_group")
+            ids_path = f"{tmp}/part_ids"
+            y1.join(samples, S.SAMPLE_ID).join(groups, S.GROUP_ID).write.parquet(ids_path)
+            ids = spark.read.parquet(ids_path)
+            write_table(
+                read_table(spark, self.path, S.X)
+                .join(ids.select(S.SAMPLE_ID, "_sample"), S.SAMPLE_ID)
+                .select(
+                    F.col("_sample").alias(S.SAMPLE_ID),
+                    # the non-null arrays of from_samples' X (written from vectors)
+                    F.coalesce(S.FEAT_IDX, F.array()).cast("array<int>").alias(S.FEAT_IDX),
+                    F.coalesce(S.FEAT_VAL, F.array()).cast("array<float>").alias(S.FEAT_VAL),
+                ),
+                tmp,
+                S.X,
+            )
+            write_table(
+                ids.select(F.col("_sample").alias(S.SAMPLE_ID), F.col("_group").alias(S.GROUP_ID)),
+                tmp,
+                S.Y1,
+            )
+            write_table(
+                read_table(spark, self.path, S.Y2)
+                .join(ids.select(S.GROUP_ID, "_group").distinct(), S.GROUP_ID)
+                .select(
+                    F.col("_group").alias(S.GROUP_ID),
+                    S.LABEL_ID,
+                    F.coalesce(S.COUNT, F.lit(0)).alias(S.COUNT),  # non-null, as from_samples'
+                ),
+                tmp,
+                S.Y2,
+            )
+            counts = ids.agg(
+                F.count(F.lit(1)).alias("samples"), F.countDistinct(S.GROUP_ID).alias("groups")
+            ).collect()[0]
+            write_manifest(
+                spark,
+                tmp,
+                new_manifest(
+                    "frame",
+                    n_samples=int(counts["samples"]),
+                    n_features=self.n_features,
+                    n_labels=self.n_labels,
+                    n_groups=int(counts["groups"]),
+                    source={"frame": "Dataset.from_samples"},
+                    tables=[S.X, S.Y1, S.Y2],
+                ),
+            )
+            FileSystem(spark).delete(ids_path)
+        return type(self).load(spark, path)
 
     def save(self, path: str, overwrite: bool = False) -> "Dataset":
         """Copy the folder to `path` (committed atomically); returns the copy.

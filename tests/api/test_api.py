@@ -317,6 +317,43 @@ def test_session_kind_is_the_one_asked_for(spark):
     assert classic.is_connect(spark.range(1)) == classic.is_connect(spark)
 
 
+def test_a_group_part_without_labels_equals_the_frame_written_with_from_samples(
+    spark, r4, tmp_path
+):
+    """split_part(by="group", labels=False), which the automatic assignment's selection uses,
+    writes its tables directly; they equal what from_samples writes from the same rows."""
+    share, seed = 0.2, 0
+    for held in (False, True):
+        part = r4.split_part(
+            str(tmp_path / f"part-{held}"), share, seed, by="group", held=held, labels=False
+        )
+        bucket = F.pmod(F.xxhash64(F.lit(seed), F.col("group_id")), F.lit(10_000))
+        keep = bucket < F.lit(int(round(share * 10_000)))
+        frame = r4.samples(labelsCol=None).where(F.col("group_id").isNotNull())
+        twin = Dataset.from_samples(
+            frame.filter(keep if held else ~keep).drop("sample_id"),
+            str(tmp_path / f"twin-{held}"),
+            numFeatures=r4.n_features,
+            numLabels=r4.n_labels,
+        )
+        assert (part.n_samples, part.n_groups, part.n_features, part.n_labels) == (
+            twin.n_samples,
+            twin.n_groups,
+            twin.n_features,
+            twin.n_labels,
+        )
+        assert part.n_groups == (655 if held else 2575)  # of delicious's 3,230 groups of 4
+        assert not part.has("Y")
+        for table, key in (
+            ("X", ["sample_id"]),
+            ("Y1", ["sample_id"]),
+            ("Y2", ["group_id", "label_id"]),
+        ):
+            got = read_table(spark, part.path, table).orderBy(*key).collect()
+            want = read_table(spark, twin.path, table).orderBy(*key).collect()
+            assert got == want, table
+
+
 def test_stage_progress_is_reported_on_either_session_kind(spark, caplog):
     """SparkProgress follows a real job: the status tracker on classic, the progress handler
     under Spark Connect (the server reports a running operation every 2 s by default)."""
