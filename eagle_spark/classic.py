@@ -5,8 +5,9 @@ Connect, and asks this module for the few facts a classic session gives more pre
 Under Spark Connect (``SparkSession.builder.remote(...)``) there is no SparkContext: the default
 parallelism comes from settings (``spark.default.parallelism``, else the master's ``local[N]``, else
 ``spark.sql.shuffle.partitions``), a frame's partition count is unknown (callers then repartition or
-take the safe path), job descriptions and the status tracker are absent (progress lines are not
-reported), and log4j forwarding does not apply (it is for spark-submit).
+take the safe path), job descriptions and the status tracker are absent (the progress lines come
+from the session's progress handler instead: :mod:`eagle_spark.progress`), and log4j forwarding
+does not apply (it is for spark-submit).
 """
 
 from __future__ import annotations

@@ -131,15 +131,23 @@ def delicious_slice(folder, split: str, n: int) -> str:
     return str(path)
 
 
-def last_line_of(args: list[str], cwd, env: dict, timeout: float) -> str:
-    """Run a Python process (`args` after the interpreter), require exit 0 (else fail with the
-    end of its stderr) and return the last line it printed (tests that run a script on a session
-    of its own)."""
+def last_line_of(
+    args: list[str], cwd, env: dict | None, timeout: float, python: str | None = None
+) -> str:
+    """Run a Python process (`args` after the interpreter: `python`, default this one; `env`
+    None inherits this process's), require exit 0 (else fail with the end of its stderr) and
+    return the last line it printed (tests that run a script or a command in a process of its
+    own)."""
     import subprocess
     import sys
 
     done = subprocess.run(
-        [sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+        [python or sys.executable, *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
     assert done.returncode == 0, done.stderr[-4000:]
     return done.stdout.strip().splitlines()[-1]

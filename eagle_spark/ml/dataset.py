@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from eagle_spark import schemas as S
@@ -423,7 +423,7 @@ class Dataset:
             **groups,
         )
 
-    def _group_part(self, path: str, keep: Any, overwrite: bool) -> "Dataset":
+    def _group_part(self, path: str, keep: Column, overwrite: bool) -> "Dataset":
         """The groups for which `keep` (a condition on ``group_id``) holds, with their members'
         X, Y1 and Y2 and no Y, written table by table: the dataset ``from_samples`` writes from the
         same rows of ``samples()`` (samples and groups numbered 0 .. n-1 in the order of their

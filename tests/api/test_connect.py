@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from tests.conftest import REMOTE_ENV
+from tests.conftest import REMOTE_ENV, last_line_of
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 pytest.importorskip(
@@ -123,24 +123,15 @@ def test_cli_commands_run_on_a_remote_session_as_on_a_classic_one(spark, tmp_pat
     ]
     remote, local = tmp_path / "remote", tmp_path / "local"
     for argv in steps:
-        done = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "eagle_spark.cli",
-                *[a.format(d=remote) for a in argv],
-                "--remote",
-                "local[2]",
-                "--log-level",
-                "WARNING",
-            ],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        assert done.returncode == 0, done.stderr[-3000:]
-        assert json.loads(done.stdout.strip().splitlines()[-1])["command"] == argv[0]
+        args = [
+            *[a.format(d=remote) for a in argv],
+            "--remote",
+            "local[2]",
+            "--log-level",
+            "WARNING",
+        ]
+        last = last_line_of(["-m", "eagle_spark.cli", *args], ROOT, None, 600)
+        assert json.loads(last)["command"] == argv[0]
         assert main([*[a.format(d=local) for a in argv], "--log-level", "WARNING"]) == 0
     for folder, table, key in [
         ("ingested", "X", ["sample_id"]),
@@ -204,9 +195,8 @@ def test_main_job_on_a_connect_server_gives_the_classic_table(tmp_path):
                 return False
 
         _wait(listening, 120, "the Connect server's port", [server])
-        done = subprocess.run(
+        last_line_of(
             [
-                sys.executable,
                 "-m",
                 "eagle_spark.cli",
                 "pipeline",
@@ -220,12 +210,10 @@ def test_main_job_on_a_connect_server_gives_the_classic_table(tmp_path):
                 "--log-level",
                 "WARNING",
             ],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=1800,
+            ROOT,
+            None,
+            1800,
         )
-        assert done.returncode == 0, done.stderr[-4000:]
     finally:
         procs.stop()
     got = json.loads((run / "comparison.json").read_text())["methods"]

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 
 import pytest
 
 from eagle_spark.cli import build_parser
-from tests.conftest import ROOT
+from tests.conftest import ROOT, last_line_of
 
 AIRFLOW_PYTHON = os.environ.get(
     "EAGLE_AIRFLOW_PYTHON", str(ROOT / ".venv-airflow" / "bin" / "python")
@@ -33,20 +32,18 @@ def dag(tmp_path_factory):
         "EAGLE_RUNS": "/data/eagle/runs",
         "EAGLE_PYTHON": "/opt/eagle/bin/python",
     }
-    proc = subprocess.run(
+    last = last_line_of(
         [
-            AIRFLOW_PYTHON,
             str(ROOT / "tests" / "deploy" / "airflow_load_dag.py"),
             str(ROOT / "examples" / "airflow"),
             "2026-11-23",
         ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
+        None,
+        env,
+        300,
+        python=AIRFLOW_PYTHON,
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return json.loads(last)
 
 
 @pytest.mark.slow
