@@ -50,9 +50,9 @@ def main() -> None:
 
     from eagle_spark.data import embedded_path
     from eagle_spark.ml import Dataset
-    from eagle_spark.params import Settings
     from eagle_spark.pipeline import run_pipeline
     from eagle_spark.session import build_spark
+    from eagle_spark.settings import Settings
 
     work = pathlib.Path(args.work)
     shutil.rmtree(work, ignore_errors=True)

@@ -92,8 +92,8 @@ def main() -> None:
     args = parser.parse_args()
 
     from eagle_spark.experiments import xmc
-    from eagle_spark.params import Settings
     from eagle_spark.session import build_spark
+    from eagle_spark.settings import Settings
     from eagle_spark.synth import synth
 
     base = Settings.load(str(ROOT / "conf" / "local.yaml"), [f"spark.master={args.master}"])

@@ -181,8 +181,8 @@ def main() -> None:
     from eagle_spark.aggregation.aggregate import aggregate
     from eagle_spark.assignment.assign import assign
     from eagle_spark.grlr.embedding import embed
-    from eagle_spark.params import AggregateParams, AssignParams, EmbedParams, Settings
     from eagle_spark.session import build_spark
+    from eagle_spark.settings import AggregateSettings, AssignSettings, EmbedSettings, Settings
     from eagle_spark.synth import synth
 
     work = pathlib.Path(args.workdir)
@@ -213,7 +213,7 @@ def main() -> None:
                 spark,
                 str(data / "train"),
                 str(agg),
-                AggregateParams(group_size=10, seed=0),
+                AggregateSettings(group_size=10, seed=0),
                 overwrite=True,
             )
         steps = [
@@ -223,7 +223,7 @@ def main() -> None:
                     spark,
                     str(agg),
                     str(work / f"emb20_{scale}"),
-                    EmbedParams(iterations=20, **ea),
+                    EmbedSettings(iterations=20, **ea),
                     overwrite=True,
                 ),
             ),
@@ -233,7 +233,7 @@ def main() -> None:
                     spark,
                     str(agg),
                     str(work / f"asg20_{scale}"),
-                    AssignParams(multiplicity=False, weighting="hard"),
+                    AssignSettings(multiplicity=False, weighting="hard"),
                     str(work / f"emb20_{scale}"),
                     overwrite=True,
                 ),
@@ -247,7 +247,7 @@ def main() -> None:
                         spark,
                         str(agg),
                         str(work / f"emb0_{scale}"),
-                        EmbedParams(iterations=0, **ea),
+                        EmbedSettings(iterations=0, **ea),
                         overwrite=True,
                     ),
                 ),
@@ -257,7 +257,7 @@ def main() -> None:
                         spark,
                         str(agg),
                         str(work / f"asg0_{scale}"),
-                        AssignParams(multiplicity=False, weighting="hard"),
+                        AssignSettings(multiplicity=False, weighting="hard"),
                         str(work / f"emb0_{scale}"),
                         overwrite=True,
                     ),
@@ -268,7 +268,7 @@ def main() -> None:
                         spark,
                         str(agg),
                         str(work / f"asgb_{scale}"),
-                        AssignParams(method="baseline"),
+                        AssignSettings(method="baseline"),
                         overwrite=True,
                     ),
                 ),
@@ -281,7 +281,7 @@ def main() -> None:
                         spark,
                         str(agg),
                         str(work / f"embp_{scale}"),
-                        EmbedParams(iterations=20, prune_below=args.prune, **ea),
+                        EmbedSettings(iterations=20, prune_below=args.prune, **ea),
                         overwrite=True,
                     ),
                 )
@@ -324,7 +324,7 @@ def main() -> None:
                 str(agg),
                 str(work / f"emb20_{scale}"),
                 str(work / f"embp_{scale}"),
-                AssignParams(multiplicity=False, weighting="hard"),
+                AssignSettings(multiplicity=False, weighting="hard"),
             )
             rows.append(
                 {

@@ -79,8 +79,8 @@ def main() -> None:
     args = ap.parse_args()
 
     from eagle_spark.io.ingest import ingest
-    from eagle_spark.params import Settings
     from eagle_spark.session import build_spark
+    from eagle_spark.settings import Settings
 
     work = pathlib.Path(args.workdir)
     shutil.rmtree(work, ignore_errors=True)

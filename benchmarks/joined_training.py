@@ -59,8 +59,8 @@ def main() -> None:
 
     from eagle_spark.classifiers.ova import train_ova
     from eagle_spark.classifiers.tree import train_tree
-    from eagle_spark.params import OVAParams, Settings, TreeParams
     from eagle_spark.session import build_spark
+    from eagle_spark.settings import OVASettings, Settings, TreeSettings
     from eagle_spark.synth import synth
 
     work = pathlib.Path(args.workdir)
@@ -93,11 +93,11 @@ def main() -> None:
             with PeakRSS(interval=1.0, pss=True) as rss:
                 if model == "tree":
                     meta = train_tree(
-                        spark, train, str(out), TreeParams(x_access=mode), overwrite=True
+                        spark, train, str(out), TreeSettings(x_access=mode), overwrite=True
                     )
                 else:
                     meta = train_ova(
-                        spark, train, str(out), OVAParams(x_access=mode), overwrite=True
+                        spark, train, str(out), OVASettings(x_access=mode), overwrite=True
                     )
             seconds = round(time.monotonic() - started, 1)
             tables = _tables(out)

@@ -278,8 +278,8 @@ def spark_phase(args: argparse.Namespace) -> None:
     from eagle_spark.classifiers.tree import predict_tree, train_tree
     from eagle_spark.io.ingest import ingest
     from eagle_spark.io.tables import read_table
-    from eagle_spark.params import IngestParams, OVAParams, Settings, TreeParams
     from eagle_spark.session import build_spark
+    from eagle_spark.settings import IngestSettings, OVASettings, Settings, TreeSettings
 
     work = pathlib.Path(args.workdir)
     spark = build_spark(
@@ -319,7 +319,7 @@ def spark_phase(args: argparse.Namespace) -> None:
         if not args.models:
             continue
         for split, f in (("train", train_file), ("test", test_file)):
-            ingest(spark, str(f), str(work / f"{name}_{split}"), IngestParams())
+            ingest(spark, str(f), str(work / f"{name}_{split}"), IngestSettings())
         if not args.no_warmup and not warmup:
             for model in args.models:
                 t0 = time.monotonic()
@@ -327,13 +327,13 @@ def spark_phase(args: argparse.Namespace) -> None:
                     spark,
                     str(work / f"{name}_test"),
                     str(work / f"warmup_{model}"),
-                    TreeParams() if model == "tree" else OVAParams(),
+                    TreeSettings() if model == "tree" else OVASettings(),
                 )
                 warmup[model] = round(time.monotonic() - t0, 1)
             print({"warmup_s": warmup}, flush=True)
 
         X_test_df = read_table(spark, str(work / f"{name}_test"), "X")
-        runs = [(m, m, TreeParams() if m == "tree" else OVAParams()) for m in args.models]
+        runs = [(m, m, TreeSettings() if m == "tree" else OVASettings()) for m in args.models]
         for i, variant in enumerate(args.tree_variant):  # the settings' own parser and checks
             runs.append(
                 (

@@ -43,12 +43,12 @@ def main() -> None:
     from eagle_spark.evaluation.group import CRITERIA
     from eagle_spark.experiments.select import AGREEMENT_P5, CANDIDATES, select
     from eagle_spark.ml.selection import CRITERION, selection_score
-    from eagle_spark.params import AssignParams, Settings
     from eagle_spark.session import build_spark
+    from eagle_spark.settings import AssignSettings, Settings
 
     base = Settings.load(str(ROOT / "conf" / "local.yaml"))
     spark = build_spark(base.spark)
-    auto_set = tuple(AssignParams().candidates)
+    auto_set = tuple(AssignSettings().candidates)
     rows, agree, scores = [], {}, []
     for name in args.datasets:
         settings = data_settings(spark, base, name, args.work)

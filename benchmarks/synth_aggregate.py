@@ -35,8 +35,8 @@ def main() -> None:
     args = ap.parse_args()
 
     from eagle_spark.aggregation.aggregate import aggregate
-    from eagle_spark.params import AggregateParams, Settings
     from eagle_spark.session import build_spark
+    from eagle_spark.settings import AggregateSettings, Settings
     from eagle_spark.synth import PRESETS, synth
 
     work = pathlib.Path(args.workdir)
@@ -78,7 +78,7 @@ def main() -> None:
                 spark,
                 str(out / "train"),
                 str(agg_out),
-                AggregateParams(grouping="random", group_size=10, seed=0),
+                AggregateSettings(grouping="random", group_size=10, seed=0),
                 overwrite=True,
             )
             agg_s = time.monotonic() - t0

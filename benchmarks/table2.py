@@ -173,9 +173,9 @@ def main() -> None:
         return
 
     from eagle_spark.experiments.xmc import table2
-    from eagle_spark.params import Settings
     from eagle_spark.pipeline import METHOD_NAMES
     from eagle_spark.session import build_spark
+    from eagle_spark.settings import Settings
 
     base = Settings.load(str(ROOT / "conf" / "local.yaml"))
     spark = build_spark(base.spark)

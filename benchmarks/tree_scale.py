@@ -42,11 +42,11 @@ def main() -> None:
         default=None,
         help="synth difficulty in [0, 1] (default: the preset's calibrated value; 0: the easy data of the reports before 2026-11-23)",
     )
-    ap.add_argument("--tol", type=float, default=None, help="tree.tol (default: TreeParams')")
+    ap.add_argument("--tol", type=float, default=None, help="tree.tol (default: TreeSettings')")
     ap.add_argument(
         "--max-leaf-work",
         default=None,
-        help="tree.max_leaf_work, or 'none' for Parabel's leaves (default: TreeParams')",
+        help="tree.max_leaf_work, or 'none' for Parabel's leaves (default: TreeSettings')",
     )
     args = ap.parse_args()
 
@@ -56,8 +56,8 @@ def main() -> None:
     from eagle_spark.classifiers.tree import train_tree
     from eagle_spark.evaluation.evaluate import evaluate
     from eagle_spark.io.tables import new_manifest, read_manifest, write_manifest
-    from eagle_spark.params import EvaluateParams, PredictParams, Settings, TreeParams
     from eagle_spark.session import build_spark
+    from eagle_spark.settings import EvaluateSettings, PredictSettings, Settings, TreeSettings
     from eagle_spark.synth import synth
 
     work = pathlib.Path(args.workdir)
@@ -110,8 +110,8 @@ def main() -> None:
             given["max_leaf_work"] = (
                 None if args.max_leaf_work == "none" else int(args.max_leaf_work)
             )
-        params = TreeParams(n_trees=args.n_trees, **given)
-        pp, ep = PredictParams(), EvaluateParams(propensity_a=0.5, propensity_b=0.4)
+        params = TreeSettings(n_trees=args.n_trees, **given)
+        pp, ep = PredictSettings(), EvaluateSettings(propensity_a=0.5, propensity_b=0.4)
         row = {
             "scale": scale,
             "n_trees": args.n_trees,

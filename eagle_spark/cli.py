@@ -5,7 +5,7 @@ The contract every stage keeps:
 * commands (:data:`eagle_spark.commands.COMMANDS`, listed by ``eagle-spark --help``): ``ingest``,
   ``export``, ``aggregate``, ``synth``, ``embed``, ``assign``, ``train``, ``predict``,
   ``evaluate``, ``pipeline``, ``experiment``, ``miml``, ``verify``;
-* every command takes ``--conf FILE`` (YAML shaped like :class:`eagle_spark.params.Settings`),
+* every command takes ``--conf FILE`` (YAML shaped like :class:`eagle_spark.settings.Settings`),
   repeated ``--set section.key=value`` and ``--print-defaults`` (prints the merged settings as
   YAML and exits 0, without needing the command's required flags);
 * on success it prints ONE JSON line on stdout (``command``, ``output``, counts, ``seconds``), or
@@ -39,7 +39,7 @@ from eagle_spark.errors import (
 )
 from eagle_spark.logs import configure as configure_logging
 from eagle_spark.logs import to_log4j
-from eagle_spark.params import Settings
+from eagle_spark.settings import Settings
 
 log = logging.getLogger("eagle_spark")
 
@@ -128,9 +128,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             setattr(args, flag, absolute(getattr(args, flag)))
     if isinstance(getattr(args, "inputs", None), list):
         args.inputs = [absolute(p) if isinstance(p, str) else p for p in args.inputs]
+    from eagle_spark.commands import with_flags
+
     try:
         remote = [f"spark.remote={args.remote}"] if getattr(args, "remote", None) else []
-        settings = Settings.load(args.conf, [*args.overrides, *remote])
+        settings = with_flags(Settings.load(args.conf, [*args.overrides, *remote]), args)
     except EagleError as err:
         print(f"eagle-spark: error: {err}", file=sys.stderr)
         return err.exit_code

@@ -13,11 +13,12 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import typing
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from eagle_spark.data import embedded_path
 from eagle_spark.errors import BadInputError
-from eagle_spark.params import Settings
+from eagle_spark.settings import Settings, declarations, section_class, shown
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -43,13 +44,54 @@ def command(name: str, help_text: str, add_arguments: Callable[[argparse.Argumen
     return register
 
 
-def _flags(args: argparse.Namespace, names: dict[str, str]) -> dict[str, Any]:
-    """Explicit flag values (not None) keyed by settings field name."""
-    return {
-        field: getattr(args, dest)
-        for dest, field in names.items()
-        if getattr(args, dest, None) is not None
-    }
+SETTING_FLAGS = "_setting_flags"
+"""The parser default (dest -> (section, field)) recording a command's settings flags."""
+
+
+def setting_flags(p: argparse.ArgumentParser, section: str, *names: str) -> None:
+    """Declare a ``--flag`` for each named setting of `section`: its type, help and default come
+    from the setting's declaration (:func:`eagle_spark.settings.setting`); a flag given on the
+    command line overrides the setting as ``--set section.name=value`` would, after ``--conf``
+    and ``--set`` (:func:`with_flags`). A boolean has ``--name`` and ``--no-name``.
+    """
+    items = {d.name: d for d in declarations(section_class(section))}
+    for name in names:
+        item = items[name]
+        hint = item.hint
+        if typing.get_origin(hint) is typing.Union:
+            hint = next(a for a in typing.get_args(hint) if a is not type(None))
+        help_text = f"{item.doc.rstrip('.')} ({section}.{name}, default {shown(item.default)})"
+        help_text = help_text.replace("``", "")
+        kwargs: dict[str, Any] = {"default": None, "help": help_text.replace("%", "%%")}
+        if hint is bool:
+            kwargs["action"] = argparse.BooleanOptionalAction
+        else:
+            kwargs["type"] = hint
+        p.add_argument(f"--{name.replace('_', '-')}", dest=name, **kwargs)
+        record_flag(p, name, section, name)
+
+
+def record_flag(p: argparse.ArgumentParser, dest: str, section: str, name: str) -> None:
+    """Make the flag whose value lands in `dest` set ``section.name`` (a hand-made flag such as
+    ``--compare``; :func:`setting_flags` records its own)."""
+    p.set_defaults(
+        **{SETTING_FLAGS: {**(p.get_default(SETTING_FLAGS) or {}), dest: (section, name)}}
+    )
+
+
+def with_flags(settings: Settings, args: argparse.Namespace) -> Settings:
+    """`settings` with the values of the settings flags given to the command (not None).
+
+    Raises:
+        SettingsError: a value the setting's checks refuse; the message names the setting.
+    """
+    changes: dict[str, dict[str, Any]] = {}
+    for dest, (section, name) in (getattr(args, SETTING_FLAGS, None) or {}).items():
+        if getattr(args, dest, None) is not None:
+            changes.setdefault(section, {})[name] = getattr(args, dest)
+    for section, values in changes.items():
+        settings = settings.replace(section, **values)
+    return settings
 
 
 def _ingest_args(p: argparse.ArgumentParser) -> None:
@@ -59,31 +101,7 @@ def _ingest_args(p: argparse.ArgumentParser) -> None:
         help="XC or libsvm text file, plain or .gz (default: the embedded delicious train file)",
     )
     p.add_argument("--output", required=True, help="dataset folder to write")
-    p.add_argument(
-        "--format",
-        choices=["xc", "libsvm"],
-        default=None,
-        help="xc: header 'n_samples n_features n_labels' (default); libsvm: no header",
-    )
-    p.add_argument(
-        "--one-based",
-        action="store_const",
-        const=True,
-        default=None,
-        help="feature ids in the file start at 1 (labels stay 0-based)",
-    )
-    p.add_argument(
-        "--on-bad-line",
-        choices=["fail", "skip"],
-        default=None,
-        help="fail (default): exit 2 naming file and line; skip: keep bad lines in _rejected/",
-    )
-    p.add_argument(
-        "--n-features", type=int, default=None, help="libsvm: feature count (default max id + 1)"
-    )
-    p.add_argument(
-        "--n-labels", type=int, default=None, help="libsvm: label count (default max id + 1)"
-    )
+    setting_flags(p, "ingest", "format", "one_based", "on_bad_line", "n_features", "n_labels")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output")
 
 
@@ -93,19 +111,6 @@ def _ingest_args(p: argparse.ArgumentParser) -> None:
 def run_ingest(spark: SparkSession, args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     from eagle_spark.ml import Dataset
 
-    settings = settings.replace(
-        "ingest",
-        **_flags(
-            args,
-            {
-                "format": "format",
-                "one_based": "one_based",
-                "on_bad_line": "on_bad_line",
-                "n_features": "n_features",
-                "n_labels": "n_labels",
-            },
-        ),
-    )
     source = args.input or embedded_path("delicious", "train")
     manifest = Dataset.ingest(
         spark, source, args.output, overwrite=args.overwrite, **settings.ingest.to_dict()
@@ -142,35 +147,10 @@ def run_export(spark: SparkSession, args: argparse.Namespace, settings: Settings
 def _aggregate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input", required=True, help="dataset with X and Y (from ingest or synth)")
     p.add_argument("--output", required=True, help="aggregated dataset folder to write")
-    p.add_argument(
-        "--grouping",
-        choices=["random", "cluster"],
-        default=None,
-        help="random groups of --group-size, or hierarchical 2-means to --depth",
-    )
-    p.add_argument("--group-size", type=int, default=None, help="g for random grouping (default 4)")
-    p.add_argument("--depth", type=int, default=None, help="D for cluster grouping (default 8)")
-    p.add_argument(
-        "--noise",
-        type=float,
-        default=None,
-        help="sigma of Gaussian noise on the clustered features (default 0)",
-    )
-    p.add_argument("--seed", type=int, default=None, help="seed (default 0)")
-    p.add_argument(
-        "--merge",
-        choices=["list", "set"],
-        default=None,
-        help="Y2 count: list = multiplicity (default), set = 1",
-    )
+    setting_flags(p, "aggregate", "grouping", "group_size", "depth", "noise", "seed", "merge")
     p.add_argument("--y1", default=None, help="user-supplied Y1 table (Parquet or CSV)")
     p.add_argument("--y2", default=None, help="user-supplied Y2 table (Parquet or CSV)")
-    p.add_argument(
-        "--on-bad-row",
-        choices=["fail", "skip"],
-        default=None,
-        help="user tables: fail (default) or drop bad rows and count them",
-    )
+    setting_flags(p, "aggregate", "on_bad_row")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output")
 
 
@@ -184,21 +164,6 @@ def run_aggregate(
 ) -> dict[str, Any]:
     from eagle_spark.ml import Dataset
 
-    settings = settings.replace(
-        "aggregate",
-        **_flags(
-            args,
-            {
-                "grouping": "grouping",
-                "group_size": "group_size",
-                "depth": "depth",
-                "noise": "noise",
-                "seed": "seed",
-                "merge": "merge",
-                "on_bad_row": "on_bad_row",
-            },
-        ),
-    )
     a = settings.aggregate
     manifest = (
         Dataset.at(spark, args.input)
@@ -235,23 +200,8 @@ def run_aggregate(
 
 
 def _synth_args(p: argparse.ArgumentParser) -> None:
-    from eagle_spark.synth import PRESETS
-
     p.add_argument("--output", required=True, help="folder for the train/ and test/ datasets")
-    p.add_argument(
-        "--preset", choices=sorted(PRESETS), default=None, help="shape (default wiki325k)"
-    )
-    p.add_argument(
-        "--scale", type=float, default=None, help="count multiplier in (0, 1] (default 1)"
-    )
-    p.add_argument("--seed", type=int, default=None, help="seed (default 0)")
-    p.add_argument(
-        "--difficulty",
-        type=float,
-        default=None,
-        help="in [0, 1]: how confusable labels are (default: the preset's calibrated "
-        "value; 0: the easy data of earlier versions)",
-    )
+    setting_flags(p, "synth", "preset", "scale", "seed", "difficulty")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output")
 
 
@@ -262,12 +212,6 @@ def run_synth(spark: SparkSession, args: argparse.Namespace, settings: Settings)
     from eagle_spark.io.tables import read_manifest
     from eagle_spark.ml import Dataset
 
-    settings = settings.replace(
-        "synth",
-        **_flags(
-            args, {"preset": "preset", "scale": "scale", "seed": "seed", "difficulty": "difficulty"}
-        ),
-    )
     p = settings.synth
     Dataset.synth(
         spark,
@@ -299,16 +243,7 @@ def run_synth(spark: SparkSession, args: argparse.Namespace, settings: Settings)
 def _embed_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input", required=True, help="aggregated dataset (X, Y1, Y2)")
     p.add_argument("--output", required=True, help="folder for label_emb/ and the manifest")
-    p.add_argument("--iterations", type=int, default=None, help="T (default 20; 0 = EAGLE-0)")
-    p.add_argument("--lr", type=float, default=None, help="lambda (default 0.1)")
-    p.add_argument(
-        "--no-normalize",
-        action="store_const",
-        const=False,
-        default=None,
-        dest="normalize",
-        help="do not L2-normalise the rows of X",
-    )
+    setting_flags(p, "embed", "iterations", "lr", "normalize")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output")
 
 
@@ -320,9 +255,6 @@ def _embed_args(p: argparse.ArgumentParser) -> None:
 def run_embed(spark: SparkSession, args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     from eagle_spark.ml import GRLR, Dataset
 
-    settings = settings.replace(
-        "embed", **_flags(args, {"iterations": "iterations", "lr": "lr", "normalize": "normalize"})
-    )
     model = GRLR.fromSettings(settings.embed, settings.assign).fitDataset(
         Dataset.at(spark, args.input), args.output, overwrite=args.overwrite
     )
@@ -343,33 +275,7 @@ def _assign_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input", required=True, help="aggregated dataset (X, Y1, Y2; Y for quality)")
     p.add_argument("--embeddings", default=None, help="output folder of embed (method eagle)")
     p.add_argument("--output", required=True, help="filtered dataset to write (X, Y = Y_filter)")
-    p.add_argument(
-        "--method",
-        choices=["eagle", "baseline"],
-        default=None,
-        help="eagle (default): argmax member per group label; baseline: Y1 Y2",
-    )
-    p.add_argument(
-        "--multiplicity",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="a label of count c goes to the top-c members (the default); "
-        "--no-multiplicity: to its best member only (Algorithm 2 as printed)",
-    )
-    p.add_argument(
-        "--weighting",
-        choices=["hard", "soft", "auto"],
-        default=None,
-        help="hard: weight 1 for the chosen members; soft: every member a weight from its score "
-        "(assign.temperature); auto: the best of assign.candidates on held-out groups",
-    )
-    p.add_argument(
-        "--refine-rounds",
-        type=int,
-        default=None,
-        help="rounds of refinement with a one-vs-all classifier trained on the assignment "
-        "(assign.refine_rounds; default 0)",
-    )
+    setting_flags(p, "assign", "method", "multiplicity", "weighting", "refine_rounds")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output")
 
 
@@ -381,18 +287,6 @@ def _assign_args(p: argparse.ArgumentParser) -> None:
 def run_assign(spark: SparkSession, args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     from eagle_spark.ml import Dataset, GRLRModel
 
-    settings = settings.replace(
-        "assign",
-        **_flags(
-            args,
-            {
-                "method": "method",
-                "multiplicity": "multiplicity",
-                "weighting": "weighting",
-                "refine_rounds": "refine_rounds",
-            },
-        ),
-    )
     if settings.assign.method == "eagle" and args.embeddings is None:
         raise BadInputError("--method eagle needs --embeddings (the output of embed)")
     model = GRLRModel.fromSettings(settings.assign)
@@ -419,14 +313,13 @@ def _train_args(p: argparse.ArgumentParser) -> None:
         "--input", required=True, help="dataset with X and Y (e.g. the output of assign)"
     )
     p.add_argument("--output", required=True, help="model folder to write")
+    setting_flags(p, "train", "model")
     p.add_argument(
-        "--model",
-        choices=["ova", "tree"],
+        "--loss",
+        choices=["squared_hinge", "logistic"],
         default=None,
-        help="ova: one-vs-all; tree: Parabel-like label tree (default: the setting train.model, "
-        "ova in the code, tree in conf/local.yaml and conf/cluster.yaml)",
+        help="the loss of the model's section (tree.loss or ova.loss)",
     )
-    p.add_argument("--loss", choices=["squared_hinge", "logistic"], default=None)
     p.add_argument(
         "--label-repr",
         default=None,
@@ -443,8 +336,8 @@ def _train_args(p: argparse.ArgumentParser) -> None:
 def run_train(spark: SparkSession, args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     from eagle_spark.ml import Dataset, LabelTreeClassifier, OneVsRestXMC
 
-    settings = settings.replace("train", **_flags(args, {"model": "model"}))
-    settings = settings.replace(settings.train.model, **_flags(args, {"loss": "loss"}))
+    if args.loss is not None:
+        settings = settings.replace(settings.train.model, loss=args.loss)
     dataset = Dataset.at(spark, args.input)
     if settings.train.model == "tree":
         tree = LabelTreeClassifier.fromSettings(settings.tree, settings.predict)
@@ -473,8 +366,7 @@ def _predict_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True, help="model folder (from train)")
     p.add_argument("--input", required=True, help="dataset with X")
     p.add_argument("--output", required=True, help="folder for predictions/ and the manifest")
-    p.add_argument("--top-k", type=int, default=None, help="predictions per sample (default 5)")
-    p.add_argument("--beam-size", type=int, default=None, help="tree: beam width (default 10)")
+    setting_flags(p, "predict", "top_k", "beam_size")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output")
 
 
@@ -485,9 +377,6 @@ def run_predict(
     from eagle_spark.ml import Dataset
     from eagle_spark.ml.classifiers import model_at
 
-    settings = settings.replace(
-        "predict", **_flags(args, {"top_k": "top_k", "beam_size": "beam_size"})
-    )
     m = model_at(spark, args.model, settings.predict).transformDataset(
         Dataset.at(spark, args.input), args.output, overwrite=args.overwrite
     )
@@ -497,9 +386,7 @@ def run_predict(
 def _evaluate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--predictions", required=True, help="output folder of predict")
     p.add_argument("--input", required=True, help="dataset with the true Y")
-    p.add_argument("--k", type=int, default=None, help="evaluate at 1..k (default 5)")
-    p.add_argument("--propensity-a", type=float, default=None, help="A (default 0.55)")
-    p.add_argument("--propensity-b", type=float, default=None, help="B (default 1.5)")
+    setting_flags(p, "evaluate", "k", "propensity_a", "propensity_b")
     p.add_argument(
         "--propensity-from",
         default=None,
@@ -517,10 +404,6 @@ def run_evaluate(
 ) -> dict[str, Any]:
     from eagle_spark.evaluation.evaluate import evaluate
 
-    settings = settings.replace(
-        "evaluate",
-        **_flags(args, {"k": "k", "propensity_a": "propensity_a", "propensity_b": "propensity_b"}),
-    )
     result = evaluate(
         spark,
         args.predictions,
@@ -534,27 +417,7 @@ def run_evaluate(
 
 
 def _pipeline_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--output", default=None, help="run folder (default runs/pipeline)")
-    p.add_argument(
-        "--train", default=None, help="training set text file (default: embedded delicious)"
-    )
-    p.add_argument("--test", default=None, help="test set text file (default: embedded delicious)")
-    p.add_argument(
-        "--dataset",
-        default=None,
-        help="existing dataset instead of --train (aggregated already with --no-aggregate)",
-    )
-    p.add_argument(
-        "--test-dataset", default=None, help="existing dataset with X and Y to evaluate on"
-    )
-    p.add_argument(
-        "--no-aggregate",
-        action="store_const",
-        const=False,
-        default=None,
-        dest="aggregate",
-        help="use the groups (Y1, Y2) of --dataset as they are",
-    )
+    setting_flags(p, "pipeline", "output", "train", "test", "dataset", "test_dataset", "aggregate")
     p.add_argument(
         "--compare",
         action="store_const",
@@ -563,18 +426,8 @@ def _pipeline_args(p: argparse.ArgumentParser) -> None:
         dest="methods",
         help="run Baseline, EAGLE-0 and EAGLE on the same groups (the paper's Table 2)",
     )
-    p.add_argument(
-        "--until",
-        choices=["assign", "train", "predict", "evaluate"],
-        default=None,
-        help="last stage to run (default evaluate)",
-    )
-    p.add_argument(
-        "--format",
-        choices=["parquet", "delta"],
-        default=None,
-        help="delta: also write assignments and predictions as Delta tables",
-    )
+    record_flag(p, "methods", "pipeline", "methods")
+    setting_flags(p, "pipeline", "until", "format")
     p.add_argument("--force", action="store_true", help="rerun every stage, even unchanged ones")
 
 
@@ -589,23 +442,6 @@ def run_pipeline_command(
 ) -> dict[str, Any]:
     from eagle_spark.pipeline import comparison_markdown, run_pipeline
 
-    settings = settings.replace(
-        "pipeline",
-        **_flags(
-            args,
-            {
-                "output": "output",
-                "train": "train",
-                "test": "test",
-                "dataset": "dataset",
-                "test_dataset": "test_dataset",
-                "aggregate": "aggregate",
-                "methods": "methods",
-                "until": "until",
-                "format": "format",
-            },
-        ),
-    )
     result = run_pipeline(spark, settings, force=args.force)
     if result["comparison"]["until"] == "evaluate" and not logging.getLogger(
         "eagle_spark"
@@ -632,16 +468,7 @@ def _experiment_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--output", required=True, help="experiment folder (resumable; report.md inside)"
     )
-    p.add_argument(
-        "--train", default=None, help="training set text file (default: embedded delicious)"
-    )
-    p.add_argument("--test", default=None, help="test set text file (default: embedded delicious)")
-    p.add_argument(
-        "--dataset", default=None, help="existing training dataset (X, Y) instead of --train"
-    )
-    p.add_argument(
-        "--test-dataset", default=None, help="existing test dataset (X, Y) instead of --test"
-    )
+    setting_flags(p, "pipeline", "train", "test", "dataset", "test_dataset")
     p.add_argument(
         "--groupings",
         nargs="+",
@@ -730,18 +557,6 @@ def run_experiment(
         )
         result = run(setting, args.output)
         return {"output": args.output, "kind": "regression", "rows": result["rows"]}
-    settings = settings.replace(
-        "pipeline",
-        **_flags(
-            args,
-            {
-                "train": "train",
-                "test": "test",
-                "dataset": "dataset",
-                "test_dataset": "test_dataset",
-            },
-        ),
-    )
     methods = tuple(args.methods or ("baseline", "eagle0", "eagle_paper", "eagle"))
     if args.kind == "select":
         from eagle_spark.experiments.select import CANDIDATES, select
@@ -878,17 +693,8 @@ def run_miml_command(
     except ImportError as exc:
         raise BadInputError(str(exc)) from exc
     try:
-        flags = _flags(
-            args,
-            {
-                "epochs": "epochs",
-                "lr": "lr",
-                "batch_size": "batch_size",
-                "hidden": "hidden",
-                "concepts": "concepts",
-                "tau": "tau",
-            },
-        )
+        names = ("epochs", "lr", "batch_size", "hidden", "concepts", "tau")
+        flags = {k: getattr(args, k) for k in names if getattr(args, k) is not None}
         if args.mask_mix is not None and args.mask_mix != "paper":
             try:
                 flags["mask_mix"] = float(args.mask_mix)

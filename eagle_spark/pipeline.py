@@ -58,8 +58,8 @@ from eagle_spark.io.fs import (
 )
 from eagle_spark.io.lock import RunLock
 from eagle_spark.monitor import PeakRSS
-from eagle_spark.params import Settings
 from eagle_spark.progress import SparkProgress, phase
+from eagle_spark.settings import Settings
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""Build the SparkSession from :class:`eagle_spark.params.SparkParams`; nothing is discovered implicitly.
+"""Build the SparkSession from :class:`eagle_spark.settings.SparkSettings`; nothing is discovered implicitly.
 
 Works in three situations:
 
@@ -22,12 +22,12 @@ from pyspark.sql import SparkSession
 
 from eagle_spark.classic import master, set_log_level
 from eagle_spark.logs import under_spark_submit
-from eagle_spark.params import SparkParams
+from eagle_spark.settings import SparkSettings
 
 log = logging.getLogger(__name__)
 
 
-def spark_conf(params: SparkParams) -> dict[str, str]:
+def spark_conf(params: SparkSettings) -> dict[str, str]:
     """The ``spark.*`` settings :func:`build_spark` applies, as strings.
 
     Args:
@@ -66,7 +66,7 @@ def spark_conf(params: SparkParams) -> dict[str, str]:
     return conf
 
 
-def build_spark(params: SparkParams) -> SparkSession:
+def build_spark(params: SparkSettings) -> SparkSession:
     """Create (or, under spark-submit or in a notebook, reuse) the SparkSession.
 
     Args:
@@ -133,7 +133,7 @@ def _reachable(url: str) -> None:
         ) from err
 
 
-def _connect(params: SparkParams) -> SparkSession:
+def _connect(params: SparkSettings) -> SparkSession:
     """A Spark Connect session for ``params.remote`` (``spark.remote``).
 
     ``local[N]`` starts a Connect server in this process with every setting; an ``sc://`` server
@@ -188,4 +188,4 @@ def local_session(cores: int = 2, connect: bool = False) -> SparkSession:
     if cores < 1:
         raise ValueError(f"local_session: cores must be >= 1, got {cores}")
     url = f"local[{cores}]"
-    return build_spark(SparkParams(master=url, remote=url if connect else None))
+    return build_spark(SparkSettings(master=url, remote=url if connect else None))

@@ -8,15 +8,15 @@ import pathlib
 
 import pytest
 
-from eagle_spark.params import SparkParams
 from eagle_spark.session import build_spark
+from eagle_spark.settings import SparkSettings
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
 
 # Settings for a fast test session (measured: ~3.5 s to start): small partition counts, no UI,
 # in-memory catalog.
-TEST_SPARK = SparkParams(
+TEST_SPARK = SparkSettings(
     master="local[2]",
     app_name="eagle-spark-tests",
     driver_memory="3g",
@@ -78,10 +78,10 @@ def delicious(spark, tmp_path_factory):
     """The embedded Delicious train file, ingested once per test run (dataset path)."""
     from eagle_spark.data import embedded_path
     from eagle_spark.io.ingest import ingest
-    from eagle_spark.params import IngestParams
+    from eagle_spark.settings import IngestSettings
 
     out = str(tmp_path_factory.mktemp("embedded") / "delicious")
-    ingest(spark, embedded_path("delicious", "train"), out, IngestParams())
+    ingest(spark, embedded_path("delicious", "train"), out, IngestSettings())
     return out
 
 

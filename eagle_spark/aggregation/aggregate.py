@@ -32,7 +32,7 @@ from eagle_spark.io.tables import (
     write_manifest,
     write_table,
 )
-from eagle_spark.params import AggregateParams
+from eagle_spark.settings import AggregateSettings
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ def aggregate(
     spark: SparkSession,
     input_path: str,
     output_path: str,
-    params: AggregateParams,
+    params: AggregateSettings,
     overwrite: bool = False,
     y1_path: Optional[str] = None,
     y2_path: Optional[str] = None,

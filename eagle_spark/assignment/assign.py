@@ -67,7 +67,7 @@ from eagle_spark.io.tables import (
     write_manifest,
     write_table,
 )
-from eagle_spark.params import AssignParams
+from eagle_spark.settings import AssignSettings
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ _OUT = pa.schema(
 _OUT_WEIGHTED = _OUT.append(pa.field(S.WEIGHT, pa.float32(), nullable=False))
 
 
-def _out_schema(params: AssignParams) -> pa.Schema:
+def _out_schema(params: AssignSettings) -> pa.Schema:
     """The assignments the tasks yield: with ``soft`` weighting each row has its weight."""
     return _OUT_WEIGHTED if params.weighting == "soft" else _OUT
 
@@ -145,7 +145,7 @@ def soft_weights(
     return weights
 
 
-def _assign_task(dataset: str, n_features: int, normalize: bool, params: AssignParams):
+def _assign_task(dataset: str, n_features: int, normalize: bool, params: AssignSettings):
     """applyInArrow function (cached path): the pairs whose labels' embeddings sit in one part file
     -> assignments, the candidates' rows from the executor cache."""
 
@@ -157,7 +157,7 @@ def _assign_task(dataset: str, n_features: int, normalize: bool, params: AssignP
     return run
 
 
-def _assign_task_joined(n_features: int, normalize: bool, params: AssignParams):
+def _assign_task_joined(n_features: int, normalize: bool, params: AssignSettings):
     """cogroup applyInArrow function (joined path): one part file's pairs and their groups' member
     rows -> assignments."""
 
@@ -169,7 +169,7 @@ def _assign_task_joined(n_features: int, normalize: bool, params: AssignParams):
     return run
 
 
-def _assign_file(ctx: Context, key: tuple, pairs: pa.Table, params: AssignParams) -> pa.Table:
+def _assign_file(ctx: Context, key: tuple, pairs: pa.Table, params: AssignSettings) -> pa.Table:
     """Algorithm 2 for the pairs of the labels stored in part file key[0] of ``label_emb``."""
     pairs = pairs.sort_by([(S.LABEL_ID, "ascending"), (S.GROUP_ID, "ascending")])
     labels = np.asarray(pairs.column(S.LABEL_ID), dtype=np.int64)
@@ -234,7 +234,7 @@ def eagle_assignments(
     spark: SparkSession,
     dataset: str,
     embeddings: str,
-    params: AssignParams,
+    params: AssignSettings,
     n_features: int,
     normalize: bool,
 ) -> DataFrame:
@@ -439,10 +439,10 @@ def assign(
     spark: SparkSession,
     dataset: str,
     output_path: str,
-    params: AssignParams,
+    params: AssignSettings,
     embeddings: Optional[str] = None,
     overwrite: bool = False,
-    select: Optional[Callable[[str], tuple[AssignParams, dict]]] = None,
+    select: Optional[Callable[[str], tuple[AssignSettings, dict]]] = None,
     first_round: Optional[str] = None,
     diagnostics: bool = True,
 ) -> dict[str, Any]:
@@ -575,7 +575,7 @@ def _first_round(
     first_round: str,
     dataset: str,
     embeddings: Optional[str],
-    params: AssignParams,
+    params: AssignSettings,
 ) -> tuple[DataFrame, dict[str, Any]]:
     """(the assignments of the earlier output `first_round`, its manifest's ``source``), after
     checking that it assigned `dataset` with `embeddings` and `params` without refinement."""
@@ -598,7 +598,7 @@ def _first_round(
 def _assignments(
     spark: SparkSession,
     dataset: str,
-    params: AssignParams,
+    params: AssignSettings,
     embeddings: Optional[str],
     manifest_in: dict,
     n_features: int,

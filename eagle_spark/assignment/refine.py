@@ -6,7 +6,7 @@ The first round's scorer is the label embedding (<e_k, x_i>, paper Algorithm 2);
 scores a pair (member i, label k) by w_k . x_i of the one-vs-all classifier trained on round
 r - 1's assignment (hard or weighted, the same solver as ``train --model ova`` but without pruning
 weights within :data:`NEGATIVE_BUDGET`, so every label of Y2 keeps a scorer; beyond it pruned as
-the one-vs-all model's, |w| < ``OVAParams().threshold``, since a label's weights reach every
+the one-vs-all model's, |w| < ``OVASettings().threshold``, since a label's weights reach every
 feature of its training rows: unpruned, synthetic Wiki-325K at scale 0.1 had 512M of them and
 reading them back ran out of memory; a label whose weights all prune away scores its members
 alike, which the assignment treats as ties). Label k's negatives are every sample not assigned
@@ -46,7 +46,7 @@ from eagle_spark.io.tables import (
     write_manifest,
     write_table,
 )
-from eagle_spark.params import AssignParams, OVAParams
+from eagle_spark.settings import AssignSettings, OVASettings
 
 log = logging.getLogger(__name__)
 
@@ -95,8 +95,8 @@ def classifier_scorer(
 
     n_samples = int(read_manifest(spark, assigned)["n_samples"])
     fraction = negative_fraction(n_labels, n_samples)
-    params = OVAParams(
-        threshold=0.0 if fraction >= 1.0 else OVAParams().threshold,
+    params = OVASettings(
+        threshold=0.0 if fraction >= 1.0 else OVASettings().threshold,
         tasks=tasks,
         seed=seed,
         negative_fraction=fraction,
@@ -135,7 +135,7 @@ def refine(
     dataset: str,
     X: DataFrame,
     assignments: DataFrame,
-    params: AssignParams,
+    params: AssignSettings,
     scratch: str,
     n_features: int,
     n_labels: int,
@@ -198,7 +198,7 @@ def refine(
         )
         previous = pairs_of(current) if diagnostics else None
         current = _materialise(
-            eagle_assignments(spark, dataset, scorer, step, n_features, OVAParams().normalize),
+            eagle_assignments(spark, dataset, scorer, step, n_features, OVASettings().normalize),
             posixpath.join(scratch, f"assign_{r}"),
             spark,
         )

@@ -44,7 +44,7 @@ from eagle_spark import schemas as S
 from eagle_spark.executor_state import shared_state, sparse_arrays, sparse_from
 from eagle_spark.io.parts import PartWriter, filesystem_for, folder_version
 from eagle_spark.io.tables import read_table
-from eagle_spark.params import OVAParams, TreeParams
+from eagle_spark.settings import OVASettings, TreeSettings
 from eagle_spark.sparse import csr_from_arrow, l2_normalize_rows
 
 log = logging.getLogger(__name__)
@@ -89,7 +89,7 @@ def load_y(dataset: str, n_labels: int) -> tuple[np.ndarray, sp.csc_matrix]:
 
 
 def training_access(
-    spark: SparkSession, dataset: str, params: TreeParams | OVAParams, who: str
+    spark: SparkSession, dataset: str, params: TreeSettings | OVASettings, who: str
 ) -> str:
     """Resolve ``<who>.x_access`` for a training set (``cached`` or ``joined``), logged with why.
 

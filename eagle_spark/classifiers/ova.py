@@ -48,7 +48,7 @@ from eagle_spark.errors import BadInputError, check_finite_scores
 from eagle_spark.executor_state import shared_state, sparse_arrays, sparse_from
 from eagle_spark.io.fs import atomic_output, check_separate
 from eagle_spark.io.parts import PartWriters, folder_version, read_sparse_rows
-from eagle_spark.params import OVAParams
+from eagle_spark.settings import OVASettings
 from eagle_spark.sparse import csr_from_arrow, l2_normalize_rows
 
 log = logging.getLogger(__name__)
@@ -67,7 +67,7 @@ def _train_task(
     out: str,
     n_features: int,
     n_labels: int,
-    params: OVAParams,
+    params: OVASettings,
     blocks: int,
     groups: Optional[str],
     weighted: bool,
@@ -102,7 +102,7 @@ def _train_block(
     U: Optional[sp.csc_matrix],
     rows: Optional[np.ndarray],
     n_all: int,
-    params: OVAParams,
+    params: OVASettings,
     n_labels: int,
     blocks: int,
     W: Optional[sp.csc_matrix] = None,
@@ -165,7 +165,7 @@ def _train_block(
 
 
 def _rows_of_block(
-    params: OVAParams,
+    params: OVASettings,
     n_labels: int,
     blocks: int,
     dataset: Optional[str] = None,
@@ -204,7 +204,7 @@ def _train_joined(
     out: str,
     n_features: int,
     n_labels: int,
-    params: OVAParams,
+    params: OVASettings,
     blocks: int,
     groups: Optional[str],
     weighted: bool,
@@ -274,7 +274,7 @@ def train_ova(
     spark: SparkSession,
     dataset: str,
     model_path: str,
-    params: OVAParams,
+    params: OVASettings,
     overwrite: bool = False,
     within_groups: Optional[str] = None,
 ) -> dict:

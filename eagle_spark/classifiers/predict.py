@@ -13,7 +13,7 @@ from eagle_spark.classic import default_parallelism, num_partitions
 from eagle_spark.errors import BadInputError
 from eagle_spark.io.fs import FileSystem, atomic_output, check_separate, restore_interrupted
 from eagle_spark.io.tables import new_manifest, read_manifest, read_table, write_manifest
-from eagle_spark.params import PREDICT_MIN_TASK_ROWS, PredictParams
+from eagle_spark.settings import PREDICT_MIN_TASK_ROWS, PredictSettings
 
 log = logging.getLogger(__name__)
 
@@ -48,13 +48,13 @@ def model_class(spark: SparkSession, model_path: str) -> str:
 def split_for_prediction(
     spark: SparkSession, X: DataFrame, n_samples: int, tasks: int
 ) -> DataFrame:
-    """X as the partitions prediction runs on (``predict.tasks``, :class:`PredictParams`).
+    """X as the partitions prediction runs on (``predict.tasks``, :class:`PredictSettings`).
 
     Prediction costs the same per row, so one task per Parquet split leaves cores idle when a
     dataset has a few large files (3 splits on 2 cores: one core idle for a third of the run). With
     ``tasks=0`` X is range-partitioned by sample_id into ``2 x spark.default.parallelism`` tasks
     when it is read as fewer partitions and each task gets at least
-    :data:`eagle_spark.params.PREDICT_MIN_TASK_ROWS` rows; ``tasks > 0`` always gives that many.
+    :data:`eagle_spark.settings.PREDICT_MIN_TASK_ROWS` rows; ``tasks > 0`` always gives that many.
     Rows are sorted by sample_id within each partition, so the output does not depend on the order
     in which the shuffle delivered them.
 
@@ -84,7 +84,7 @@ def predict(
     model_path: str,
     dataset: str,
     output_path: str,
-    params: PredictParams,
+    params: PredictSettings,
     overwrite: bool = False,
 ) -> dict[str, Any]:
     """Score every sample of a dataset's X and write its top-k labels (paper section 6 protocol).

@@ -13,7 +13,7 @@ from eagle_spark.evaluation.metrics import evaluate_frames, inv_propensity, labe
 from eagle_spark.io.fs import FileSystem, atomic_output, check_separate, require_exists
 from eagle_spark.io.integrity import check_folder
 from eagle_spark.io.tables import new_manifest, read_manifest, read_table, write_manifest
-from eagle_spark.params import EvaluateParams
+from eagle_spark.settings import EvaluateSettings
 
 log = logging.getLogger(__name__)
 
@@ -22,7 +22,7 @@ def evaluate(
     spark: SparkSession,
     predictions: str,
     dataset: str,
-    params: EvaluateParams,
+    params: EvaluateSettings,
     output_path: Optional[str] = None,
     propensity_from: Optional[str] = None,
     overwrite: bool = False,

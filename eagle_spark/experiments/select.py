@@ -32,7 +32,6 @@ from eagle_spark.evaluation.group import CRITERIA
 from eagle_spark.experiments.report import refresh
 from eagle_spark.experiments.xmc import Grouping, _split_stage, _write
 from eagle_spark.ml.selection import CRITERION, K, precision_row, selection_score
-from eagle_spark.params import Settings, candidate_changes
 from eagle_spark.pipeline import (
     Pipeline,
     Stage,
@@ -41,11 +40,12 @@ from eagle_spark.pipeline import (
     open_run,
     run_pipeline,
 )
+from eagle_spark.settings import Settings, candidate_changes
 
 log = logging.getLogger(__name__)
 
 CANDIDATES = ("baseline", "hard", "soft-0.1", "soft-0.3", "soft-1", "soft-0.3+r1")
-"""The default candidates (names as ``assign.candidates``: :func:`eagle_spark.params.candidate_changes`)."""
+"""The default candidates (names as ``assign.candidates``: :func:`eagle_spark.settings.candidate_changes`)."""
 
 AGREEMENT_P5 = 0.5
 """The group-level choice agrees with the sample-level one when its sample P@5 is within this of

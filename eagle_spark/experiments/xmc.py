@@ -35,7 +35,6 @@ from pyspark.sql import SparkSession
 from eagle_spark.errors import BadInputError, strict_json
 from eagle_spark.experiments.report import refresh
 from eagle_spark.io.fs import FileSystem, atomic_output
-from eagle_spark.params import Settings
 from eagle_spark.pipeline import (
     METHOD_NAMES,
     METHODS,
@@ -48,6 +47,7 @@ from eagle_spark.pipeline import (
     percent_row,
     run_pipeline,
 )
+from eagle_spark.settings import Settings
 
 log = logging.getLogger(__name__)
 

@@ -224,7 +224,7 @@ def choose_x_access(
     """
     from pyspark.sql import functions as F
 
-    from eagle_spark.params import memory_mib
+    from eagle_spark.settings import memory_mib
 
     if mode not in X_ACCESS:
         raise ValueError(f"{stage}.x_access must be one of {', '.join(X_ACCESS)}, got {mode!r}")

@@ -55,8 +55,8 @@ from eagle_spark.grlr.kernel import LabelBlock, PairBatch, segment_first_max, se
 from eagle_spark.io.fs import FileSystem, atomic_output, check_separate
 from eagle_spark.io.parts import PartWriter, PartWriters
 from eagle_spark.io.tables import new_manifest, read_table, require_tables, write_manifest
-from eagle_spark.params import EmbedParams
 from eagle_spark.progress import step
+from eagle_spark.settings import EmbedSettings
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +117,7 @@ def batches_of(labels: np.ndarray, groups: np.ndarray, sizes: np.ndarray, batch_
             lo, acc = i + 1, 0
 
 
-def _embed_task(dataset: str, out: str, n_features: int, params: EmbedParams):
+def _embed_task(dataset: str, out: str, n_features: int, params: EmbedSettings):
     """applyInArrow function (cached path): one bin's (label, group, count) pairs -> part files +
     summary, the candidates' rows from the executor cache (:func:`load_context`)."""
 
@@ -129,7 +129,7 @@ def _embed_task(dataset: str, out: str, n_features: int, params: EmbedParams):
     return run
 
 
-def _embed_task_joined(out: str, n_features: int, params: EmbedParams):
+def _embed_task_joined(out: str, n_features: int, params: EmbedSettings):
     """cogroup applyInArrow function (joined path): one bin's pairs and the member rows of its
     groups (:func:`joined_members`) -> part files + summary; the task holds only its bin's rows."""
 
@@ -142,7 +142,7 @@ def _embed_task_joined(out: str, n_features: int, params: EmbedParams):
 
 
 def _embed_bin(
-    ctx: Context, key: tuple, table: pa.Table, out: str, params: EmbedParams
+    ctx: Context, key: tuple, table: pa.Table, out: str, params: EmbedSettings
 ) -> pa.Table:
     """GRLR for one bin's pairs, in batches; writes the bin's ``label_emb`` part and its
     ``top_members`` part (Algorithm 2 in the same pass, from the candidates and embeddings the task
@@ -424,7 +424,7 @@ def _embed_heavy(
     pairs: DataFrame,
     heavy: list,
     n_features: int,
-    params: EmbedParams,
+    params: EmbedSettings,
     split_rows: int,
     members: DataFrame | None = None,
 ) -> dict[str, Any]:
@@ -530,7 +530,7 @@ def embed(
     spark: SparkSession,
     dataset: str,
     output_path: str,
-    params: EmbedParams,
+    params: EmbedSettings,
     overwrite: bool = False,
 ) -> dict[str, Any]:
     """Learn one label embedding per label of Y2 with GRLR and write ``<output>/label_emb``.

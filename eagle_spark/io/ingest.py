@@ -37,7 +37,7 @@ from eagle_spark.io import xc
 from eagle_spark.io.fs import FileSystem, atomic_output, check_separate
 from eagle_spark.io.parts import PartWriter, PartWriters
 from eagle_spark.io.tables import new_manifest, write_manifest
-from eagle_spark.params import IngestParams
+from eagle_spark.settings import IngestSettings
 
 log = logging.getLogger(__name__)
 
@@ -175,7 +175,7 @@ def ingest(
     spark: SparkSession,
     input_path: str,
     output_path: str,
-    params: IngestParams,
+    params: IngestSettings,
     overwrite: bool = False,
 ) -> dict[str, Any]:
     """Ingest one XC / libsvm file into the dataset folder `output_path` (tables X and Y).

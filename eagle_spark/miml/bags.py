@@ -95,7 +95,7 @@ def spark_bags(spark: SparkSession, images: str, out: str, group_size: int, seed
     """
     from eagle_spark.aggregation.aggregate import aggregate
     from eagle_spark.io.tables import read_manifest
-    from eagle_spark.params import AggregateParams
+    from eagle_spark.settings import AggregateSettings
 
     manifest = read_manifest(spark, images)
     n, n_labels = int(manifest["n_samples"]), int(manifest["n_labels"])
@@ -107,7 +107,7 @@ def spark_bags(spark: SparkSession, images: str, out: str, group_size: int, seed
         spark,
         images,
         out,
-        AggregateParams(grouping="random", group_size=group_size, seed=seed, merge="list"),
+        AggregateSettings(grouping="random", group_size=group_size, seed=seed, merge="list"),
         overwrite=True,
     )
     y1 = pq.read_table(os.path.join(out, S.Y1)).sort_by(

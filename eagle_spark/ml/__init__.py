@@ -16,6 +16,7 @@ frames reach the Spark stages (and when a frame is written as a temporary datase
 :mod:`eagle_spark.ml.frames`.
 """
 
+from eagle_spark.ml.base import sign_constructors
 from eagle_spark.ml.classifiers import (
     LabelTreeClassifier,
     LabelTreeModel,
@@ -27,6 +28,8 @@ from eagle_spark.ml.evaluation import evaluate
 from eagle_spark.ml.frames import WORK_DIR_CONF
 from eagle_spark.ml.grlr import GRLR, GRLRModel
 from eagle_spark.ml.miml import DeepMIML, DeepMIMLModel
+
+sign_constructors()
 
 __all__ = [
     "Dataset",

@@ -1,6 +1,6 @@
 """What the estimators share: Params mirrored from the settings dataclasses, and persistence.
 
-Every tuning Param of an estimator is one field of a settings section (:mod:`eagle_spark.params`):
+Every tuning Param of an estimator is one field of a settings section (:mod:`eagle_spark.settings`):
 its default is that field's default, and the values are checked by the same ``__post_init__``
 when ``fit`` / ``transform`` builds the section (a bad value raises ``ValueError`` naming the Param
 before any job runs). The CLI's ``--set section.key=value`` and the Python Params are thus one set
@@ -14,8 +14,11 @@ A save is committed atomically: written beside `path` and renamed into place.
 
 from __future__ import annotations
 
+import inspect
 import posixpath
 import re
+import textwrap
+import typing
 from typing import Any, Callable, ClassVar, Generic, Optional, Self, Type, TypeVar
 
 from pyspark.ml.param import Param, Params, TypeConverters
@@ -39,9 +42,9 @@ from eagle_spark.io.fs import (
     restore_interrupted,
 )
 from eagle_spark.io.integrity import check_folder
-from eagle_spark.params import BaseParams
+from eagle_spark.settings import Section, declarations, section_name, shown
 
-P = TypeVar("P", bound=BaseParams)
+P = TypeVar("P", bound=Section)
 M = TypeVar("M")
 
 
@@ -60,9 +63,40 @@ def optional_string(value: object) -> Optional[str]:
     return None if value is None else TypeConverters.toString(value)
 
 
-def settings_param(name: str, doc: str, converter: Callable[[object], object]) -> Param:
-    """A Param declared on a class body (pyspark's idiom: ``Params._dummy()`` as parent)."""
+def declared_param(name: str, doc: str, converter: Callable[[object], object]) -> Param:
+    """A Param that is not a setting (a column name, a frame's sizes), declared on a class body
+    (pyspark's idiom: ``Params._dummy()`` as parent)."""
     return Param(Params._dummy(), name, doc, typeConverter=converter)
+
+
+def _converter(hint: Any) -> Callable[[object], object]:
+    """The Param type converter of a setting's type annotation."""
+    if typing.get_origin(hint) is typing.Union:
+        inner = _converter(next(a for a in typing.get_args(hint) if a is not type(None)))
+        return lambda value: None if value is None else inner(value)
+    if typing.get_origin(hint) is tuple:
+        return lambda value: tuple(TypeConverters.toListString(value))
+    converters: dict[Any, Callable[[object], object]] = {
+        bool: TypeConverters.toBoolean,
+        int: TypeConverters.toInt,
+        float: TypeConverters.toFloat,
+        str: TypeConverters.toString,
+    }
+    if hint not in converters:
+        raise TypeError(f"no Param type for settings of type {hint!r}")
+    return converters[hint]
+
+
+def _accessors(name: str) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    def get(self: Params) -> Any:
+        return self.getOrDefault(name)
+
+    def set_(self: Params, value: Any) -> Any:
+        return self._set(**{name: value})
+
+    get.__doc__ = f"The value of ``{name}`` (its default when not set)."
+    set_.__doc__ = f"Set ``{name}``."
+    return get, set_
 
 
 class HasLabelWeightsCol(Params):
@@ -86,40 +120,94 @@ class HasLabelWeightsCol(Params):
 
 
 class SettingsParams(Params):
-    """Params that mirror settings fields.
+    """Params generated from settings declarations (:func:`eagle_spark.settings.setting`).
 
-    Subclasses declare ``_fields = {SettingsClass: {"paramName": "field_name", ...}, ...}``; the
-    defaults are set from the dataclasses, and :meth:`settings` builds a checked section.
+    A subclass names the sections it mirrors in ``_mirrors``: a section class (all its settings)
+    or ``(section class, ("field", ...))`` (some of them). For each mirrored setting the class gets
+    a Param (the declaration's name, its line of doc, a converter from its type), its default,
+    ``getX`` and ``setX`` (unless the class defines them), and ``_fields`` maps the Params back to
+    the fields. A ``{params}`` in the class docstring is replaced by the list of the Params with
+    their defaults. A constructor takes any of its Params by name (:meth:`setParams`).
     """
 
+    _mirrors: ClassVar[tuple[Any, ...]] = ()
     _fields: ClassVar[dict[type, dict[str, str]]] = {}
-    _input_kwargs: dict[str, Any]  # set by pyspark's @keyword_only on each constructor call
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "_mirrors" in cls.__dict__:
+            fields: dict[type, dict[str, str]] = {}
+            for entry in cls._mirrors:
+                section, only = entry if isinstance(entry, tuple) else (entry, None)
+                mapping = fields.setdefault(section, {})
+                for item in declarations(section):
+                    if only is not None and item.name not in only:
+                        continue
+                    if any(item.param in m for m in fields.values()):
+                        raise TypeError(f"{cls.__name__}: Param {item.param} is mirrored twice")
+                    mapping[item.param] = item.name
+                    setattr(
+                        cls, item.param, declared_param(item.param, item.doc, _converter(item.hint))
+                    )
+                    getter, setter = _accessors(item.param)
+                    for method, made in (
+                        (f"get{item.param[0].upper()}{item.param[1:]}", getter),
+                        (f"set{item.param[0].upper()}{item.param[1:]}", setter),
+                    ):
+                        if not hasattr(cls, method):
+                            setattr(cls, method, made)
+            cls._fields = fields
+        if cls.__doc__ and "{params}" in cls.__doc__:
+            cls.__doc__ = cls.__doc__.replace("    {params}", cls._params_doc())
+        init = cls.__dict__.get("__init__")
+        if init is not None and any(
+            p.kind is p.VAR_KEYWORD for p in inspect.signature(init).parameters.values()
+        ):
+            _CONSTRUCTORS.append(cls)
+
+    @classmethod
+    def _params_doc(cls) -> str:
+        rows = []
+        for section, mapping in cls._fields.items():
+            items = {d.name: d for d in declarations(section)}
+            for param, name in mapping.items():
+                key = f"{section_name(section)}.{name}"
+                rows.append(f"``{param}`` ({key}, {shown(items[name].default)}): {items[name].doc}")
+        return "\n".join(
+            textwrap.fill(r, 96, initial_indent="    - ", subsequent_indent="      ") for r in rows
+        )
 
     def _set_settings_defaults(self) -> None:
         for cls, mapping in self._fields.items():
             defaults = cls()
             self._setDefault(**{name: getattr(defaults, field) for name, field in mapping.items()})
 
-    def _set_given(self, kwargs: dict[str, Any]) -> None:
-        """Set the keyword arguments a constructor was given (``self._input_kwargs``).
+    def setParams(self, **params: Any) -> Self:
+        """Set Params by name (pyspark.ml's ``setParams``).
 
-        None means "the default" for a Param that cannot hold it (``numTrees=None``), and is kept
-        where None is one of the Param's values (``maxSplitShared=None``: every heavy leaf split;
-        ``maxLeafWork=None``: Parabel's leaves), so it is not silently replaced by the default.
+        Raises:
+            TypeError: a name that is not a Param of this class, or a value its converter refuses.
         """
-
-        def holds_none(name: str) -> bool:
-            try:
-                return getattr(self, name).typeConverter(None) is None
-            except TypeError:
-                return False
-
-        self._set(**{k: v for k, v in kwargs.items() if v is not None or holds_none(k)})
+        known = {p.name: p for p in self.params}
+        for name, value in params.items():
+            if name not in known:
+                raise TypeError(
+                    f"{type(self).__name__} has no Param {name!r}; its Params: "
+                    + ", ".join(sorted(known))
+                )
+            if value is None:  # pyspark's _set skips the converter for None
+                try:
+                    known[name].typeConverter(None)
+                except TypeError:
+                    raise TypeError(
+                        f"{type(self).__name__}: {name} cannot be None (it has no null value)"
+                    ) from None
+        return self._set(**params)
 
     @classmethod
-    def fromSettings(cls, *sections: BaseParams) -> Self:
-        """A new instance whose Params take the values of settings sections (``EmbedParams``,
-        ``TreeParams``, ...): how the CLI and the pipeline, which read settings files, build the
+    def fromSettings(cls, *sections: Section) -> Self:
+        """A new instance whose Params take the values of settings sections (``EmbedSettings``,
+        ``TreeSettings``, ...): how the CLI and the pipeline, which read settings files, build the
         estimators and models they run.
 
         Raises:
@@ -147,6 +235,46 @@ class SettingsParams(Params):
             for name, field in mapping.items():
                 message = re.sub(rf"'?\b(\w+\.)?{re.escape(field)}\b'?(?= )", name, message)
             raise ValueError(f"{type(self).__name__}: {message}") from None
+
+
+_CONSTRUCTORS: list[type] = []
+"""The classes whose constructor takes Params by name (``**params``), for :func:`sign_constructors`."""
+
+
+def mirrored_params() -> dict[tuple[str, str], list[str]]:
+    """(section, field) -> the public estimators' and models' Params that mirror the setting
+    (``("tree", "n_trees") -> ["LabelTreeClassifier.numTrees", "LabelTreeModel.numTrees"]``), for
+    the settings reference."""
+    import eagle_spark.ml as ml
+
+    out: dict[tuple[str, str], list[str]] = {}
+    for name in sorted(ml.__all__):
+        cls = getattr(ml, name)
+        if isinstance(cls, type) and issubclass(cls, SettingsParams):
+            for section, mapping in cls._fields.items():
+                for param, field in mapping.items():
+                    out.setdefault((section_name(section), field), []).append(f"{name}.{param}")
+    return out
+
+
+def sign_constructors() -> None:
+    """Give each constructor that takes Params by name the signature ``help()`` and IDEs show:
+    keyword-only, one per Param, with its default (run once the classes exist: an instance is
+    made, which an ABC's ``__init_subclass__`` cannot do)."""
+    while _CONSTRUCTORS:
+        cls = _CONSTRUCTORS.pop()
+        instance = cls()
+        cls.__init__.__signature__ = inspect.Signature(  # type: ignore[misc]
+            [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+            + [
+                inspect.Parameter(
+                    p.name,
+                    inspect.Parameter.KEYWORD_ONLY,
+                    default=instance.getOrDefault(p) if instance.hasDefault(p) else None,
+                )
+                for p in sorted(instance.params, key=lambda p: p.name)
+            ]
+        )
 
 
 class ParamsWriter(MLWriter):
@@ -289,5 +417,5 @@ __all__ = [
     "fitted",
     "optional_float",
     "optional_int",
-    "settings_param",
+    "declared_param",
 ]

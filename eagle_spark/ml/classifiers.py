@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Optional
 
-from pyspark import keyword_only
 from pyspark.ml import Estimator, Model
 from pyspark.ml.param import TypeConverters
-from pyspark.ml.param.shared import HasFeaturesCol, HasMaxIter, HasPredictionCol, HasSeed, HasTol
+from pyspark.ml.param.shared import HasFeaturesCol, HasPredictionCol
 from pyspark.sql import DataFrame, SparkSession
 
 from eagle_spark import schemas as S
@@ -28,91 +27,32 @@ from eagle_spark.ml.base import (
     HasLabelWeightsCol,
     Persistent,
     SettingsParams,
+    declared_param,
     fitted,
-    optional_float,
     optional_int,
     optional_string,
-    settings_param,
 )
 from eagle_spark.ml.dataset import Dataset
 from eagle_spark.ml.frames import attach, source_for, work_folder
-from eagle_spark.params import OVAParams, PredictParams, TreeParams
+from eagle_spark.settings import OVASettings, PredictSettings, TreeSettings
 
 if TYPE_CHECKING:
     from eagle_spark.ml.grlr import GRLRModel
 
 
-class _XMCParams(
-    HasFeaturesCol,
-    HasMaxIter,
-    HasPredictionCol,
-    HasSeed,
-    HasTol,
-    HasLabelWeightsCol,
-    SettingsParams,
-):
-    labelsCol = settings_param(
+class _XMCParams(HasFeaturesCol, HasPredictionCol, HasLabelWeightsCol, SettingsParams):
+    labelsCol = declared_param(
         "labelsCol", "the sample's labels, array<int> (fit)", TypeConverters.toString
     )
-    scoresCol = settings_param(
+    scoresCol = declared_param(
         "scoresCol", "output: scores of the predicted labels, array<float>", TypeConverters.toString
     )
-    loss = settings_param("loss", "squared_hinge or logistic", TypeConverters.toString)
-    C = settings_param("C", "liblinear cost (inverse L2 regularisation)", TypeConverters.toFloat)
-    pruneThreshold = settings_param(
-        "pruneThreshold", "weights with |w| below it are dropped", TypeConverters.toFloat
-    )
-    normalize = settings_param("normalize", "L2-normalise the rows of X", TypeConverters.toBoolean)
-    numTasks = settings_param(
-        "numTasks", "Spark tasks training label blocks / tree units", TypeConverters.toInt
-    )
-    topK = settings_param("topK", "predictions per sample", TypeConverters.toInt)
-    predictTasks = settings_param(
-        "predictTasks",
-        "Spark tasks scoring X in transform (0: at least two "
-        "per core when X is read as fewer partitions)",
-        TypeConverters.toInt,
-    )
-    numFeatures = settings_param(
+    numFeatures = declared_param(
         "numFeatures", "feature space of array features (default: from the data)", optional_int
     )
-    numLabels = settings_param(
+    numLabels = declared_param(
         "numLabels", "label space (default: largest label id + 1)", optional_int
     )
-    unassigned = settings_param(
-        "unassigned",
-        "negative (the paper) or ignore: a member of a group labelled k "
-        "that EAGLE did not assign k is left out of k's training set (fit on "
-        "GRLRModel.transform's output)",
-        TypeConverters.toString,
-    )
-
-    xAccess = settings_param(
-        "xAccess",
-        "auto | cached | joined: how training tasks get their units' "
-        "rows of X (executor cache or a join)",
-        TypeConverters.toString,
-    )
-    cacheBudget = settings_param(
-        "cacheBudget",
-        "the executor cache size xAccess=auto allows (a Spark "
-        "size such as 4g; None: half the Python worker memory or 4g)",
-        optional_string,
-    )
-
-    _common_train = {
-        "loss": "loss",
-        "C": "C",
-        "pruneThreshold": "threshold",
-        "tol": "tol",
-        "maxIter": "max_iter",
-        "normalize": "normalize",
-        "numTasks": "tasks",
-        "seed": "seed",
-        "unassigned": "unassigned",
-        "xAccess": "x_access",
-        "cacheBudget": "cache_budget",
-    }
     _model_kind = ""
 
     def __init__(self, *args: Any) -> None:
@@ -130,7 +70,7 @@ class _XMCParams(
     def _fit_frame(self, dataset: DataFrame, section: type, kind: str, where: str) -> Any:
         """``fit``: check the Params, find or write the frame's folder, ``fitDataset`` into a work folder."""
         self.settings(section)
-        self.settings(PredictParams)
+        self.settings(PredictSettings)
         columns = {"features": self.getFeaturesCol(), "labels": self.getOrDefault(self.labelsCol)}
         weights_col = self.getOrDefault(self.labelWeightsCol)
         if weights_col in dataset.columns:
@@ -155,7 +95,7 @@ class _XMCModelBase(FolderModel):
     """transform and metadata of both classifier models."""
 
     def _predict_frame(self: Any, dataset: DataFrame, where: str) -> DataFrame:
-        self.settings(PredictParams)  # checked before any job
+        self.settings(PredictSettings)  # checked before any job
         spark = dataset.sparkSession
         self._require_data()
         meta = self.metadata
@@ -189,7 +129,7 @@ class _XMCModelBase(FolderModel):
                 OutputExistsError (ValueErrors) as :func:`eagle_spark.classifiers.predict.predict`.
         """
         path = absolute(path)
-        params = self.settings(PredictParams)
+        params = self.settings(PredictSettings)
         return predict(
             dataset.spark, self._require_data(), dataset.path, path, params, overwrite=overwrite
         )
@@ -213,79 +153,14 @@ class _XMCModelBase(FolderModel):
 
 
 class _TreeParams(_XMCParams):
-    numTrees = settings_param(
-        "numTrees", "trees in the ensemble, scores averaged (Parabel: 3)", TypeConverters.toInt
-    )
-    maxLeaf = settings_param("maxLeaf", "maximum labels per leaf", TypeConverters.toInt)
-    maxLeafWork = settings_param(
-        "maxLeafWork",
-        "split a leaf further while positives x labels exceeds this (None: Parabel's leaves)",
-        optional_int,
-    )
-    maxSplitShared = settings_param(
-        "maxSplitShared",
-        "with maxLeafWork, keep a heavy leaf's split only when "
-        "at most this share of its positive samples is positive under both "
-        "halves (None: always)",
-        optional_float,
-    )
-    beamSize = settings_param(
-        "beamSize", "nodes kept per level by the beam search", TypeConverters.toInt
-    )
-    matcherC = settings_param(
-        "matcherC",
-        "liblinear cost of the inner nodes' classifiers (the matcher); C "
-        "is then the leaves' label classifiers' (the rankers'); None: C",
-        optional_float,
-    )
-    matcherMaxIter = settings_param(
-        "matcherMaxIter",
-        "liblinear's cap on passes for the inner nodes' "
-        "classifiers (the matcher); maxIter is then the rankers'; None: maxIter",
-        optional_int,
-    )
-    matcherCScale = settings_param(
-        "matcherCScale",
-        "samples: an inner node's matcher cost is multiplied by "
-        "n_samples / the samples positive under the node; none: the same cost "
-        "at every node",
-        TypeConverters.toString,
-    )
-    topLevels = settings_param(
-        "topLevels",
-        "levels of every tree the indexer's first Spark stage splits (None: automatic)",
-        optional_int,
-    )
-    heavyUnitMemory = settings_param(
-        "heavyUnitMemory",
-        "training units estimated above this working "
-        "memory (a Spark size, ~40 bytes per nonzero of their rows) train one "
-        "at a time per executor; auto: half the executor machine's available "
-        "memory / its task slots; None: no bound",
-        optional_string,
-    )
-    labelRepr = settings_param(
+    _mirrors = (TreeSettings, (PredictSettings, ("top_k", "beam_size", "tasks")))
+
+    labelRepr = declared_param(
         "labelRepr",
         "folder of label embeddings (a GRLR model's data, see "
         "setLabelEmbeddings) clustered by the indexer; None: PIFA",
-        TypeConverters.toString,
+        optional_string,
     )
-
-    _fields = {
-        TreeParams: {
-            **_XMCParams._common_train,
-            "numTrees": "n_trees",
-            "maxLeaf": "max_leaf",
-            "maxLeafWork": "max_leaf_work",
-            "maxSplitShared": "max_split_shared",
-            "topLevels": "top_levels",
-            "heavyUnitMemory": "heavy_unit_memory",
-            "matcherC": "matcher_C",
-            "matcherMaxIter": "matcher_max_iter",
-            "matcherCScale": "matcher_C_scale",
-        },
-        PredictParams: {"topK": "top_k", "beamSize": "beam_size", "predictTasks": "tasks"},
-    }
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
@@ -297,22 +172,11 @@ class LabelTreeClassifier(Estimator, _TreeParams, Persistent):
     classifiers at every node, beam search) trained on Spark by
     :func:`eagle_spark.classifiers.tree.train_tree`.
 
-    Params: ``numTrees`` (3), ``maxLeaf`` (100), ``maxLeafWork`` (250,000), ``maxSplitShared`` (0.1:
-    a heavy leaf's split is kept only when its halves share at most that share of the leaf's samples;
-    None: every heavy leaf split), ``C`` (0.5: the rankers'
-    with ``matcherC``), ``matcherC`` (None: C; the inner nodes' cost), ``loss``
-    (squared_hinge), ``tol`` (0.2), ``maxIter`` (100: liblinear's passes), ``matcherMaxIter`` (10; None:
-    maxIter; the inner nodes' cap), ``matcherCScale`` (samples: an inner node's cost x n_samples /
-    its samples; none), ``pruneThreshold`` (0.1),
-    ``seed`` (0), ``numTasks`` (16),
-    ``normalize`` (true), ``unassigned`` (negative; ignore: the rankers leave out the members of
-    groups labelled k that EAGLE did not assign k), ``topLevels`` (None: automatic), ``labelRepr``
-    (None = PIFA), ``xAccess``
-    (auto: the units' rows from the executor cache, or through a join beyond ``cacheBudget``),
-    ``heavyUnitMemory`` (auto: units above half the machine's available memory / its slots train
-    one at a time per executor; a size; None); for the model's
-    transform ``topK`` (5),
-    ``beamSize`` (10), ``predictTasks`` (0: automatic), ``predictionCol``, ``scoresCol``.
+    Params (settings section and default; the constructor takes any of them by name):
+    {params}
+
+    and ``featuresCol``, ``labelsCol``, ``labelWeightsCol``, ``labelRepr`` (None: PIFA; see
+    :meth:`setLabelEmbeddings`), ``numFeatures``, ``numLabels``, ``predictionCol``, ``scoresCol``.
 
     Input: ``featuresCol`` SparseVector (n_features) and ``labelsCol`` array<int>, and, when the
     frame has it, ``labelWeightsCol`` (label_weights: array<float>, one weight in (0, 1] per label,
@@ -337,44 +201,9 @@ class LabelTreeClassifier(Estimator, _TreeParams, Persistent):
         [([0], [0]), ([1], [1]), ([2], [2])]
     """
 
-    @keyword_only
-    def __init__(
-        self,
-        *,
-        featuresCol: str = "features",
-        labelsCol: str = "labels",
-        predictionCol: str = "prediction",
-        scoresCol: str = "scores",
-        labelWeightsCol: Optional[str] = None,
-        numTrees: Optional[int] = None,
-        maxLeaf: Optional[int] = None,
-        maxLeafWork: Optional[int] = None,
-        maxSplitShared: Optional[float] = None,
-        C: Optional[float] = None,
-        matcherC: Optional[float] = None,
-        loss: Optional[str] = None,
-        tol: Optional[float] = None,
-        maxIter: Optional[int] = None,
-        matcherMaxIter: Optional[int] = None,
-        matcherCScale: Optional[str] = None,
-        pruneThreshold: Optional[float] = None,
-        seed: Optional[int] = None,
-        numTasks: Optional[int] = None,
-        normalize: Optional[bool] = None,
-        unassigned: Optional[str] = None,
-        labelRepr: Optional[str] = None,
-        topK: Optional[int] = None,
-        beamSize: Optional[int] = None,
-        numFeatures: Optional[int] = None,
-        numLabels: Optional[int] = None,
-        topLevels: Optional[int] = None,
-        xAccess: Optional[str] = None,
-        cacheBudget: Optional[str] = None,
-        predictTasks: Optional[int] = None,
-        heavyUnitMemory: Optional[str] = None,
-    ) -> None:
+    def __init__(self, **params: Any) -> None:
         super().__init__()
-        self._set_given(self._input_kwargs)
+        self.setParams(**params)
 
     def setLabelRepr(self, path: str) -> "LabelTreeClassifier":
         """Cluster the labels by the embeddings in an ``embed`` output folder instead of PIFA."""
@@ -385,7 +214,7 @@ class LabelTreeClassifier(Estimator, _TreeParams, Persistent):
         return self._set(labelRepr=model._require_data())
 
     def _fit(self, dataset: DataFrame) -> "LabelTreeModel":
-        return self._fit_frame(dataset, TreeParams, "tree", "LabelTreeClassifier.fit")
+        return self._fit_frame(dataset, TreeSettings, "tree", "LabelTreeClassifier.fit")
 
     def fitDataset(self, dataset: Dataset, path: str, overwrite: bool = False) -> "LabelTreeModel":
         """Train on a dataset folder's X and Y and write the model folder to `path` (what ``fit``
@@ -396,7 +225,7 @@ class LabelTreeClassifier(Estimator, _TreeParams, Persistent):
                 OutputExistsError (a ValueError) when `path` exists and `overwrite` is false.
         """
         path = absolute(path)
-        params, label_repr = self.settings(TreeParams), self.getOrDefault(self.labelRepr)
+        params, label_repr = self.settings(TreeSettings), self.getOrDefault(self.labelRepr)
         return fitted(
             self,
             LabelTreeModel(),
@@ -424,30 +253,18 @@ class LabelTreeModel(Model, _TreeParams, _XMCModelBase, Persistent):
 
 
 class _OVAParams(_XMCParams):
-    negativeFraction = settings_param(
-        "negativeFraction", "share of the negatives each label trains on", TypeConverters.toFloat
-    )
-    batchRows = settings_param(
-        "batchRows", "rows scored together inside a task", TypeConverters.toInt
-    )
-
-    _fields = {
-        OVAParams: {**_XMCParams._common_train, "negativeFraction": "negative_fraction"},
-        PredictParams: {"topK": "top_k", "batchRows": "batch_rows", "predictTasks": "tasks"},
-    }
+    _mirrors = (OVASettings, (PredictSettings, ("top_k", "batch_rows", "tasks")))
 
 
 class OneVsRestXMC(Estimator, _OVAParams, Persistent):
     """One binary linear classifier per label (one-vs-all), trained in label blocks inside Spark
     tasks by :func:`eagle_spark.classifiers.ova.train_ova` (never one Spark job per label).
 
-    Params: ``C`` (0.5), ``loss`` (squared_hinge), ``tol`` (0.2), ``maxIter`` (100: liblinear's
-    passes), ``pruneThreshold`` (0.1), ``seed`` (0), ``numTasks`` (16), ``negativeFraction``
-    (1.0), ``normalize`` (true), ``unassigned`` (negative: the members of a group labelled k that
-    EAGLE did not assign k are negatives of k; ignore: left out), ``xAccess`` (auto), ``cacheBudget``;
-    for the model's
-    transform ``topK`` (5), ``batchRows`` (1000), ``predictTasks`` (0: automatic), ``predictionCol``,
-    ``scoresCol``.
+    Params (settings section and default; the constructor takes any of them by name):
+    {params}
+
+    and ``featuresCol``, ``labelsCol``, ``labelWeightsCol``, ``numFeatures``, ``numLabels``,
+    ``predictionCol``, ``scoresCol``.
 
     Input: as :class:`LabelTreeClassifier` (``featuresCol``, ``labelsCol``, and ``labelWeightsCol``
     when the frame has it: each label's classifier then trains on the expected loss).
@@ -465,38 +282,12 @@ class OneVsRestXMC(Estimator, _OVAParams, Persistent):
         [([0], 0), ([1], 1), ([2], 2)]
     """
 
-    @keyword_only
-    def __init__(
-        self,
-        *,
-        featuresCol: str = "features",
-        labelsCol: str = "labels",
-        predictionCol: str = "prediction",
-        scoresCol: str = "scores",
-        labelWeightsCol: Optional[str] = None,
-        C: Optional[float] = None,
-        loss: Optional[str] = None,
-        tol: Optional[float] = None,
-        maxIter: Optional[int] = None,
-        pruneThreshold: Optional[float] = None,
-        seed: Optional[int] = None,
-        numTasks: Optional[int] = None,
-        normalize: Optional[bool] = None,
-        negativeFraction: Optional[float] = None,
-        topK: Optional[int] = None,
-        batchRows: Optional[int] = None,
-        numFeatures: Optional[int] = None,
-        numLabels: Optional[int] = None,
-        xAccess: Optional[str] = None,
-        cacheBudget: Optional[str] = None,
-        predictTasks: Optional[int] = None,
-        unassigned: Optional[str] = None,
-    ) -> None:
+    def __init__(self, **params: Any) -> None:
         super().__init__()
-        self._set_given(self._input_kwargs)
+        self.setParams(**params)
 
     def _fit(self, dataset: DataFrame) -> "OneVsRestXMCModel":
-        return self._fit_frame(dataset, OVAParams, "ova", "OneVsRestXMC.fit")
+        return self._fit_frame(dataset, OVASettings, "ova", "OneVsRestXMC.fit")
 
     def fitDataset(
         self, dataset: Dataset, path: str, overwrite: bool = False
@@ -509,7 +300,7 @@ class OneVsRestXMC(Estimator, _OVAParams, Persistent):
                 OutputExistsError (a ValueError) when `path` exists and `overwrite` is false.
         """
         path = absolute(path)
-        params = self.settings(OVAParams)
+        params = self.settings(OVASettings)
         return fitted(
             self,
             OneVsRestXMCModel(),
@@ -535,7 +326,7 @@ class OneVsRestXMCModel(Model, _OVAParams, _XMCModelBase, Persistent):
 
 
 def model_at(
-    spark: SparkSession, path: str, predict_params: Optional[PredictParams] = None
+    spark: SparkSession, path: str, predict_params: Optional[PredictSettings] = None
 ) -> "LabelTreeModel | OneVsRestXMCModel":
     """The model of a ``train`` output folder (``metadata.json`` + ``data/``): a LabelTreeModel or a
     OneVsRestXMCModel reading it, with the prediction Params of `predict_params`.

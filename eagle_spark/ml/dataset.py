@@ -227,13 +227,13 @@ class Dataset:
         path = absolute(path)
         source = absolute(source)
         from eagle_spark.io.ingest import ingest
-        from eagle_spark.params import IngestParams
+        from eagle_spark.settings import IngestSettings
 
         ingest(
             spark,
             source,
             path,
-            IngestParams(
+            IngestSettings(
                 format=format,
                 one_based=one_based,
                 on_bad_line=on_bad_line,
@@ -283,13 +283,13 @@ class Dataset:
         """
         path = absolute(path)
         from eagle_spark.aggregation.aggregate import aggregate
-        from eagle_spark.params import AggregateParams
+        from eagle_spark.settings import AggregateSettings
 
         aggregate(
             self.spark,
             self.path,
             path,
-            AggregateParams(
+            AggregateSettings(
                 grouping=grouping,
                 group_size=groupSize,
                 depth=depth,

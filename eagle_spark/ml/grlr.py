@@ -7,13 +7,12 @@ on Spark through :func:`eagle_spark.grlr.embedding.embed`; ``GRLRModel.transform
 
 from __future__ import annotations
 
-from typing import Any, Optional, Self
+from typing import Any, Self
 
-from pyspark import keyword_only
 from pyspark.ml import Estimator, Model
 from pyspark.ml.linalg import SparseVector, VectorUDT
 from pyspark.ml.param import TypeConverters
-from pyspark.ml.param.shared import HasFeaturesCol, HasMaxIter, HasStepSize
+from pyspark.ml.param.shared import HasFeaturesCol
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -27,151 +26,40 @@ from eagle_spark.ml.base import (
     HasLabelWeightsCol,
     Persistent,
     SettingsParams,
+    declared_param,
     fitted,
     optional_int,
-    optional_string,
-    settings_param,
 )
 from eagle_spark.ml.dataset import Dataset
 from eagle_spark.ml.frames import attach, source_for, work_folder
-from eagle_spark.params import AssignParams, EmbedParams
+from eagle_spark.settings import AssignSettings, EmbedSettings
 
 
-class _GRLRParams(HasFeaturesCol, HasMaxIter, HasStepSize, HasLabelWeightsCol, SettingsParams):
-    groupCol = settings_param(
+class _GRLRParams(HasFeaturesCol, HasLabelWeightsCol, SettingsParams):
+    _mirrors = (EmbedSettings, AssignSettings)
+
+    groupCol = declared_param(
         "groupCol",
         "group of each sample (any atomic type; null: in no group), Y1 of the paper",
         TypeConverters.toString,
     )
-    groupLabelsCol = settings_param(
+    groupLabelsCol = declared_param(
         "groupLabelsCol",
         "the labels of the sample's group, array<int>; a "
         "repeated id is the label's multiplicity (Y2)",
         TypeConverters.toString,
     )
-    labelsCol = settings_param(
+    labelsCol = declared_param(
         "labelsCol",
         "output of transform: the labels assigned to the sample (Y_filter), array<int>",
         TypeConverters.toString,
     )
-    normalize = settings_param(
-        "normalize", "L2-normalise the rows of X first", TypeConverters.toBoolean
-    )
-    pruneBelow = settings_param(
-        "pruneBelow",
-        "store only embedding weights with |w| >= this (0: all)",
-        TypeConverters.toFloat,
-    )
-    xAccess = settings_param(
-        "xAccess",
-        "auto | cached | joined: how tasks get the groups' feature rows",
-        TypeConverters.toString,
-    )
-    numTasks = settings_param("numTasks", "label bins, one Spark task each", TypeConverters.toInt)
-    batchRows = settings_param(
-        "batchRows", "candidate rows per vectorised batch inside a task", TypeConverters.toInt
-    )
-    splitRows = settings_param(
-        "splitRows",
-        "labels with more candidate rows are split into chunks (0: automatic)",
-        TypeConverters.toInt,
-    )
-    cacheBudget = settings_param(
-        "cacheBudget",
-        "the executor cache size xAccess=auto allows (a Spark "
-        "size such as 4g; None: half the Python worker memory or 4g)",
-        optional_string,
-    )
-    assignTasks = settings_param(
-        "assignTasks", "transform, when it recomputes assignments: label bins", TypeConverters.toInt
-    )
-    assignBatchRows = settings_param(
-        "assignBatchRows",
-        "transform, when it recomputes assignments: rows per batch",
-        TypeConverters.toInt,
-    )
-    assignXAccess = settings_param(
-        "assignXAccess",
-        "transform, when it recomputes assignments: auto | cached | joined",
-        TypeConverters.toString,
-    )
-    assignCacheBudget = settings_param(
-        "assignCacheBudget", "transform: the cache budget of assignXAccess=auto", optional_string
-    )
-    method = settings_param(
-        "method",
-        "transform: eagle (each group label to its best member, "
-        "Algorithm 2) or baseline (every member gets all its group's labels)",
-        TypeConverters.toString,
-    )
-    multiplicity = settings_param(
-        "multiplicity",
-        "transform: a label of count c goes to the top-c members",
-        TypeConverters.toBoolean,
-    )
-    weighting = settings_param(
-        "weighting",
-        "transform: auto (the best of candidates on held-out groups), "
-        "hard (a label to its top-c members, weight 1) or soft (every member a "
-        "weight in (0, 1] from its score; adds labelWeightsCol)",
-        TypeConverters.toString,
-    )
-    temperature = settings_param(
-        "temperature",
-        "transform, soft weighting: near 0 hard top-c, large the Baseline",
-        TypeConverters.toFloat,
-    )
-    candidates = settings_param(
-        "candidates",
-        "transform, weighting auto: the assignments to choose from "
-        "(baseline, hard, soft-<T>; hard and soft-<T> with +r<N> rounds of "
-        "refinement)",
-        lambda v: tuple(TypeConverters.toListString(v)),
-    )
-    refineRounds = settings_param(
-        "refineRounds",
-        "transform: rounds of refinement with a one-vs-all "
-        "classifier trained on the assignment (0: the embedding's alone)",
-        TypeConverters.toInt,
-    )
-    heldOut = settings_param(
-        "heldOut",
-        "transform, weighting auto: share of the groups held out to score the candidates",
-        TypeConverters.toFloat,
-    )
-    numFeatures = settings_param(
+    numFeatures = declared_param(
         "numFeatures", "feature space of array features (default: from the data)", optional_int
     )
-    numLabels = settings_param(
+    numLabels = declared_param(
         "numLabels", "label space (default: largest label id + 1)", optional_int
     )
-
-    _fields = {
-        EmbedParams: {
-            "maxIter": "iterations",
-            "stepSize": "lr",
-            "normalize": "normalize",
-            "pruneBelow": "prune_below",
-            "xAccess": "x_access",
-            "numTasks": "tasks",
-            "batchRows": "batch_rows",
-            "splitRows": "split_rows",
-            "cacheBudget": "cache_budget",
-        },
-        AssignParams: {
-            "method": "method",
-            "multiplicity": "multiplicity",
-            "weighting": "weighting",
-            "temperature": "temperature",
-            "candidates": "candidates",
-            "heldOut": "held_out",
-            "refineRounds": "refine_rounds",
-            "assignTasks": "tasks",
-            "assignBatchRows": "batch_rows",
-            "assignXAccess": "x_access",
-            "assignCacheBudget": "cache_budget",
-        },
-    }
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
@@ -211,16 +99,13 @@ class GRLR(Estimator, _GRLRParams, Persistent):
     its folder; any other frame is first written once as a temporary dataset under the work folder
     (``spark.eagle_spark.workDir``, see :mod:`eagle_spark.ml.frames`).
 
-    Params (each is a field of the ``embed`` / ``assign`` settings, with its default):
-    ``maxIter`` (T, 20), ``stepSize`` (lambda, 0.1), ``normalize`` (true), ``pruneBelow`` (0),
-    ``xAccess`` (auto), ``cacheBudget``, ``numTasks`` (16), ``batchRows``, ``splitRows``; for the
-    model's transform ``method`` (eagle), ``multiplicity`` (true: top-c), ``weighting`` (auto: the
-    best of ``candidates`` on ``heldOut`` (0.2) of the groups; hard: Algorithm 2; soft: weighted
-    assignment, whose weights go to ``labelWeightsCol``, label_weights), ``temperature`` (0.3),
-    ``refineRounds`` (0: rounds of refinement with a one-vs-all classifier trained on the
-    assignment, :mod:`eagle_spark.assignment.refine`), ``labelsCol`` (labels), and, when
-    it recomputes assignments, ``assignTasks``, ``assignBatchRows``, ``assignXAccess``,
-    ``assignCacheBudget``.
+    Params (settings section and default; the constructor takes any of them by name; the
+    ``assign`` ones act in the model's transform):
+    {params}
+
+    and ``featuresCol``, ``groupCol``, ``groupLabelsCol``, ``labelsCol`` (transform's output,
+    labels), ``labelWeightsCol`` (soft weighting's output, label_weights), ``numFeatures``,
+    ``numLabels``.
 
     Raises (fit): ValueError / TypeError naming a missing or mistyped column or a bad Param value,
     before any Spark job.
@@ -239,44 +124,13 @@ class GRLR(Estimator, _GRLRParams, Persistent):
         [('a', [0]), ('b', [1]), ('c', [1])]
     """
 
-    @keyword_only
-    def __init__(
-        self,
-        *,
-        featuresCol: str = "features",
-        groupCol: str = S.GROUP_ID,
-        groupLabelsCol: str = "group_labels",
-        labelsCol: str = "labels",
-        labelWeightsCol: str = S.LABEL_WEIGHTS,
-        weighting: Optional[str] = None,
-        temperature: Optional[float] = None,
-        candidates: Optional[list] = None,
-        heldOut: Optional[float] = None,
-        refineRounds: Optional[int] = None,
-        maxIter: Optional[int] = None,
-        stepSize: Optional[float] = None,
-        normalize: Optional[bool] = None,
-        pruneBelow: Optional[float] = None,
-        xAccess: Optional[str] = None,
-        numTasks: Optional[int] = None,
-        method: Optional[str] = None,
-        multiplicity: Optional[bool] = None,
-        numFeatures: Optional[int] = None,
-        numLabels: Optional[int] = None,
-        batchRows: Optional[int] = None,
-        splitRows: Optional[int] = None,
-        cacheBudget: Optional[str] = None,
-        assignTasks: Optional[int] = None,
-        assignBatchRows: Optional[int] = None,
-        assignXAccess: Optional[str] = None,
-        assignCacheBudget: Optional[str] = None,
-    ) -> None:
+    def __init__(self, **params: Any) -> None:
         super().__init__()
-        self._set_given(self._input_kwargs)
+        self.setParams(**params)
 
     def _fit(self, dataset: DataFrame) -> "GRLRModel":
-        self.settings(EmbedParams)
-        self.settings(AssignParams)  # checked now, used by the model's transform
+        self.settings(EmbedSettings)
+        self.settings(AssignSettings)  # checked now, used by the model's transform
         src = source_for(
             dataset,
             self._columns(),
@@ -303,7 +157,7 @@ class GRLR(Estimator, _GRLRParams, Persistent):
                 Y2; OutputExistsError (a ValueError) when `path` exists and `overwrite` is false.
         """
         path = absolute(path)
-        params = self.settings(EmbedParams)
+        params = self.settings(EmbedSettings)
         return fitted(
             self,
             GRLRModel(),
@@ -355,7 +209,7 @@ class GRLRModel(Model, _GRLRParams, FolderModel, Persistent):
         return SparkSession.active()
 
     def _transform(self, dataset: DataFrame) -> DataFrame:
-        params = self.settings(AssignParams)  # checked before any job
+        params = self.settings(AssignSettings)  # checked before any job
         if params.method == "eagle":
             self._require_data()
         labels_col = self.getOrDefault(self.labelsCol)
@@ -412,7 +266,7 @@ class GRLRModel(Model, _GRLRParams, FolderModel, Persistent):
                 BadInputError / OutputExistsError (ValueErrors) as :func:`eagle_spark.assignment.assign.assign`.
         """
         path = absolute(path)
-        params = self.settings(AssignParams)
+        params = self.settings(AssignSettings)
         embeddings = self._require_data() if params.method == "eagle" else None
         from eagle_spark.ml.selection import choose_assignment
 

@@ -71,9 +71,9 @@ from eagle_spark.miml.data import Bags
 from eagle_spark.ml.base import (
     FolderModel,
     Persistent,
+    declared_param,
     optional_float,
     optional_int,
-    settings_param,
 )
 from eagle_spark.ml.frames import check_columns, work_folder
 
@@ -105,55 +105,55 @@ def _setting_defaults() -> dict[str, Any]:
 
 
 class _DeepMIMLParams(HasFeaturesCol, HasPredictionCol, HasMaxIter, HasStepSize, HasSeed):
-    groupCol = settings_param(
+    groupCol = declared_param(
         "groupCol",
         "bag of each instance (any atomic type; null: in no bag)",
         TypeConverters.toString,
     )
-    groupLabelsCol = settings_param(
+    groupLabelsCol = declared_param(
         "groupLabelsCol",
         "the labels of the instance's bag, array<int>, with repeats: a label listed c times "
         "is held by c of the bag's instances",
         TypeConverters.toString,
     )
-    scoresCol = settings_param(
+    scoresCol = declared_param(
         "scoresCol", "output of transform: the L bag logits, array<float>", TypeConverters.toString
     )
-    method = settings_param(
+    method = declared_param(
         "method",
         "deep-miml (no mask), eagle0 or eagle (mask from GRLR label embeddings, T = 0 or maxIter)",
         TypeConverters.toString,
     )
-    centreEmbeddings = settings_param(
+    centreEmbeddings = declared_param(
         "centreEmbeddings",
         "take the label embeddings' shared component out before they make the mask",
         TypeConverters.toBoolean,
     )
-    hidden = settings_param("hidden", "width of the base model's first layer", TypeConverters.toInt)
-    concepts = settings_param("concepts", "K, concepts per label", TypeConverters.toInt)
-    epochs = settings_param("epochs", "passes over the bags", TypeConverters.toInt)
-    learningRate = settings_param("learningRate", "Adam's learning rate", TypeConverters.toFloat)
-    batchSize = settings_param("batchSize", "bags per optimiser step", TypeConverters.toInt)
-    tau = settings_param(
+    hidden = declared_param("hidden", "width of the base model's first layer", TypeConverters.toInt)
+    concepts = declared_param("concepts", "K, concepts per label", TypeConverters.toInt)
+    epochs = declared_param("epochs", "passes over the bags", TypeConverters.toInt)
+    learningRate = declared_param("learningRate", "Adam's learning rate", TypeConverters.toFloat)
+    batchSize = declared_param("batchSize", "bags per optimiser step", TypeConverters.toInt)
+    tau = declared_param(
         "tau", "hardness of the co-attention mask (unused by deep-miml)", TypeConverters.toFloat
     )
-    maskMix = settings_param(
+    maskMix = declared_param(
         "maskMix",
         "None: the paper's mask g softmax; alpha in (0, 1]: the max-normalised mask mixed with 1",
         optional_float,
     )
-    numProcesses = settings_param(
+    numProcesses = declared_param(
         "numProcesses",
         "0: train in the driver's process; N >= 1: N TorchDistributor processes",
         TypeConverters.toInt,
     )
-    localMode = settings_param(
+    localMode = declared_param(
         "localMode",
         "TorchDistributor's local_mode: processes on the driver's machine (true) or as a barrier "
         "Spark job on the executors (false)",
         TypeConverters.toBoolean,
     )
-    numLabels = settings_param(
+    numLabels = declared_param(
         "numLabels", "the label space L (default: largest label id + 1)", optional_int
     )
 

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from eagle_spark import schemas as S
-from eagle_spark.params import AssignParams, TreeParams, candidate_changes
+from eagle_spark.settings import AssignSettings, TreeSettings, candidate_changes
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -61,7 +61,7 @@ MAX_HELD_GROUPS = 5000
 """At most about this many groups are held out (the share ``assign.held_out`` shrinks on larger
 data): the candidates' scores are means over the held-out members, whose spread shrinks with
 their number, while predicting them costs each candidate a prediction pass over them."""
-PROXY = TreeParams(n_trees=1)
+PROXY = TreeSettings(n_trees=1)
 """The proxy classifier the candidates are scored with: the label tree of the default settings,
 one tree (a third of the default's training)."""
 
@@ -84,7 +84,7 @@ def precision_row(
 
 def choose_assignment(
     model: GRLRModel, dataset: Dataset, scratch: str
-) -> tuple[AssignParams, dict[str, Any]]:
+) -> tuple[AssignSettings, dict[str, Any]]:
     """Score ``assign.candidates`` on held-out groups of `dataset` and return the best.
 
     Args:
@@ -105,7 +105,7 @@ def choose_assignment(
     from eagle_spark.io.tables import read_table
     from eagle_spark.ml.classifiers import LabelTreeClassifier
 
-    params = model.settings(AssignParams)
+    params = model.settings(AssignSettings)
     spark = dataset.spark
     dataset = type(dataset).load(
         spark, dataset.path
@@ -142,7 +142,7 @@ def choose_assignment(
     emb = model._require_data()  # GRLR of all the groups (see the module docstring)
     Y1, Y2 = read_table(spark, held.path, S.Y1), read_table(spark, held.path, S.Y2)
     rows: dict[str, Any] = {}
-    done: dict[AssignParams, str] = {}  # a candidate's settings -> its assigned folder
+    done: dict[AssignSettings, str] = {}  # a candidate's settings -> its assigned folder
     for i, name in enumerate(params.candidates):
         chosen = dataclasses.replace(params, **candidate_changes(name))
         assigned = posixpath.join(scratch, f"assigned-{i}")

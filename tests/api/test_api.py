@@ -34,13 +34,13 @@ from eagle_spark.errors import BadInputError, OutputExistsError
 from eagle_spark.evaluation.evaluate import evaluate as evaluate_folders
 from eagle_spark.grlr.embedding import embed
 from eagle_spark.io.tables import read_table
-from eagle_spark.params import (
-    AssignParams,
-    EmbedParams,
-    EvaluateParams,
-    OVAParams,
-    PredictParams,
-    TreeParams,
+from eagle_spark.settings import (
+    AssignSettings,
+    EmbedSettings,
+    EvaluateSettings,
+    OVASettings,
+    PredictSettings,
+    TreeSettings,
 )
 from tests.conftest import ROOT, last_line_of
 
@@ -65,8 +65,10 @@ def stages(spark, r4, tmp_path_factory):
     """What the CLI's embed / assign write for r4 (multiplicity on, as conf/local.yaml)."""
     base = tmp_path_factory.mktemp("stages")
     emb, filt = str(base / "emb"), str(base / "filtered")
-    embed(spark, r4.path, emb, EmbedParams())
-    assign(spark, r4.path, filt, AssignParams(multiplicity=True, weighting="hard"), embeddings=emb)
+    embed(spark, r4.path, emb, EmbedSettings())
+    assign(
+        spark, r4.path, filt, AssignSettings(multiplicity=True, weighting="hard"), embeddings=emb
+    )
     y = {r.sample_id: sorted(r.label_ids) for r in read_table(spark, filt, "Y").collect()}
     return {"emb": emb, "filtered": filt, "Y_filter": y, "base": base}
 
@@ -169,14 +171,14 @@ def test_tree_api_equals_the_stages(spark, r4, stages, test_set):
     """LabelTreeClassifier.fit on GRLR's output and transform on the test frame give the train /
     predict stages' predictions, and evaluate() gives the evaluate stage's metrics."""
     base = stages["base"]
-    params = TreeParams(n_trees=1)
+    params = TreeSettings(n_trees=1)
     train_tree(spark, stages["filtered"], str(base / "tree"), params)
-    predict(spark, str(base / "tree"), test_set.path, str(base / "pred"), PredictParams())
+    predict(spark, str(base / "tree"), test_set.path, str(base / "pred"), PredictSettings())
     want = {
         r.sample_id: list(r.label_ids)
         for r in spark.read.parquet(f"{base}/pred/{PREDICTIONS}").collect()
     }
-    metrics = evaluate_folders(spark, str(base / "pred"), test_set.path, EvaluateParams())
+    metrics = evaluate_folders(spark, str(base / "pred"), test_set.path, EvaluateSettings())
 
     samples = r4.samples(labelsCol=None)
     assigned = GRLR(multiplicity=True, weighting="hard").fit(samples).transform(samples)
@@ -195,8 +197,10 @@ def test_tree_api_equals_the_stages(spark, r4, stages, test_set):
 
 def test_ova_api_equals_the_stages(spark, stages, test_set):
     base = stages["base"]
-    train_ova(spark, stages["filtered"], str(base / "ova"), OVAParams())
-    predict(spark, str(base / "ova"), test_set.path, str(base / "ova_pred"), PredictParams(top_k=3))
+    train_ova(spark, stages["filtered"], str(base / "ova"), OVASettings())
+    predict(
+        spark, str(base / "ova"), test_set.path, str(base / "ova_pred"), PredictSettings(top_k=3)
+    )
     want = {
         r.sample_id: list(r.label_ids)
         for r in spark.read.parquet(f"{base}/ova_pred/{PREDICTIONS}").collect()
@@ -254,10 +258,10 @@ def test_save_load_and_pipeline(spark, r4, test_set, tmp_path):
     [
         (GRLR, {}),
         (GRLRModel, {}),
-        (LabelTreeClassifier, {PredictParams: {"batch_rows"}}),
-        (LabelTreeModel, {PredictParams: {"batch_rows"}}),
-        (OneVsRestXMC, {PredictParams: {"beam_size"}}),
-        (OneVsRestXMCModel, {PredictParams: {"beam_size"}}),
+        (LabelTreeClassifier, {PredictSettings: {"batch_rows"}}),
+        (LabelTreeModel, {PredictSettings: {"batch_rows"}}),
+        (OneVsRestXMC, {PredictSettings: {"beam_size"}}),
+        (OneVsRestXMCModel, {PredictSettings: {"beam_size"}}),
     ],
 )
 def test_every_setting_is_a_param(cls, unused):
@@ -280,8 +284,8 @@ def test_every_setting_is_a_param(cls, unused):
 
 def test_from_settings_sets_the_params():
     est = GRLR.fromSettings(
-        EmbedParams(iterations=3, lr=0.5, cache_budget="2g"),
-        AssignParams(method="baseline", tasks=4),
+        EmbedSettings(iterations=3, lr=0.5, cache_budget="2g"),
+        AssignSettings(method="baseline", tasks=4),
     )
     assert (
         est.getOrDefault("maxIter"),
@@ -289,23 +293,29 @@ def test_from_settings_sets_the_params():
         est.getOrDefault("cacheBudget"),
     ) == (3, 0.5, "2g")
     assert (est.getOrDefault("method"), est.getOrDefault("assignTasks")) == ("baseline", 4)
-    assert est.settings(EmbedParams) == EmbedParams(iterations=3, lr=0.5, cache_budget="2g")
-    tree = LabelTreeClassifier.fromSettings(TreeParams(n_trees=2, max_leaf_work=None, top_levels=1))
-    assert tree.settings(TreeParams) == TreeParams(n_trees=2, max_leaf_work=None, top_levels=1)
-    assert OneVsRestXMC.fromSettings(OVAParams(C=2.0)).settings(OVAParams) == OVAParams(C=2.0)
-    assert OneVsRestXMC(maxIter=20).settings(OVAParams) == OVAParams(max_iter=20)
-    assert LabelTreeClassifier(maxIter=20).settings(TreeParams) == TreeParams(max_iter=20)
+    assert est.settings(EmbedSettings) == EmbedSettings(iterations=3, lr=0.5, cache_budget="2g")
+    tree = LabelTreeClassifier.fromSettings(
+        TreeSettings(n_trees=2, max_leaf_work=None, top_levels=1)
+    )
+    assert tree.settings(TreeSettings) == TreeSettings(n_trees=2, max_leaf_work=None, top_levels=1)
+    assert OneVsRestXMC.fromSettings(OVASettings(C=2.0)).settings(OVASettings) == OVASettings(C=2.0)
+    assert OneVsRestXMC(maxIter=20).settings(OVASettings) == OVASettings(max_iter=20)
+    assert LabelTreeClassifier(maxIter=20).settings(TreeSettings) == TreeSettings(max_iter=20)
     assert LabelTreeClassifier(
         matcherC=2.0, matcherMaxIter=10, matcherCScale="none", unassigned="ignore"
-    ).settings(TreeParams) == TreeParams(
+    ).settings(TreeSettings) == TreeSettings(
         matcher_C=2.0, matcher_max_iter=10, matcher_C_scale="none", unassigned="ignore"
     )
-    # None given to the constructor: kept where it is a value (no split rule, Parabel's leaves),
-    # the default where it is not (numTrees)
-    assert LabelTreeClassifier(maxSplitShared=None, maxLeafWork=None, numTrees=None).settings(
-        TreeParams
-    ) == TreeParams(max_split_shared=None, max_leaf_work=None, n_trees=3)
-    assert LabelTreeClassifier().settings(TreeParams).max_split_shared == 0.1
+    # None given to the constructor: a value where the setting takes null (no split rule,
+    # Parabel's leaves), refused where it does not (numTrees)
+    assert LabelTreeClassifier(maxSplitShared=None, maxLeafWork=None).settings(
+        TreeSettings
+    ) == TreeSettings(max_split_shared=None, max_leaf_work=None)
+    with pytest.raises(TypeError, match="numTrees"):
+        LabelTreeClassifier(numTrees=None)
+    with pytest.raises(TypeError, match="has no Param 'numTree'"):
+        LabelTreeClassifier(numTree=2)
+    assert LabelTreeClassifier().settings(TreeSettings).max_split_shared == 0.1
 
 
 def test_session_kind_is_the_one_asked_for(spark):

@@ -29,8 +29,8 @@ _WRITER = textwrap.dedent("""
     import sys
     from eagle_spark.io.fs import atomic_output
     from eagle_spark.session import build_spark
-    from eagle_spark.params import SparkParams
-    spark = build_spark(SparkParams(master="local[1]", driver_memory="1g",
+    from eagle_spark.settings import SparkSettings
+    spark = build_spark(SparkSettings(master="local[1]", driver_memory="1g",
                                     extra={"spark.ui.enabled": "false"}))
     with atomic_output(spark, sys.argv[1], overwrite=True) as tmp:
         import os

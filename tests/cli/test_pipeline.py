@@ -8,7 +8,7 @@ import pathlib
 import numpy as np
 import pytest
 
-from eagle_spark.params import Settings
+from eagle_spark.settings import Settings
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 

@@ -96,12 +96,12 @@ def test_bad_setting_exits_2_before_spark_starts(agg, tmp_path, capsys, override
 
 def test_settings_objects_reject_non_finite_values_too():
     from eagle_spark.errors import SettingsError
-    from eagle_spark.params import EmbedParams, EvaluateParams, TreeParams
+    from eagle_spark.settings import EmbedSettings, EvaluateSettings, TreeSettings
 
     for make in (
-        lambda: EmbedParams(lr=float("inf")),
-        lambda: TreeParams(C=float("nan")),
-        lambda: EvaluateParams(propensity_a=float("inf")),
+        lambda: EmbedSettings(lr=float("inf")),
+        lambda: TreeSettings(C=float("nan")),
+        lambda: EvaluateSettings(propensity_a=float("inf")),
     ):
         with pytest.raises(SettingsError, match="finite"):
             make()
@@ -114,9 +114,9 @@ def test_nan_embedding_fails_the_stage_naming_the_label(spark, agg, tmp_path):
     """GRLR with lambda = inf gives NaN embeddings; the task refuses to write them (exit 1)."""
     from eagle_spark.errors import NumericalError, from_task_failure
     from eagle_spark.grlr.embedding import embed
-    from eagle_spark.params import EmbedParams
+    from eagle_spark.settings import EmbedSettings
 
-    params = EmbedParams(iterations=2, tasks=2)
+    params = EmbedSettings(iterations=2, tasks=2)
     object.__setattr__(params, "lr", float("inf"))  # past the settings check, as a bug would be
     out = tmp_path / "emb"
     with pytest.raises(Exception) as info:
@@ -427,10 +427,10 @@ def test_output_overlapping_an_input_is_refused_and_the_input_kept(
 def test_library_stage_refuses_overlap_too(spark, agg):
     from eagle_spark.errors import BadInputError
     from eagle_spark.grlr.embedding import embed
-    from eagle_spark.params import EmbedParams
+    from eagle_spark.settings import EmbedSettings
 
     with pytest.raises(BadInputError, match="lies inside the input"):
-        embed(spark, str(agg), str(agg / "emb"), EmbedParams(iterations=1), overwrite=True)
+        embed(spark, str(agg), str(agg / "emb"), EmbedSettings(iterations=1), overwrite=True)
 
 
 # ---------------------------------------------------------------------------------- 6. leftovers

@@ -138,7 +138,7 @@ def _spark_submit(spark_home: str, port: int) -> list[str]:
 def test_pipeline_on_standalone_cluster_survives_a_lost_worker(spark, tmp_path):
 
     from eagle_spark.grlr.embedding import embed
-    from eagle_spark.params import Settings
+    from eagle_spark.settings import Settings
 
     spark_home, env = _cluster_env()
     spark_class = os.path.join(spark_home, "bin", "spark-class")
@@ -358,11 +358,11 @@ def test_jobs_readme_recipes_ship_the_library_zip_and_the_packed_environment(
 
     from eagle_spark.aggregation.aggregate import aggregate
     from eagle_spark.grlr.embedding import embed
-    from eagle_spark.params import AggregateParams, EmbedParams
+    from eagle_spark.settings import AggregateSettings, EmbedSettings
 
     agg = str(tmp_path / "r4")
-    aggregate(spark, delicious, agg, AggregateParams(group_size=4))
-    embed(spark, agg, str(tmp_path / "emb_local"), EmbedParams(iterations=3))
+    aggregate(spark, delicious, agg, AggregateSettings(group_size=4))
+    embed(spark, agg, str(tmp_path / "emb_local"), EmbedSettings(iterations=3))
 
     # the recipes' build steps, as jobs/README.md writes them
     clean = {

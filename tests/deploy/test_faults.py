@@ -39,12 +39,12 @@ def aggregated(spark, delicious, tmp_path_factory):
     """Delicious R-4 with EAGLE-0 embeddings (inputs of the assign stage)."""
     from eagle_spark.aggregation.aggregate import aggregate
     from eagle_spark.grlr.embedding import embed
-    from eagle_spark.params import AggregateParams, EmbedParams
+    from eagle_spark.settings import AggregateSettings, EmbedSettings
 
     root = tmp_path_factory.mktemp("faults")
     agg, emb = str(root / "agg"), str(root / "emb")
-    aggregate(spark, delicious, agg, AggregateParams(group_size=4, seed=0))
-    embed(spark, agg, emb, EmbedParams(iterations=0))
+    aggregate(spark, delicious, agg, AggregateSettings(group_size=4, seed=0))
+    embed(spark, agg, emb, EmbedSettings(iterations=0))
     return root, agg, emb
 
 
@@ -55,11 +55,11 @@ def _rows(spark, folder: str) -> list[tuple]:
 @pytest.mark.slow
 def test_driver_killed_while_committing_parquet_keeps_previous_output(spark, aggregated):
     from eagle_spark.assignment.assign import assign
-    from eagle_spark.params import AssignParams
+    from eagle_spark.settings import AssignSettings
 
     root, agg, emb = aggregated
     out = root / "assigned"
-    assign(spark, agg, str(out), AssignParams(weighting="hard"), embeddings=emb)
+    assign(spark, agg, str(out), AssignSettings(weighting="hard"), embeddings=emb)
     manifest_before = (out / "_manifest.json").read_bytes()
     rows_before = _rows(spark, str(out / "assignments"))
 
@@ -97,7 +97,7 @@ def test_driver_killed_while_committing_parquet_keeps_previous_output(spark, agg
     assert (out / "_manifest.json").read_bytes() == manifest_before
     assert _rows(spark, str(out / "assignments")) == rows_before
     # a rerun replaces it with identical content
-    assign(spark, agg, str(out), AssignParams(weighting="hard"), embeddings=emb, overwrite=True)
+    assign(spark, agg, str(out), AssignSettings(weighting="hard"), embeddings=emb, overwrite=True)
     assert _rows(spark, str(out / "assignments")) == rows_before
     assert json.loads((out / "_manifest.json").read_text())["n_assignments"] == len(rows_before)
 

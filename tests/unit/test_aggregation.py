@@ -12,7 +12,7 @@ from eagle_spark.aggregation.aggregate import aggregate
 from eagle_spark.aggregation.groups import cluster_groups, random_groups
 from eagle_spark.io.tables import read_table
 from eagle_spark.kmeans import balanced_2means
-from eagle_spark.params import AggregateParams
+from eagle_spark.settings import AggregateSettings
 from eagle_spark.sparse import l2_normalize_rows
 from tests.conftest import dataset_matrices
 
@@ -38,7 +38,7 @@ def y2_matrix(spark, dataset, shape):
 @pytest.fixture(scope="module")
 def random4(spark, delicious, tmp_path_factory):
     out = str(tmp_path_factory.mktemp("agg") / "r4")
-    manifest = aggregate(spark, delicious, out, AggregateParams(group_size=4, seed=0))
+    manifest = aggregate(spark, delicious, out, AggregateSettings(group_size=4, seed=0))
     return out, manifest
 
 
@@ -58,14 +58,14 @@ def test_random_groups_y2_is_y1t_y(spark, delicious, random4):
 
 def test_remainder_group_and_set_merge(spark, tmp_path, write_text):
     from eagle_spark.io.ingest import ingest
-    from eagle_spark.params import IngestParams
+    from eagle_spark.settings import IngestSettings
 
     lines = [f"{i % 3},{(i + 1) % 3} {i}:1" for i in range(10)]
     src = write_text("ten.txt", "10 10 3\n" + "\n".join(lines) + "\n")
     ds = str(tmp_path / "ds")
-    ingest(spark, src, ds, IngestParams())
+    ingest(spark, src, ds, IngestSettings())
     m = aggregate(
-        spark, ds, str(tmp_path / "g3"), AggregateParams(group_size=3, seed=5, merge="set")
+        spark, ds, str(tmp_path / "g3"), AggregateSettings(group_size=3, seed=5, merge="set")
     )
     assert m["group_size_histogram"] == {"1": 1, "3": 3}
     assert (m["group_size_mean"], m["group_size_max"], m["group_size_min"]) == (2.5, 3, 1)
@@ -84,11 +84,11 @@ def _file_digests(folder):
 def test_same_seed_byte_identical(spark, delicious, random4, tmp_path):
     out, _ = random4
     again = str(tmp_path / "again")
-    aggregate(spark, delicious, again, AggregateParams(group_size=4, seed=0))
+    aggregate(spark, delicious, again, AggregateSettings(group_size=4, seed=0))
     for table in ("Y1", "Y2"):
         assert _file_digests(f"{out}/{table}") == _file_digests(f"{again}/{table}")
     other = str(tmp_path / "other")
-    aggregate(spark, delicious, other, AggregateParams(group_size=4, seed=1))
+    aggregate(spark, delicious, other, AggregateSettings(group_size=4, seed=1))
     assert _file_digests(f"{out}/Y1") != _file_digests(f"{other}/Y1")
 
 
@@ -136,7 +136,7 @@ def test_cluster_groups_match_twin_and_are_homogeneous(spark, delicious, tmp_pat
     assert len(sizes) == 64 and sizes.max() - sizes.min() <= 1  # balanced: 201 or 202
     rnd = read_table(
         spark,
-        aggregate(spark, delicious, str(tmp_path / "r"), AggregateParams(group_size=202, seed=0))
+        aggregate(spark, delicious, str(tmp_path / "r"), AggregateSettings(group_size=202, seed=0))
         and str(tmp_path / "r"),
         "Y1",
     ).collect()

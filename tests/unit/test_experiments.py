@@ -14,7 +14,7 @@ import scipy.sparse as sp
 from eagle_spark.errors import BadInputError
 from eagle_spark.experiments import regression as R
 from eagle_spark.experiments import xmc
-from eagle_spark.params import Settings
+from eagle_spark.settings import Settings
 
 
 # -- Figure 2: the regression simulation --------------------------------------------------------
@@ -216,7 +216,7 @@ def test_tree_ranker_leaves_unassigned_samples_out():
     from eagle_spark.classifiers.linear import train_binary
     from eagle_spark.classifiers.tree import train_unit
     from eagle_spark.classifiers.tree.structure import Tree
-    from eagle_spark.params import TreeParams
+    from eagle_spark.settings import TreeSettings
 
     rng = np.random.default_rng(0)
     X = sp.random(40, 12, density=0.4, format="csr", random_state=1, dtype=np.float32)
@@ -230,7 +230,7 @@ def test_tree_ranker_leaves_unassigned_samples_out():
         np.array([-1, 0, 0]), np.array([0, 1, 1]), 1, 2
     )  # root 0, labels 0 and 1 as elements 1, 2
     under = tree.labels_under()
-    params = TreeParams()
+    params = TreeSettings()
     got = {
         child: (w_idx, w_val, b)
         for child, w_idx, w_val, b in train_unit(tree, under, X, Y, 0, params, U)

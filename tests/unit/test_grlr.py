@@ -12,7 +12,7 @@ from eagle_spark.cli import main
 from eagle_spark.grlr.embedding import embed
 from eagle_spark.io.ingest import ingest
 from eagle_spark.io.tables import read_table
-from eagle_spark.params import AggregateParams, AssignParams, EmbedParams, IngestParams
+from eagle_spark.settings import AggregateSettings, AssignSettings, EmbedSettings, IngestSettings
 from tests.conftest import dataset_matrices
 
 
@@ -84,8 +84,8 @@ def small(spark, tmp_path_factory):
     src = root / "small.txt"
     src.write_text("600 500 983\n" + "".join(lines))
     ds, agg = str(root / "ds"), str(root / "agg")
-    ingest(spark, str(src), ds, IngestParams())
-    aggregate(spark, ds, agg, AggregateParams(group_size=4, seed=0))
+    ingest(spark, str(src), ds, IngestSettings())
+    aggregate(spark, ds, agg, AggregateSettings(group_size=4, seed=0))
     return agg, structure(spark, agg)
 
 
@@ -101,7 +101,7 @@ def emb_dict(spark, folder, d):
 @pytest.mark.parametrize("T, split_rows", [(0, 0), (3, 0), (3, 12)])
 def test_spark_equals_twin(spark, small, tmp_path, T, split_rows):
     agg, (ids, X, groups, label_groups) = small
-    params = EmbedParams(iterations=T, lr=0.1, tasks=3, batch_rows=150, split_rows=split_rows)
+    params = EmbedSettings(iterations=T, lr=0.1, tasks=3, batch_rows=150, split_rows=split_rows)
     m = embed(spark, agg, str(tmp_path / "emb"), params)
     if split_rows:
         assert m["n_heavy_labels"] > 5  # the split-and-combine path really ran
@@ -121,7 +121,7 @@ def test_spark_equals_twin(spark, small, tmp_path, T, split_rows):
         spark,
         agg,
         str(tmp_path / "asg"),
-        AssignParams(tasks=3, multiplicity=False, weighting="hard"),
+        AssignSettings(tasks=3, multiplicity=False, weighting="hard"),
         embeddings=str(tmp_path / "emb"),
     )
     assert out["source"]["top_members"] == "from embed"
@@ -132,7 +132,7 @@ def test_spark_equals_twin(spark, small, tmp_path, T, split_rows):
         spark,
         agg,
         str(tmp_path / "emb"),
-        AssignParams(tasks=3, multiplicity=False, weighting="hard"),
+        AssignSettings(tasks=3, multiplicity=False, weighting="hard"),
         X.shape[1],
         True,
     )
@@ -142,7 +142,7 @@ def test_spark_equals_twin(spark, small, tmp_path, T, split_rows):
 
 def test_iteration_statistics_match_twin(spark, small, tmp_path):
     agg, (ids, X, groups, label_groups) = small
-    m = embed(spark, agg, str(tmp_path / "emb"), EmbedParams(iterations=2, tasks=2))
+    m = embed(spark, agg, str(tmp_path / "emb"), EmbedSettings(iterations=2, tasks=2))
     Xn = np.array([proj(x) for x in np.asarray(X, dtype=np.float64)])
     pairs = [(j, k) for k, M in label_groups.items() for j in M]
     previous = None
@@ -162,7 +162,7 @@ def test_iteration_statistics_match_twin(spark, small, tmp_path):
 def _toy(spark, tmp_path, write_text, text, name):
     src = write_text(f"{name}.txt", text)
     ds = str(tmp_path / f"{name}_ds")
-    ingest(spark, src, ds, IngestParams())
+    ingest(spark, src, ds, IngestSettings())
     agg = str(tmp_path / f"{name}_agg")
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -185,7 +185,7 @@ def _toy(spark, tmp_path, write_text, text, name):
         spark,
         ds,
         agg,
-        AggregateParams(),
+        AggregateSettings(),
         y1_path=str(tmp_path / f"{name}_y1.parquet"),
         y2_path=str(tmp_path / f"{name}_y2.parquet"),
     )
@@ -196,7 +196,7 @@ def test_paper_toy_example_degenerates_to_zero(spark, tmp_path, write_text):
     """Section 3: samples x and -x in every group, both labels on every group: e0 = 0, no NaN."""
     text = "6 3 2\n0 0:1 1:2\n1 0:-1 1:-2\n0 0:1 1:2\n1 0:-1 1:-2\n0 0:1 1:2\n1 0:-1 1:-2\n"
     agg = _toy(spark, tmp_path, write_text, text, "toy")
-    m = embed(spark, agg, str(tmp_path / "emb"), EmbedParams(iterations=5))
+    m = embed(spark, agg, str(tmp_path / "emb"), EmbedSettings(iterations=5))
     rows = read_table(spark, str(tmp_path / "emb"), "label_emb").collect()
     assert sorted((r.label_id, r.emb_idx, r.emb_val, r.n_groups) for r in rows) == [
         (0, [], [], 3),
@@ -207,7 +207,7 @@ def test_paper_toy_example_degenerates_to_zero(spark, tmp_path, write_text):
         spark,
         agg,
         str(tmp_path / "asg"),
-        AssignParams(weighting="hard"),
+        AssignSettings(weighting="hard"),
         embeddings=str(tmp_path / "emb"),
     )
     chosen = {
@@ -221,7 +221,7 @@ def test_ties_select_every_maximum(spark, tmp_path, write_text):
     """Two identical members: both attain the maximum and both enter g (a_ij = 1 for ties)."""
     text = "4 3 2\n0 0:1\n0 0:1\n1 1:1 2:1\n1 2:1\n"
     agg = _toy(spark, tmp_path, write_text, text, "ties")
-    embed(spark, agg, str(tmp_path / "emb"), EmbedParams(iterations=2, normalize=False))
+    embed(spark, agg, str(tmp_path / "emb"), EmbedSettings(iterations=2, normalize=False))
     ids, X, groups, label_groups = structure(spark, agg)
     twin_emb, _ = twin(X, groups, label_groups, 2, 0.1, normalize=False)
     got = emb_dict(spark, str(tmp_path / "emb"), 3)
@@ -234,9 +234,9 @@ def test_singleton_groups_give_pifa(spark, tmp_path, write_text):
     text = "5 4 2\n0 0:1 1:1\n0,1 1:2\n1 2:1 3:1\n0 3:1\n1 0:1\n"
     src = write_text("pifa.txt", text)
     ds, agg = str(tmp_path / "ds"), str(tmp_path / "agg")
-    ingest(spark, src, ds, IngestParams())
-    aggregate(spark, ds, agg, AggregateParams(group_size=1, seed=0))
-    embed(spark, agg, str(tmp_path / "emb"), EmbedParams(iterations=4))
+    ingest(spark, src, ds, IngestSettings())
+    aggregate(spark, ds, agg, AggregateSettings(group_size=1, seed=0))
+    embed(spark, agg, str(tmp_path / "emb"), EmbedSettings(iterations=4))
     _, X, Y, _ = dataset_matrices(spark, ds)
     Xn = X.toarray() / np.linalg.norm(X.toarray(), axis=1, keepdims=True)
     pifa = (Y.T @ sp.csr_matrix(Xn)).toarray()
@@ -248,7 +248,7 @@ def test_singleton_groups_give_pifa(spark, tmp_path, write_text):
 @pytest.fixture(scope="module")
 def delicious_r4(spark, delicious, tmp_path_factory):
     out = str(tmp_path_factory.mktemp("r4") / "agg")
-    aggregate(spark, delicious, out, AggregateParams(group_size=4, seed=0))
+    aggregate(spark, delicious, out, AggregateSettings(group_size=4, seed=0))
     return out
 
 
@@ -328,7 +328,7 @@ def test_multiplicity_gives_top_c(spark, tmp_path, write_text):
     )
     src = write_text("mult.txt", text)
     ds, agg = str(tmp_path / "mult_ds"), str(tmp_path / "mult_agg")
-    ingest(spark, src, ds, IngestParams())
+    ingest(spark, src, ds, IngestSettings())
     pq.write_table(
         pa.table({"sample_id": list(range(8)), "group_id": [0] * 4 + [1] * 4}),
         tmp_path / "y1.parquet",
@@ -341,11 +341,11 @@ def test_multiplicity_gives_top_c(spark, tmp_path, write_text):
         spark,
         ds,
         agg,
-        AggregateParams(),
+        AggregateSettings(),
         y1_path=str(tmp_path / "y1.parquet"),
         y2_path=str(tmp_path / "y2.parquet"),
     )
-    embed(spark, agg, str(tmp_path / "emb"), EmbedParams(iterations=2))
+    embed(spark, agg, str(tmp_path / "emb"), EmbedSettings(iterations=2))
     ids, X, groups, label_groups = structure(spark, agg)
     emb, _ = twin(X, groups, label_groups, 2, 0.1)
     Xn = np.array([proj(x) for x in X])
@@ -362,7 +362,7 @@ def test_multiplicity_gives_top_c(spark, tmp_path, write_text):
             spark,
             agg,
             str(out),
-            AssignParams(multiplicity=True, weighting="hard"),
+            AssignSettings(multiplicity=True, weighting="hard"),
             embeddings=str(tmp_path / "emb"),
         )
         if not reuse:
@@ -370,7 +370,7 @@ def test_multiplicity_gives_top_c(spark, tmp_path, write_text):
                 spark,
                 agg,
                 str(tmp_path / "emb"),
-                AssignParams(multiplicity=True, weighting="hard"),
+                AssignSettings(multiplicity=True, weighting="hard"),
                 4,
                 True,
             )
@@ -381,7 +381,7 @@ def test_multiplicity_gives_top_c(spark, tmp_path, write_text):
         spark,
         agg,
         str(tmp_path / "plain"),
-        AssignParams(multiplicity=False, weighting="hard"),
+        AssignSettings(multiplicity=False, weighting="hard"),
         embeddings=str(tmp_path / "emb"),
     )
     assert plain["n_assignments"] == 4  # without multiplicity: the argmax of each pair
@@ -392,21 +392,21 @@ def test_top_members_reused_only_for_the_same_dataset(spark, small, tmp_path):
     import shutil
 
     agg, (ids, X, groups, label_groups) = small
-    embed(spark, agg, str(tmp_path / "emb"), EmbedParams(iterations=1, tasks=2))
+    embed(spark, agg, str(tmp_path / "emb"), EmbedSettings(iterations=1, tasks=2))
     copy = str(tmp_path / "copy")
     shutil.copytree(agg, copy)
     a = assign(
         spark,
         agg,
         str(tmp_path / "a"),
-        AssignParams(weighting="hard"),
+        AssignSettings(weighting="hard"),
         embeddings=str(tmp_path / "emb"),
     )
     b = assign(
         spark,
         copy,
         str(tmp_path / "b"),
-        AssignParams(weighting="hard"),
+        AssignSettings(weighting="hard"),
         embeddings=str(tmp_path / "emb"),
     )
     assert (a["source"]["top_members"], b["source"]["top_members"]) == ("from embed", "recomputed")
@@ -419,9 +419,9 @@ def test_top_members_reused_only_for_the_same_dataset(spark, small, tmp_path):
 
 def test_prune_below_shrinks_stored_embeddings_not_assignments(spark, small, tmp_path):
     agg, (ids, X, groups, label_groups) = small
-    exact = embed(spark, agg, str(tmp_path / "exact"), EmbedParams(iterations=2, tasks=2))
+    exact = embed(spark, agg, str(tmp_path / "exact"), EmbedSettings(iterations=2, tasks=2))
     pruned = embed(
-        spark, agg, str(tmp_path / "pruned"), EmbedParams(iterations=2, tasks=2, prune_below=0.05)
+        spark, agg, str(tmp_path / "pruned"), EmbedSettings(iterations=2, tasks=2, prune_below=0.05)
     )
     assert pruned["parameters"]["prune_below"] == 0.05 and exact["parameters"]["prune_below"] == 0.0
     e_exact = emb_dict(spark, str(tmp_path / "exact"), X.shape[1])
@@ -484,7 +484,7 @@ def test_joined_path_equals_cached(spark, small, tmp_path, split_rows):
             spark,
             agg,
             str(tmp_path / mode),
-            EmbedParams(
+            EmbedSettings(
                 iterations=3, tasks=3, batch_rows=150, split_rows=split_rows, x_access=mode
             ),
         )
@@ -504,7 +504,7 @@ def test_joined_path_equals_cached(spark, small, tmp_path, split_rows):
 
 def test_assign_recomputed_on_the_joined_path(spark, small, tmp_path):
     agg, (ids, X, groups, label_groups) = small
-    embed(spark, agg, str(tmp_path / "emb"), EmbedParams(iterations=2, tasks=2))
+    embed(spark, agg, str(tmp_path / "emb"), EmbedSettings(iterations=2, tasks=2))
     emb = str(tmp_path / "emb")
     rows = {}
     for mode in ("cached", "joined"):
@@ -512,7 +512,7 @@ def test_assign_recomputed_on_the_joined_path(spark, small, tmp_path):
             spark,
             agg,
             emb,
-            AssignParams(x_access=mode, multiplicity=True, weighting="hard"),
+            AssignSettings(x_access=mode, multiplicity=True, weighting="hard"),
             X.shape[1],
             True,
         )
@@ -527,8 +527,10 @@ def test_auto_picks_the_path_by_the_cache_budget(spark, small, tmp_path, caplog)
     import logging
 
     with caplog.at_level(logging.INFO, logger="eagle_spark.grlr.embedding"):
-        big = embed(spark, agg, str(tmp_path / "a"), EmbedParams(iterations=0, cache_budget="4g"))
-        tiny = embed(spark, agg, str(tmp_path / "b"), EmbedParams(iterations=0, cache_budget="1k"))
+        big = embed(spark, agg, str(tmp_path / "a"), EmbedSettings(iterations=0, cache_budget="4g"))
+        tiny = embed(
+            spark, agg, str(tmp_path / "b"), EmbedSettings(iterations=0, cache_budget="1k")
+        )
     assert (big["x_access"], tiny["x_access"]) == ("cached", "joined")
     # 600 rows of delicious: 12 bytes per nonzero + 16 per row + 16 per Y1 row, well under 1 MiB
     assert (

@@ -9,7 +9,7 @@ from pyspark.sql import functions as F
 from eagle_spark.cli import main
 from eagle_spark.io.ingest import ingest
 from eagle_spark.io.tables import read_manifest, read_table
-from eagle_spark.params import IngestParams
+from eagle_spark.settings import IngestSettings
 from tests.conftest import shared_file
 
 SMALL = "4 5 3\n0,2 0:1 3:0.5\n 1:2\n1 4:1.5 0:1\n2\n"
@@ -35,7 +35,7 @@ def test_real_files(
 ):
     path = shared_file("xc", name, f"{split}.txt.gz")
     out = str(tmp_path / "ds")
-    manifest = ingest(spark, str(path), out, IngestParams())
+    manifest = ingest(spark, str(path), out, IngestSettings())
     assert (manifest["n_samples"], manifest["n_features"], manifest["n_labels"]) == (
         n_samples,
         n_features,
@@ -56,7 +56,7 @@ def test_real_files(
 def test_small_file_tables(spark, tmp_path, write_text):
     src = write_text("small.txt", SMALL)
     out = str(tmp_path / "ds")
-    manifest = ingest(spark, src, out, IngestParams())
+    manifest = ingest(spark, src, out, IngestSettings())
     X = {r.sample_id: (r.feat_idx, r.feat_val) for r in read_table(spark, out, "X").collect()}
     Y = {r.sample_id: r.label_ids for r in read_table(spark, out, "Y").collect()}
     assert X == {0: ([0, 3], [1.0, 0.5]), 1: ([1], [2.0]), 2: ([0, 4], [1.0, 1.5]), 3: ([], [])}
@@ -111,8 +111,8 @@ def test_line_numbers_exact_across_splits(spark, tmp_path, write_text):
     try:
         assert spark.read.text(src).rdd.getNumPartitions() > 5
         with pytest.raises(ValueError, match=f"{src}:2224: duplicate feature id 3$"):
-            ingest(spark, src, str(tmp_path / "ds"), IngestParams())
-        manifest = ingest(spark, src, str(tmp_path / "ok"), IngestParams(on_bad_line="skip"))
+            ingest(spark, src, str(tmp_path / "ds"), IngestSettings())
+        manifest = ingest(spark, src, str(tmp_path / "ok"), IngestSettings(on_bad_line="skip"))
     finally:
         spark.conf.unset("spark.sql.files.maxPartitionBytes")
     assert manifest["n_samples"] == 2999
@@ -190,7 +190,7 @@ def test_missing_input_and_folder_input(spark, tmp_path, capsys):
 def test_libsvm_one_based(spark, tmp_path, write_text):
     src = write_text("data.svm", "1,3 1:0.5 4:1\n0 2:2\n 3:1\n")
     out = str(tmp_path / "ds")
-    manifest = ingest(spark, src, out, IngestParams(format="libsvm", one_based=True))
+    manifest = ingest(spark, src, out, IngestSettings(format="libsvm", one_based=True))
     assert (manifest["n_samples"], manifest["n_features"], manifest["n_labels"]) == (3, 4, 4)
     X = {r.sample_id: r.feat_idx for r in read_table(spark, out, "X").collect()}
     assert X == {0: [0, 3], 1: [1], 2: [2]}
@@ -199,7 +199,7 @@ def test_libsvm_one_based(spark, tmp_path, write_text):
             spark,
             src,
             str(tmp_path / "x"),
-            IngestParams(format="libsvm", one_based=True, n_features=3),
+            IngestSettings(format="libsvm", one_based=True, n_features=3),
         )
 
 
@@ -215,12 +215,12 @@ def _tables(spark, ds):
 def test_export_round_trip(spark, tmp_path, write_text, capsys):
     src = write_text("small.txt", "4 5 3\n0,2 0:1 3:1e-07\n 1:2.25\n1 4:-1.5 0:1\n2\n")
     first, second = str(tmp_path / "a"), str(tmp_path / "b")
-    ingest(spark, src, first, IngestParams())
+    ingest(spark, src, first, IngestSettings())
     exported = str(tmp_path / "out.txt.gz")
     code, stdout, _ = run_cli(capsys, "export", "--input", first, "--output", exported)
     assert code == 0 and json.loads(stdout)["n_samples"] == 4
     assert sorted(os.listdir(tmp_path)) == ["a", "out.txt.gz", "small.txt"]
-    ingest(spark, exported, second, IngestParams())
+    ingest(spark, exported, second, IngestSettings())
     assert _tables(spark, first) == _tables(spark, second)
     import gzip
 
@@ -231,9 +231,9 @@ def test_export_round_trip(spark, tmp_path, write_text, capsys):
 def test_export_round_trip_delicious(spark, tmp_path):
     path = shared_file("xc", "delicious", "test.txt.gz")
     first, second = str(tmp_path / "a"), str(tmp_path / "b")
-    ingest(spark, str(path), first, IngestParams())
+    ingest(spark, str(path), first, IngestSettings())
     from eagle_spark.io.export import export_xc
 
     export_xc(spark, first, str(tmp_path / "d.txt"))
-    ingest(spark, str(tmp_path / "d.txt"), second, IngestParams())
+    ingest(spark, str(tmp_path / "d.txt"), second, IngestSettings())
     assert _tables(spark, first) == _tables(spark, second)

@@ -17,7 +17,7 @@ import scipy.sparse as sp
 from eagle_spark.classifiers.joined import ProportionalBlocks, load_y
 from eagle_spark.classifiers.ova import _rows_of_block, train_ova
 from eagle_spark.classifiers.tree import train_tree
-from eagle_spark.params import OVAParams
+from eagle_spark.settings import OVASettings
 from tests.unit.test_ova import tiny  # noqa: F401  (module fixture: 1500 delicious samples)
 from tests.unit.test_tree import PARAMS, tree_model  # noqa: F401  (the cached path's model)
 
@@ -63,7 +63,7 @@ def test_ova_joined_equals_cached(spark, tiny, tmp_path, fraction):  # noqa: F81
             spark,
             tiny["train"],
             out[mode],
-            OVAParams(tasks=3, negative_fraction=fraction, x_access=mode),
+            OVASettings(tasks=3, negative_fraction=fraction, x_access=mode),
         )
         assert meta["x_access"] == mode
     _same_model(spark, out["cached"], out["joined"], ["weights"])
@@ -73,7 +73,7 @@ def test_ova_block_needs_hand_checked(spark, tiny):  # noqa: F811
     """A block's needed rows with negative_fraction 0.02: its labels' positives and each label's own
     draw over all samples, rebuilt here with sets; every row when a label has no positive."""
     ids, Y = load_y(tiny["train"], 983)
-    params = OVAParams(negative_fraction=0.02, seed=4)
+    params = OVASettings(negative_fraction=0.02, seed=4)
     rows_of_bin = _rows_of_block(params, 983, 40)
     lo, hi = ProportionalBlocks(983, 40).labels(7)
     Yr = sp.csr_matrix(Y)
@@ -105,10 +105,10 @@ def test_ova_block_needs_hand_checked(spark, tiny):  # noqa: F811
 def test_auto_picks_joined_beyond_the_budget(spark, tiny, tmp_path, caplog):  # noqa: F811
     with caplog.at_level(logging.INFO, logger="eagle_spark.classifiers.joined"):
         big = train_ova(
-            spark, tiny["train"], str(tmp_path / "a"), OVAParams(tasks=2, cache_budget="4g")
+            spark, tiny["train"], str(tmp_path / "a"), OVASettings(tasks=2, cache_budget="4g")
         )
         small = train_ova(
-            spark, tiny["train"], str(tmp_path / "b"), OVAParams(tasks=2, cache_budget="1k")
+            spark, tiny["train"], str(tmp_path / "b"), OVASettings(tasks=2, cache_budget="1k")
         )
     assert (big["x_access"], small["x_access"]) == ("cached", "joined")
     assert (
@@ -131,5 +131,5 @@ def test_a_sample_of_y_without_features_is_named(spark, tiny, tmp_path):  # noqa
     manifest = json.loads((data / "_manifest.json").read_text())
     (data / "_manifest.json").write_text(json.dumps({**manifest, "n_samples": table.num_rows - 1}))
     with pytest.raises(Exception, match="sample_id 5 of Y has no row in X"):
-        train_ova(spark, str(data), str(tmp_path / "m"), OVAParams(tasks=2, x_access="joined"))
+        train_ova(spark, str(data), str(tmp_path / "m"), OVASettings(tasks=2, x_access="joined"))
     assert not (tmp_path / "m").exists()

@@ -14,7 +14,7 @@ from eagle_spark.cli import main
 from eagle_spark.errors import BadInputError
 from eagle_spark.io.ingest import ingest
 from eagle_spark.io.tables import read_table
-from eagle_spark.params import IngestParams, OVAParams
+from eagle_spark.settings import IngestSettings, OVASettings
 from eagle_spark.sparse import l2_normalize_rows
 from tests.conftest import dataset_matrices, delicious_slice
 
@@ -26,14 +26,14 @@ def tiny(spark, tmp_path_factory):
     out = {}
     for split, n in (("train", 1500), ("test", 300)):
         out[split] = str(root / split)
-        ingest(spark, delicious_slice(root, split, n), out[split], IngestParams())
+        ingest(spark, delicious_slice(root, split, n), out[split], IngestSettings())
     return out
 
 
 @pytest.fixture(scope="module")
 def model(spark, tiny, tmp_path_factory):
     path = str(tmp_path_factory.mktemp("model") / "ova")
-    meta = train_ova(spark, tiny["train"], path, OVAParams(tasks=4))
+    meta = train_ova(spark, tiny["train"], path, OVASettings(tasks=4))
     return path, meta
 
 
@@ -129,7 +129,7 @@ def test_save_load_predict_and_determinism(spark, tiny, model, tmp_path, capsys)
         map(tuple, spark.read.parquet(str(tmp_path / "pred_elsewhere" / "predictions")).collect())
     )
     assert a == b and len(a) == 300
-    sampled = OVAParams(tasks=3, negative_fraction=0.5, seed=3)
+    sampled = OVASettings(tasks=3, negative_fraction=0.5, seed=3)
     train_ova(spark, tiny["train"], str(tmp_path / "s1"), sampled)
     train_ova(spark, tiny["train"], str(tmp_path / "s2"), sampled)
     assert _digests(tmp_path / "s1") == _digests(tmp_path / "s2")
@@ -225,7 +225,7 @@ def test_bad_inputs(spark, tiny, model, tmp_path, capsys, write_text):
     )
     assert "is not valid JSON" in capsys.readouterr().err
     wide = write_text("wide.txt", "1 900 983\n1 800:1\n")
-    ingest(spark, wide, str(tmp_path / "wide"), IngestParams())
+    ingest(spark, wide, str(tmp_path / "wide"), IngestSettings())
     assert (
         main(
             [
@@ -242,9 +242,9 @@ def test_bad_inputs(spark, tiny, model, tmp_path, capsys, write_text):
     )
     assert "900 features, beyond the model's n_features=500" in capsys.readouterr().err
     empty = write_text("empty.txt", "0 500 983\n")
-    ingest(spark, empty, str(tmp_path / "empty"), IngestParams())
+    ingest(spark, empty, str(tmp_path / "empty"), IngestSettings())
     with pytest.raises(BadInputError, match="has no samples to train on"):
-        train_ova(spark, str(tmp_path / "empty"), str(tmp_path / "m"), OVAParams())
+        train_ova(spark, str(tmp_path / "empty"), str(tmp_path / "m"), OVASettings())
     assert not (tmp_path / "m").exists()
 
 
@@ -335,14 +335,14 @@ def test_unassigned_ignore_equals_twin(spark, tiny, tmp_path):
     from eagle_spark.aggregation.aggregate import aggregate
     from eagle_spark.assignment.assign import assign
     from eagle_spark.grlr.embedding import embed
-    from eagle_spark.params import AggregateParams, AssignParams, EmbedParams
+    from eagle_spark.settings import AggregateSettings, AssignSettings, EmbedSettings
 
     agg, emb, assigned = (str(tmp_path / n) for n in ("agg", "emb", "assigned"))
-    aggregate(spark, tiny["train"], agg, AggregateParams(group_size=4))
-    embed(spark, agg, emb, EmbedParams(iterations=2, tasks=2))
-    assign(spark, agg, assigned, AssignParams(weighting="hard"), embeddings=emb)
+    aggregate(spark, tiny["train"], agg, AggregateSettings(group_size=4))
+    embed(spark, agg, emb, EmbedSettings(iterations=2, tasks=2))
+    assign(spark, agg, assigned, AssignSettings(weighting="hard"), embeddings=emb)
     model_path = str(tmp_path / "ova_ignore")
-    train_ova(spark, assigned, model_path, OVAParams(tasks=2, unassigned="ignore"))
+    train_ova(spark, assigned, model_path, OVASettings(tasks=2, unassigned="ignore"))
     ids, X, Y, _ = dataset_matrices(spark, assigned)
     group_of = {r.sample_id: r.group_id for r in read_table(spark, agg, "Y1").collect()}
     group_labels: dict = {}
@@ -374,7 +374,7 @@ def test_unassigned_ignore_equals_twin(spark, tiny, tmp_path):
     assert checked == 6
     # the Baseline gives every member all its group's labels: nothing to leave out, same model
     base, base_model = str(tmp_path / "base"), str(tmp_path / "ova_base")
-    assign(spark, agg, base, AssignParams(method="baseline"))
-    train_ova(spark, base, base_model, OVAParams(tasks=2, unassigned="ignore"))
-    train_ova(spark, base, str(tmp_path / "ova_base_neg"), OVAParams(tasks=2))
+    assign(spark, agg, base, AssignSettings(method="baseline"))
+    train_ova(spark, base, base_model, OVASettings(tasks=2, unassigned="ignore"))
+    train_ova(spark, base, str(tmp_path / "ova_base_neg"), OVASettings(tasks=2))
     assert weights(spark, base_model) == weights(spark, str(tmp_path / "ova_base_neg"))

@@ -135,7 +135,7 @@ def _hand_worked_round_0(truth: dict[int, list[int]]) -> float:
 def test_second_round_corrects_what_the_embedding_got_wrong(spark, tmp_path):
     from eagle_spark.assignment.assign import assign
     from eagle_spark.io.tables import read_table
-    from eagle_spark.params import AssignParams
+    from eagle_spark.settings import AssignSettings
 
     dataset, emb, truth = _folders(tmp_path)
 
@@ -146,7 +146,7 @@ def test_second_round_corrects_what_the_embedding_got_wrong(spark, tmp_path):
         spark,
         dataset,
         str(tmp_path / "r0"),
-        AssignParams(weighting="hard", tasks=2),
+        AssignSettings(weighting="hard", tasks=2),
         embeddings=emb,
     )
     assert plain["quality"]["precision"] == pytest.approx(round_0)
@@ -156,7 +156,7 @@ def test_second_round_corrects_what_the_embedding_got_wrong(spark, tmp_path):
         spark,
         dataset,
         str(tmp_path / "r1"),
-        AssignParams(weighting="hard", refine_rounds=1, tasks=2),
+        AssignSettings(weighting="hard", refine_rounds=1, tasks=2),
         embeddings=emb,
     )
     rounds = manifest["refinement"]
@@ -174,7 +174,7 @@ def test_second_round_corrects_what_the_embedding_got_wrong(spark, tmp_path):
     # the same through the Python API: GRLRModel's refineRounds Param
     from eagle_spark.ml import Dataset, GRLRModel
 
-    model = GRLRModel.fromSettings(AssignParams(weighting="hard", tasks=2)).atFolder(emb)
+    model = GRLRModel.fromSettings(AssignSettings(weighting="hard", tasks=2)).atFolder(emb)
     model.set(model.refineRounds, 1)
     out = model.transformDataset(Dataset.at(spark, dataset), str(tmp_path / "api"))
     assert [r["precision"] for r in out.manifest["refinement"]] == pytest.approx([round_0, 1.0])
@@ -182,10 +182,10 @@ def test_second_round_corrects_what_the_embedding_got_wrong(spark, tmp_path):
 
 def test_refine_rounds_setting_is_checked():
     from eagle_spark.errors import SettingsError
-    from eagle_spark.params import AssignParams, candidate_changes
+    from eagle_spark.settings import AssignSettings, candidate_changes
 
     with pytest.raises(SettingsError, match="refine_rounds"):
-        AssignParams(refine_rounds=-1)
+        AssignSettings(refine_rounds=-1)
     assert candidate_changes("hard+r2") == {
         "method": "eagle",
         "weighting": "hard",
@@ -205,14 +205,14 @@ def test_soft_refinement_records_the_weights_change(spark, tmp_path):
     """Soft weighting with a round of refinement: the classifier's scores give new weights (the
     pairs stay), and the round says by how much they moved."""
     from eagle_spark.assignment.assign import assign
-    from eagle_spark.params import AssignParams
+    from eagle_spark.settings import AssignSettings
 
     dataset, emb, _ = _folders(tmp_path)
     manifest = assign(
         spark,
         dataset,
         str(tmp_path / "soft"),
-        AssignParams(weighting="soft", temperature=0.3, refine_rounds=1, tasks=2),
+        AssignSettings(weighting="soft", temperature=0.3, refine_rounds=1, tasks=2),
         embeddings=emb,
     )
     first, second = manifest["refinement"]
@@ -228,12 +228,12 @@ def test_first_round_from_an_earlier_output(spark, tmp_path):
     from eagle_spark.assignment.assign import assign
     from eagle_spark.errors import BadInputError
     from eagle_spark.io.tables import read_table
-    from eagle_spark.params import AssignParams
+    from eagle_spark.settings import AssignSettings
 
     dataset, emb, _ = _folders(tmp_path)
-    hard = AssignParams(weighting="hard", tasks=2)
+    hard = AssignSettings(weighting="hard", tasks=2)
     assign(spark, dataset, str(tmp_path / "r0"), hard, embeddings=emb)
-    refined = AssignParams(weighting="hard", refine_rounds=1, tasks=2)
+    refined = AssignSettings(weighting="hard", refine_rounds=1, tasks=2)
     again = assign(spark, dataset, str(tmp_path / "again"), refined, embeddings=emb)
     reused = assign(
         spark,
@@ -255,7 +255,7 @@ def test_first_round_from_an_earlier_output(spark, tmp_path):
         r["precision"] for r in again["refinement"]
     ]
     assert reused["quality"]["precision"] == pytest.approx(1.0)
-    soft = AssignParams(weighting="soft", refine_rounds=1, tasks=2)
+    soft = AssignSettings(weighting="soft", refine_rounds=1, tasks=2)
     with pytest.raises(BadInputError, match="cannot be the first round"):
         assign(
             spark,
@@ -291,17 +291,17 @@ def test_beyond_the_budget_the_scorer_draws_negatives_and_prunes(spark, tmp_path
     data round 1 still corrects round 0."""
     from eagle_spark.assignment import refine
     from eagle_spark.assignment.assign import assign
-    from eagle_spark.params import AssignParams, OVAParams
+    from eagle_spark.settings import AssignSettings, OVASettings
 
     dataset, emb, _ = _folders(tmp_path)
     n = 2 * (N_EASY + N_HARD + N_DECOY)
     monkeypatch.setattr(refine, "NEGATIVE_BUDGET", 40)
     assert refine.negative_fraction(2, n) == pytest.approx(40 / (2 * n))
     r0 = str(tmp_path / "r0")
-    assign(spark, dataset, r0, AssignParams(weighting="hard", tasks=2), embeddings=emb)
+    assign(spark, dataset, r0, AssignSettings(weighting="hard", tasks=2), embeddings=emb)
     scorer = refine.classifier_scorer(spark, r0, dataset, str(tmp_path / "scorer"), 3, 2, tasks=2)
     meta = json.loads((tmp_path / "scorer" / "model" / "metadata.json").read_text())
-    assert meta["params"]["threshold"] == OVAParams().threshold
+    assert meta["params"]["threshold"] == OVASettings().threshold
     assert meta["params"]["negative_fraction"] == pytest.approx(40 / (2 * n))
     assert meta["within_groups"] == dataset
     assert scorer == str(tmp_path / "scorer" / "scorer")
@@ -309,7 +309,7 @@ def test_beyond_the_budget_the_scorer_draws_negatives_and_prunes(spark, tmp_path
         spark,
         dataset,
         str(tmp_path / "r1"),
-        AssignParams(weighting="hard", refine_rounds=1, tasks=2),
+        AssignSettings(weighting="hard", refine_rounds=1, tasks=2),
         embeddings=emb,
     )
     assert [r["precision"] for r in manifest["refinement"]] == pytest.approx([64 / 68, 1.0])

@@ -9,7 +9,7 @@ import pytest
 from eagle_spark.cli import main
 from eagle_spark.io.ingest import ingest
 from eagle_spark.io.tables import read_table
-from eagle_spark.params import IngestParams
+from eagle_spark.settings import IngestSettings
 
 GOOD_Y1 = [(0, 0), (1, 0), (2, 1), (3, 1), (4, 2), (5, 2)]
 GOOD_Y2 = [(0, 1, 2), (0, 3, 1), (1, 0, 1), (2, 4, 1)]
@@ -21,7 +21,7 @@ def base(spark, tmp_path, write_text):
         "six.txt", "6 4 5\n" + "\n".join(f"{i % 5} {i % 4}:1" for i in range(6)) + "\n"
     )
     ds = str(tmp_path / "ds")
-    ingest(spark, src, ds, IngestParams())
+    ingest(spark, src, ds, IngestSettings())
     return ds
 
 

@@ -33,13 +33,13 @@ from eagle_spark.cli import main
 from eagle_spark.errors import BadInputError
 from eagle_spark.io.ingest import ingest
 from eagle_spark.io.tables import read_table
-from eagle_spark.params import IngestParams, TreeParams
+from eagle_spark.settings import IngestSettings, TreeSettings
 from tests.unit.test_ova import tiny  # noqa: F401  (module fixture: 1500 delicious samples)
 
 # max_leaf_work 20000 without the split rule (max_split_shared None): 6 of the 32 leaves of tree 0
 # (positives x labels up to 30,194) are split further, so the module's model has nodes below the
 # shape's leaves and leaves at several depths
-PARAMS = TreeParams(max_leaf=40, tasks=3, max_leaf_work=20000, max_split_shared=None)
+PARAMS = TreeSettings(max_leaf=40, tasks=3, max_leaf_work=20000, max_split_shared=None)
 
 
 @pytest.fixture(scope="module")
@@ -224,7 +224,7 @@ def test_heavy_limit_auto_shares_the_available_memory_among_the_slots(spark):
     from eagle_spark.errors import SettingsError
 
     auto = dataclasses.replace(PARAMS, heavy_unit_memory="auto")
-    assert TreeParams().heavy_unit_memory == "auto"
+    assert TreeSettings().heavy_unit_memory == "auto"
     assert heavy_limit(auto, 16 * 2**30, 2) == 4 * 2**30  # 0.5 x 16 GiB / 2 slots
     assert heavy_limit(auto, 3 * 2**30, 4) == 384 * 2**20
     assert heavy_limit(auto, 0, 2) is None and heavy_limit(auto, None, 2) is None
@@ -234,7 +234,7 @@ def test_heavy_limit_auto_shares_the_available_memory_among_the_slots(spark):
     )
     assert heavy_limit(dataclasses.replace(PARAMS, heavy_unit_memory=None), 16 * 2**30, 2) is None
     with pytest.raises(SettingsError, match="heavy_unit_memory"):
-        TreeParams(heavy_unit_memory="lots")
+        TreeSettings(heavy_unit_memory="lots")
     assert 0 < memory_available() <= os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     assert task_slots(spark) == spark.sparkContext.defaultParallelism  # local mode
 
@@ -284,7 +284,7 @@ def test_distributed_indexer_equals_twin(spark, tiny, top_levels, tasks, max_lea
     from eagle_spark.executor_state import forget, opened
 
     _, X, Y = load_xy(tiny["train"], 500, 983, True)
-    params = TreeParams(
+    params = TreeSettings(
         max_leaf=20,
         tasks=tasks,
         n_trees=2,
@@ -377,7 +377,7 @@ def test_distributed_indexer_equals_an_independent_twin(
     label_sets = [
         set(Yr.indices[Yr.indptr[i] : Yr.indptr[i + 1]].tolist()) for i in range(Yr.shape[0])
     ]
-    params = TreeParams(
+    params = TreeSettings(
         max_leaf=20,
         tasks=3,
         n_trees=2,
@@ -427,7 +427,7 @@ def test_distributed_indexer_with_given_label_representations(spark, tiny, tmp_p
         ),
         tmp_path / "emb" / S.LABEL_EMB / "part-00000.parquet",
     )
-    params = TreeParams(max_leaf=20, tasks=2, n_trees=1, top_levels=1)
+    params = TreeSettings(max_leaf=20, tasks=2, n_trees=1, top_levels=1)
     got = index_trees(spark, tiny["train"], 16, 983, params, label_repr=str(tmp_path / "emb"))[0]
     np.testing.assert_array_equal(got.parent, build_tree(reps, 20, 0).parent)
     assert not np.array_equal(
@@ -766,7 +766,7 @@ def test_bad_model(spark, tiny, tmp_path, capsys):  # noqa: F811
 def test_retrained_model_at_the_same_path_is_not_served_from_a_stale_cache(spark, tiny, tmp_path):  # noqa: F811
     """Python workers cache models and datasets; a folder rewritten at the same path must be reread."""
     from eagle_spark.classifiers.predict import predict
-    from eagle_spark.params import PredictParams
+    from eagle_spark.settings import PredictSettings
 
     def rows(folder):
         return sorted(
@@ -780,12 +780,12 @@ def test_retrained_model_at_the_same_path_is_not_served_from_a_stale_cache(spark
 
     model, fresh = str(tmp_path / "m"), str(tmp_path / "fresh")
     train_tree(spark, tiny["train"], model, PARAMS)
-    predict(spark, model, tiny["test"], str(tmp_path / "p1"), PredictParams())
-    other = TreeParams(max_leaf=40, tasks=3, n_trees=1, C=0.05)
+    predict(spark, model, tiny["test"], str(tmp_path / "p1"), PredictSettings())
+    other = TreeSettings(max_leaf=40, tasks=3, n_trees=1, C=0.05)
     train_tree(spark, tiny["train"], model, other, overwrite=True)  # same path, another model
     train_tree(spark, tiny["train"], fresh, other)
-    predict(spark, model, tiny["test"], str(tmp_path / "p2"), PredictParams())
-    predict(spark, fresh, tiny["test"], str(tmp_path / "p3"), PredictParams())
+    predict(spark, model, tiny["test"], str(tmp_path / "p2"), PredictSettings())
+    predict(spark, fresh, tiny["test"], str(tmp_path / "p3"), PredictSettings())
     assert rows(tmp_path / "p2") == rows(tmp_path / "p3")
     assert rows(tmp_path / "p2") != rows(tmp_path / "p1")
 
@@ -793,11 +793,11 @@ def test_retrained_model_at_the_same_path_is_not_served_from_a_stale_cache(spark
 def test_empty_training_set_is_rejected_before_any_output(spark, tmp_path, write_text):
     """The tree checks for samples on the X table (the driver no longer loads X): a clear error
     naming the dataset, and no model folder."""
-    ingest(spark, write_text("empty.txt", "0 500 983\n"), str(tmp_path / "empty"), IngestParams())
+    ingest(spark, write_text("empty.txt", "0 500 983\n"), str(tmp_path / "empty"), IngestSettings())
     with pytest.raises(
         BadInputError, match=f"dataset {tmp_path / 'empty'} has no samples to train on"
     ):
-        train_tree(spark, str(tmp_path / "empty"), str(tmp_path / "m"), TreeParams())
+        train_tree(spark, str(tmp_path / "empty"), str(tmp_path / "m"), TreeSettings())
     assert not (tmp_path / "m").exists()
 
 
@@ -810,7 +810,7 @@ def test_train_unit_passes_the_solver_settings():
 
     from eagle_spark.classifiers.tree import train_unit
     from eagle_spark.classifiers.tree.structure import Tree
-    from eagle_spark.params import TreeParams
+    from eagle_spark.settings import TreeSettings
 
     X = sp.random(60, 15, density=0.5, format="csr", random_state=3, dtype=np.float64)
     y0 = np.random.default_rng(3).random(60) < 0.5
@@ -819,7 +819,7 @@ def test_train_unit_passes_the_solver_settings():
     under = tree.labels_under()
     got = {}
     for max_iter in (1, 100):
-        params = TreeParams(C=2.0, tol=1e-3, max_iter=max_iter, threshold=0.0)
+        params = TreeSettings(C=2.0, tol=1e-3, max_iter=max_iter, threshold=0.0)
         got[max_iter] = {c: (i, v, b) for c, i, v, b in train_unit(tree, under, X, Y, 0, params)}
         svc = LinearSVC(
             C=2.0,
@@ -871,7 +871,7 @@ def test_the_matcher_has_its_own_cost_and_pass_cap(matcher, ranker):
 
     from eagle_spark.classifiers.tree import train_unit
     from eagle_spark.classifiers.tree.structure import Tree
-    from eagle_spark.params import TreeParams
+    from eagle_spark.settings import TreeSettings
 
     rng = np.random.default_rng(5)
     X = sp.random(80, 12, density=0.5, format="csr", random_state=5, dtype=np.float64)
@@ -879,7 +879,7 @@ def test_the_matcher_has_its_own_cost_and_pass_cap(matcher, ranker):
     Y = sp.csc_matrix(np.eye(4, dtype=bool)[label])
     tree = Tree(np.array([-1, 0, 0, 1, 1, 2, 2]), np.array([0, 1, 1, 2, 2, 2, 2]), 3, 4)
     under = tree.labels_under()
-    params = TreeParams(
+    params = TreeSettings(
         C=ranker["C"],
         max_iter=ranker["max_iter"],
         matcher_C=matcher["C"],
@@ -923,7 +923,7 @@ def test_the_matchers_cost_follows_the_samples_under_its_node(scale):
 
     from eagle_spark.classifiers.tree import train_unit
     from eagle_spark.classifiers.tree.structure import Tree
-    from eagle_spark.params import TreeParams
+    from eagle_spark.settings import TreeSettings
 
     rng = np.random.default_rng(11)
     X = sp.random(120, 15, density=0.4, format="csr", random_state=11, dtype=np.float64)
@@ -933,7 +933,7 @@ def test_the_matchers_cost_follows_the_samples_under_its_node(scale):
     level = np.array([0, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3])
     tree = Tree(parent, level, 7, 8)
     under = tree.labels_under()
-    params = TreeParams(
+    params = TreeSettings(
         C=0.25, matcher_C=0.5, matcher_C_scale=scale, matcher_max_iter=None, tol=1e-3, threshold=0.0
     )
     n_under_1 = int((label <= 3).sum())

@@ -12,7 +12,7 @@ import scipy.sparse as sp
 from eagle_spark.assignment.assign import MIN_WEIGHT, soft_weights
 from eagle_spark.classifiers.linear import expected_loss_problem, train_binary
 from eagle_spark.errors import SettingsError
-from eagle_spark.params import AssignParams
+from eagle_spark.settings import AssignSettings
 
 # --- the weights, worked by hand ------------------------------------------------------------------
 
@@ -54,12 +54,12 @@ def test_soft_weights_edge_cases():
 
 
 def test_weighting_settings_are_checked():
-    assert AssignParams().weighting == "auto"
+    assert AssignSettings().weighting == "auto"
     with pytest.raises(SettingsError, match="assign.weighting"):
-        AssignParams(weighting="fuzzy")
+        AssignSettings(weighting="fuzzy")
     for bad in (0.0, -1.0, float("inf"), float("nan")):
         with pytest.raises(SettingsError, match="assign.temperature"):
-            AssignParams(weighting="soft", temperature=bad)
+            AssignSettings(weighting="soft", temperature=bad)
 
 
 # --- the weighted solver and the expected-loss problem --------------------------------------------
@@ -145,22 +145,22 @@ def soft(spark, tmp_path_factory):
     from eagle_spark.assignment.assign import assign
     from eagle_spark.grlr.embedding import embed
     from eagle_spark.io.ingest import ingest
-    from eagle_spark.params import AggregateParams, EmbedParams, IngestParams
+    from eagle_spark.settings import AggregateSettings, EmbedSettings, IngestSettings
     from tests.conftest import delicious_slice
 
     root = tmp_path_factory.mktemp("weighted")
     paths = {
         n: str(root / n) for n in ("train", "agg", "emb", "soft", "hard", "sharp", "flat", "base")
     }
-    ingest(spark, delicious_slice(root, "train", 600), paths["train"], IngestParams())
-    aggregate(spark, paths["train"], paths["agg"], AggregateParams(group_size=4))
-    embed(spark, paths["agg"], paths["emb"], EmbedParams(iterations=2, tasks=2))
+    ingest(spark, delicious_slice(root, "train", 600), paths["train"], IngestSettings())
+    aggregate(spark, paths["train"], paths["agg"], AggregateSettings(group_size=4))
+    embed(spark, paths["agg"], paths["emb"], EmbedSettings(iterations=2, tasks=2))
     runs = {
-        "soft": AssignParams(weighting="soft", temperature=0.3, tasks=2),
-        "hard": AssignParams(tasks=2, weighting="hard"),
-        "sharp": AssignParams(weighting="soft", temperature=1e-4, tasks=2),
-        "flat": AssignParams(weighting="soft", temperature=1e6, tasks=2),
-        "base": AssignParams(method="baseline"),
+        "soft": AssignSettings(weighting="soft", temperature=0.3, tasks=2),
+        "hard": AssignSettings(tasks=2, weighting="hard"),
+        "sharp": AssignSettings(weighting="soft", temperature=1e-4, tasks=2),
+        "flat": AssignSettings(weighting="soft", temperature=1e6, tasks=2),
+        "base": AssignSettings(method="baseline"),
     }
     manifests = {
         name: assign(spark, paths["agg"], paths[name], p, embeddings=paths["emb"])
@@ -270,14 +270,14 @@ def test_weighted_ova_equals_the_twin(spark, soft, tmp_path):
 
     from eagle_spark.classifiers.ova import train_ova
     from eagle_spark.io.tables import read_table
-    from eagle_spark.params import OVAParams
+    from eagle_spark.settings import OVASettings
     from eagle_spark.sparse import l2_normalize_rows
     from tests.conftest import dataset_matrices
     from tests.unit.test_ova import weights
 
     paths, _ = soft
     model = str(tmp_path / "ova")
-    meta = train_ova(spark, paths["soft"], model, OVAParams(tasks=2))
+    meta = train_ova(spark, paths["soft"], model, OVASettings(tasks=2))
     assert meta["label_weights"] is True
     ids, X, _, _ = dataset_matrices(spark, paths["soft"])
     Xn = l2_normalize_rows(X).astype(np.float64)
@@ -325,13 +325,13 @@ def test_ova_within_groups_equals_the_twin(spark, soft, tmp_path, name):
 
     from eagle_spark.classifiers.ova import train_ova
     from eagle_spark.io.tables import read_table
-    from eagle_spark.params import OVAParams
+    from eagle_spark.settings import OVASettings
     from eagle_spark.sparse import l2_normalize_rows
     from tests.conftest import dataset_matrices
     from tests.unit.test_ova import weights
 
     paths, _ = soft
-    params = OVAParams(tasks=2, threshold=0.0, negative_fraction=0.1)
+    params = OVASettings(tasks=2, threshold=0.0, negative_fraction=0.1)
     got = {}
     for access in ("cached", "joined"):
         model = str(tmp_path / access)
@@ -405,12 +405,12 @@ def test_weighted_tree_trains_on_the_expected_loss(spark, soft, tmp_path):
 
     from eagle_spark.classifiers.tree import train_tree
     from eagle_spark.io.tables import read_table
-    from eagle_spark.params import TreeParams
+    from eagle_spark.settings import TreeSettings
     from eagle_spark.sparse import l2_normalize_rows
     from tests.conftest import dataset_matrices
 
     paths, _ = soft
-    params = TreeParams(tasks=2, n_trees=1, max_leaf=8)
+    params = TreeSettings(tasks=2, n_trees=1, max_leaf=8)
 
     def model_weights(path):
         return {
@@ -484,7 +484,7 @@ def test_bad_label_weights_are_refused_by_name(spark, soft, tmp_path):
     from eagle_spark.classifiers.ova import train_ova
     from eagle_spark.errors import BadInputError
     from eagle_spark.io.tables import read_table
-    from eagle_spark.params import OVAParams
+    from eagle_spark.settings import OVASettings
 
     paths, _ = soft
     bad = tmp_path / "bad"
@@ -501,7 +501,7 @@ def test_bad_label_weights_are_refused_by_name(spark, soft, tmp_path):
     broken.write.parquet(str(bad / "Y"))
     (bad / "_files.json").unlink()  # Y rewritten by another tool: the folder has no file list now
     with pytest.raises(BadInputError, match=rf"sample_id {victim}: label_weights must hold"):
-        train_ova(spark, str(bad), str(tmp_path / "m"), OVAParams(tasks=2))
+        train_ova(spark, str(bad), str(tmp_path / "m"), OVASettings(tasks=2))
     assert not (tmp_path / "m").exists()
 
 
@@ -585,7 +585,7 @@ def test_auto_chooses_the_best_candidate_on_held_out_groups(spark, soft, tmp_pat
     paths, _ = soft
     agg = Dataset.load(spark, paths["agg"])
     auto = GRLRModel.fromSettings(
-        AssignParams(
+        AssignSettings(
             weighting="auto", tasks=2, candidates=("baseline", "hard", "soft-1"), held_out=0.3
         )
     ).atFolder(paths["emb"])
@@ -598,9 +598,9 @@ def test_auto_chooses_the_best_candidate_on_held_out_groups(spark, soft, tmp_pat
     best = max(sel["candidates"], key=lambda c: sel["candidates"][c]["score"])
     assert sel["chosen"] == best
     assert not os.path.exists(tmp_path / "auto" / "_select")
-    from eagle_spark.params import candidate_changes
+    from eagle_spark.settings import candidate_changes
 
-    chosen = AssignParams(tasks=2, **candidate_changes(best))
+    chosen = AssignSettings(tasks=2, **candidate_changes(best))
     assert out.manifest["parameters"]["weighting"] == chosen.weighting
     again = (
         GRLRModel.fromSettings(chosen)
@@ -620,7 +620,7 @@ def test_auto_chooses_the_best_candidate_on_held_out_groups(spark, soft, tmp_pat
 
 
 def test_candidate_names_are_checked():
-    from eagle_spark.params import candidate_changes
+    from eagle_spark.settings import candidate_changes
 
     assert candidate_changes("soft-0.25") == {
         "method": "eagle",
@@ -633,7 +633,7 @@ def test_candidate_names_are_checked():
         with pytest.raises(SettingsError, match="assign.candidates"):
             candidate_changes(bad)
     with pytest.raises(SettingsError, match="assign.held_out"):
-        AssignParams(held_out=0.95)
+        AssignSettings(held_out=0.95)
 
 
 def test_y_matrix_refuses_label_ids_out_of_range():

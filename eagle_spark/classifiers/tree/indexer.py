@@ -36,7 +36,7 @@ from eagle_spark.executor_state import shared_state, sparse_arrays, sparse_from
 from eagle_spark.io.parts import folder_version, read_sparse_rows
 from eagle_spark.io.tables import has_table, read_table
 from eagle_spark.kmeans import balanced_2means
-from eagle_spark.params import TreeParams
+from eagle_spark.settings import TreeSettings
 from eagle_spark.sparse import l2_normalize_rows
 
 log = logging.getLogger(__name__)
@@ -188,7 +188,7 @@ def _split_stage(
     dataset: str,
     n_features: int,
     n_labels: int,
-    params: TreeParams,
+    params: TreeSettings,
     label_repr: Optional[str],
     shape: TreeShape,
     units_by_bin: dict,
@@ -275,7 +275,7 @@ def index_trees(
     dataset: str,
     n_features: int,
     n_labels: int,
-    params: TreeParams,
+    params: TreeSettings,
     label_repr: Optional[str] = None,
     label_freq: Optional[np.ndarray] = None,
     y_only: bool = False,

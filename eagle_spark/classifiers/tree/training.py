@@ -42,8 +42,8 @@ from eagle_spark.executor_state import executor_lock, forget
 from eagle_spark.io.fs import FileSystem, atomic_output, check_separate
 from eagle_spark.io.parts import PartWriter, PartWriters
 from eagle_spark.io.tables import read_table
-from eagle_spark.params import TreeParams, memory_mib
 from eagle_spark.progress import step
+from eagle_spark.settings import TreeSettings, memory_mib
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ def _train_units_task(
     out: str,
     n_features: int,
     n_labels: int,
-    params: TreeParams,
+    params: TreeSettings,
     trees: list,
     units_by_bin: dict,
     groups: Optional[str] = None,
@@ -98,7 +98,7 @@ class _BinTrainer:
         self,
         out: str,
         n_labels: int,
-        params: TreeParams,
+        params: TreeSettings,
         trees: list,
         units_by_bin: dict,
         limit: Optional[float] = None,
@@ -220,7 +220,7 @@ def _train_joined(
     out: str,
     n_features: int,
     n_labels: int,
-    params: TreeParams,
+    params: TreeSettings,
     trees: list,
     units_by_bin: dict,
     groups: Optional[str],
@@ -308,7 +308,7 @@ def task_slots(spark: SparkSession, cpus: Optional[int] = None) -> int:
 
 
 def heavy_limit(
-    params: TreeParams, available: Optional[int] = None, slots: int = 1
+    params: TreeSettings, available: Optional[int] = None, slots: int = 1
 ) -> Optional[float]:
     """The heavy-unit bound in bytes, or None for no bound.
 
@@ -384,7 +384,7 @@ def unit_nonzeros(
     dataset: str,
     n_features: int,
     n_labels: int,
-    params: TreeParams,
+    params: TreeSettings,
     trees: list,
     units: list,
 ) -> tuple[np.ndarray, int, int]:
@@ -456,7 +456,7 @@ def train_unit(
     X: sp.csr_matrix,
     Y: sp.csc_matrix,
     node: int,
-    params: TreeParams,
+    params: TreeSettings,
     U: Optional[sp.csc_matrix] = None,
     active: Optional[np.ndarray] = None,
     n_samples: Optional[int] = None,
@@ -552,7 +552,7 @@ def train_tree(
     spark: SparkSession,
     dataset: str,
     model_path: str,
-    params: TreeParams,
+    params: TreeSettings,
     label_repr: Optional[str] = None,
     overwrite: bool = False,
 ) -> dict:
@@ -608,7 +608,7 @@ def _train_tree_into(
     spark: SparkSession,
     dataset: str,
     tmp: str,
-    params: TreeParams,
+    params: TreeSettings,
     label_repr: Optional[str],
     n_features: int,
     n_labels: int,

@@ -10,8 +10,16 @@ import typing
 import pytest
 
 from eagle_spark.errors import SettingsError
-from eagle_spark.params import MIN_PYTHON_WORKER_MIB, BaseParams, Settings, SparkParams, memory_mib
 from eagle_spark.session import spark_conf
+from eagle_spark.settings import (
+    MIN_PYTHON_WORKER_MIB,
+    Section,
+    Settings,
+    SparkSettings,
+    declarations,
+    memory_mib,
+    shown,
+)
 from tests.conftest import ROOT
 
 
@@ -78,76 +86,50 @@ def test_bad_files(tmp_path):
 
 
 SECTIONS = [typing.get_type_hints(Settings)[f.name] for f in dataclasses.fields(Settings)]
-_DEFAULT = re.compile(r"Default\s+(``[^`]*``|[-\w.,\[\]*+]+?)(?=[.,:;]?(?:\s|$)|\s\()")
-
-
-def _documented(text: str):
-    """The value a docstring's 'Default X' names: ``x`` a string, true/false, None/null, empty, or a
-    number (thousands separated by commas)."""
-    if text.startswith("``"):
-        return text.strip("`")
-    if text.startswith("[") and text.endswith("]"):  # a list: [a,b,c] (no spaces)
-        return [_documented(item) for item in text[1:-1].split(",")]
-    words = {"true": True, "false": False, "None": None, "null": None, "empty": {}}
-    if text in words:
-        return words[text]
-    if not re.fullmatch(r"[-+\d.,e]+|inf", text):  # a bare word (a list's item)
-        return text
-    number = text.replace(",", "")
-    try:
-        return int(number)
-    except ValueError:
-        return float(number)
 
 
 @pytest.mark.parametrize("cls", SECTIONS, ids=lambda c: c.__name__)
-def test_docstring_defaults_match_code(cls):
-    """Each field's 'Default X' in the Attributes section equals the field's real default (every
-    section, every field: a field without a stated default fails)."""
-    doc = cls.__doc__
-    names = "|".join(f.name for f in dataclasses.fields(cls))
-    for f in dataclasses.fields(cls):
-        match = re.search(rf"\n\s+{f.name}: (.*?)(?=\n\s+(?:{names}): |\Z)", doc, re.S)
-        assert match, f"{cls.__name__}.{f.name} is not documented"
-        default = _DEFAULT.search(" ".join(match.group(1).split()))
-        assert default, f"{cls.__name__}.{f.name}: no 'Default ...' in its documentation"
-        value = f.default if f.default is not dataclasses.MISSING else f.default_factory()
-        if isinstance(value, BaseParams):
-            continue  # a nested section: checked as a section of its own
-        expected = _documented(default.group(1))
-        if isinstance(value, tuple):
-            value = list(value) if len(value) != 1 else value[0]
-        assert (
-            value == expected
-            and type(value) is type(expected)
-            or (isinstance(value, float) and value == expected)
-        ), f"{cls.__name__}.{f.name}: documented {default.group(1)!r}, code {value!r}"
+def test_every_setting_is_declared_once_with_a_line_of_doc(cls):
+    """Each field of each section is declared by setting(): one line of doc, and a generated
+    docstring entry that gives the field's real default (so help() and the code agree)."""
+    items = declarations(cls)
+    assert [i.name for i in items] == [f.name for f in dataclasses.fields(cls)]
+    for item in items:
+        assert item.doc and "\n" not in item.doc and len(item.doc) <= 200, item.name
+        entry = re.search(rf"\n {{8}}{item.name}: (.*?)(?=\n {{8}}\w+: |\s*\Z)", cls.__doc__, re.S)
+        assert entry, f"{cls.__name__}.{item.name} is missing from the docstring"
+        assert f"Default {shown(item.default)}." in " ".join(entry.group(1).split())
 
 
-def test_docstring_default_parser_reads_what_the_docs_write():
-    found = [
-        _documented(_DEFAULT.search(t).group(1))
-        for t in (
-            "Default 0.1.",
-            "Default 1,000,000 (docs/design.md).",
-            "Default ``local[*]``.",
-            "Default 0.2, twice liblinear's",
-            "Default None: the fewest",
-            "Default null.",
-            "Default true.",
-            "Default [baseline,hard,soft-0.3].",
-        )
+def test_shown_defaults_read_as_the_docs_write_them():
+    assert [shown(v) for v in (None, True, "auto", ("a", "b"), {}, 0.1, 250_000)] == [
+        "null",
+        "true",
+        "``auto``",
+        "[a, b]",
+        "empty",
+        "0.1",
+        "250000",
     ]
-    assert found == [
-        0.1,
-        1_000_000,
-        "local[*]",
-        0.2,
-        None,
-        None,
-        True,
-        ["baseline", "hard", "soft-0.3"],
-    ]
+
+
+def test_a_field_without_a_declaration_is_refused():
+    @dataclasses.dataclass(frozen=True)
+    class Bare(Section):
+        x: int = 1
+
+    with pytest.raises(TypeError, match="Bare.x is not declared with setting"):
+        declarations(Bare)
+
+
+def test_the_solver_settings_are_shared_by_both_classifiers():
+    from eagle_spark.settings import LinearSettings, OVASettings, TreeSettings
+
+    shared = [f.name for f in dataclasses.fields(LinearSettings)]
+    assert "C" in shared and "tol" in shared and "x_access" in shared
+    for cls in (TreeSettings, OVASettings):
+        assert issubclass(cls, LinearSettings)
+        assert [f.name for f in dataclasses.fields(cls)][: len(shared)] == shared
 
 
 def test_conf_files_load():
@@ -156,15 +138,15 @@ def test_conf_files_load():
 
 
 def test_spark_conf_loopback_and_python():
-    conf = spark_conf(SparkParams(python_worker_memory="2g", extra={"spark.x": "1"}))
+    conf = spark_conf(SparkSettings(python_worker_memory="2g", extra={"spark.x": "1"}))
     assert conf["spark.driver.host"] == "127.0.0.1"
     assert conf["spark.driver.bindAddress"] == "127.0.0.1"
     assert conf["spark.executor.pyspark.memory"] == "2g"
     assert conf["spark.executorEnv.ARROW_DEFAULT_MEMORY_POOL"] == "system"
-    assert not any(k.startswith("spark.executorEnv.") for k in spark_conf(SparkParams()))
+    assert not any(k.startswith("spark.executorEnv.") for k in spark_conf(SparkSettings()))
     assert conf["spark.x"] == "1"
     assert conf["spark.pyspark.python"]
-    assert "spark.driver.host" not in spark_conf(SparkParams(loopback=False))
+    assert "spark.driver.host" not in spark_conf(SparkSettings(loopback=False))
 
 
 @pytest.mark.parametrize(
@@ -188,16 +170,16 @@ def test_memory_mib_rejects_what_spark_cannot_read(text):
     with pytest.raises(
         SettingsError, match=re.escape("setting 'spark.python_worker_memory' must be a size")
     ):
-        SparkParams(python_worker_memory=text)
+        SparkSettings(python_worker_memory=text)
 
 
 def test_python_worker_memory_below_the_address_space_minimum_is_rejected():
     with pytest.raises(SettingsError, match=r"python_worker_memory=1g is below 2g: .*RLIMIT_AS"):
-        SparkParams(python_worker_memory="1g")
+        SparkSettings(python_worker_memory="1g")
     with pytest.raises(SettingsError, match="below 2g"):
-        SparkParams(python_worker_memory="2047m")
-    assert SparkParams(python_worker_memory="2048m").python_worker_memory == "2048m"
-    assert SparkParams().python_worker_memory is None
+        SparkSettings(python_worker_memory="2047m")
+    assert SparkSettings(python_worker_memory="2048m").python_worker_memory == "2048m"
+    assert SparkSettings().python_worker_memory is None
 
 
 _WORKER = """
@@ -220,7 +202,7 @@ def test_worker_at_the_minimum_cap_holds_its_data_only_with_the_system_pool(pool
     env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
     if pool_env:
         prefix = "spark.executorEnv."
-        conf = spark_conf(SparkParams(python_worker_memory=f"{MIN_PYTHON_WORKER_MIB}m"))
+        conf = spark_conf(SparkSettings(python_worker_memory=f"{MIN_PYTHON_WORKER_MIB}m"))
         env.update({k[len(prefix) :]: v for k, v in conf.items() if k.startswith(prefix)})
     data_mib = MIN_PYTHON_WORKER_MIB - 768
     done = subprocess.run(
@@ -240,19 +222,19 @@ def test_worker_at_the_minimum_cap_holds_its_data_only_with_the_system_pool(pool
 
 
 def test_train_max_leaf_work_is_a_positive_setting_or_none():
-    from eagle_spark.params import TreeParams
+    from eagle_spark.settings import TreeSettings
 
-    assert TreeParams().max_leaf_work == 250_000  # with max_split_shared 0.1
+    assert TreeSettings().max_leaf_work == 250_000  # with max_split_shared 0.1
     assert Settings.load(None, ["tree.max_leaf_work=null"]).tree.max_leaf_work is None
     assert Settings.load(None, ["tree.max_leaf_work=5000"]).tree.max_leaf_work == 5000
     with pytest.raises(SettingsError, match="tree.max_leaf_work must be >= 1"):
-        TreeParams(max_leaf_work=0)
+        TreeSettings(max_leaf_work=0)
 
 
 def test_train_max_split_shared_is_a_share_or_none():
-    from eagle_spark.params import TreeParams
+    from eagle_spark.settings import TreeSettings
 
-    assert TreeParams().max_split_shared == 0.1  # delicious's leaves share more and stay whole
+    assert TreeSettings().max_split_shared == 0.1  # delicious's leaves share more and stay whole
     assert Settings.load(None, ["tree.max_split_shared=null"]).tree.max_split_shared is None
     assert Settings.load(None, ["tree.max_split_shared=0.1"]).tree.max_split_shared == 0.1
     assert Settings.load(None, ["tree.max_split_shared=0"]).tree.max_split_shared == 0
@@ -260,13 +242,50 @@ def test_train_max_split_shared_is_a_share_or_none():
         with pytest.raises(
             SettingsError, match="tree.max_split_shared must be a number in \\[0, 1\\]"
         ):
-            TreeParams(max_split_shared=bad)
+            TreeSettings(max_split_shared=bad)
 
 
 def test_train_tol_is_a_positive_setting():
-    from eagle_spark.params import TreeParams
+    from eagle_spark.settings import TreeSettings
 
-    assert TreeParams().tol == 0.2  # twice liblinear's and Parabel's eps (docs/design.md)
+    assert TreeSettings().tol == 0.2  # twice liblinear's and Parabel's eps (docs/design.md)
     assert Settings.load(None, ["tree.tol=0.1"]).tree.tol == 0.1
     with pytest.raises(SettingsError, match="tree.tol must be a finite number > 0"):
-        TreeParams(tol=0.0)
+        TreeSettings(tol=0.0)
+
+
+def test_the_settings_reference_is_generated_from_the_declarations():
+    """docs/settings.md is what the declarations generate (regenerate it with
+    `python -m eagle_spark.settings > docs/settings.md`)."""
+    from eagle_spark.ml.base import mirrored_params
+    from eagle_spark.settings import reference
+
+    assert mirrored_params()[("tree", "n_trees")] == [
+        "LabelTreeClassifier.numTrees",
+        "LabelTreeModel.numTrees",
+    ]
+    text = (ROOT / "docs" / "settings.md").read_text(encoding="utf-8")
+    assert text == reference(mirrored_params()) + "\n", (
+        "docs/settings.md is stale: python -m eagle_spark.settings > docs/settings.md"
+    )
+
+
+def test_a_command_flag_is_generated_from_its_setting_and_overrides_it():
+    import argparse
+
+    from eagle_spark.commands import setting_flags, with_flags
+
+    p = argparse.ArgumentParser()
+    setting_flags(p, "embed", "iterations", "normalize")
+    setting_flags(p, "tree", "max_leaf_work")
+    help_text = p.format_help()
+    assert "T, GRLR iterations (0 gives EAGLE-0's e0) (embed.iterations, default 20)" in " ".join(
+        help_text.split()
+    )
+    base = Settings.load(overrides=["embed.iterations=7"])
+    assert with_flags(base, p.parse_args([])) == base
+    changed = with_flags(base, p.parse_args(["--iterations", "3", "--no-normalize"]))
+    assert (changed.embed.iterations, changed.embed.normalize) == (3, False)
+    assert with_flags(base, p.parse_args(["--max-leaf-work", "9"])).tree.max_leaf_work == 9
+    with pytest.raises(SettingsError, match="embed.iterations must be >= 0"):
+        with_flags(base, p.parse_args(["--iterations", "-1"]))

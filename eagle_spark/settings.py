@@ -1,0 +1,1251 @@
+"""Settings: frozen dataclasses, loaded from YAML, overridden by ``--set section.key=value``.
+
+One way to configure: every knob lives in a section dataclass below, with its
+unit and default in the docstring. A run is fully described by one YAML file, printed by
+``eagle-spark --print-defaults``. Precedence, lowest first: code defaults, ``--conf FILE``,
+``--set key=value`` overrides, then the explicit flags of a command (``--iterations 5`` is the same
+as ``--set embed.iterations=5``).
+
+Every ``from_dict`` rejects unknown keys and wrong types with :class:`SettingsError` naming the key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+import textwrap
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Optional, Sequence, TypeVar
+
+import yaml
+
+from eagle_spark.errors import SettingsError
+
+
+class Section:
+    """Mixin for frozen settings dataclasses: typed ``from_dict``/``to_dict`` and validation."""
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None, where: str = "") -> "Section":
+        """Build from a mapping, rejecting unknown keys and values of the wrong type.
+
+        Args:
+            data: key -> value (nested mappings for nested sections); None means all defaults.
+            where: dotted prefix used in error messages (e.g. ``"spark."``).
+        Returns:
+            An instance of ``cls``.
+        Raises:
+            SettingsError: an unknown key, a value of the wrong type, or a failed check.
+        """
+        data = dict(data or {})
+        hints = typing.get_type_hints(cls)
+        names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise SettingsError(
+                f"unknown setting '{where}{unknown[0]}'; known keys of "
+                f"{where.rstrip('.') or 'the top level'}: {', '.join(sorted(names))}"
+            )
+        values = {}
+        for name, value in data.items():
+            values[name] = _coerce(hints[name], value, f"{where}{name}")
+        try:
+            return cls(**values)  # type: ignore[call-arg]
+        except (TypeError, ValueError) as err:
+            if isinstance(err, SettingsError):
+                raise
+            raise SettingsError(f"{where.rstrip('.') or 'settings'}: {err}") from err
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain nested dict of every field (YAML/JSON serialisable)."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+            value = getattr(self, f.name)
+            out[f.name] = value.to_dict() if isinstance(value, Section) else _plain(value)
+        return out
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _coerce(hint: Any, value: Any, key: str) -> Any:
+    """Check `value` against the annotation `hint`; ints are accepted where floats are expected."""
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin is typing.Union:
+        if value is None and type(None) in args:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        return _coerce(inner[0], value, key)
+    if isinstance(hint, type) and issubclass(hint, Section):
+        if not isinstance(value, Mapping):
+            raise SettingsError(f"setting {key!r} must be a mapping, got {value!r}")
+        return hint.from_dict(value, where=f"{key}.")
+    if origin in (dict, Mapping) or hint is dict:
+        if not isinstance(value, Mapping):
+            raise SettingsError(f"setting {key!r} must be a mapping, got {value!r}")
+        return {str(k): str(v) for k, v in value.items()}
+    if origin is tuple:
+        if not isinstance(value, (list, tuple)):
+            raise SettingsError(f"setting {key!r} must be a list, got {value!r}")
+        return tuple(_coerce(args[0], v, key) for v in value)
+    if hint is bool:
+        if not isinstance(value, bool):
+            raise SettingsError(f"setting {key!r} must be true or false, got {value!r}")
+        return value
+    if hint is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise SettingsError(f"setting {key!r} must be an integer, got {value!r}")
+        return value
+    if hint is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise SettingsError(f"setting {key!r} must be a number, got {value!r}")
+        if not math.isfinite(value):
+            raise SettingsError(f"setting {key!r} must be a finite number, got {value!r}")
+        return float(value)
+    if hint is str:
+        if not isinstance(value, str):
+            raise SettingsError(f"setting {key!r} must be a string, got {value!r}")
+        return value
+    raise SettingsError(f"setting {key!r}: unsupported type {hint!r}")  # pragma: no cover
+
+
+_UNITS = {"k": 1 / 1024, "m": 1, "g": 1024, "t": 1024 * 1024}
+
+MIN_PYTHON_WORKER_MIB = 2048
+"""Smallest ``spark.python_worker_memory`` accepted, in MiB. Measured on this project's worker
+process: address space 0.61 GB after its imports (resident 0.21 GB); with a 1 GiB cap (and
+pyarrow's default pool, which reserves 1 GiB more at first use) an 8 MiB numpy allocation failed
+in the assign stage of a standalone-cluster run while the worker held ~0.33 GB."""
+
+
+def memory_mib(text: str, key: str) -> float:
+    """A Spark memory string (``512m``, ``2g``, ``1t``, ``2048k``; no suffix = MiB) in MiB.
+
+    Raises:
+        SettingsError: `text` is not a positive whole number with an optional k/m/g/t suffix (any
+            case, optionally followed by ``b``), as Spark reads sizes; the message names `key`.
+    """
+    match = re.fullmatch(r"\s*(\d+)\s*([kmgt]?)b?\s*", str(text), flags=re.IGNORECASE)
+    if match is None or int(match.group(1)) <= 0:
+        raise SettingsError(f"setting {key!r} must be a size such as 512m or 2g, got {text!r}")
+    return float(match.group(1)) * _UNITS[(match.group(2) or "m").lower()]
+
+
+MIN_JVM_MIB = 512
+"""Smallest ``spark.driver_memory`` / ``spark.executor_memory`` accepted, in MiB. Spark reserves
+300 MiB of every JVM heap and refuses to start with less than 1.5 times that (450 MiB: "System
+memory ... must be at least 471859200"); 512m is the next round size above it."""
+
+
+def _check(condition: bool, message: str) -> None:
+    if not condition:
+        raise SettingsError(message)
+
+
+def candidate_changes(name: str) -> dict[str, Any]:
+    """The ``assign`` settings of a candidate of ``assign.candidates``: ``baseline``, ``hard``
+    (Algorithm 2's top-c) or ``soft-<T>`` (soft weighting at temperature T > 0); ``hard`` and
+    ``soft-<T>`` may end in ``+r<N>``: N rounds of refinement with the classifier (0 without).
+
+    Raises:
+        SettingsError: any other name.
+    """
+    if name == "baseline":
+        return {"method": "baseline", "weighting": "hard", "refine_rounds": 0}
+    m = re.fullmatch(r"(hard|soft-(\d+(?:\.\d+)?))(?:\+r(\d+))?", name)
+    _check(
+        m is not None and (m.group(2) is None or float(m.group(2)) > 0),
+        f"assign.candidates: {name!r} is not baseline, hard or soft-<temperature> (e.g. soft-0.3), "
+        "optionally with +r<rounds> of refinement (e.g. hard+r1)",
+    )
+    if m is None:  # _check raised above; this tells the type checker
+        raise SettingsError(f"assign.candidates: {name!r}")
+    changes: dict[str, Any] = {"method": "eagle", "weighting": "hard", "refine_rounds": 0}
+    if m.group(2) is not None:
+        changes |= {"weighting": "soft", "temperature": float(m.group(2))}
+    if m.group(3) is not None:
+        changes["refine_rounds"] = int(m.group(3))
+    return changes
+
+
+def _check_x_access(section: str, x_access: str, cache_budget: Optional[str]) -> None:
+    _check(
+        x_access in ("auto", "cached", "joined"),
+        f"{section}.x_access must be auto, cached or joined, got {x_access!r}",
+    )
+    if cache_budget is not None:
+        memory_mib(cache_budget, f"{section}.cache_budget")
+
+
+def _finite(value: float) -> bool:
+    return math.isfinite(value)
+
+
+def _check_jvm_memory(text: str, key: str) -> None:
+    mib = memory_mib(text, key)
+    _check(
+        mib >= MIN_JVM_MIB,
+        f"{key}={text} is below {MIN_JVM_MIB}m: Spark reserves 300 MiB of the JVM heap and "
+        f"will not start a JVM with less than 450 MiB; set {MIN_JVM_MIB}m or more",
+    )
+
+
+T = TypeVar("T")
+
+
+def setting(
+    default: Any = None,
+    doc: str = "",
+    *,
+    more: str = "",
+    param: Optional[str] = None,
+    factory: Optional[Callable[[], Any]] = None,
+) -> Any:
+    """Declare one setting of a section: the only place it is written down.
+
+    Everything else is generated from it: the section's docstring, the pyspark Param of every
+    estimator that mirrors the section (:class:`eagle_spark.ml.base.SettingsParams`: name, doc,
+    type converter, default, getter and setter), ``--print-defaults``' comments and the settings
+    reference (``docs/settings.md``, :func:`reference`).
+
+    Args:
+        default: the value when nothing sets it (immutable; use `factory` for a dict).
+        doc: one line: what the setting is, its unit and its values.
+        more: what else a user should know (how it works, why the default is what it is).
+        param: the Param name when it is not the field name in camelCase (``n_trees`` ->
+            ``numTrees``).
+        factory: makes the default (instead of `default`).
+    Returns:
+        A dataclass field carrying the declaration in its metadata.
+    """
+    metadata = {"doc": doc, "more": more, "param": param}
+    if factory is not None:
+        return field(default_factory=factory, metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+@dataclass(frozen=True)
+class Declared:
+    """One declared setting as :func:`declarations` lists it."""
+
+    name: str
+    hint: Any
+    default: Any
+    doc: str
+    more: str
+    param: str
+
+
+def camel(name: str) -> str:
+    """``max_leaf_work`` -> ``maxLeafWork`` (the Param name of a field without its own)."""
+    head, *rest = name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def declarations(cls: type) -> list[Declared]:
+    """The declared settings of a section class, in field order.
+
+    Raises:
+        TypeError: a field of `cls` not declared with :func:`setting`.
+    """
+    hints = typing.get_type_hints(cls)
+    out = []
+    for f in dataclasses.fields(cls):
+        if "doc" not in f.metadata:
+            raise TypeError(f"{cls.__name__}.{f.name} is not declared with setting()")
+        if f.default_factory is not dataclasses.MISSING:
+            default = f.default_factory()
+        else:
+            default = f.default
+        out.append(
+            Declared(
+                f.name,
+                hints[f.name],
+                default,
+                f.metadata["doc"],
+                f.metadata["more"],
+                f.metadata["param"] or camel(f.name),
+            )
+        )
+    return out
+
+
+def shown(value: Any) -> str:
+    """A default as YAML and the docs write it: null, true/false, ``text``, [a, b], numbers."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return f"``{value}``"
+    if isinstance(value, (tuple, list)):
+        return "[" + ", ".join(str(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "empty" if not value else repr(value)
+    return repr(value)
+
+
+def described(item: Declared) -> str:
+    """A setting's whole documentation: its line, its default, then the rest."""
+    return " ".join(x for x in (item.doc, f"Default {shown(item.default)}.", item.more) if x)
+
+
+def section(cls: type[T]) -> type[T]:
+    """Class decorator of a settings section (over ``@dataclass(frozen=True)``): its docstring's
+    Attributes are generated from its :func:`setting` declarations."""
+    body = "\n".join(
+        textwrap.fill(
+            f"{item.name}: {described(item)}",
+            width=96,
+            initial_indent=" " * 8,
+            subsequent_indent=" " * 12,
+            break_on_hyphens=False,
+        )
+        for item in declarations(cls)
+    )
+    cls.__doc__ = f"{(cls.__doc__ or '').strip()}\n\n    Attributes:\n{body}\n    "
+    return cls
+
+
+@section
+@dataclass(frozen=True)
+class SparkSettings(Section):
+    """How the SparkSession is built (:func:`eagle_spark.session.build_spark`)."""
+
+    master: str = setting(
+        "local[*]",
+        "Spark master URL: ``local[*]``, ``local[N]`` or ``spark://host:port``.",
+        more="Ignored under spark-submit, which sets its own, and with ``remote``.",
+    )
+    remote: Optional[str] = setting(
+        None,
+        "a Spark Connect URL (``sc://host:port``, or ``local[N]`` for a Connect server started in "
+        "this process); null: a classic session.",
+        more=(
+            "Every command then runs on a Spark Connect session; on an ``sc://`` server only the "
+            "``spark.sql.*`` settings apply (the server's own decide the rest)."
+        ),
+    )
+    app_name: str = setting("eagle-spark", "application name shown by Spark.")
+    driver_memory: str = setting(
+        "4g",
+        "JVM heap of the driver (local mode: of everything), e.g. ``4g``; at least ``512m``.",
+        more="The floor is :data:`MIN_JVM_MIB`.",
+    )
+    executor_memory: str = setting("2g", "JVM heap per executor (cluster mode); at least ``512m``.")
+    python_worker_memory: Optional[str] = setting(
+        None,
+        "cap per Python worker (``spark.executor.pyspark.memory``); null: no cap.",
+        more=(
+            "Spark enforces it as the worker's address-space limit (``RLIMIT_AS``), not its "
+            "resident memory: a worker maps ~0.6 GB on importing numpy, scipy, pyarrow and "
+            "scikit-learn, so the cap must be at least ``2g`` (:data:`MIN_PYTHON_WORKER_MIB`) "
+            "and about 0.7 GB above the data a task holds. With a cap, the workers use pyarrow's "
+            "system allocator (``ARROW_DEFAULT_MEMORY_POOL=system``), since its default pool "
+            "reserves 1 GiB of address space at first use."
+        ),
+    )
+    shuffle_partitions: int = setting(8, "``spark.sql.shuffle.partitions``.")
+    arrow_batch_rows: int = setting(
+        10000, "rows per Arrow batch handed to Python (``maxRecordsPerBatch``)."
+    )
+    loopback: bool = setting(True, "bind the driver to 127.0.0.1 (local mode and the tests).")
+    log_level: str = setting("WARN", "Spark's log level (``WARN``, ``INFO``, ...).")
+    extra: dict = setting(None, "any other ``spark.*`` settings, verbatim.", factory=dict)
+
+    def __post_init__(self) -> None:
+        _check(self.shuffle_partitions >= 1, "spark.shuffle_partitions must be >= 1")
+        _check(self.arrow_batch_rows >= 1, "spark.arrow_batch_rows must be >= 1")
+        _check(bool(self.master), "spark.master must not be empty")
+        _check(
+            self.remote is None
+            or re.fullmatch(r"sc://[^/\s]+(/.*)?|local(\[[^\]]*\])?", self.remote) is not None,
+            f"spark.remote must be sc://host:port or local[N], got {self.remote!r}",
+        )
+        _check_jvm_memory(self.driver_memory, "spark.driver_memory")
+        _check_jvm_memory(self.executor_memory, "spark.executor_memory")
+        if self.python_worker_memory is not None:
+            mib = memory_mib(self.python_worker_memory, "spark.python_worker_memory")
+            _check(
+                mib >= MIN_PYTHON_WORKER_MIB,
+                f"spark.python_worker_memory={self.python_worker_memory} is below "
+                f"{MIN_PYTHON_WORKER_MIB // 1024}g: Spark applies it as "
+                "the Python worker's address-space limit (RLIMIT_AS), and a worker maps ~0.6 GB of "
+                f"address space on its imports alone; set {MIN_PYTHON_WORKER_MIB // 1024}g or more "
+                "(about 0.7 GB above the data a task holds), or leave it unset for no cap",
+            )
+        for key in self.extra:
+            _check(
+                str(key).startswith("spark."), f"spark.extra key {key!r} must start with 'spark.'"
+            )
+
+
+@section
+@dataclass(frozen=True)
+class IngestSettings(Section):
+    """Reading XC / libsvm text files (:func:`eagle_spark.io.ingest.ingest`)."""
+
+    format: str = setting(
+        "xc", "``xc`` (header line ``n_samples n_features n_labels``) or ``libsvm`` (no header)."
+    )
+    one_based: bool = setting(False, "feature ids in the file start at 1 (labels stay 0-based).")
+    on_bad_line: str = setting(
+        "fail",
+        "``fail`` (exit 2 naming file, line, problem; nothing written) or ``skip`` (bad lines go "
+        "to ``_rejected/``).",
+        more="Skipped lines are counted in the manifest.",
+    )
+    n_features: Optional[int] = setting(
+        None, "libsvm only: the feature count (ids must be below it); null: max id + 1."
+    )
+    n_labels: Optional[int] = setting(None, "libsvm only: the label count; null: max label id + 1.")
+
+    def __post_init__(self) -> None:
+        _check(
+            self.format in ("xc", "libsvm"),
+            f"ingest.format must be xc or libsvm, got {self.format!r}",
+        )
+        _check(
+            self.on_bad_line in ("fail", "skip"),
+            f"ingest.on_bad_line must be fail or skip, got {self.on_bad_line!r}",
+        )
+        for name in ("n_features", "n_labels"):
+            value = getattr(self, name)
+            _check(value is None or value >= 0, f"ingest.{name} must be >= 0")
+
+
+@section
+@dataclass(frozen=True)
+class AggregateSettings(Section):
+    """Building aggregated-label data (:func:`eagle_spark.aggregation.aggregate.aggregate`)."""
+
+    grouping: str = setting(
+        "random",
+        "``random`` (shuffle, cut into groups of ``group_size``) or ``cluster`` (hierarchical "
+        "balanced 2-means to ``depth``).",
+    )
+    group_size: int = setting(
+        4, "g, samples per random group (the last group holds the remainder)."
+    )
+    depth: int = setting(8, "D, levels of the cluster hierarchy (up to 2^D groups).")
+    noise: float = setting(
+        0.0, "sigma of the Gaussian noise added to the clustered features only; finite, >= 0."
+    )
+    seed: int = setting(0, "seed of the shuffle / initial centroids / noise.")
+    merge: str = setting("list", "``list`` (Y2 count = multiplicity) or ``set`` (count = 1).")
+    kmeans_iterations: int = setting(20, "2-means rounds per tree node.")
+    on_bad_row: str = setting(
+        "fail",
+        "user-supplied Y1/Y2: ``fail`` (exit 2 naming table and id) or ``skip`` (drop the row).",
+        more="Skipped rows are counted in the manifest.",
+    )
+
+    def __post_init__(self) -> None:
+        _check(
+            self.grouping in ("random", "cluster"),
+            f"aggregate.grouping must be random or cluster, got {self.grouping!r}",
+        )
+        _check(self.group_size >= 1, "aggregate.group_size must be >= 1")
+        _check(0 <= self.depth <= 24, "aggregate.depth must be in [0, 24]")
+        _check(
+            _finite(self.noise) and self.noise >= 0, "aggregate.noise must be a finite number >= 0"
+        )
+        _check(
+            self.merge in ("list", "set"),
+            f"aggregate.merge must be list or set, got {self.merge!r}",
+        )
+        _check(self.kmeans_iterations >= 1, "aggregate.kmeans_iterations must be >= 1")
+        _check(
+            self.on_bad_row in ("fail", "skip"),
+            f"aggregate.on_bad_row must be fail or skip, got {self.on_bad_row!r}",
+        )
+
+
+@section
+@dataclass(frozen=True)
+class SynthSettings(Section):
+    """Synthetic data (:func:`eagle_spark.synth.synth`)."""
+
+    preset: str = setting(
+        "wiki325k",
+        "shape to reproduce: ``wiki325k``, ``eurlex4k``, ``wiki10-31k``, ``amazoncat13k``.",
+    )
+    scale: float = setting(1.0, "in (0, 1]; sample, feature and label counts are multiplied by it.")
+    seed: int = setting(0, "base seed; the same seed gives byte-identical tables.")
+    rows_per_task: int = setting(250_000, "samples generated per Spark task.")
+    difficulty: Optional[float] = setting(
+        None,
+        "in [0, 1], how confusable the labels are; null: the preset's calibrated value.",
+        more=(
+            "Confusable labels share topic words, have weaker evidence, distractor labels and "
+            "louder noise words. The calibrated values (wiki325k 1.0, eurlex4k 0.4, wiki10-31k "
+            "0.7, amazoncat13k 0.35) put omikuji's P@1 near the real data set's; 0 is the easy "
+            "data of earlier versions."
+        ),
+    )
+
+    def __post_init__(self) -> None:
+        _check(0 < self.scale <= 1, f"synth.scale must be in (0, 1], got {self.scale}")
+        _check(self.rows_per_task >= 1, "synth.rows_per_task must be >= 1")
+        _check(
+            self.difficulty is None or (_finite(self.difficulty) and 0 <= self.difficulty <= 1),
+            f"synth.difficulty must be in [0, 1] or null, got {self.difficulty}",
+        )
+
+
+@section
+@dataclass(frozen=True)
+class EmbedSettings(Section):
+    """GRLR label embeddings (:func:`eagle_spark.grlr.embedding.embed`; paper Algorithm 1)."""
+
+    iterations: int = setting(20, "T, GRLR iterations (0 gives EAGLE-0's e0).", param="maxIter")
+    lr: float = setting(
+        0.1, "lambda, the step of e = Proj(e + lambda g); finite, > 0.", param="stepSize"
+    )
+    normalize: bool = setting(True, "L2-normalise the rows of X first (cosine similarity).")
+    tasks: int = setting(
+        16, "label bins, one Spark task each (balanced by work).", param="numTasks"
+    )
+    batch_rows: int = setting(
+        200_000, "candidate rows per vectorised batch inside a task (memory bound)."
+    )
+    split_rows: int = setting(
+        0,
+        "labels with more candidate rows than this are split into chunks of groups; 0: max(2 x "
+        "total / tasks, 500000).",
+        more="The chunks' gradients are combined on the driver each iteration.",
+    )
+    prune_below: float = setting(
+        0.0,
+        "store only embedding weights with |w| >= this, in [0, 1); 0 stores every nonzero weight "
+        "(exact).",
+        more=(
+            "Smaller stored embeddings; the assignments of the same pass are computed before "
+            "pruning and do not change."
+        ),
+    )
+    x_access: str = setting(
+        "auto",
+        "how tasks get the candidates' feature rows: ``cached``, ``joined`` or ``auto``.",
+        more=(
+            "``cached``: every executor reads X and Y1 once into its memory-mapped cache (fast; "
+            "needs ~12 bytes per nonzero of X per machine). ``joined``: the design's map-reduce, "
+            "Y2's pairs joined with the groups' member rows, so no task reads all of X (for X "
+            "beyond one machine's memory; costs a shuffle of the candidates' rows). ``auto``: "
+            "``cached`` while the cache fits ``cache_budget``, else ``joined``; the log says "
+            "which and why. Same results either way."
+        ),
+    )
+    cache_budget: Optional[str] = setting(
+        None,
+        "the executor cache size ``x_access`` auto allows, a Spark size (``4g``); null: half of "
+        "``spark.python_worker_memory`` when set, else 4g.",
+    )
+
+    def __post_init__(self) -> None:
+        _check_x_access("embed", self.x_access, self.cache_budget)
+        _check(self.iterations >= 0, "embed.iterations must be >= 0")
+        _check(
+            _finite(self.prune_below) and 0 <= self.prune_below < 1,
+            f"embed.prune_below must be a finite number in [0, 1), got {self.prune_below}",
+        )
+        _check(
+            _finite(self.lr) and self.lr > 0, f"embed.lr must be a finite number > 0, got {self.lr}"
+        )
+        _check(self.tasks >= 1, "embed.tasks must be >= 1")
+        _check(self.batch_rows >= 1, "embed.batch_rows must be >= 1")
+        _check(self.split_rows >= 0, "embed.split_rows must be >= 0")
+
+
+@section
+@dataclass(frozen=True)
+class AssignSettings(Section):
+    """Label assignment (:func:`eagle_spark.assignment.assign.assign`; paper Algorithm 2)."""
+
+    method: str = setting(
+        "eagle",
+        "``eagle`` (each group label to its best-scoring members: Algorithm 2) or ``baseline`` "
+        "(every member gets all its group's labels, Y1 Y2).",
+        more="EAGLE scores member i for label k by <e_k, x_i>, ties to the smallest sample_id.",
+    )
+    multiplicity: bool = setting(
+        True,
+        "a label of list-merge count c goes to the top-c distinct members; false: to its best "
+        "member only (Algorithm 2 as printed).",
+        more=(
+            "Chosen on validation splits of train (label tree): on R-4, R-10 and C-8 groupings "
+            "of bibtex and delicious the tree on top-c assignments beat the Baseline by 11.7 / "
+            "7.1 / 5.8 points of P@1 / 3 / 5 on average while the printed argmax lost to it by "
+            "3.9 / 5.4 / 5.1; on synthetic eurlex4k both lose, top-c by less (-17.9 vs -30.6 at "
+            "P@1); benchmarks/reports/assignment_variants*.json. With set-merge counts (all 1) "
+            "the two are the same."
+        ),
+    )
+    weighting: str = setting(
+        "auto",
+        "``hard`` (a label to its top-c members, weight 1), ``soft`` (every member a weight in "
+        "(0, 1] from its score) or ``auto`` (the best of ``candidates`` on held-out groups).",
+        more=(
+            "``hard`` is Algorithm 2. ``soft``: "
+            ":func:`eagle_spark.assignment.assign.soft_weights`; Y_filter then carries "
+            "``label_weights`` and the classifiers train on the expected loss. ``auto``: each "
+            "candidate is tried on held-out groups and the best by group-level P@k is used "
+            "(:mod:`eagle_spark.ml.selection`; needs no sample labels). No one point of the "
+            'family wins on every data set (docs/experiments.md, "Learning from group labels"), '
+            "so the data chooses."
+        ),
+    )
+    temperature: float = setting(
+        0.3,
+        "with ``soft``, how far the weights spread below the top-c members; finite, > 0: near 0 "
+        "is ``hard``, large is the Baseline.",
+        more=(
+            "A member whose score lies a share d of the group's score range below the c-th best "
+            "gets exp(-d / temperature)."
+        ),
+    )
+    candidates: tuple[str, ...] = setting(
+        ("baseline", "soft-0.3+r1"),
+        "with ``auto``, the assignments to choose from: ``baseline``, ``hard`` (top-c) and "
+        "``soft-<T>``, the last two optionally with ``+r<N>`` rounds of refinement.",
+        more=(
+            "On validation splits of bibtex and delicious (R-4, R-10, C-8) soft T=0.3 with one "
+            "round of refinement beat the Baseline by 15.8 / 10.3 / 8.5 points of P@1/3/5 on "
+            "average (benchmarks/reports/assignment_variants_refine.json), and choosing among "
+            "baseline, hard, soft-0.3 and soft-0.3+r1 on held-out groups of bibtex, delicious "
+            "and synthetic eurlex4k (selection.json, selection_synth.json) never chose hard or "
+            "soft-0.3, so they only cost a proxy training each; the Baseline stays for data "
+            "where nothing beats it."
+        ),
+    )
+    held_out: float = setting(
+        0.2,
+        "with ``auto``, the share of the groups held out to score the candidates on, in (0, 0.9].",
+    )
+    refine_rounds: int = setting(
+        0,
+        "rounds of refinement with the classifier after the embedding's assignment, in [0, 10]; "
+        "0: Algorithm 2 alone.",
+        more=(
+            "Multiple-instance EM: train one-vs-all on the assignment, score each group's "
+            "members for its labels by w_k . x_i, assign again with the same weighting "
+            "(:mod:`eagle_spark.assignment.refine`). A candidate of ``auto`` may set it "
+            "(``hard+r1``)."
+        ),
+    )
+    tasks: int = setting(16, "label bins, one Spark task each.", param="assignTasks")
+    batch_rows: int = setting(
+        200_000, "candidate rows per vectorised batch inside a task.", param="assignBatchRows"
+    )
+    x_access: str = setting(
+        "auto",
+        "as in ``embed``, when the assignments are recomputed from stored embeddings.",
+        more=(
+            "``embed`` normally writes them in its own pass; ``soft`` always recomputes, it "
+            "needs every member's score."
+        ),
+        param="assignXAccess",
+    )
+    cache_budget: Optional[str] = setting(None, "as in ``embed``.", param="assignCacheBudget")
+
+    def __post_init__(self) -> None:
+        _check_x_access("assign", self.x_access, self.cache_budget)
+        _check(
+            self.method in ("eagle", "baseline"),
+            f"assign.method must be eagle or baseline, got {self.method!r}",
+        )
+        _check(
+            self.weighting in ("hard", "soft", "auto"),
+            f"assign.weighting must be hard, soft or auto, got {self.weighting!r}",
+        )
+        _check(
+            len(self.candidates) >= 1 and len(set(self.candidates)) == len(self.candidates),
+            "assign.candidates must name at least one candidate, each once",
+        )
+        for name in self.candidates:
+            candidate_changes(name)
+        _check(
+            _finite(self.held_out) and 0 < self.held_out <= 0.9,
+            f"assign.held_out must be in (0, 0.9], got {self.held_out!r}",
+        )
+        _check(
+            _finite(self.temperature) and self.temperature > 0,
+            f"assign.temperature must be finite and > 0, got {self.temperature!r}",
+        )
+        _check(
+            0 <= self.refine_rounds <= 10,
+            f"assign.refine_rounds must be in [0, 10], got {self.refine_rounds!r}",
+        )
+        _check(self.tasks >= 1, "assign.tasks must be >= 1")
+        _check(self.batch_rows >= 1, "assign.batch_rows must be >= 1")
+
+
+def _check_linear(section: str, p: Any) -> None:
+    _check(
+        p.loss in ("squared_hinge", "logistic"),
+        f"{section}.loss must be squared_hinge or logistic, got {p.loss!r}",
+    )
+    _check(_finite(p.C) and p.C > 0, f"{section}.C must be a finite number > 0, got {p.C}")
+    _check(
+        _finite(p.threshold) and p.threshold >= 0,
+        f"{section}.threshold must be a finite number >= 0, got {p.threshold}",
+    )
+    _check(_finite(p.tol) and p.tol > 0, f"{section}.tol must be a finite number > 0, got {p.tol}")
+    _check(
+        isinstance(p.max_iter, int) and not isinstance(p.max_iter, bool) and p.max_iter >= 1,
+        f"{section}.max_iter must be an integer >= 1, got {p.max_iter!r}",
+    )
+    _check(p.tasks >= 1, f"{section}.tasks must be >= 1")
+    _check(
+        p.unassigned in ("negative", "ignore"),
+        f"{section}.unassigned must be negative or ignore, got {p.unassigned!r}",
+    )
+    _check_x_access(section, p.x_access, p.cache_budget)
+
+
+@section
+@dataclass(frozen=True)
+class LinearSettings(Section):
+    """The liblinear solver settings both classifiers share (``tree`` and ``ova`` sections)."""
+
+    loss: str = setting(
+        "squared_hinge", "``squared_hinge`` (Parabel/PECOS default) or ``logistic``."
+    )
+    C: float = setting(
+        0.5, "liblinear cost (inverse L2 regularisation) on L2-normalised rows; finite, > 0."
+    )
+    threshold: float = setting(
+        0.1, "weights with |w| below it are pruned; finite, >= 0.", param="pruneThreshold"
+    )
+    tol: float = setting(
+        0.2,
+        "liblinear's stopping tolerance (``eps``), finite, > 0.",
+        more=(
+            "The dual coordinate descent stops when its projected-gradient gap falls below tol "
+            "times the first pass's. Twice liblinear's and Parabel's 0.1: it trained the tree "
+            "~20% faster on delicious and ~9% faster on synthetic Wiki-325K with the same P@1 on "
+            "bibtex, delicious and the synthetic set (benchmarks/peers.py; runs in the git "
+            "history of docs/design.md)."
+        ),
+    )
+    max_iter: int = setting(
+        100,
+        "liblinear's cap on passes of its dual coordinate descent over a classifier's samples, >= "
+        "1.",
+    )
+    normalize: bool = setting(True, "L2-normalise the rows of X.")
+    tasks: int = setting(
+        16, "label blocks / training units dealt into this many Spark tasks.", param="numTasks"
+    )
+    seed: int = setting(
+        0, "seed of the solver's sample order (and the tree's 2-means, the negative sampling)."
+    )
+    unassigned: str = setting(
+        "negative",
+        "on EAGLE's assignments, a member of a group labelled k not assigned k is k's "
+        "``negative`` (the paper) or left out (``ignore``).",
+        more=(
+            "``ignore``: neither positive nor negative of k; the tree leaves it out of the "
+            "ranker of k in k's leaf. No effect on other training data."
+        ),
+    )
+    x_access: str = setting(
+        "auto",
+        "how training tasks get their units' rows of X: ``cached``, ``joined`` or ``auto``.",
+        more=(
+            "``cached``: every executor reads X and Y once into its memory-mapped cache (~8 "
+            "bytes per nonzero of X per machine). ``joined``: each task receives only the rows "
+            "its units train on through a Spark join of (task, sample) pairs with X (the tree: "
+            "the samples positive under its nodes, all of them for the root; one-vs-all: its "
+            "labels' positives and drawn negatives, so every sample when negative_fraction is "
+            "1), and the tree's PIFA label representations are summed by a join too; Y stays "
+            "cached (~5 bytes per positive). ``auto``: ``cached`` while the cache fits "
+            "``cache_budget``, else ``joined``; the log says which and why. Same models either "
+            "way."
+        ),
+    )
+    cache_budget: Optional[str] = setting(
+        None,
+        "the executor cache size ``x_access`` auto allows, a Spark size (``4g``); null: half of "
+        "``spark.python_worker_memory`` when set, else 4g.",
+    )
+
+
+@section
+@dataclass(frozen=True)
+class TrainSettings(Section):
+    """Which classifier ``train`` and the pipeline use; its knobs are in its own section
+    (``tree`` or ``ova``)."""
+
+    model: str = setting(
+        "ova",
+        "``ova`` (one-vs-all, section ``ova``) or ``tree`` (Parabel-like label tree, section "
+        "``tree``).",
+    )
+
+    def __post_init__(self) -> None:
+        _check(
+            self.model in ("ova", "tree"), f"train.model must be ova or tree, got {self.model!r}"
+        )
+
+
+@section
+@dataclass(frozen=True)
+class TreeSettings(LinearSettings):
+    """The label-tree classifier (:mod:`eagle_spark.classifiers.tree`; ``LabelTreeClassifier``)."""
+
+    matcher_C: Optional[float] = setting(
+        None,
+        "liblinear cost of the matcher (the inner nodes' classifiers), ``C`` then being the "
+        "rankers'; finite, > 0; null: ``C``.",
+        more=(
+            "2 gains ~0.5-0.7 points of P@1/3/5 on calibrated synthetic Wiki-325K (scale 0.1) "
+            "with the same P@1 on bibtex and delicious (means over 5 seeds), but trains ~1.75x "
+            "longer into a ~1.6x larger model there (~1.25x with ``matcher_max_iter`` 20; runs "
+            "in the git history of docs/design.md). Those figures are with ``matcher_C_scale`` "
+            "none; with ``samples`` it is the root's cost, scaled below it."
+        ),
+    )
+    matcher_C_scale: str = setting(
+        "samples",
+        "how the matcher's cost follows its node's size: ``samples`` (x n_samples / the node's "
+        "samples) or ``none`` (Parabel's: the same everywhere).",
+        more=(
+            "``samples``: the classifiers of node v's children use (``matcher_C`` or ``C``) x "
+            "n_samples / n_v, where n_v is the number of samples positive under v (the rows they "
+            "train on). Their squared-hinge loss sums over n_v rows, so this keeps the weight of "
+            "the loss against the regulariser, per sample, the same at every depth (the rule "
+            "omikuji applies to its logistic-loss classifiers). The root's matcher is unchanged "
+            "(n_v = n_samples), and so are the rankers. +0.44 / +0.84 / +0.86 P@1/3/5 on "
+            "calibrated synthetic Wiki-325K (scale 0.1), bibtex / delicious unchanged (means "
+            "over 5 seeds), 1.1-1.3x the training time and a 1.75x larger model there (runs in "
+            "the git history of docs/design.md)."
+        ),
+    )
+    matcher_max_iter: Optional[int] = setting(
+        10,
+        "liblinear's cap on passes for the matcher alone, ``max_iter`` then being the rankers'; "
+        ">= 1; null: ``max_iter``.",
+        more=(
+            "The matcher's units hold the most rows (the root's, every sample), and at a larger "
+            "cost (``matcher_C``, or the deep nodes' under ``matcher_C_scale``) they need the "
+            "most passes. With ``matcher_C_scale`` samples, 10 keeps the P@k of 20 on synthetic "
+            "Wiki-325K at scale 0.1 and on bibtex / delicious (means over 5 seeds) and trains "
+            "the matchers in ~0.75x the time; at a uniform ``matcher_C`` 2, 10 costs delicious "
+            "0.6 P@1 and 20 does not (runs in the git history of docs/design.md)."
+        ),
+    )
+    max_leaf: int = setting(100, "maximum labels per leaf.")
+    max_leaf_work: Optional[int] = setting(
+        250_000,
+        "a leaf whose work (samples positive under it x its labels) exceeds this is split "
+        "further; null: Parabel's leaves (only ``max_leaf``).",
+        more=(
+            "The split is the same balanced 2-means, while the leaf has >= 4 labels, so that no "
+            "leaf (usually one holding head labels) costs much more than the others. The default "
+            'goes with ``max_split_shared`` 0.1 (docs/design.md, "Classifiers").'
+        ),
+    )
+    max_split_shared: Optional[float] = setting(
+        0.1,
+        "with ``max_leaf_work``, a heavy leaf's split is kept only when at most this share (in "
+        "[0, 1]) of its samples is positive under both halves; null: always.",
+        more=(
+            "The halves' rankers train on (1 + share) / 2 of the leaf's row x classifier pairs, "
+            "so a split whose halves share most samples saves little work and still adds a "
+            "routing decision. Measured: the heavy leaves of calibrated synthetic Wiki-325K "
+            "(scale 0.1) share 0.5-6.4% of their samples, delicious's 17-45%, so 0.1 splits the "
+            "former and leaves delicious's trees as without a budget (runs in the git history of "
+            "docs/design.md)."
+        ),
+    )
+    n_trees: int = setting(
+        3, "trees in the ensemble (Parabel uses 3), scores averaged.", param="numTrees"
+    )
+    top_levels: Optional[int] = setting(
+        None,
+        "levels of every tree the indexer's first Spark stage splits, one task per tree; null: "
+        "the fewest that leave two sub-trees per core.",
+        more=(
+            "Every node at that depth roots a sub-tree split by the second stage, whose tasks "
+            "are balanced (0: no first stage, whole trees in the second). Null gives ``n_trees * "
+            "2**levels >= 2 * defaultParallelism`` (1 for 3 trees on 2 cores)."
+        ),
+    )
+    heavy_unit_memory: Optional[str] = setting(
+        "auto",
+        "training units above this working memory (a Spark size) train one at a time per "
+        "executor; ``auto``: half the machine's available memory / its task slots; null: no bound.",
+        more=(
+            "A training unit is a node's children trained on the samples positive under it; its "
+            "working memory is estimated at 40 bytes per nonzero of its rows (the rows in "
+            "float64 for liblinear and liblinear's own copy; measured 36-40). An executor trains "
+            "one heavy unit at a time, whatever its task slots, and a task whose heavy unit must "
+            "wait trains its other units first. This keeps training's peak memory from growing "
+            "with the slots beyond what the machine holds (the root's unit alone is ~3 GB at "
+            "Wiki-325K scale). ``auto`` reads Linux ``MemAvailable`` when training starts "
+            "(:func:`eagle_spark.classifiers.tree.training.heavy_limit`). Same model either way."
+        ),
+    )
+
+    def __post_init__(self) -> None:
+        _check_linear("tree", self)
+        _check(
+            self.matcher_C is None or (_finite(self.matcher_C) and self.matcher_C > 0),
+            f"tree.matcher_C must be a finite number > 0 (or null for tree.C), got {self.matcher_C}",
+        )
+        _check(
+            self.matcher_C_scale in ("samples", "none"),
+            f"tree.matcher_C_scale must be samples or none, got {self.matcher_C_scale!r}",
+        )
+        m = self.matcher_max_iter
+        _check(
+            m is None or (isinstance(m, int) and not isinstance(m, bool) and m >= 1),
+            f"tree.matcher_max_iter must be an integer >= 1 (or null for tree.max_iter), got {m!r}",
+        )
+        if self.heavy_unit_memory not in (None, "auto"):
+            memory_mib(self.heavy_unit_memory, "tree.heavy_unit_memory (or auto, or null)")
+        _check(self.n_trees >= 1, "tree.n_trees must be >= 1")
+        _check(
+            self.top_levels is None or self.top_levels >= 0,
+            "tree.top_levels must be >= 0 (or null for automatic)",
+        )
+        _check(self.max_leaf >= 2, "tree.max_leaf must be >= 2")
+        _check(
+            self.max_leaf_work is None or self.max_leaf_work >= 1,
+            "tree.max_leaf_work must be >= 1 (or null for none)",
+        )
+        shared = self.max_split_shared
+        _check(
+            shared is None or (_finite(shared) and 0 <= shared <= 1),
+            f"tree.max_split_shared must be a number in [0, 1] (or null for always), got {shared!r}",
+        )
+
+
+@section
+@dataclass(frozen=True)
+class OVASettings(LinearSettings):
+    """The one-vs-all classifier (:mod:`eagle_spark.classifiers.ova`; ``OneVsRestXMC``)."""
+
+    negative_fraction: float = setting(
+        1.0, "share of the negatives each label trains on (1 = all)."
+    )
+
+    def __post_init__(self) -> None:
+        _check_linear("ova", self)
+        _check(0 < self.negative_fraction <= 1, "ova.negative_fraction must be in (0, 1]")
+
+
+@section
+@dataclass(frozen=True)
+class PredictSettings(Section):
+    """Batch prediction (:func:`eagle_spark.classifiers.predict.predict`)."""
+
+    top_k: int = setting(5, "predictions kept per sample.")
+    beam_size: int = setting(10, "tree: nodes kept per level by the beam search.")
+    batch_rows: int = setting(1000, "one-vs-all: rows scored together inside a task.")
+    tasks: int = setting(
+        0,
+        "Spark tasks scoring X; 0: automatic (range partitions when X is read as too few "
+        "partitions), N > 0: always N range partitions.",
+        more=(
+            "Automatic: when X is read as fewer than two partitions per core "
+            "(``spark.default.parallelism`` x 2) and has at least :data:`PREDICT_MIN_TASK_ROWS` "
+            "rows per such task, its rows are range-partitioned by sample_id into that many "
+            "tasks (a few large files otherwise leave cores idle); else as read."
+        ),
+        param="predictTasks",
+    )
+
+    def __post_init__(self) -> None:
+        _check(self.top_k >= 1, "predict.top_k must be >= 1")
+        _check(self.beam_size >= 1, "predict.beam_size must be >= 1")
+        _check(self.batch_rows >= 1, "predict.batch_rows must be >= 1")
+        _check(self.tasks >= 0, "predict.tasks must be >= 0 (0: automatic)")
+
+
+PREDICT_MIN_TASK_ROWS = 5000
+"""predict.tasks=0 splits X only when every task gets at least this many rows (a shuffle of X is
+not worth it for less)."""
+
+
+@section
+@dataclass(frozen=True)
+class EvaluateSettings(Section):
+    """Evaluation (:func:`eagle_spark.evaluation.evaluate.evaluate`)."""
+
+    k: int = setting(5, "evaluate at 1..k.")
+    propensity_a: float = setting(
+        0.55, "A of the inverse propensity (Jain et al. 2016), finite, > 0."
+    )
+    propensity_b: float = setting(
+        1.5, "B of the inverse propensity, finite, > 0 (a label seen 0 times gets (0 + B)^-A)."
+    )
+
+    def __post_init__(self) -> None:
+        _check(self.k >= 1, "evaluate.k must be >= 1")
+        _check(
+            _finite(self.propensity_a) and self.propensity_a > 0,
+            f"evaluate.propensity_a must be a finite number > 0, got {self.propensity_a}",
+        )
+        _check(
+            _finite(self.propensity_b) and self.propensity_b > 0,
+            f"evaluate.propensity_b must be a finite number > 0, got {self.propensity_b}",
+        )
+
+
+@section
+@dataclass(frozen=True)
+class PipelineSettings(Section):
+    """The main job, ``eagle-spark pipeline`` (:mod:`eagle_spark.pipeline`)."""
+
+    output: str = setting(
+        "runs/pipeline", "run folder (every stage's output, comparison, report, logs)."
+    )
+    train: Optional[str] = setting(
+        None,
+        "XC / libsvm text file of the training set; null with no ``dataset``: the embedded "
+        "delicious train file.",
+    )
+    test: Optional[str] = setting(
+        None,
+        "text file of the test set; null with no ``test_dataset``: the embedded delicious test "
+        "file (when ``train`` and ``dataset`` are null too).",
+    )
+    dataset: Optional[str] = setting(
+        None,
+        "an existing dataset to start from instead of ingesting ``train``.",
+        more="It has X and Y when ``aggregate`` is true, X, Y1 and Y2 (Y optional) when false.",
+    )
+    test_dataset: Optional[str] = setting(
+        None, "an existing dataset with X and Y to predict and evaluate on."
+    )
+    aggregate: bool = setting(
+        True,
+        "build Y1 / Y2 from the training Y with the ``aggregate`` settings; false uses the groups "
+        "of `dataset` as they are.",
+    )
+    methods: tuple[str, ...] = setting(
+        ("eagle",),
+        "which of ``baseline``, ``eagle0``, ``eagle_paper`` and ``eagle`` (the ``assign`` "
+        "settings) to run.",
+        more=(
+            "``eagle_paper`` is Algorithm 2 as printed (hard argmax); ``--compare`` runs "
+            "baseline, eagle0 and eagle."
+        ),
+    )
+    until: str = setting(
+        "evaluate", "last stage: ``assign``, ``train``, ``predict`` or ``evaluate``."
+    )
+    format: str = setting(
+        "parquet",
+        "``parquet``, or ``delta`` to also publish assignments and predictions as Delta tables "
+        "under ``<output>/delta/``.",
+    )
+
+    def __post_init__(self) -> None:
+        _check(len(self.methods) >= 1, "pipeline.methods must name at least one method")
+        for m in self.methods:
+            _check(
+                m in ("baseline", "eagle0", "eagle_paper", "eagle"),
+                f"pipeline.methods: {m!r} is not one of baseline, eagle0, eagle_paper, eagle",
+            )
+        _check(len(set(self.methods)) == len(self.methods), "pipeline.methods has a repeat")
+        _check(
+            self.until in ("assign", "train", "predict", "evaluate"),
+            f"pipeline.until must be assign, train, predict or evaluate, got {self.until!r}",
+        )
+        _check(
+            self.format in ("parquet", "delta"),
+            f"pipeline.format must be parquet or delta, got {self.format!r}",
+        )
+        _check(
+            not (self.train is not None and self.dataset is not None),
+            "give pipeline.train (a text file) or pipeline.dataset (a dataset folder), not both",
+        )
+        _check(
+            not (self.test is not None and self.test_dataset is not None),
+            "give pipeline.test or pipeline.test_dataset, not both",
+        )
+
+
+@dataclass(frozen=True)
+class Settings(Section):
+    """All settings of a run, one section per stage; ``conf/*.yaml`` files mirror this shape.
+
+    Attributes:
+        spark: :class:`SparkSettings`.
+        ingest: :class:`IngestSettings`.
+        aggregate: :class:`AggregateSettings`.
+        synth: :class:`SynthSettings`.
+        embed: :class:`EmbedSettings`.
+        assign: :class:`AssignSettings`.
+        train: :class:`TrainSettings` (which classifier).
+        tree: :class:`TreeSettings`.
+        ova: :class:`OVASettings`.
+        predict: :class:`PredictSettings`.
+        evaluate: :class:`EvaluateSettings`.
+        pipeline: :class:`PipelineSettings`.
+    """
+
+    spark: SparkSettings = field(default_factory=SparkSettings)
+    ingest: IngestSettings = field(default_factory=IngestSettings)
+    aggregate: AggregateSettings = field(default_factory=AggregateSettings)
+    synth: SynthSettings = field(default_factory=SynthSettings)
+    embed: EmbedSettings = field(default_factory=EmbedSettings)
+    assign: AssignSettings = field(default_factory=AssignSettings)
+    train: TrainSettings = field(default_factory=TrainSettings)
+    tree: TreeSettings = field(default_factory=TreeSettings)
+    ova: OVASettings = field(default_factory=OVASettings)
+    predict: PredictSettings = field(default_factory=PredictSettings)
+    evaluate: EvaluateSettings = field(default_factory=EvaluateSettings)
+    pipeline: PipelineSettings = field(default_factory=PipelineSettings)
+
+    @classmethod
+    def load(cls, conf: str | None = None, overrides: Sequence[str] = ()) -> "Settings":
+        """Read a YAML settings file and apply ``key=value`` overrides.
+
+        Args:
+            conf: path of a YAML file shaped like :class:`Settings` (None: defaults only).
+            overrides: ``section.key=value`` strings; values are parsed as YAML scalars
+                (``3`` int, ``0.1`` float, ``true`` bool, anything else a string).
+        Returns:
+            Validated settings.
+        Raises:
+            SettingsError: the file is missing or not YAML, a key is unknown, a value has the wrong
+                type, or an override is not ``key=value``.
+        """
+        data: dict[str, Any] = {}
+        if conf is not None:
+            try:
+                with open(conf, encoding="utf-8") as fh:
+                    loaded = yaml.safe_load(fh)
+            except OSError as err:
+                raise SettingsError(f"settings file {conf}: {err.strerror}") from err
+            except UnicodeDecodeError as err:
+                raise SettingsError(
+                    f"settings file {conf} is not UTF-8 text: byte {err.object[err.start]:#04x} "
+                    f"at offset {err.start} cannot be decoded"
+                ) from err
+            except yaml.YAMLError as err:
+                raise SettingsError(f"settings file {conf} is not valid YAML: {err}") from err
+            if loaded is not None and not isinstance(loaded, dict):
+                raise SettingsError(f"settings file {conf} must hold a mapping of sections")
+            data = loaded or {}
+        for item in overrides:
+            key, sep, raw = item.partition("=")
+            if not sep or not key.strip():
+                raise SettingsError(f"override {item!r} must look like section.key=value")
+            try:
+                value = yaml.safe_load(raw) if raw.strip() else ""
+            except yaml.YAMLError:
+                value = raw
+            node = data
+            parts = key.strip().split(".")
+            if len(parts) > 2 and parts[1] == "extra":  # spark.extra.spark.x.y=v: key is spark.x.y
+                parts = [parts[0], "extra", ".".join(parts[2:])]
+            for part in parts[:-1]:
+                node = node.setdefault(part, {})
+                if not isinstance(node, dict):
+                    raise SettingsError(f"override {item!r}: {part!r} is not a section")
+            node[parts[-1]] = value
+        return typing.cast(Settings, cls.from_dict(data))
+
+    def classifier(self) -> "TreeSettings | OVASettings":
+        """The settings section of the classifier ``train.model`` names (``tree`` or ``ova``)."""
+        return self.tree if self.train.model == "tree" else self.ova
+
+    def replace(self, section: str, **changes: Any) -> "Settings":
+        """A copy with some fields of one section changed (validated like a ``--set``).
+
+        Raises:
+            SettingsError: unknown section or key, or a value of the wrong type.
+        """
+        if section not in {f.name for f in dataclasses.fields(self)}:
+            raise SettingsError(f"unknown settings section {section!r}")
+        current = getattr(self, section).to_dict()
+        current.update(changes)
+        new_section = type(getattr(self, section)).from_dict(current, where=f"{section}.")
+        return dataclasses.replace(self, **{section: new_section})
+
+    def to_yaml(self) -> str:
+        """YAML text of every setting with its current value."""
+        return yaml.safe_dump(self.to_dict(), sort_keys=False)
+
+
+def section_class(name: str) -> type:
+    """The class of the settings section `name` (``tree`` -> :class:`TreeSettings`).
+
+    Raises:
+        SettingsError: no section is called `name`.
+    """
+    for f in dataclasses.fields(Settings):
+        if f.name == name:
+            return typing.cast(type, typing.get_type_hints(Settings)[name])
+    raise SettingsError(f"unknown settings section {name!r}")
+
+
+def section_name(cls: type) -> str:
+    """The key of a section class in :class:`Settings` (:class:`TreeSettings` -> ``tree``).
+
+    Raises:
+        SettingsError: `cls` is not a section of :class:`Settings`.
+    """
+    hints = typing.get_type_hints(Settings)
+    for f in dataclasses.fields(Settings):
+        if hints[f.name] is cls:
+            return f.name
+    raise SettingsError(f"{cls.__name__} is not a section of Settings")
+
+
+def _markdown(text: str) -> str:
+    """Docstring markup as Markdown: ``x`` and :role:`x` -> `x`; table pipes escaped."""
+    text = re.sub(r":\w+:`~?([^`]+)`", r"`\1`", text).replace("``", "`")
+    return text.replace("|", "\\|")
+
+
+def reference(mirrors: Mapping[tuple[str, str], Sequence[str]]) -> str:
+    """The settings reference, ``docs/settings.md``: every section and setting with its default,
+    the estimators' Params that mirror it and its documentation, generated from the declarations
+    (``python -m eagle_spark.settings > docs/settings.md``; a test checks the file is current).
+
+    Args:
+        mirrors: (section, field) -> the Params that mirror it, e.g. ``LabelTreeClassifier.numTrees``
+            (:func:`eagle_spark.ml.base.mirrored_params`).
+    """
+    out = [
+        "# Settings reference",
+        "",
+        "Generated from the declarations in `eagle_spark/settings.py` "
+        "(`python -m eagle_spark.settings > docs/settings.md`). A setting is set in a YAML file "
+        "(`--conf`), by `--set section.key=value`, by a command's flag where it has one, or "
+        "through the estimator Params that mirror it (the Params column).",
+        "",
+    ]
+    hints = typing.get_type_hints(Settings)
+    for f in dataclasses.fields(Settings):
+        cls = hints[f.name]
+        summary = " ".join((cls.__doc__ or "").split("Attributes:")[0].split())
+        out += [f"## `{f.name}`", "", _markdown(summary), ""]
+        out += ["| key | default | Params | what |", "|---|---|---|---|"]
+        for item in declarations(cls):
+            text = _markdown(" ".join(x for x in (item.doc, item.more) if x))
+            default = shown(item.default).strip("`")
+            params = ", ".join(f"`{p}`" for p in mirrors.get((f.name, item.name), ()))
+            out.append(f"| `{item.name}` | `{default}` | {params} | {text} |")
+        out.append("")
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    from eagle_spark.ml.base import mirrored_params
+
+    print(reference(mirrored_params()))
