@@ -62,7 +62,7 @@ def main() -> None:
         train = Dataset.ingest(spark, embedded_path("delicious", "train"), str(work / "train"))
     elif args.data.startswith("synth:"):
         _, preset, scale = args.data.split(":")
-        train, _ = Dataset.synth(spark, str(work / "synth"), preset, float(scale))
+        train, _ = Dataset.synth(spark, str(work / "synth"), preset=preset, scale=float(scale))
     else:
         sys.exit(f"--data {args.data!r}: delicious or synth:<preset>:<scale>")
     agg = train.aggregate(str(work / "aggregated"), groupSize=args.group_size, seed=0)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from eagle_spark.data import embedded_path
 from eagle_spark.errors import BadInputError
-from eagle_spark.settings import Settings, declarations, section_class, shown
+from eagle_spark.settings import Settings, as_params, declarations, section_class, shown
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -65,6 +65,8 @@ def setting_flags(p: argparse.ArgumentParser, section: str, *names: str) -> None
         kwargs: dict[str, Any] = {"default": None, "help": help_text.replace("%", "%%")}
         if hint is bool:
             kwargs["action"] = argparse.BooleanOptionalAction
+        elif typing.get_origin(hint) is tuple:  # a list: --name A B C
+            kwargs.update(nargs="+", type=typing.get_args(hint)[0])
         else:
             kwargs["type"] = hint
         p.add_argument(f"--{name.replace('_', '-')}", dest=name, **kwargs)
@@ -113,7 +115,7 @@ def run_ingest(spark: SparkSession, args: argparse.Namespace, settings: Settings
 
     source = args.input or embedded_path("delicious", "train")
     manifest = Dataset.ingest(
-        spark, source, args.output, overwrite=args.overwrite, **settings.ingest.to_dict()
+        spark, source, args.output, overwrite=args.overwrite, **as_params(settings.ingest)
     ).manifest
     return {
         "output": args.output,
@@ -164,21 +166,13 @@ def run_aggregate(
 ) -> dict[str, Any]:
     from eagle_spark.ml import Dataset
 
-    a = settings.aggregate
     manifest = (
         Dataset.at(spark, args.input)
         .aggregate(
             args.output,
-            grouping=a.grouping,
-            groupSize=a.group_size,
-            depth=a.depth,
-            noise=a.noise,
-            seed=a.seed,
-            merge=a.merge,
-            kmeansIterations=a.kmeans_iterations,
             y1=args.y1,
             y2=args.y2,
-            onBadRow=a.on_bad_row,
+            **as_params(settings.aggregate),
             overwrite=args.overwrite,
         )
         .manifest
@@ -213,16 +207,7 @@ def run_synth(spark: SparkSession, args: argparse.Namespace, settings: Settings)
     from eagle_spark.ml import Dataset
 
     p = settings.synth
-    Dataset.synth(
-        spark,
-        args.output,
-        p.preset,
-        p.scale,
-        p.seed,
-        p.rows_per_task,
-        overwrite=args.overwrite,
-        difficulty=p.difficulty,
-    )
+    Dataset.synth(spark, args.output, overwrite=args.overwrite, **as_params(p))
     pair = read_manifest(spark, args.output)
     return {
         "output": args.output,
@@ -469,63 +454,8 @@ def _experiment_args(p: argparse.ArgumentParser) -> None:
         "--output", required=True, help="experiment folder (resumable; report.md inside)"
     )
     setting_flags(p, "pipeline", "train", "test", "dataset", "test_dataset")
-    p.add_argument(
-        "--groupings",
-        nargs="+",
-        default=["R-4", "R-10", "C"],
-        help="table2: R-<g>, C (depth aggregate.depth), C-<depth>, C-<depth>-n<noise> "
-        "(default R-4 R-10 C)",
-    )
-    p.add_argument(
-        "--axis",
-        choices=["group-size", "depth", "noise"],
-        default=None,
-        help="ablation: what varies (Figure 3 left, middle, right)",
-    )
-    p.add_argument(
-        "--values",
-        nargs="+",
-        type=float,
-        default=None,
-        help="ablation: the axis' values (e.g. 2 4 8 16); regression: sigma_2 values",
-    )
-    p.add_argument(
-        "--methods",
-        nargs="+",
-        choices=["baseline", "eagle0", "eagle_paper", "eagle"],
-        default=None,
-        help="methods beside the Oracle (default all four; eagle_paper: Algorithm 2 as printed, "
-        "eagle: the assign settings)",
-    )
-    p.add_argument(
-        "--validation",
-        type=float,
-        default=0.0,
-        help="hold out this share of the training set and evaluate on it instead of the "
-        "test set (for tuning; default 0: the test set)",
-    )
-    p.add_argument(
-        "--seeds", type=int, default=None, help="regression: draws per sigma_2 (default 10)"
-    )
-    p.add_argument(
-        "--candidates",
-        nargs="+",
-        default=None,
-        help="select: candidates (default: baseline hard soft-0.1 soft-0.3 soft-1 soft-0.3+r1)",
-    )
-    p.add_argument(
-        "--held-out",
-        type=float,
-        default=0.2,
-        help="select: share of the groups held out (default 0.2)",
-    )
-    p.add_argument(
-        "--criterion",
-        choices=["max", "sum", "multiset"],
-        default=None,
-        help="select: the group-level precision that ranks the candidates (default: the one "
-        "assign.weighting=auto uses)",
-    )
+    setting_flags(p, "experiment", "groupings", "axis", "values", "methods", "validation")
+    setting_flags(p, "experiment", "seeds", "candidates", "held_out", "criterion")
     p.add_argument("--force", action="store_true", help="rerun every stage, even unchanged ones")
 
 
@@ -545,31 +475,25 @@ def run_experiment(
 ) -> dict[str, Any]:
     from eagle_spark.experiments import xmc
 
+    e = settings.experiment
     if args.kind == "regression":
         from eagle_spark.experiments.regression import RegressionSetting, run
 
-        setting = RegressionSetting(
-            **{
-                k: v
-                for k, v in (("sigma2", tuple(args.values or ()) or None), ("seeds", args.seeds))
-                if v is not None
-            }
-        )
+        setting = RegressionSetting(seeds=e.seeds, **({"sigma2": e.values} if e.values else {}))
         result = run(setting, args.output)
         return {"output": args.output, "kind": "regression", "rows": result["rows"]}
-    methods = tuple(args.methods or ("baseline", "eagle0", "eagle_paper", "eagle"))
     if args.kind == "select":
-        from eagle_spark.experiments.select import CANDIDATES, select
+        from eagle_spark.experiments.select import select
         from eagle_spark.ml.selection import CRITERION
 
         out = select(
             spark,
             settings,
-            args.groupings,
+            list(e.groupings),
             args.output,
-            tuple(args.candidates or CANDIDATES),
-            args.held_out,
-            args.criterion or CRITERION,
+            e.candidates,
+            e.held_out,
+            e.criterion or CRITERION,
             args.force,
         )
         return {
@@ -581,7 +505,7 @@ def run_experiment(
         }
     if args.kind == "table2":
         result = xmc.table2(
-            spark, settings, args.groupings, args.output, methods, args.validation, args.force
+            spark, settings, list(e.groupings), args.output, e.methods, e.validation, args.force
         )
         return {
             "output": args.output,
@@ -589,10 +513,10 @@ def run_experiment(
             "oracle": result["oracle"],
             "groupings": result["groupings"],
         }
-    if args.axis is None or not args.values:
+    if e.axis is None or not e.values:
         raise BadInputError("experiment ablation needs --axis and --values")
     out = xmc.ablation(
-        spark, settings, args.axis, args.values, args.output, methods, args.validation, args.force
+        spark, settings, e.axis, list(e.values), args.output, e.methods, e.validation, args.force
     )
     return {
         "output": args.output,
@@ -614,65 +538,27 @@ def _miml_args(p: argparse.ArgumentParser) -> None:
         "subset shipped in the package)",
     )
     p.add_argument(
-        "--group-size", type=int, default=4, help="g, images per training bag (paper: 4, 50)"
-    )
-    p.add_argument(
-        "--methods",
-        nargs="+",
-        choices=["deep-miml", "eagle0", "eagle"],
-        default=["deep-miml", "eagle0", "eagle"],
-        help="methods to train (default all three)",
-    )
-    p.add_argument(
         "--output", required=True, help="local folder for results.json, curves.png, embeddings.png"
     )
-    p.add_argument("--seeds", type=int, default=3, help="network seeds per method (default 3)")
-    p.add_argument(
-        "--epochs",
-        type=int,
-        default=None,
-        help="epochs (default 10; with --tune-lr the most tried)",
-    )
-    p.add_argument("--lr", type=float, default=None, help="Adam's learning rate (default 1e-3)")
-    p.add_argument(
-        "--tune-lr",
-        type=float,
-        nargs="+",
-        default=None,
-        help="tune the learning rate and epochs once for Deep-MIML on a held-out 10%% of the "
-        "training images, then use them for every method (the paper's protocol)",
-    )
-    p.add_argument("--batch-size", type=int, default=None, help="bags per step (default 64)")
-    p.add_argument(
-        "--hidden", type=int, default=None, help="width of the first layer (default 256)"
-    )
-    p.add_argument("--concepts", type=int, default=None, help="K, the concept size (default 4)")
-    p.add_argument("--tau", type=float, default=None, help="co-attention hardness (default 3)")
+    setting_flags(p, "miml", "group_size", "methods", "seeds", "epochs", "lr", "tune_lr")
+    setting_flags(p, "miml", "batch_size", "hidden", "concepts", "tau")
     p.add_argument(
         "--mask-mix",
         default=None,
-        help="the mask: alpha in (0, 1] for the max-normalised mask mixed with 1 (default "
-        "0.5), or 'paper' for M = g softmax as printed",
+        help="the mask: alpha in (0, 1] for the max-normalised mask mixed with 1 (miml.mask_mix, "
+        "default 0.5), or 'paper' for M = g softmax as printed",
     )
     p.add_argument(
         "--no-centring",
-        action="store_true",
-        help="use the GRLR embeddings as they are (default: without their shared component)",
+        action="store_const",
+        const=False,
+        default=None,
+        dest="centre_embeddings",
+        help="use the GRLR embeddings as they are (miml.centre_embeddings; default: without "
+        "their shared component)",
     )
-    p.add_argument("--iterations", type=int, default=20, help="GRLR's T for eagle (default 20)")
-    p.add_argument(
-        "--train-images", type=int, default=0, help="use the first N training images (0: all)"
-    )
-    p.add_argument(
-        "--test-images", type=int, default=0, help="use the first N test images (0: all)"
-    )
-    p.add_argument(
-        "--num-processes",
-        type=int,
-        default=0,
-        help="0 (default): train in this process; N: data-parallel on N PyTorch processes "
-        "through Spark's TorchDistributor",
-    )
+    record_flag(p, "centre_embeddings", "miml", "centre_embeddings")
+    setting_flags(p, "miml", "iterations", "train_images", "test_images", "num_processes")
 
 
 @command(
@@ -688,38 +574,18 @@ def run_miml_command(
     from eagle_spark.data import mnist_sample
 
     try:
-        from eagle_spark.miml.experiment import MIMLSetting, run_miml
-        from eagle_spark.miml.training import NetConfig
+        from eagle_spark.miml.experiment import run_miml
     except ImportError as exc:
         raise BadInputError(str(exc)) from exc
-    try:
-        names = ("epochs", "lr", "batch_size", "hidden", "concepts", "tau")
-        flags = {k: getattr(args, k) for k in names if getattr(args, k) is not None}
-        if args.mask_mix is not None and args.mask_mix != "paper":
-            try:
-                flags["mask_mix"] = float(args.mask_mix)
-            except ValueError:
-                raise ValueError(
-                    f"--mask-mix must be a number in (0, 1] or 'paper', got {args.mask_mix!r}"
-                ) from None
-        elif args.mask_mix == "paper":
-            flags["mask_mix"] = None
-        net = NetConfig(**flags)
-        setting = MIMLSetting(
-            group_size=args.group_size,
-            methods=tuple(args.methods),
-            seeds=args.seeds,
-            iterations=args.iterations,
-            net=net,
-            tune_lr=tuple(args.tune_lr or ()),
-            train_images=args.train_images,
-            test_images=args.test_images,
-            num_processes=args.num_processes,
-            centre_embeddings=not args.no_centring,
-        )
-    except ValueError as exc:
-        raise BadInputError(str(exc)) from exc
-    result = run_miml(spark, args.images or mnist_sample(), args.output, setting)
+    if args.mask_mix is not None:
+        try:
+            mask_mix = None if args.mask_mix == "paper" else float(args.mask_mix)
+        except ValueError:
+            raise BadInputError(
+                f"--mask-mix must be a number in (0, 1] or 'paper', got {args.mask_mix!r}"
+            ) from None
+        settings = settings.replace("miml", mask_mix=mask_mix)
+    result = run_miml(spark, args.images or mnist_sample(), args.output, settings.miml)
     return {
         "output": args.output,
         "group_size": result["group_size"],

@@ -59,7 +59,7 @@ from eagle_spark.io.fs import (
 from eagle_spark.io.lock import RunLock
 from eagle_spark.monitor import PeakRSS
 from eagle_spark.progress import SparkProgress, phase
-from eagle_spark.settings import Settings
+from eagle_spark.settings import Settings, as_params
 
 log = logging.getLogger(__name__)
 
@@ -468,7 +468,7 @@ def _ingest(
     from eagle_spark.ml import Dataset
 
     return Dataset.ingest(
-        spark, source, out, overwrite=overwrite, **settings.ingest.to_dict()
+        spark, source, out, overwrite=overwrite, **as_params(settings.ingest)
     ).manifest
 
 
@@ -477,19 +477,11 @@ def _aggregate(
 ) -> dict[str, Any]:
     from eagle_spark.ml import Dataset
 
-    a = settings.aggregate
     return (
         Dataset.at(spark, dataset)
         .aggregate(
             out,
-            grouping=a.grouping,
-            groupSize=a.group_size,
-            depth=a.depth,
-            noise=a.noise,
-            seed=a.seed,
-            merge=a.merge,
-            kmeansIterations=a.kmeans_iterations,
-            onBadRow=a.on_bad_row,
+            **as_params(settings.aggregate),
             overwrite=overwrite,
         )
         .manifest

@@ -404,9 +404,13 @@ class IngestSettings(Section):
         more="Skipped lines are counted in the manifest.",
     )
     n_features: Optional[int] = setting(
-        None, "libsvm only: the feature count (ids must be below it); null: max id + 1."
+        None,
+        "libsvm only: the feature count (ids must be below it); null: max id + 1.",
+        param="numFeatures",
     )
-    n_labels: Optional[int] = setting(None, "libsvm only: the label count; null: max label id + 1.")
+    n_labels: Optional[int] = setting(
+        None, "libsvm only: the label count; null: max label id + 1.", param="numLabels"
+    )
 
     def __post_init__(self) -> None:
         _check(
@@ -1077,6 +1081,187 @@ class PipelineSettings(Section):
         )
 
 
+MIML_METHODS = ("deep-miml", "eagle0", "eagle")
+"""The MIML network's masks: none (Deep-MIML), from EAGLE-0's (T = 0) or EAGLE's GRLR embeddings."""
+
+
+@section
+@dataclass(frozen=True)
+class MimlSettings(Section):
+    """The MIML extension, paper section 5 (``eagle-spark miml``; :class:`eagle_spark.ml.DeepMIML`)."""
+
+    method: str = setting(
+        "eagle",
+        "DeepMIML's mask: ``deep-miml`` (none), ``eagle0`` or ``eagle`` (GRLR label embeddings at "
+        "T = 0 or ``iterations``).",
+    )
+    methods: tuple[str, ...] = setting(
+        MIML_METHODS, "the methods the ``miml`` command trains and compares."
+    )
+    group_size: int = setting(
+        4, "g, images per training bag of the ``miml`` command (paper: 4, 50)."
+    )
+    seeds: int = setting(
+        3, "network seeds per method of the ``miml`` command (0 .. seeds-1): mean and spread."
+    )
+    iterations: int = setting(
+        20, "GRLR's T for the mask's label embeddings (``eagle``; paper: 20).", param="maxIter"
+    )
+    step: float = setting(
+        0.1, "GRLR's lambda for the mask's label embeddings; finite, > 0.", param="stepSize"
+    )
+    centre_embeddings: bool = setting(
+        True,
+        "take the label embeddings' shared component out before they make the mask.",
+        more="(:func:`eagle_spark.miml.bags.centre_embeddings`; the figure shows them so).",
+    )
+    hidden: int = setting(256, "width of the base model's first layer.")
+    concepts: int = setting(4, "K, concepts per label.")
+    epochs: int = setting(10, "passes over the bags (with ``tune_lr``: the most tried).")
+    lr: float = setting(0.001, "Adam's learning rate; finite, > 0.", param="learningRate")
+    batch_size: int = setting(64, "bags per optimiser step.")
+    tau: float = setting(3.0, "hardness of the co-attention mask (unused by deep-miml); >= 0.")
+    mask_mix: Optional[float] = setting(
+        0.5,
+        "the mask: alpha in (0, 1], the max-normalised mask mixed with 1; null: the paper's "
+        "M = g softmax.",
+    )
+    seed: int = setting(
+        0, "network initialisation and bag order (the ``miml`` command uses 0 .. seeds-1)."
+    )
+    tune_lr: tuple[float, ...] = setting(
+        (),
+        "learning rates to try for Deep-MIML on a held-out share of the training images; "
+        "empty: ``lr`` and ``epochs`` as given.",
+        more="The paper's protocol: tuned once for Deep-MIML, then used for every method.",
+    )
+    validation: float = setting(
+        0.1, "share of the training images held out to tune ``lr`` (with ``tune_lr``), in (0, 1)."
+    )
+    train_images: int = setting(0, "use the first N training images (0: all).")
+    test_images: int = setting(0, "use the first N test images (0: all).")
+    num_processes: int = setting(
+        0,
+        "0: train in the driver's process; N >= 1: N PyTorch processes through Spark's "
+        "TorchDistributor.",
+    )
+    local_mode: bool = setting(
+        True,
+        "TorchDistributor's local_mode: processes on the driver's machine (true) or a barrier "
+        "Spark job on the executors (false).",
+    )
+    data_seed: int = setting(0, "seed of the bags' draw.")
+
+    def __post_init__(self) -> None:
+        _check(
+            self.method in MIML_METHODS,
+            f"miml.method must be one of {', '.join(MIML_METHODS)}, got {self.method!r}",
+        )
+        _check(
+            len(self.methods) >= 1 and all(m in MIML_METHODS for m in self.methods),
+            f"miml.methods must be among {', '.join(MIML_METHODS)}, got {list(self.methods)}",
+        )
+        for name in ("group_size", "seeds", "hidden", "concepts", "epochs", "batch_size"):
+            _check(getattr(self, name) >= 1, f"miml.{name} must be >= 1")
+        for name in ("iterations", "num_processes", "train_images", "test_images"):
+            _check(getattr(self, name) >= 0, f"miml.{name} must be >= 0")
+        _check(
+            _finite(self.lr) and self.lr > 0, f"miml.lr must be a finite number > 0, got {self.lr}"
+        )
+        _check(
+            _finite(self.step) and self.step > 0,
+            f"miml.step must be a finite number > 0, got {self.step}",
+        )
+        _check(
+            _finite(self.tau) and self.tau >= 0,
+            f"miml.tau must be a finite number >= 0, got {self.tau}",
+        )
+        _check(
+            self.mask_mix is None or 0 < self.mask_mix <= 1,
+            f"miml.mask_mix must be in (0, 1] or null, got {self.mask_mix}",
+        )
+        _check(0 < self.validation < 1, f"miml.validation must be in (0, 1), got {self.validation}")
+        _check(
+            all(_finite(lr) and lr > 0 for lr in self.tune_lr),
+            f"miml.tune_lr values must be finite and > 0, got {list(self.tune_lr)}",
+        )
+
+
+@section
+@dataclass(frozen=True)
+class ExperimentSettings(Section):
+    """The paper's experiments, ``eagle-spark experiment`` (:mod:`eagle_spark.experiments`)."""
+
+    groupings: tuple[str, ...] = setting(
+        ("R-4", "R-10", "C"),
+        "table2 and select: the groupings, R-<g>, C (depth ``aggregate.depth``), C-<depth> or "
+        "C-<depth>-n<noise>.",
+    )
+    methods: tuple[str, ...] = setting(
+        ("baseline", "eagle0", "eagle_paper", "eagle"),
+        "table2 and ablation: the methods beside the Oracle (``eagle_paper``: Algorithm 2 as "
+        "printed; ``eagle``: the ``assign`` settings).",
+    )
+    validation: float = setting(
+        0.0,
+        "table2 and ablation: evaluate on this held-out share of the training set instead of "
+        "the test set (for tuning), in [0, 1); 0: the test set.",
+    )
+    axis: Optional[str] = setting(
+        None,
+        "ablation: what varies, ``group-size``, ``depth`` or ``noise`` (Figure 3 left, middle, "
+        "right).",
+    )
+    values: tuple[float, ...] = setting(
+        (),
+        "ablation: the axis' values (e.g. 2 4 8 16); regression: the sigma_2 values (empty: the "
+        "paper's).",
+    )
+    seeds: int = setting(10, "regression: draws per sigma_2.")
+    candidates: tuple[str, ...] = setting(
+        ("baseline", "hard", "soft-0.1", "soft-0.3", "soft-1", "soft-0.3+r1"),
+        "select: the candidates scored on held-out groups (names as ``assign.candidates``).",
+    )
+    held_out: float = setting(0.2, "select: the share of the groups held out, in (0, 0.9].")
+    criterion: Optional[str] = setting(
+        None,
+        "select: the group-level precision that ranks the candidates, ``max``, ``sum`` or "
+        "``multiset``; null: the one ``assign.weighting`` auto uses.",
+    )
+
+    def __post_init__(self) -> None:
+        known = ("baseline", "eagle0", "eagle_paper", "eagle")
+        _check(
+            len(self.methods) >= 1 and all(m in known for m in self.methods),
+            f"experiment.methods must be among {', '.join(known)}, got {list(self.methods)}",
+        )
+        _check(len(self.groupings) >= 1, "experiment.groupings must name at least one grouping")
+        _check(
+            _finite(self.validation) and 0 <= self.validation < 1,
+            f"experiment.validation must be in [0, 1), got {self.validation}",
+        )
+        _check(
+            self.axis in (None, "group-size", "depth", "noise"),
+            f"experiment.axis must be group-size, depth or noise, got {self.axis!r}",
+        )
+        _check(all(_finite(v) for v in self.values), "experiment.values must be finite numbers")
+        _check(self.seeds >= 1, "experiment.seeds must be >= 1")
+        _check(len(self.candidates) >= 1, "experiment.candidates must name at least one")
+        for name in self.candidates:
+            candidate_changes(name)
+        _check(
+            _finite(self.held_out) and 0 < self.held_out <= 0.9,
+            f"experiment.held_out must be in (0, 0.9], got {self.held_out!r}",
+        )
+        if self.criterion is not None:
+            from eagle_spark.evaluation.group import CRITERIA
+
+            _check(
+                self.criterion in CRITERIA,
+                f"experiment.criterion must be one of {', '.join(CRITERIA)}, got {self.criterion!r}",
+            )
+
+
 @dataclass(frozen=True)
 class Settings(Section):
     """All settings of a run, one section per stage; ``conf/*.yaml`` files mirror this shape.
@@ -1094,6 +1279,8 @@ class Settings(Section):
         predict: :class:`PredictSettings`.
         evaluate: :class:`EvaluateSettings`.
         pipeline: :class:`PipelineSettings`.
+        miml: :class:`MimlSettings`.
+        experiment: :class:`ExperimentSettings`.
     """
 
     spark: SparkSettings = field(default_factory=SparkSettings)
@@ -1108,6 +1295,8 @@ class Settings(Section):
     predict: PredictSettings = field(default_factory=PredictSettings)
     evaluate: EvaluateSettings = field(default_factory=EvaluateSettings)
     pipeline: PipelineSettings = field(default_factory=PipelineSettings)
+    miml: MimlSettings = field(default_factory=MimlSettings)
+    experiment: ExperimentSettings = field(default_factory=ExperimentSettings)
 
     @classmethod
     def load(cls, conf: str | None = None, overrides: Sequence[str] = ()) -> "Settings":
@@ -1179,6 +1368,29 @@ class Settings(Section):
     def to_yaml(self) -> str:
         """YAML text of every setting with its current value."""
         return yaml.safe_dump(self.to_dict(), sort_keys=False)
+
+
+def as_params(section: Section) -> dict[str, Any]:
+    """A section's values keyed by their Param names (``group_size`` -> ``groupSize``): the
+    keyword arguments the estimators and the :class:`eagle_spark.ml.Dataset` methods take."""
+    return {d.param: getattr(section, d.name) for d in declarations(type(section))}
+
+
+def from_params(cls: type, params: Mapping[str, Any], where: str) -> Any:
+    """The section `cls` from keyword arguments named by its Params (the rest take defaults).
+
+    Raises:
+        TypeError: a name that is not one of the section's Params (the message lists them).
+        SettingsError (a ValueError): a value the section refuses.
+    """
+    names = {d.param: d.name for d in declarations(cls)}
+    unknown = sorted(set(params) - set(names))
+    if unknown:
+        raise TypeError(
+            f"{where} got an unexpected keyword argument {unknown[0]!r}; its settings: "
+            + ", ".join(names)
+        )
+    return cls(**{names[k]: v for k, v in params.items()})
 
 
 def section_class(name: str) -> type:

@@ -26,6 +26,8 @@ from typing import Any, Optional
 
 import numpy as np
 
+from eagle_spark.settings import ExperimentSettings
+
 
 @dataclasses.dataclass(frozen=True)
 class RegressionSetting:
@@ -39,7 +41,7 @@ class RegressionSetting:
         sigma1: standard deviation of the group centres (1.0).
         sigma_e: standard deviation of the response noise (1.0).
         sigma2: the within-group deviations to sweep (0 .. 10).
-        seeds: independent repetitions per sigma2 (10).
+        seeds: independent repetitions per sigma2 (``experiment.seeds``, 10).
     """
 
     g: int = 10
@@ -49,7 +51,7 @@ class RegressionSetting:
     sigma1: float = 1.0
     sigma_e: float = 1.0
     sigma2: tuple[float, ...] = (0.0, 0.1, 0.5, 1.0, 2.0, 3.0, 5.0, 7.5, 10.0)
-    seeds: int = 10
+    seeds: int = ExperimentSettings().seeds
 
     def __post_init__(self) -> None:
         for name in ("g", "n", "d", "l", "seeds"):

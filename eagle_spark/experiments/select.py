@@ -40,12 +40,13 @@ from eagle_spark.pipeline import (
     open_run,
     run_pipeline,
 )
-from eagle_spark.settings import Settings, candidate_changes
+from eagle_spark.settings import ExperimentSettings, Settings, candidate_changes
 
 log = logging.getLogger(__name__)
 
-CANDIDATES = ("baseline", "hard", "soft-0.1", "soft-0.3", "soft-1", "soft-0.3+r1")
-"""The default candidates (names as ``assign.candidates``: :func:`eagle_spark.settings.candidate_changes`)."""
+CANDIDATES = ExperimentSettings().candidates
+"""The default candidates (``experiment.candidates``; names as ``assign.candidates``:
+:func:`eagle_spark.settings.candidate_changes`)."""
 
 AGREEMENT_P5 = 0.5
 """The group-level choice agrees with the sample-level one when its sample P@5 is within this of

@@ -29,7 +29,6 @@ import os
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
@@ -44,6 +43,7 @@ from eagle_spark.miml.bags import (
 )
 from eagle_spark.miml.data import Bags, Images, centre, load_mnist, make_bags
 from eagle_spark.miml.training import NetConfig
+from eagle_spark.settings import MimlSettings
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -52,63 +52,12 @@ log = logging.getLogger(__name__)
 
 METHODS = {"deep-miml": None, "eagle0": 0, "eagle": None}
 """Method -> GRLR iterations of its label embeddings (None for deep-miml: no embeddings; eagle
-uses ``MIMLSetting.iterations``)."""
+uses ``miml.iterations``)."""
 PAPER_TABLE3 = {
     4: {"deep-miml": 94.70, "eagle0": 94.82, "eagle": 94.82},
     50: {"deep-miml": 33.33, "eagle0": 36.10, "eagle": 38.46},
 }
 """Top-1 accuracy (%) of Table 3, MNIST column, by group size."""
-
-
-@dataclass(frozen=True)
-class MIMLSetting:
-    """One MIML run.
-
-    Attributes:
-        group_size: g, images per bag.
-        methods: any of ``deep-miml``, ``eagle0``, ``eagle``.
-        seeds: network seeds per method (0 .. seeds-1); accuracy is reported as mean and spread.
-        iterations: GRLR's T for ``eagle`` (paper: 20). step: GRLR's lambda.
-        net: network and optimiser settings (:class:`NetConfig`; its seed is replaced per run).
-        tune_lr: learning rates to try for Deep-MIML on the validation share (empty: use net.lr
-            and net.epochs as given).
-        validation: share of the training images held out for tuning (only with tune_lr).
-        train_images, test_images: use only the first N of each set (0: all).
-        num_processes: 0 trains in this process; N >= 1 through TorchDistributor with N processes.
-        data_seed: the bags' draw.
-        centre_embeddings: take the shared component out of the GRLR embeddings before they make
-            the mask (:func:`eagle_spark.miml.bags.centre_embeddings`; the figure shows them so).
-            Default True.
-    """
-
-    group_size: int = 4
-    methods: tuple = ("deep-miml", "eagle0", "eagle")
-    seeds: int = 3
-    iterations: int = 20
-    step: float = 0.1
-    net: NetConfig = field(default_factory=NetConfig)
-    tune_lr: tuple = ()
-    validation: float = 0.1
-    train_images: int = 0
-    test_images: int = 0
-    num_processes: int = 0
-    data_seed: int = 0
-    centre_embeddings: bool = True
-
-    def __post_init__(self) -> None:
-        unknown = [m for m in self.methods if m not in METHODS]
-        if unknown or not self.methods:
-            raise ValueError(
-                f"miml: methods must be among {', '.join(METHODS)}, got {list(self.methods)}"
-            )
-        if self.group_size < 1 or self.seeds < 1 or self.iterations < 0 or self.num_processes < 0:
-            raise ValueError(
-                "miml: group_size and seeds must be >= 1, iterations and num_processes >= 0"
-            )
-        if not 0 < self.validation < 1:
-            raise ValueError(f"miml: validation must be in (0, 1), got {self.validation}")
-        if any(not (np.isfinite(lr) and lr > 0) for lr in self.tune_lr):
-            raise ValueError(f"miml: tune_lr values must be > 0, got {list(self.tune_lr)}")
 
 
 def _local_folder(output: str) -> str:
@@ -142,11 +91,11 @@ def _train(
     return model.state(), model.history
 
 
-def tune(x: np.ndarray, labels: np.ndarray, setting: MIMLSetting) -> dict[str, Any]:
+def tune(x: np.ndarray, labels: np.ndarray, setting: MimlSettings) -> dict[str, Any]:
     """Deep-MIML's learning rate and epochs, picked on a held-out share of the training images.
 
     Bags are drawn from the rest (in numpy: the tuning run's bags only feed Deep-MIML, which
-    needs no embeddings); each rate in ``setting.tune_lr`` trains ``net.epochs`` epochs
+    needs no embeddings); each rate in ``setting.tune_lr`` trains ``setting.epochs`` epochs
     (seed 0) and is scored on the held-out images after every epoch. Returns the best
     ``{"lr", "epochs", "val_accuracy"}`` and every rate's curve (``"curves"``).
     """
@@ -161,7 +110,7 @@ def tune(x: np.ndarray, labels: np.ndarray, setting: MIMLSetting) -> dict[str, A
         _, hist = _train(
             x,
             bags,
-            dataclasses.replace(setting.net, lr=lr, seed=0),
+            dataclasses.replace(NetConfig.of(setting), lr=lr, seed=0),
             None,
             (x[val_idx], labels[val_idx]),
             setting.num_processes,
@@ -180,7 +129,7 @@ def tune(x: np.ndarray, labels: np.ndarray, setting: MIMLSetting) -> dict[str, A
 
 
 def run_miml(
-    spark: SparkSession, images_dir: str, output: str, setting: MIMLSetting
+    spark: SparkSession, images_dir: str, output: str, setting: MimlSettings
 ) -> dict[str, Any]:
     """Run the experiment (module docstring) and write its files into the local folder `output`.
 
@@ -188,6 +137,7 @@ def run_miml(
         spark: active session (GRLR runs on it; TorchDistributor too when num_processes >= 1).
         images_dir: folder with the four MNIST IDX files (gzip or not).
         output: local folder for results.json, curves.png, embeddings.png.
+        setting: the ``miml`` settings (each seed's network uses seed 0 .. ``seeds`` - 1).
     Returns:
         The content of results.json: per method the accuracies per seed, mean and std, the
         paper's figure for the group size when it has one; the settings; seconds per step.
@@ -206,7 +156,7 @@ def run_miml(
         test = Images(test.x[: setting.test_images], test.y[: setting.test_images])
     x, x_test = centre(train.x, test.x)
     seconds: dict[str, float] = {}
-    net, tuned = setting.net, None
+    net, tuned = NetConfig.of(setting), None
     if setting.tune_lr:
         t0 = time.monotonic()
         tuned = tune(x, train.y, setting)
@@ -363,7 +313,6 @@ def plot_embeddings(embeddings: dict[str, np.ndarray], path: str) -> None:
 
 __all__ = [
     "METHODS",
-    "MIMLSetting",
     "PAPER_TABLE3",
     "plot_curves",
     "plot_embeddings",

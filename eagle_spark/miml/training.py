@@ -21,42 +21,41 @@ from typing import Any, Optional
 import numpy as np
 
 from eagle_spark.miml.data import Bags
+from eagle_spark.settings import MimlSettings
 
 log = logging.getLogger(__name__)
 
 
+_DEFAULTS = MimlSettings()
+
+
 @dataclass(frozen=True)
 class NetConfig:
-    """Network and optimiser settings, shared by every method of a run (the paper tunes them once
-    for Deep-MIML and reuses them).
+    """The network and optimiser settings one training run uses: the ``miml`` section's fields of
+    the same names (:class:`eagle_spark.settings.MimlSettings`, which declares them, their
+    defaults and checks), shared by every method of a run (the paper tunes them once for
+    Deep-MIML and reuses them).
 
-    Attributes:
-        hidden: width of the base model's first layer. concepts: K, the concept size.
-        epochs: passes over the bags. lr: Adam's learning rate. batch_size: bags per step.
-        tau: the co-attention's hardness for methods with label embeddings (0 for Deep-MIML).
-        mask_mix: the mask's form (:class:`eagle_spark.miml.network.DeepMIML`): None the paper's
-            M = g softmax, alpha in (0, 1] the max-normalised mask mixed with 1. Default 0.5.
-        seed: network initialisation and bag order.
+    Raises:
+        SettingsError (a ValueError): a value the ``miml`` section refuses, named.
     """
 
-    hidden: int = 256
-    concepts: int = 4
-    epochs: int = 10
-    lr: float = 1e-3
-    batch_size: int = 64
-    tau: float = 3.0
-    mask_mix: Optional[float] = 0.5
-    seed: int = 0
+    hidden: int = _DEFAULTS.hidden
+    concepts: int = _DEFAULTS.concepts
+    epochs: int = _DEFAULTS.epochs
+    lr: float = _DEFAULTS.lr
+    batch_size: int = _DEFAULTS.batch_size
+    tau: float = _DEFAULTS.tau
+    mask_mix: Optional[float] = _DEFAULTS.mask_mix
+    seed: int = _DEFAULTS.seed
 
     def __post_init__(self) -> None:
-        if min(self.hidden, self.concepts, self.epochs, self.batch_size) < 1:
-            raise ValueError("miml: hidden, concepts, epochs and batch_size must be >= 1")
-        if not (np.isfinite(self.lr) and self.lr > 0):
-            raise ValueError(f"miml: lr must be a finite number > 0, got {self.lr}")
-        if not (np.isfinite(self.tau) and self.tau >= 0):
-            raise ValueError(f"miml: tau must be a finite number >= 0, got {self.tau}")
-        if self.mask_mix is not None and not 0 < self.mask_mix <= 1:
-            raise ValueError(f"miml: mask_mix must be in (0, 1] or None, got {self.mask_mix}")
+        MimlSettings(**asdict(self))  # the section's checks
+
+    @classmethod
+    def of(cls, settings: MimlSettings) -> "NetConfig":
+        """The fields of a ``miml`` section."""
+        return cls(**{name: getattr(settings, name) for name in cls.__dataclass_fields__})
 
 
 def train_bags(

@@ -157,7 +157,7 @@ class SettingsParams(Params):
                         if not hasattr(cls, method):
                             setattr(cls, method, made)
             cls._fields = fields
-        if cls.__doc__ and "{params}" in cls.__doc__:
+        if cls.__doc__ and "    {params}" in cls.__doc__:
             cls.__doc__ = cls.__doc__.replace("    {params}", cls._params_doc())
         init = cls.__dict__.get("__init__")
         if init is not None and any(
@@ -167,14 +167,9 @@ class SettingsParams(Params):
 
     @classmethod
     def _params_doc(cls) -> str:
-        rows = []
-        for section, mapping in cls._fields.items():
-            items = {d.name: d for d in declarations(section)}
-            for param, name in mapping.items():
-                key = f"{section_name(section)}.{name}"
-                rows.append(f"``{param}`` ({key}, {shown(items[name].default)}): {items[name].doc}")
         return "\n".join(
-            textwrap.fill(r, 96, initial_indent="    - ", subsequent_indent="      ") for r in rows
+            _param_lines(section, mapping.items(), "    ")
+            for section, mapping in cls._fields.items()
         )
 
     def _set_settings_defaults(self) -> None:
@@ -235,6 +230,57 @@ class SettingsParams(Params):
             for name, field in mapping.items():
                 message = re.sub(rf"'?\b(\w+\.)?{re.escape(field)}\b'?(?= )", name, message)
             raise ValueError(f"{type(self).__name__}: {message}") from None
+
+
+def _param_lines(section: type, pairs: Any, indent: str) -> str:
+    """Docstring lines, one per (Param, field) of `section`: name, setting key, default, doc."""
+    items = {d.name: d for d in declarations(section)}
+    try:
+        key = section_name(section)
+    except SettingsError:  # a section outside Settings: named by its class
+        key = section.__name__
+    rows = [
+        f"``{param}`` ({key}.{name}, {shown(items[name].default)}): {items[name].doc}"
+        for param, name in pairs
+    ]
+    return "\n".join(
+        textwrap.fill(r, 96, initial_indent=f"{indent}- ", subsequent_indent=f"{indent}  ")
+        for r in rows
+    )
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def takes_settings(section: type) -> Callable[[F], F]:
+    """Decorator of a function taking a settings section's values as keyword arguments named by
+    their Params (``**params``; :func:`eagle_spark.settings.from_params` builds the section): its
+    docstring's ``{params}`` becomes the list of them, and its signature shows them, keyword-only
+    with their defaults (for ``help()`` and IDEs)."""
+
+    def decorate(function: F) -> F:
+        items = declarations(section)
+        if function.__doc__ and "{params}" in function.__doc__:
+            line = next(x for x in function.__doc__.splitlines() if x.strip() == "{params}")
+            indent = line[: len(line) - len(line.lstrip())]
+            function.__doc__ = function.__doc__.replace(
+                line, _param_lines(section, [(d.param, d.name) for d in items], indent)
+            )
+        own = [
+            p
+            for p in inspect.signature(function).parameters.values()
+            if p.kind is not p.VAR_KEYWORD
+        ]
+        function.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+            own
+            + [
+                inspect.Parameter(d.param, inspect.Parameter.KEYWORD_ONLY, default=d.default)
+                for d in items
+            ]
+        )
+        return function
+
+    return decorate
 
 
 _CONSTRUCTORS: list[type] = []

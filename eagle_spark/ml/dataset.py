@@ -11,7 +11,9 @@ from eagle_spark import schemas as S
 from eagle_spark.io.convert import to_ml_vectors
 from eagle_spark.io.fs import FileSystem, absolute, atomic_output, check_separate
 from eagle_spark.io.tables import has_table, read_manifest, read_table
+from eagle_spark.ml.base import takes_settings
 from eagle_spark.ml.frames import ROWS, Source, check_columns, materialise, source_of, tag
+from eagle_spark.settings import AggregateSettings, IngestSettings, SynthSettings, from_params
 
 
 class Dataset:
@@ -196,17 +198,9 @@ class Dataset:
         return cls.load(spark, path)
 
     @classmethod
+    @takes_settings(IngestSettings)
     def ingest(
-        cls,
-        spark: SparkSession,
-        source: str,
-        path: str,
-        format: str = "xc",
-        one_based: bool = False,
-        on_bad_line: str = "fail",
-        n_features: Optional[int] = None,
-        n_labels: Optional[int] = None,
-        overwrite: bool = False,
+        cls, spark: SparkSession, source: str, path: str, overwrite: bool = False, **params: Any
     ) -> "Dataset":
         """Read an Extreme Classification Repository / libsvm text file (plain or gzip) into a
         dataset folder with X and Y (:func:`eagle_spark.io.ingest.ingest`).
@@ -214,50 +208,31 @@ class Dataset:
         Args:
             source: the text file.
             path: the dataset folder to write (atomic).
-            format: ``xc`` (header line) or ``libsvm``.
-            one_based: feature ids in the file start at 1.
-            on_bad_line: ``fail`` (BadInputError naming ``file:line``) or ``skip`` (kept in
-                ``_rejected/``).
-            n_features, n_labels: libsvm only: the feature / label count (default: largest id + 1).
             overwrite: replace an existing folder.
+            params: ``ingest`` settings by their Param names (the rest: their defaults):
+            {params}
         Raises:
-            BadInputError (a ValueError): a bad line, header or count (``<file>:<line>: <problem>``).
+            TypeError: an unknown keyword argument.
+            BadInputError (a ValueError): a bad line, header or count (``<file>:<line>: <problem>``),
+                or a bad setting (SettingsError).
             OutputExistsError (a ValueError): `path` exists and `overwrite` is false.
         """
+        settings = from_params(IngestSettings, params, "Dataset.ingest")
         path = absolute(path)
         source = absolute(source)
         from eagle_spark.io.ingest import ingest
-        from eagle_spark.settings import IngestSettings
 
-        ingest(
-            spark,
-            source,
-            path,
-            IngestSettings(
-                format=format,
-                one_based=one_based,
-                on_bad_line=on_bad_line,
-                n_features=n_features,
-                n_labels=n_labels,
-            ),
-            overwrite=overwrite,
-        )
+        ingest(spark, source, path, settings, overwrite=overwrite)
         return cls.load(spark, path)
 
+    @takes_settings(AggregateSettings)
     def aggregate(
         self,
         path: str,
-        grouping: str = "random",
-        groupSize: int = 4,
-        depth: int = 8,
-        noise: float = 0.0,
-        seed: int = 0,
-        merge: str = "list",
-        kmeansIterations: int = 20,
         y1: Optional[str] = None,
         y2: Optional[str] = None,
-        onBadRow: str = "fail",
         overwrite: bool = False,
+        **params: Any,
     ) -> "Dataset":
         """Group the samples and aggregate their labels (paper section 6: R-g random groups of g,
         or C-D hierarchical balanced 2-means clusters to depth D): writes X, Y, Y1, Y2 to `path`
@@ -265,68 +240,46 @@ class Dataset:
 
         Args:
             path: the aggregated dataset folder to write (atomic).
-            grouping: ``random`` or ``cluster``.
-            groupSize: g of random groups.
-            depth: D of cluster groups.
-            noise: sigma of the Gaussian noise on the clustered features (cluster only).
-            seed: seed.
-            merge: Y2 count: ``list`` (multiplicity) or ``set`` (1).
-            kmeansIterations: 2-means rounds per cluster node.
             y1, y2: your own Y1 and Y2 tables (Parquet or CSV files or folders; both or neither)
                 instead of building groups; checked against X.
-            onBadRow: your tables' bad rows: ``fail`` (BadInputError naming the table and row) or
-                ``skip`` (dropped and counted).
             overwrite: replace an existing folder.
+            params: ``aggregate`` settings by their Param names (the rest: their defaults):
+            {params}
         Raises:
+            TypeError: an unknown keyword argument.
             ValueError: a bad setting (SettingsError), a dataset without Y, or a bad row of your
                 tables (BadInputError).
         """
+        settings = from_params(AggregateSettings, params, "Dataset.aggregate")
         path = absolute(path)
         from eagle_spark.aggregation.aggregate import aggregate
-        from eagle_spark.settings import AggregateSettings
 
         aggregate(
-            self.spark,
-            self.path,
-            path,
-            AggregateSettings(
-                grouping=grouping,
-                group_size=groupSize,
-                depth=depth,
-                noise=noise,
-                seed=seed,
-                merge=merge,
-                kmeans_iterations=kmeansIterations,
-                on_bad_row=onBadRow,
-            ),
-            overwrite=overwrite,
-            y1_path=y1,
-            y2_path=y2,
+            self.spark, self.path, path, settings, overwrite=overwrite, y1_path=y1, y2_path=y2
         )
         return type(self).load(self.spark, path)
 
     @classmethod
+    @takes_settings(SynthSettings)
     def synth(
-        cls,
-        spark: SparkSession,
-        path: str,
-        preset: str = "wiki325k",
-        scale: float = 1.0,
-        seed: int = 0,
-        rows_per_task: int = 250_000,
-        overwrite: bool = False,
-        difficulty: Optional[float] = None,
+        cls, spark: SparkSession, path: str, overwrite: bool = False, **params: Any
     ) -> tuple["Dataset", "Dataset"]:
-        """Generate a synthetic train / test pair of a benchmark's shape (:func:`eagle_spark.synth.synth`)
-        under `path` (``train/``, ``test/``). `difficulty` in [0, 1] (None: the preset's calibrated
-        default; 0: the easy data of earlier versions).
+        """Generate a synthetic train / test pair of a benchmark's shape
+        (:func:`eagle_spark.synth.synth`) under `path` (``train/``, ``test/``).
 
+        Args:
+            path: the folder to write (atomic).
+            overwrite: replace an existing folder.
+            params: ``synth`` settings by their Param names (the rest: their defaults):
+            {params}
         Returns:
             (train, test) datasets.
         Raises:
+            TypeError: an unknown keyword argument.
             BadInputError (a ValueError): unknown preset, scale out of (0, 1], difficulty out of
                 [0, 1].
         """
+        s = from_params(SynthSettings, params, "Dataset.synth")
         path = absolute(path)
         import posixpath
 
@@ -335,12 +288,12 @@ class Dataset:
         synth(
             spark,
             path,
-            preset,
-            scale,
-            seed,
-            rows_per_task,
+            s.preset,
+            s.scale,
+            s.seed,
+            s.rows_per_task,
             overwrite=overwrite,
-            difficulty=difficulty,
+            difficulty=s.difficulty,
         )
         return cls.load(spark, posixpath.join(path, "train")), cls.load(
             spark, posixpath.join(path, "test")

@@ -48,17 +48,10 @@ from typing import TYPE_CHECKING, Any, Optional
 import numpy as np
 import pandas as pd
 import pyarrow.compute as pc
-from pyspark import keyword_only
 from pyspark.ml import Estimator, Model
 from pyspark.ml.functions import vector_to_array
 from pyspark.ml.param import TypeConverters
-from pyspark.ml.param.shared import (
-    HasFeaturesCol,
-    HasMaxIter,
-    HasPredictionCol,
-    HasSeed,
-    HasStepSize,
-)
+from pyspark.ml.param.shared import HasFeaturesCol, HasPredictionCol
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -71,18 +64,19 @@ from eagle_spark.miml.data import Bags
 from eagle_spark.ml.base import (
     FolderModel,
     Persistent,
+    SettingsParams,
     declared_param,
-    optional_float,
     optional_int,
 )
 from eagle_spark.ml.frames import check_columns, work_folder
+from eagle_spark.settings import MIML_METHODS, MimlSettings
 
 if TYPE_CHECKING:  # PyTorch-free names only: eagle_spark.miml.training imports torch lazily
     from eagle_spark.miml.training import NetConfig
 
 log = logging.getLogger(__name__)
 
-METHODS = ("deep-miml", "eagle0", "eagle")
+METHODS = MIML_METHODS
 """``method`` values: no mask (Deep-MIML), the mask from EAGLE-0's (T = 0) or EAGLE's (T =
 ``maxIter``) GRLR label embeddings."""
 NETWORK = "network.npz"
@@ -91,20 +85,29 @@ KIND = "miml-model"
 """The ``kind`` of a model folder's manifest."""
 
 
-def _net_defaults() -> dict[str, Any]:
-    from eagle_spark.miml.training import NetConfig
+class _DeepMIMLParams(HasFeaturesCol, HasPredictionCol, SettingsParams):
+    _mirrors = (
+        (
+            MimlSettings,
+            (
+                "method",
+                "iterations",
+                "step",
+                "centre_embeddings",
+                "hidden",
+                "concepts",
+                "epochs",
+                "lr",
+                "batch_size",
+                "tau",
+                "mask_mix",
+                "seed",
+                "num_processes",
+                "local_mode",
+            ),
+        ),
+    )
 
-    return dataclasses.asdict(NetConfig())
-
-
-def _setting_defaults() -> dict[str, Any]:
-    from eagle_spark.miml.experiment import MIMLSetting
-
-    s = MIMLSetting()
-    return {"iterations": s.iterations, "step": s.step, "centre": s.centre_embeddings}
-
-
-class _DeepMIMLParams(HasFeaturesCol, HasPredictionCol, HasMaxIter, HasStepSize, HasSeed):
     groupCol = declared_param(
         "groupCol",
         "bag of each instance (any atomic type; null: in no bag)",
@@ -119,105 +122,42 @@ class _DeepMIMLParams(HasFeaturesCol, HasPredictionCol, HasMaxIter, HasStepSize,
     scoresCol = declared_param(
         "scoresCol", "output of transform: the L bag logits, array<float>", TypeConverters.toString
     )
-    method = declared_param(
-        "method",
-        "deep-miml (no mask), eagle0 or eagle (mask from GRLR label embeddings, T = 0 or maxIter)",
-        TypeConverters.toString,
-    )
-    centreEmbeddings = declared_param(
-        "centreEmbeddings",
-        "take the label embeddings' shared component out before they make the mask",
-        TypeConverters.toBoolean,
-    )
-    hidden = declared_param("hidden", "width of the base model's first layer", TypeConverters.toInt)
-    concepts = declared_param("concepts", "K, concepts per label", TypeConverters.toInt)
-    epochs = declared_param("epochs", "passes over the bags", TypeConverters.toInt)
-    learningRate = declared_param("learningRate", "Adam's learning rate", TypeConverters.toFloat)
-    batchSize = declared_param("batchSize", "bags per optimiser step", TypeConverters.toInt)
-    tau = declared_param(
-        "tau", "hardness of the co-attention mask (unused by deep-miml)", TypeConverters.toFloat
-    )
-    maskMix = declared_param(
-        "maskMix",
-        "None: the paper's mask g softmax; alpha in (0, 1]: the max-normalised mask mixed with 1",
-        optional_float,
-    )
-    numProcesses = declared_param(
-        "numProcesses",
-        "0: train in the driver's process; N >= 1: N TorchDistributor processes",
-        TypeConverters.toInt,
-    )
-    localMode = declared_param(
-        "localMode",
-        "TorchDistributor's local_mode: processes on the driver's machine (true) or as a barrier "
-        "Spark job on the executors (false)",
-        TypeConverters.toBoolean,
-    )
     numLabels = declared_param(
         "numLabels", "the label space L (default: largest label id + 1)", optional_int
     )
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
-        net, setting = _net_defaults(), _setting_defaults()
         self._setDefault(
             featuresCol="features",
             predictionCol="prediction",
             groupCol=S.GROUP_ID,
             groupLabelsCol="group_labels",
             scoresCol="scores",
-            method="eagle",
-            maxIter=setting["iterations"],
-            stepSize=setting["step"],
-            centreEmbeddings=setting["centre"],
-            hidden=net["hidden"],
-            concepts=net["concepts"],
-            epochs=net["epochs"],
-            learningRate=net["lr"],
-            batchSize=net["batch_size"],
-            tau=net["tau"],
-            maskMix=net["mask_mix"],
-            seed=net["seed"],
-            numProcesses=0,
-            localMode=True,
             numLabels=None,
         )
+        self._set_settings_defaults()
 
     def netConfig(self) -> NetConfig:
         """The :class:`eagle_spark.miml.training.NetConfig` of the current Params.
 
         Raises:
-            ValueError: a bad value (NetConfig's checks) or an unknown ``method``.
+            ValueError: a bad value (the ``miml`` section's checks), naming the Param.
         """
         from eagle_spark.miml.training import NetConfig
 
-        method = self.getOrDefault(self.method)
-        if method not in METHODS:
-            raise ValueError(
-                f"{type(self).__name__}: method must be one of {METHODS}, got {method!r}"
-            )
-        return NetConfig(
-            hidden=self.getOrDefault(self.hidden),
-            concepts=self.getOrDefault(self.concepts),
-            epochs=self.getOrDefault(self.epochs),
-            lr=self.getOrDefault(self.learningRate),
-            batch_size=self.getOrDefault(self.batchSize),
-            tau=self.getOrDefault(self.tau),
-            mask_mix=self.getOrDefault(self.maskMix),
-            seed=self.getOrDefault(self.seed),
-        )
+        return NetConfig.of(self.settings(MimlSettings))
 
 
 class DeepMIML(Estimator, _DeepMIMLParams, Persistent):
     """Deep-MIML with EAGLE's co-attention mask, trained from bags of instances (module docstring).
 
-    Params (defaults those of the ``miml`` command): ``method`` (eagle), ``maxIter`` (GRLR's T, 20),
-    ``stepSize`` (GRLR's lambda, 0.1), ``centreEmbeddings`` (true), ``hidden`` (256), ``concepts``
-    (K, 4), ``epochs`` (10), ``learningRate`` (1e-3), ``batchSize`` (64 bags), ``tau`` (3.0),
-    ``maskMix`` (0.5), ``seed`` (0), ``numProcesses`` (0), ``localMode`` (true), ``numLabels``
-    (largest label id + 1); columns ``featuresCol``, ``groupCol`` (group_id), ``groupLabelsCol``
-    (group_labels), and for the model's transform ``scoresCol`` (scores), ``predictionCol``
-    (prediction).
+    Params (settings section and default; the constructor takes any of them by name):
+    {params}
+
+    and ``numLabels`` (default: largest label id + 1), ``featuresCol``, ``groupCol`` (group_id),
+    ``groupLabelsCol`` (group_labels), and for the model's transform ``scoresCol`` (scores),
+    ``predictionCol`` (prediction).
 
     Raises (fit): ValueError / TypeError naming a missing or mistyped column or a bad Param value
     (before any Spark job); ValueError naming the bag when bags differ in size, when a bag's members
@@ -227,37 +167,9 @@ class DeepMIML(Estimator, _DeepMIMLParams, Persistent):
     Source: paper section 5 (Figure 2) and Feng & Zhou (2017) for Deep-MIML.
     """
 
-    _input_kwargs: dict[str, Any]  # set by pyspark's @keyword_only on each constructor call
-
-    @keyword_only
-    def __init__(
-        self,
-        *,
-        featuresCol: str = "features",
-        groupCol: str = S.GROUP_ID,
-        groupLabelsCol: str = "group_labels",
-        scoresCol: str = "scores",
-        predictionCol: str = "prediction",
-        method: Optional[str] = None,
-        maxIter: Optional[int] = None,
-        stepSize: Optional[float] = None,
-        centreEmbeddings: Optional[bool] = None,
-        hidden: Optional[int] = None,
-        concepts: Optional[int] = None,
-        epochs: Optional[int] = None,
-        learningRate: Optional[float] = None,
-        batchSize: Optional[int] = None,
-        tau: Optional[float] = None,
-        maskMix: Optional[float] = None,
-        seed: Optional[int] = None,
-        numProcesses: Optional[int] = None,
-        localMode: Optional[bool] = None,
-        numLabels: Optional[int] = None,
-    ) -> None:
+    def __init__(self, **params: Any) -> None:
         super().__init__()
-        given = dict(self._input_kwargs)
-        keep_none = {"maskMix", "numLabels"}  # None is one of their values
-        self._set(**{k: v for k, v in given.items() if v is not None or k in keep_none})
+        self.setParams(**params)
 
     def _fit(self, dataset: DataFrame) -> "DeepMIMLModel":
         self.netConfig()  # the Params checked before any Spark job
@@ -270,8 +182,7 @@ class DeepMIML(Estimator, _DeepMIMLParams, Persistent):
             self.getOrDefault(self.numLabels),
         )
         emb = None
-        method = self.getOrDefault(self.method)
-        if method != "deep-miml":
+        if self.settings(MimlSettings).method != "deep-miml":
             emb = self.labelEmbeddings(spark, x, bags)
         return self.fitBags(x, bags, emb)
 
@@ -304,7 +215,8 @@ class DeepMIML(Estimator, _DeepMIMLParams, Persistent):
                 "to a local or mounted folder)"
             )
         n_labels = int(bags.counts.shape[1])
-        iterations = 0 if self.getOrDefault(self.method) == "eagle0" else self.getMaxIter()
+        miml = self.settings(MimlSettings)
+        iterations = 0 if miml.method == "eagle0" else miml.iterations
         try:
             images = write_images_dataset(x, None, os.path.join(local, "images"), n_labels)
             multiset = multiset_dataset(images, bags, os.path.join(local, "multiset"))
@@ -313,12 +225,12 @@ class DeepMIML(Estimator, _DeepMIMLParams, Persistent):
                 multiset,
                 os.path.join(local, "embeddings"),
                 iterations,
-                self.getStepSize(),
+                miml.step,
                 embed_tasks(bags, x.shape[1]),
             )
         finally:
             shutil.rmtree(local, ignore_errors=True)
-        return centre_embeddings(emb) if self.getOrDefault(self.centreEmbeddings) else emb
+        return centre_embeddings(emb) if miml.centre_embeddings else emb
 
     def fitBags(
         self,
@@ -344,9 +256,8 @@ class DeepMIML(Estimator, _DeepMIMLParams, Persistent):
         from eagle_spark.miml.training import train_bags, train_distributed
 
         config = self.netConfig()
-        processes = self.getOrDefault(self.numProcesses)
-        if processes < 0:
-            raise ValueError(f"DeepMIML: numProcesses must be >= 0, got {processes}")
+        miml = self.settings(MimlSettings)
+        processes = miml.num_processes
         if processes >= 1:
             state, history = train_distributed(
                 x,
@@ -355,13 +266,13 @@ class DeepMIML(Estimator, _DeepMIMLParams, Persistent):
                 labelEmbeddings,
                 validation,
                 processes,
-                local_mode=self.getOrDefault(self.localMode),
+                local_mode=miml.local_mode,
             )
         else:
             state, history = train_bags(x, bags, config, labelEmbeddings, validation)
         spark = SparkSession.active()
         path = work_folder(spark, "model")
-        write_model(spark, path, state, config, bags, history, self.getOrDefault(self.method))
+        write_model(spark, path, state, config, bags, history, miml.method)
         model = DeepMIMLModel()
         model._attach_data(path)
         return self._copyValues(model)  # type: ignore[return-value]

@@ -181,7 +181,7 @@ def test_bad_params_are_refused_before_any_job(spark):
     )
     with pytest.raises(ValueError, match="method must be one of"):
         DeepMIML(method="mil").fit(df)
-    with pytest.raises(ValueError, match="lr must be a finite number > 0"):
+    with pytest.raises(ValueError, match="DeepMIML: learningRate must be a finite number > 0"):
         DeepMIML(learningRate=0.0).fit(df)
-    with pytest.raises(ValueError, match="mask_mix must be in"):
+    with pytest.raises(ValueError, match="DeepMIML: maskMix must be in"):
         DeepMIML(maskMix=2.0).fit(df)

@@ -289,3 +289,95 @@ def test_a_command_flag_is_generated_from_its_setting_and_overrides_it():
     assert with_flags(base, p.parse_args(["--max-leaf-work", "9"])).tree.max_leaf_work == 9
     with pytest.raises(SettingsError, match="embed.iterations must be >= 0"):
         with_flags(base, p.parse_args(["--iterations", "-1"]))
+
+
+def test_one_declaration_makes_the_param_its_accessors_and_its_docs():
+    """A new setting is one declaration: mirrored by an estimator, it is a Param with the
+    declared name, doc and default, a getter, a setter, a constructor keyword, a docstring entry,
+    and the round trip to the section."""
+    from typing import Optional
+
+    from eagle_spark.ml.base import SettingsParams
+    from eagle_spark.settings import section, setting
+
+    @section
+    @dataclasses.dataclass(frozen=True)
+    class ToySettings(Section):
+        """A toy section."""
+
+        beam_width: int = setting(7, "nodes kept per level.")
+        cap: Optional[float] = setting(None, "an upper bound; null: none.", param="upperBound")
+
+    class Toy(SettingsParams):
+        """A toy estimator.
+
+        Params:
+            {params}
+        """
+
+        _mirrors = (ToySettings,)
+
+        def __init__(self, **params):
+            super().__init__()
+            self._set_settings_defaults()
+            self.setParams(**params)
+
+    assert Toy._fields == {ToySettings: {"beamWidth": "beam_width", "upperBound": "cap"}}
+    toy = Toy(beamWidth=9)
+    assert (toy.getBeamWidth(), toy.getUpperBound()) == (9, None)
+    assert toy.beamWidth.doc == "nodes kept per level."
+    assert toy.setUpperBound(0.5).settings(ToySettings) == ToySettings(beam_width=9, cap=0.5)
+    assert "beam_width: nodes kept per level. Default 7." in " ".join(ToySettings.__doc__.split())
+    with pytest.raises(TypeError, match="beamWidth cannot be None"):
+        Toy(beamWidth=None)
+
+
+def test_dataset_methods_take_the_settings_by_their_param_names():
+    import inspect
+
+    from eagle_spark.ml import Dataset
+    from eagle_spark.settings import AggregateSettings, as_params, from_params
+
+    signature = inspect.signature(Dataset.aggregate).parameters
+    assert signature["groupSize"].default == 4 and signature["onBadRow"].default == "fail"
+    assert "numFeatures" in inspect.signature(Dataset.ingest).parameters
+    assert "rowsPerTask" in inspect.signature(Dataset.synth).parameters
+    assert "``groupSize`` (aggregate.group_size, 4)" in Dataset.aggregate.__doc__
+    s = from_params(AggregateSettings, {"groupSize": 10, "onBadRow": "skip"}, "here")
+    assert s == AggregateSettings(group_size=10, on_bad_row="skip")
+    assert from_params(AggregateSettings, as_params(s), "here") == s
+    with pytest.raises(TypeError, match="here got an unexpected keyword argument 'group_size'"):
+        from_params(AggregateSettings, {"group_size": 10}, "here")
+
+
+def test_the_miml_and_experiment_settings_are_sections():
+    from eagle_spark.commands import COMMANDS, with_flags
+    from eagle_spark.miml.training import NetConfig
+    from eagle_spark.settings import MimlSettings
+
+    s = Settings.load(overrides=["miml.group_size=50", "experiment.held_out=0.3"])
+    assert (s.miml.group_size, s.experiment.held_out) == (50, 0.3)
+    assert NetConfig() == NetConfig.of(MimlSettings())  # the network's defaults are the section's
+    with pytest.raises(SettingsError, match="miml.mask_mix must be in"):
+        NetConfig(mask_mix=1.5)
+    with pytest.raises(SettingsError, match="experiment.criterion must be one of"):
+        Settings.load(overrides=["experiment.criterion=median"])
+    import argparse
+
+    p = argparse.ArgumentParser()
+    COMMANDS["miml"][1](p)
+    args = p.parse_args(["--output", "x", "--methods", "eagle", "--tune-lr", "0.01", "0.001"])
+    flagged = with_flags(s, args)
+    assert (flagged.miml.methods, flagged.miml.tune_lr) == (("eagle",), (0.01, 0.001))
+    assert (
+        with_flags(s, p.parse_args(["--output", "x", "--no-centring"])).miml.centre_embeddings
+        is False
+    )
+    text = subprocess.run(
+        [sys.executable, "-m", "eagle_spark", "--print-defaults"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    ).stdout
+    assert "\nmiml:\n" in text and "\nexperiment:\n" in text
