@@ -63,6 +63,8 @@ def setting_flags(p: argparse.ArgumentParser, section: str, *names: str) -> None
         help_text = f"{item.doc.rstrip('.')} ({section}.{name}, default {shown(item.default)})"
         help_text = help_text.replace("``", "")
         kwargs: dict[str, Any] = {"default": None, "help": help_text.replace("%", "%%")}
+        if item.choices:
+            kwargs["choices"] = list(item.choices)
         if hint is bool:
             kwargs["action"] = argparse.BooleanOptionalAction
         elif typing.get_origin(hint) is tuple:  # a list: --name A B C
@@ -299,9 +301,10 @@ def _train_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--output", required=True, help="model folder to write")
     setting_flags(p, "train", "model")
+    loss = next(d for d in declarations(section_class("tree")) if d.name == "loss")
     p.add_argument(
         "--loss",
-        choices=["squared_hinge", "logistic"],
+        choices=list(loss.choices),
         default=None,
         help="the loss of the model's section (tree.loss or ova.loss)",
     )

@@ -179,7 +179,7 @@ def test_bad_params_are_refused_before_any_job(spark):
     df = spark.createDataFrame(
         [("a", Vectors.dense([1.0]), [0])], ["group_id", "features", "group_labels"]
     )
-    with pytest.raises(ValueError, match="method must be one of"):
+    with pytest.raises(ValueError, match="DeepMIML: method must be deep-miml, eagle0 or eagle"):
         DeepMIML(method="mil").fit(df)
     with pytest.raises(ValueError, match="DeepMIML: learningRate must be a finite number > 0"):
         DeepMIML(learningRate=0.0).fit(df)

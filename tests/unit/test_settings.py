@@ -55,15 +55,22 @@ def test_overrides_typed():
         ("ingest.one_based=1", "'ingest.one_based' must be true or false"),
         ("spark.extra.foo=bar", "must start with 'spark.'"),
         ("novalue", "must look like section.key=value"),
-        ("tree.max_iter=0", "tree.max_iter must be an integer >= 1, got 0"),
+        ("tree.max_iter=0", "tree.max_iter must be >= 1, got 0"),
+        ("tree.max_iter=2.5", "'tree.max_iter' must be an integer"),
+        (
+            "pipeline.methods=[eagle, eagel]",
+            "pipeline.methods: must be baseline, eagle0, eagle_paper or eagle, got 'eagel'",
+        ),
+        ("aggregate.depth=25", "aggregate.depth must be in [0, 24], got 25"),
+        ("embed.lr=-1", "embed.lr must be a finite number > 0, got -1.0"),
         ("ova.max_iter=2.5", "'ova.max_iter' must be an integer"),
         (
             "tree.matcher_C=0",
-            "tree.matcher_C must be a finite number > 0 (or null for tree.C), got 0",
+            "tree.matcher_C must be a finite number > 0 (or null), got 0.0",
         ),
         (
             "tree.matcher_max_iter=0",
-            "tree.matcher_max_iter must be an integer >= 1 (or null for tree.max_iter), got 0",
+            "tree.matcher_max_iter must be >= 1 (or null), got 0",
         ),
         ("tree.matcher_C_scale=depth", "tree.matcher_C_scale must be samples or none, got 'depth'"),
     ],
@@ -240,7 +247,7 @@ def test_train_max_split_shared_is_a_share_or_none():
     assert Settings.load(None, ["tree.max_split_shared=0"]).tree.max_split_shared == 0
     for bad in (-0.1, 1.5, float("nan")):
         with pytest.raises(
-            SettingsError, match="tree.max_split_shared must be a number in \\[0, 1\\]"
+            SettingsError, match="tree.max_split_shared must be in \\[0, 1\\] \\(or null\\)"
         ):
             TreeSettings(max_split_shared=bad)
 
@@ -381,3 +388,29 @@ def test_the_miml_and_experiment_settings_are_sections():
         timeout=120,
     ).stdout
     assert "\nmiml:\n" in text and "\nexperiment:\n" in text
+
+
+def test_declared_ranges_are_checked_on_construction_and_become_flag_choices():
+    """choices= and bounds= of a declaration are checked whenever a section is built (in Python
+    too, not only from YAML) and give the command flags their choices."""
+    import argparse
+
+    from eagle_spark.commands import setting_flags
+    from eagle_spark.settings import EmbedSettings, MimlSettings, TreeSettings
+
+    with pytest.raises(SettingsError, match="tree.n_trees must be >= 1, got 0"):
+        TreeSettings(n_trees=0)
+    with pytest.raises(SettingsError, match="tree.n_trees must be an integer, got 2.5"):
+        TreeSettings(n_trees=2.5)
+    with pytest.raises(SettingsError, match="embed.prune_below must be in \\[0, 1\\), got 1.0"):
+        EmbedSettings(prune_below=1.0)
+    with pytest.raises(SettingsError, match="embed.lr must be a finite number > 0, got nan"):
+        EmbedSettings(lr=float("nan"))
+    with pytest.raises(SettingsError, match="miml.tune_lr: must be a finite number > 0, got 0.0"):
+        MimlSettings(tune_lr=(0.1, 0.0))
+    assert TreeSettings(matcher_C=None).matcher_C is None  # null where the type allows it
+    p = argparse.ArgumentParser()
+    setting_flags(p, "tree", "loss")
+    with pytest.raises(SystemExit):
+        p.parse_args(["--loss", "hinge"])
+    assert p.parse_args(["--loss", "logistic"]).loss == "logistic"
