@@ -741,6 +741,9 @@ class AssignSettings(Section):
         "with ``auto``, the share of the groups held out to score the candidates on, in (0, 0.9].",
         bounds="(0, 0.9]",
     )
+    held_out_seed: int = setting(
+        0, "with ``auto``, the seed of the held-out groups' hash.", bounds="[0, inf)"
+    )
     refine_rounds: int = setting(
         0,
         "rounds of refinement with the classifier after the embedding's assignment, in [0, 10]; "

@@ -49,8 +49,6 @@ the multiset precision, an upper bound of the members' sample P@k that caps pred
 label for more members than hold it; the union-based ``max`` / ``sum`` favour the Baseline, whose
 members all predict their group's popular labels (measured with ``experiment select`` on the
 training sets of bibtex and delicious: docs/experiments.md)."""
-SEED = 0
-"""Seed of the held-out groups' hash (the same groups for every candidate and every run)."""
 MIN_HELD_GROUPS = 20
 """With fewer groups than this held out (small data), the candidates are not scored: the
 :data:`FALLBACK` is used, and the record says why."""
@@ -129,9 +127,16 @@ def choose_assignment(
                 "chosen": fallback,
             },
         )
-    fit = dataset.split_part(posixpath.join(scratch, "fit"), share, SEED, by="group", labels=False)
+    fit = dataset.split_part(
+        posixpath.join(scratch, "fit"), share, params.held_out_seed, by="group", labels=False
+    )
     held = dataset.split_part(
-        posixpath.join(scratch, "held"), share, SEED, by="group", held=True, labels=False
+        posixpath.join(scratch, "held"),
+        share,
+        params.held_out_seed,
+        by="group",
+        held=True,
+        labels=False,
     )
     if not held.n_groups or not fit.n_groups:
         raise BadInputError(
@@ -174,7 +179,7 @@ def choose_assignment(
         dataclasses.replace(params, **candidate_changes(best)),
         {
             "held_out": share,
-            "seed": SEED,
+            "seed": params.held_out_seed,
             "proxy": "label tree, 1 tree, default settings",
             "held_out_groups": held.n_groups,
             "candidates": rows,

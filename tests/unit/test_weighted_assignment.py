@@ -586,12 +586,17 @@ def test_auto_chooses_the_best_candidate_on_held_out_groups(spark, soft, tmp_pat
     agg = Dataset.load(spark, paths["agg"])
     auto = GRLRModel.fromSettings(
         AssignSettings(
-            weighting="auto", tasks=2, candidates=("baseline", "hard", "soft-1"), held_out=0.3
+            weighting="auto",
+            tasks=2,
+            candidates=("baseline", "hard", "soft-1"),
+            held_out=0.3,
+            held_out_seed=5,
         )
     ).atFolder(paths["emb"])
     out = auto.transformDataset(agg, str(tmp_path / "auto"))
     sel = out.manifest["selection"]
     assert set(sel["candidates"]) == {"baseline", "hard", "soft-1"} and sel["held_out_groups"] > 10
+    assert sel["seed"] == 5  # assign.held_out_seed (the Param heldOutSeed) reached the split
     for row in sel["candidates"].values():
         assert row["score"] == pytest.approx(selection_score(row), abs=1e-3)
         assert all(0 <= row[f"multiset P@{k}"] <= 100 for k in (1, 3, 5))
