@@ -88,7 +88,8 @@ class Stage:
         output: the folder the stage writes.
         inputs: text files or folders it reads (their fingerprints chain the stages).
         params: the settings it depends on (JSON-serialisable).
-        run: does the work; gets ``overwrite`` and returns a summary dict.
+        run: does the work (replacing a stale output of an earlier run) and returns a summary
+            dict.
         rows: key of the summary reported as the stage's row count.
     """
 
@@ -96,7 +97,7 @@ class Stage:
     output: str
     inputs: list[str]
     params: dict[str, Any]
-    run: Callable[[bool], dict[str, Any]]
+    run: Callable[[], dict[str, Any]]
     rows: str
 
 
@@ -212,7 +213,7 @@ class Pipeline:
             input_read_errors(stage.inputs),
             phase(self.spark, stage.name),
         ):
-            summary = stage.run(True)
+            summary = stage.run()
         seconds = round(time.monotonic() - started, 3)
         rows = summary.get(stage.rows)
         peak_mb = round(memory.peak_bytes / 2**20, 1)
@@ -357,7 +358,7 @@ def _run_stages(
                 agg,
                 [train_data],
                 settings.aggregate.to_dict(),
-                lambda ow: _aggregate(spark, train_data, agg, settings, ow),
+                lambda: _aggregate(spark, train_data, agg, settings),
                 "n_groups",
             )
         )
@@ -383,7 +384,7 @@ def _run_stages(
                         target,
                         [folder],
                         {"format": "delta"},
-                        lambda ow, f=f"{folder}/{table}", t=target: publish_delta(spark, f, t),
+                        lambda f=f"{folder}/{table}", t=target: publish_delta(spark, f, t),
                         "rows",
                     )
                 )
@@ -441,7 +442,7 @@ def ingest_inputs(pipe: Pipeline) -> tuple[str, Optional[str]]:
                 train_data,
                 [source],
                 settings.ingest.to_dict(),
-                lambda ow, s=source, o=train_data: _ingest(spark, s, o, settings, ow),
+                lambda s=source, o=train_data: _ingest(spark, s, o, settings),
                 "n_samples",
             )
         )
@@ -455,26 +456,20 @@ def ingest_inputs(pipe: Pipeline) -> tuple[str, Optional[str]]:
                 test_data,
                 [source],
                 settings.ingest.to_dict(),
-                lambda ow, s=source, o=test_data: _ingest(spark, s, o, settings, ow),
+                lambda s=source, o=test_data: _ingest(spark, s, o, settings),
                 "n_samples",
             )
         )
     return train_data, test_data
 
 
-def _ingest(
-    spark: SparkSession, source: str, out: str, settings: Settings, overwrite: bool
-) -> dict[str, Any]:
+def _ingest(spark: SparkSession, source: str, out: str, settings: Settings) -> dict[str, Any]:
     from eagle_spark.ml import Dataset
 
-    return Dataset.ingest(
-        spark, source, out, overwrite=overwrite, **as_params(settings.ingest)
-    ).manifest
+    return Dataset.ingest(spark, source, out, overwrite=True, **as_params(settings.ingest)).manifest
 
 
-def _aggregate(
-    spark: SparkSession, dataset: str, out: str, settings: Settings, overwrite: bool
-) -> dict[str, Any]:
+def _aggregate(spark: SparkSession, dataset: str, out: str, settings: Settings) -> dict[str, Any]:
     from eagle_spark.ml import Dataset
 
     return (
@@ -482,7 +477,7 @@ def _aggregate(
         .aggregate(
             out,
             **as_params(settings.aggregate),
-            overwrite=overwrite,
+            overwrite=True,
         )
         .manifest
     )
@@ -518,9 +513,9 @@ def _run_method(
                 emb,
                 [agg],
                 embed_params.to_dict(),
-                lambda ow: (
+                lambda: (
                     GRLR.fromSettings(embed_params)
-                    .fitDataset(Dataset.at(spark, agg), emb, overwrite=ow)
+                    .fitDataset(Dataset.at(spark, agg), emb, overwrite=True)
                     .summary
                 ),
                 "n_labels",
@@ -535,13 +530,13 @@ def _run_method(
             assigned,
             assign_inputs,
             depends,
-            lambda ow: (
+            lambda: (
                 (
                     GRLRModel.fromSettings(assign_params).atFolder(emb)
                     if emb
                     else GRLRModel.fromSettings(assign_params)
                 )
-                .transformDataset(Dataset.at(spark, agg), assigned, overwrite=ow)
+                .transformDataset(Dataset.at(spark, agg), assigned, overwrite=True)
                 .manifest
             ),
             "n_assignments",
@@ -569,11 +564,11 @@ def classify(
     model = pipe.path("models", name)
     kind, train_params = settings.train.model, settings.classifier()
 
-    def train(ow: bool) -> dict[str, Any]:
+    def train() -> dict[str, Any]:
         estimator = (LabelTreeClassifier if kind == "tree" else OneVsRestXMC).fromSettings(
             train_params
         )
-        return estimator.fitDataset(Dataset.at(spark, training), model, overwrite=ow).metadata
+        return estimator.fitDataset(Dataset.at(spark, training), model, overwrite=True).metadata
 
     pipe.run_stage(
         Stage(
@@ -594,8 +589,8 @@ def classify(
             preds,
             [model, test_data],
             settings.predict.to_dict(),
-            lambda ow: model_at(spark, model, settings.predict).transformDataset(
-                Dataset.at(spark, test_data), preds, overwrite=ow
+            lambda: model_at(spark, model, settings.predict).transformDataset(
+                Dataset.at(spark, test_data), preds, overwrite=True
             ),
             "n_samples",
         )
@@ -611,14 +606,14 @@ def classify(
                 metrics,
                 [preds, test_data, reference],
                 settings.evaluate.to_dict(),
-                lambda ow: evaluate(
+                lambda: evaluate(
                     spark,
                     preds,
                     test_data,
                     settings.evaluate,
                     output_path=metrics,
                     propensity_from=reference,
-                    overwrite=ow,
+                    overwrite=True,
                 ),
                 "n_samples",
             )

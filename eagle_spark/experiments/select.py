@@ -149,7 +149,7 @@ def _select_grouping(
             agg,
             [train_data],
             settings.aggregate.to_dict(),
-            lambda ow: _aggregate(spark, train_data, agg, settings, ow),
+            lambda: _aggregate(spark, train_data, agg, settings),
             "n_groups",
         )
     )

@@ -172,9 +172,9 @@ def _split_stage(
                 path,
                 [train_data],
                 {"validation": validation, "seed": seed, "by": by},
-                lambda ow, path=path, held=held: (
+                lambda path=path, held=held: (
                     Dataset.load(pipe.spark, train_data)
-                    .split_part(path, validation, seed, by, held, overwrite=ow)
+                    .split_part(path, validation, seed, by, held, overwrite=True)
                     .manifest
                 ),
                 "n_samples",

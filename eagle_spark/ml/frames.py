@@ -44,10 +44,6 @@ from eagle_spark.io.tables import new_manifest, write_manifest, write_table
 WORK_DIR_CONF = "spark.eagle_spark.workDir"
 """Spark setting naming the folder for the API's temporary datasets and unsaved models."""
 
-ROLES = ("features", "group", "group_labels", "labels", "label_weights")
-"""What a column can be: features (X), group (Y1), group_labels (Y2 through the group), labels (Y),
-label_weights (Y's label weights, weighted assignment)."""
-
 ROWS = "rows"
 """Folder of a materialised dataset holding the caller's rows with :data:`KEY` (a name Spark does
 not take for hidden: it skips a path component starting with ``_`` or ``.``)."""
@@ -66,7 +62,9 @@ class Source:
 
     Attributes:
         path: dataset folder (X, and Y / Y1 / Y2 for the roles it backs).
-        columns: role (:data:`ROLES`) -> the frame's column holding it.
+        columns: role -> the frame's column holding it; a role is ``features`` (X), ``group``
+            (Y1), ``group_labels`` (Y2 through the group), ``labels`` (Y) or ``label_weights``
+            (Y's label weights, weighted assignment).
         keyed: a frame with the caller's columns plus `key` (the dataset's sample_id), used to join
             results back to the rows.
         key: the sample id column of `keyed`.
@@ -487,7 +485,6 @@ def attach(
 
 __all__ = [
     "KEY",
-    "ROLES",
     "ROWS",
     "Source",
     "WORK_DIR_CONF",
