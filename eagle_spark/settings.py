@@ -200,16 +200,43 @@ def _check_jvm_memory(text: str, key: str) -> None:
 
 
 T = TypeVar("T")
+V = TypeVar("V")
+S = TypeVar("S", bound="Section")
 
 
+@typing.overload
 def setting(
-    default: Any = None,
+    default: V,
     doc: str = "",
     *,
     more: str = "",
     param: Optional[str] = None,
-    factory: Optional[Callable[[], Any]] = None,
-    choices: Sequence[Any] = (),
+    choices: Sequence[object] = (),
+    bounds: Optional[str] = None,
+) -> V: ...
+
+
+@typing.overload
+def setting(
+    default: None,
+    doc: str = "",
+    *,
+    more: str = "",
+    param: Optional[str] = None,
+    factory: Callable[[], V],
+    choices: Sequence[object] = (),
+    bounds: Optional[str] = None,
+) -> V: ...
+
+
+def setting(
+    default: object = None,
+    doc: str = "",
+    *,
+    more: str = "",
+    param: Optional[str] = None,
+    factory: Optional[Callable[[], object]] = None,
+    choices: Sequence[object] = (),
     bounds: Optional[str] = None,
 ) -> Any:
     """Declare one setting of a section: the only place it is written down.
@@ -288,7 +315,7 @@ def range_text(bounds: tuple[float, bool, float, bool]) -> str:
     return f"in {'[' if low_in else '('}{_number(low)}, {_number(high)}{']' if high_in else ')'}"
 
 
-def _words(values: Sequence[Any]) -> str:
+def _words(values: Sequence[object]) -> str:
     """``a``, ``a or b``, ``a, b or c``."""
     names = [str(v) for v in values]
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
@@ -392,7 +419,7 @@ def declarations(cls: type) -> list[Declared]:
     return out
 
 
-def shown(value: Any) -> str:
+def shown(value: object) -> str:
     """A default as YAML and the docs write it: null, true/false, ``text``, [a, b], numbers."""
     if value is None:
         return "null"
@@ -1402,7 +1429,7 @@ def as_params(section: Section) -> dict[str, Any]:
     return {d.param: getattr(section, d.name) for d in declarations(type(section))}
 
 
-def from_params(cls: type, params: Mapping[str, Any], where: str) -> Any:
+def from_params(cls: type[S], params: Mapping[str, object], where: str) -> S:
     """The section `cls` from keyword arguments named by its Params (the rest take defaults).
 
     Raises:
