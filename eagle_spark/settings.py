@@ -350,8 +350,8 @@ def _complaint(item: "Declared", value: Any) -> Optional[str]:
     return f"must be {said}, got {value!r}"
 
 
-def _key(cls: type) -> str:
-    """A section's name in messages: its key in :class:`Settings`, else its class name."""
+def section_key(cls: type) -> str:
+    """A section's name in messages and docs: its key in :class:`Settings`, else its class name."""
     try:
         return section_name(cls)
     except SettingsError:
@@ -367,7 +367,7 @@ def check_declared(section: "Section") -> None:
             ``section.key must be ..., got ...``.
     """
     cls = type(section)
-    key = _key(cls)
+    key = section_key(cls)
     for item in declarations(cls):
         value = getattr(section, item.name)
         if value is None and type(None) in typing.get_args(item.hint):
@@ -389,12 +389,23 @@ def camel(name: str) -> str:
     return head + "".join(part[:1].upper() + part[1:] for part in rest)
 
 
-def declarations(cls: type) -> list[Declared]:
+_DECLARED: dict[type, tuple[Declared, ...]] = {}
+"""Section class -> its declarations, read once per class (every section built checks its values
+against them)."""
+
+
+def declarations(cls: type) -> tuple[Declared, ...]:
     """The declared settings of a section class, in field order.
 
     Raises:
         TypeError: a field of `cls` not declared with :func:`setting`.
     """
+    if cls not in _DECLARED:
+        _DECLARED[cls] = _declare(cls)
+    return _DECLARED[cls]
+
+
+def _declare(cls: type) -> tuple[Declared, ...]:
     hints = typing.get_type_hints(cls)
     out = []
     for f in dataclasses.fields(cls):
@@ -416,7 +427,7 @@ def declarations(cls: type) -> list[Declared]:
                 f.metadata.get("bounds"),
             )
         )
-    return out
+    return tuple(out)
 
 
 def shown(value: object) -> str:
@@ -898,7 +909,7 @@ class LinearSettings(Section):
 
     def __post_init__(self) -> None:
         if self.cache_budget is not None:
-            memory_mib(self.cache_budget, f"{_key(type(self))}.cache_budget")
+            memory_mib(self.cache_budget, f"{section_key(type(self))}.cache_budget")
 
 
 @section
@@ -1464,11 +1475,16 @@ def section_name(cls: type) -> str:
     Raises:
         SettingsError: `cls` is not a section of :class:`Settings`.
     """
-    hints = typing.get_type_hints(Settings)
-    for f in dataclasses.fields(Settings):
-        if hints[f.name] is cls:
-            return f.name
-    raise SettingsError(f"{cls.__name__} is not a section of Settings")
+    if not _NAMES:
+        hints = typing.get_type_hints(Settings)
+        _NAMES.update({hints[f.name]: f.name for f in dataclasses.fields(Settings)})
+    if cls not in _NAMES:
+        raise SettingsError(f"{cls.__name__} is not a section of Settings")
+    return _NAMES[cls]
+
+
+_NAMES: dict[type, str] = {}
+"""Section class -> its key in :class:`Settings`, filled on first use."""
 
 
 def _markdown(text: str) -> str:

@@ -42,7 +42,7 @@ from eagle_spark.io.fs import (
     restore_interrupted,
 )
 from eagle_spark.io.integrity import check_folder
-from eagle_spark.settings import Section, declarations, section_name, shown
+from eagle_spark.settings import Section, declarations, section_key, section_name, shown
 
 P = TypeVar("P", bound=Section)
 M = TypeVar("M")
@@ -235,10 +235,7 @@ class SettingsParams(Params):
 def _param_lines(section: type, pairs: Any, indent: str) -> str:
     """Docstring lines, one per (Param, field) of `section`: name, setting key, default, doc."""
     items = {d.name: d for d in declarations(section)}
-    try:
-        key = section_name(section)
-    except SettingsError:  # a section outside Settings: named by its class
-        key = section.__name__
+    key = section_key(section)
     rows = [
         f"``{param}`` ({key}.{name}, {shown(items[name].default)}): {items[name].doc}"
         for param, name in pairs

@@ -357,7 +357,7 @@ def test_dataset_methods_take_the_settings_by_their_param_names():
         from_params(AggregateSettings, {"group_size": 10}, "here")
 
 
-def test_the_miml_and_experiment_settings_are_sections():
+def test_the_miml_and_experiment_settings_are_sections(capsys):
     from eagle_spark.commands import COMMANDS, with_flags
     from eagle_spark.miml.training import NetConfig
     from eagle_spark.settings import MimlSettings
@@ -380,13 +380,10 @@ def test_the_miml_and_experiment_settings_are_sections():
         with_flags(s, p.parse_args(["--output", "x", "--no-centring"])).miml.centre_embeddings
         is False
     )
-    text = subprocess.run(
-        [sys.executable, "-m", "eagle_spark", "--print-defaults"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=120,
-    ).stdout
+    from eagle_spark.cli import main
+
+    assert main(["--print-defaults"]) == 0
+    text = capsys.readouterr().out
     assert "\nmiml:\n" in text and "\nexperiment:\n" in text
 
 
