@@ -177,26 +177,43 @@ def shuffle_bytes_by_job_group(folder: str | os.PathLike, app_id: str) -> dict[s
     return totals
 
 
-def jobs_by_description(folder: str | os.PathLike, app_id: str) -> dict[str, dict[str, Any]]:
+def jobs_by_description(
+    folder: str | os.PathLike,
+    app_id: str,
+    window: tuple[float, float] | None = None,
+) -> dict[str, dict[str, Any]]:
     """Per job description (``SparkContext.setJobDescription``: the pipeline names its stages so)
     of application `app_id`, from its event log in `folder`: how many Spark jobs and Spark stages
-    ran, and the seconds from the first job's submission to the last one's end summed over jobs
-    (``job s``: time the driver waited on Spark). Jobs without a description count under ""."""
+    ran, the seconds from the first job's submission to the last one's end summed over jobs
+    (``job s``: time the driver waited on Spark), and the tasks' executor run time summed
+    (``task s``: core-seconds of work; above ``job s`` when tasks ran in parallel). Jobs without a
+    description count under "". With `window` (epoch seconds, start and end) only the jobs
+    submitted inside it count."""
     found: dict[str, dict[str, Any]] = {}
     started: dict[int, tuple[str, int]] = {}
+    stage_of: dict[int, str] = {}
     for event in _events(folder, app_id):
         kind = event.get("Event")
         if kind == "SparkListenerJobStart":
+            if window and not window[0] <= event["Submission Time"] / 1e3 <= window[1]:
+                continue
             name = (event.get("Properties") or {}).get("spark.job.description") or ""
             started[event["Job ID"]] = (name, event["Submission Time"])
-            row = found.setdefault(name, {"spark jobs": 0, "spark stages": 0, "job s": 0.0})
+            row = found.setdefault(
+                name, {"spark jobs": 0, "spark stages": 0, "job s": 0.0, "task s": 0.0}
+            )
             row["spark jobs"] += 1
             row["spark stages"] += len(event.get("Stage IDs", []))
+            stage_of.update({s: name for s in event.get("Stage IDs", [])})
         elif kind == "SparkListenerJobEnd" and event["Job ID"] in started:
             name, t0 = started.pop(event["Job ID"])
             found[name]["job s"] = round(
                 found[name]["job s"] + (event["Completion Time"] - t0) / 1e3, 2
             )
+        elif kind == "SparkListenerTaskEnd" and event["Stage ID"] in stage_of:
+            run = (event.get("Task Metrics") or {}).get("Executor Run Time", 0)
+            row = found[stage_of[event["Stage ID"]]]
+            row["task s"] = round(row["task s"] + run / 1e3, 2)
     return found
 
 

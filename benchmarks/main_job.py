@@ -9,8 +9,9 @@ Every run starts from an empty run folder (nothing is skipped by the pipeline's 
 process of its own (the JVM's start is part of what a user waits for). The report has per run the
 command's wall seconds, the pipeline's own total and the peak RSS it recorded; per stage the
 median of its seconds over the runs, and from Spark's event log how many Spark jobs and stages it
-ran and how long the driver waited on them (the rest of a stage's time is driver-side work: Python,
-file commits, manifest reads); and the comparison table (P@1/3/5 per method) of the last run,
+ran, how long the driver waited on them (the rest of a stage's time is driver-side work: Python,
+file commits, manifest reads) and the core-seconds their tasks worked (``task s``; above ``job s``
+when the cores ran tasks side by side); and the comparison table (P@1/3/5 per method) of the last run,
 which every run reproduces (the runs are seeded). Compare timings only within one report: this
 machine's speed varies between days.
 """
@@ -93,6 +94,7 @@ def main() -> None:
             "spark jobs": median_of(name, "spark jobs"),
             "spark stages": median_of(name, "spark stages"),
             "job s": median_of(name, "job s"),
+            "task s": median_of(name, "task s"),
         }
         for name in names
     ]
@@ -109,6 +111,7 @@ def main() -> None:
             "spark jobs": statistics.median(total(r, "spark jobs") for r in runs),
             "spark stages": statistics.median(total(r, "spark stages") for r in runs),
             "job s": round(statistics.median(total(r, "job s") for r in runs), 2),
+            "task s": round(statistics.median(total(r, "task s") for r in runs), 2),
         }
     ] + stages
     write_report(

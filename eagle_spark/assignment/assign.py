@@ -34,7 +34,7 @@ import logging
 import os
 import posixpath
 import urllib.parse
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import numpy as np
 import pyarrow as pa
@@ -68,6 +68,9 @@ from eagle_spark.io.tables import (
     write_table,
 )
 from eagle_spark.settings import AssignSettings
+
+if TYPE_CHECKING:
+    from eagle_spark.ml.selection import Selection
 
 log = logging.getLogger(__name__)
 
@@ -442,7 +445,7 @@ def assign(
     params: AssignSettings,
     embeddings: Optional[str] = None,
     overwrite: bool = False,
-    select: Optional[Callable[[str], tuple[AssignSettings, dict]]] = None,
+    select: Optional[Callable[[str], Selection]] = None,
     first_round: Optional[str] = None,
     diagnostics: bool = True,
 ) -> dict[str, Any]:
@@ -456,15 +459,17 @@ def assign(
         embeddings: output folder of ``embed`` (required for ``eagle``).
         overwrite: replace an existing output.
         select: with ``weighting=auto``: called with a scratch folder inside the output's
-            temporary folder (deleted before the commit), returns the chosen settings and the
-            selection's record (:func:`eagle_spark.ml.selection.choose_assignment`, which
-            ``GRLRModel`` passes).
+            temporary folder (deleted before the commit), returns the chosen settings, the
+            selection's record and the chosen candidate's assignment of `dataset`, which becomes
+            this output (:func:`eagle_spark.ml.selection.choose_assignment`, which ``GRLRModel``
+            passes).
         first_round: an earlier output of this function on the same `dataset` and `embeddings`
             with the same settings but ``refine_rounds`` 0 (``auto`` scores both ``soft-0.3`` and
             ``soft-0.3+r1``): its assignments are this call's round 0 instead of being computed
             again. Its manifest must say so (same dataset, same settings), else BadInputError.
-        diagnostics: record each refinement round's figures in the manifest (false for the
-            candidates of ``auto``, whose outputs nobody reads but the selection).
+        diagnostics: record each refinement round's figures and, when `dataset` has the true Y,
+            the assignment's quality in the manifest (false for the candidates of ``auto`` that
+            are not refined: only the winner's figures are kept, and they are computed for it).
     Returns:
         The manifest: n_samples, n_labels, n_assignments, samples_with_labels, and, when the input
         has the true Y, ``quality`` (precision, recall); its ``parameters`` are the settings used
@@ -487,18 +492,10 @@ def assign(
         raise BadInputError("method 'eagle' needs embeddings (the output folder of embed)")
     X = read_table(spark, dataset, S.X)
     with atomic_output(spark, output_path, overwrite) as tmp:
-        selection = None
-        if auto:
-            scratch = posixpath.join(tmp, "_select")
-            params, selection = select(scratch)
-            FileSystem(spark).delete(scratch)
+        selection, chosen = None, None
+        if auto and select is not None:  # (auto without select raised above)
+            params, selection, chosen = select(posixpath.join(tmp, "_select"))
             log.info("assign auto: chose %s", selection["chosen"])
-        if first_round is not None:
-            assignments, source = _first_round(spark, first_round, dataset, embeddings, params)
-        else:
-            assignments, source = _assignments(
-                spark, dataset, params, embeddings, manifest_in, n_features
-            )
         judge: Optional[Callable[[DataFrame], dict[str, float]]] = None
         judged: dict[str, Any] = {}  # the last quality computed (the last round's, when refined)
         if has_table(spark, dataset, S.Y):
@@ -511,7 +508,19 @@ def assign(
             judge = _judge
 
         rounds = None
-        if params.method == "eagle" and params.refine_rounds > 0:
+        if chosen is not None:  # the selection's winner assigned the whole data already
+            winner = read_manifest(spark, chosen, what="assign")
+            assignments, source = read_table(spark, chosen, S.ASSIGNMENTS), winner["source"]
+            rounds = winner.get("refinement")
+            if winner.get("quality"):
+                judged["last"] = winner["quality"]
+        elif first_round is not None:
+            assignments, source = _first_round(spark, first_round, dataset, embeddings, params)
+        else:
+            assignments, source = _assignments(
+                spark, dataset, params, embeddings, manifest_in, n_features
+            )
+        if chosen is None and params.method == "eagle" and params.refine_rounds > 0:
             scratch = posixpath.join(tmp, "_refine")
             assignments, rounds = refine(
                 spark,
@@ -541,7 +550,7 @@ def assign(
         ).first()
         n_assignments = int(stats["rows"])
         quality = None
-        if judge is not None:  # the last round's assignments are the ones written
+        if judge is not None and diagnostics:  # the last round's assignments are the ones written
             quality = judged["last"] if rounds and "last" in judged else judge(pairs_of(written))
         manifest = new_manifest(
             "assign",
@@ -558,8 +567,8 @@ def assign(
             tables=[S.X, S.Y, S.ASSIGNMENTS],
         )
         write_manifest(spark, tmp, manifest)
-        if rounds is not None:
-            FileSystem(spark).delete(posixpath.join(tmp, "_refine"))
+        for scratch in ("_select", "_refine"):  # read by the tables written above, now unused
+            FileSystem(spark).delete(posixpath.join(tmp, scratch))
     if quality:
         log.info(
             "assign %s: precision %.4f recall %.4f",

@@ -339,10 +339,21 @@ class Dataset:
         held: bool = False,
         overwrite: bool = False,
         labels: bool = True,
+        idMap: Optional[str] = None,
     ) -> "Dataset":
         """One part of :meth:`split` (the held-out one when `held`), written to `path`; without the
-        true labels Y when `labels` is false (only the groups' labels count then)."""
+        true labels Y when `labels` is false (only the groups' labels count then).
+
+        With `idMap` (only ``by="group"`` without labels) the part's renumbering is also written
+        there as Parquet: one row per (member, group) of the part, ``sample_id`` and ``group_id``
+        of this dataset, ``part_sample_id`` and ``part_group_id`` of the part.
+
+        Raises:
+            ValueError: as :meth:`split`, or `idMap` with another `by` or with `labels`.
+        """
         path = absolute(path)
+        if idMap is not None and (by != "group" or labels):
+            raise ValueError("Dataset.split_part: idMap needs by='group' and labels=False")
         if not 0.0 < share < 1.0:
             raise ValueError(f"Dataset.split: share must be in (0, 1), got {share}")
         if by not in ("sample", "group"):
@@ -364,7 +375,7 @@ class Dataset:
         bucket = F.pmod(F.xxhash64(F.lit(seed), F.col(column)), F.lit(10_000))
         in_held = bucket < F.lit(int(round(share * 10_000)))
         if by == "group" and not labels:
-            return self._group_part(path, in_held if held else ~in_held, overwrite)
+            return self._group_part(path, in_held if held else ~in_held, overwrite, idMap)
         if not labels:
             frame = frame.drop("labels")
         return type(self).from_samples(
@@ -376,12 +387,15 @@ class Dataset:
             **groups,
         )
 
-    def _group_part(self, path: str, keep: Column, overwrite: bool) -> "Dataset":
+    def _group_part(
+        self, path: str, keep: Column, overwrite: bool, id_map: Optional[str] = None
+    ) -> "Dataset":
         """The groups for which `keep` (a condition on ``group_id``) holds, with their members'
         X, Y1 and Y2 and no Y, written table by table: the dataset ``from_samples`` writes from the
         same rows of ``samples()`` (samples and groups numbered 0 .. n-1 in the order of their
         ids), without the round trip through a frame of vectors and its checks, which a folder
-        this library wrote has passed already."""
+        this library wrote has passed already. With `id_map` the renumbering is written there
+        (:meth:`split_part`)."""
         from eagle_spark.aggregation.groups import dense_rank
         from eagle_spark.io.tables import new_manifest, write_manifest, write_table
 
@@ -438,6 +452,13 @@ class Dataset:
                     tables=[S.X, S.Y1, S.Y2],
                 ),
             )
+            if id_map is not None:
+                ids.select(
+                    S.SAMPLE_ID,
+                    S.GROUP_ID,
+                    F.col("_sample").alias("part_sample_id"),
+                    F.col("_group").alias("part_group_id"),
+                ).write.parquet(id_map)
             FileSystem(spark).delete(ids_path)
         return type(self).load(spark, path)
 

@@ -5,21 +5,26 @@ members only (EAGLE's hard top-c assignment) lies the soft weighting (:func:`eag
 assign.soft_weights`); which is best depends on the data (how well a group's members can be told
 apart, how many labels a sample has). No sample label is needed to choose: a seeded share
 (``assign.held_out``, at most :data:`MAX_HELD_GROUPS` groups) of the groups is held out, each
-candidate (``assign.candidates``) assigns the other groups' labels with the model's label
-embeddings and trains a proxy classifier on them (the label tree with one tree, default
-settings), the proxy predicts the held-out members, and the members' predictions
+candidate (``assign.candidates``) assigns the whole data, a proxy classifier (the label tree
+with one tree, default settings) trains on what it gave the members of the other groups
+(:func:`fit_part`), the proxy predicts the held-out members, and the members' predictions
 are scored against the held-out groups' labels Y2 with their counts
 (:func:`eagle_spark.evaluation.group.group_precisions`, criterion :data:`CRITERION`: the multiset
 precision). The candidate with the best mean of group-level P@1, P@3 and P@5 wins (ties: the
-first listed), and the whole data is then assigned with it.
+first listed), and its assignment of the whole data is the output: it is not computed again.
 
-The label embeddings are those GRLR fitted on all the groups, held-out ones included: fitting them
-again without the held-out groups would double GRLR's cost, and the held-out groups' labels reach
-the candidates only through the embeddings' scores of the other groups' members, never as training
-labels of the proxy. Cost: per candidate an assignment of the kept groups, a one-tree training on
-them (about a third of the default three trees') and a prediction of the held-out members; a
-refined candidate (``soft-0.3+r1``) whose unrefined settings are also a candidate starts from that
-candidate's assignment. All scratch data lives in a folder the caller deletes.
+What the held-out groups reach: the label embeddings are those GRLR fitted on all the groups,
+held-out ones included (fitting them again without the held-out groups would double GRLR's cost),
+and a refined candidate's classifier scorer (:mod:`eagle_spark.assignment.refine`) is trained on
+the first round's assignment of all the groups. Both only score a kept group's members for that
+group's own labels, so a held-out group's labels reach the proxy as the choice of which kept
+member gets a kept group's label, never as a training label: Algorithm 2 assigns each group from
+its own members, so an unrefined candidate gives the kept groups exactly what assigning them
+alone would. Cost: per candidate an assignment of the whole data (the output's, if it wins), a
+one-tree training on the kept groups (about a third of the default three trees') and a
+prediction of the held-out members; a refined candidate (``soft-0.3+r1``) whose unrefined
+settings are also a candidate starts from that candidate's assignment. All scratch data lives
+in a folder the caller deletes after writing the output.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import posixpath
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple, Optional
 
 import numpy as np
 
@@ -35,7 +40,7 @@ from eagle_spark import schemas as S
 from eagle_spark.settings import AssignSettings, TreeSettings, candidate_changes
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
 
     from eagle_spark.ml.dataset import Dataset
     from eagle_spark.ml.grlr import GRLRModel
@@ -80,9 +85,20 @@ def precision_row(
     return {f"{c} P@{k}": round(100 * p[k - 1], 2) for c, p in found.items() for k in K}
 
 
-def choose_assignment(
-    model: GRLRModel, dataset: Dataset, scratch: str
-) -> tuple[AssignSettings, dict[str, Any]]:
+class Selection(NamedTuple):
+    """What :func:`choose_assignment` returns."""
+
+    settings: AssignSettings
+    """the chosen candidate's ``assign`` settings"""
+    record: dict[str, Any]
+    """held_out, seed, proxy, held_out_groups, candidates (name -> group P@1/3/5 in percent and
+    the score), chosen; or skipped and chosen when too few groups were held out"""
+    assigned: Optional[str]
+    """the chosen candidate's assignment of the whole data (an ``assign`` output folder inside
+    the scratch folder), or None when nothing was scored (the fallback is to be computed)"""
+
+
+def choose_assignment(model: GRLRModel, dataset: Dataset, scratch: str) -> Selection:
     """Score ``assign.candidates`` on held-out groups of `dataset` and return the best.
 
     Args:
@@ -91,8 +107,7 @@ def choose_assignment(
         dataset: the aggregated :class:`eagle_spark.ml.Dataset` (X, Y1, Y2) being assigned.
         scratch: a folder to write into (not existing; the caller deletes it).
     Returns:
-        (the chosen candidate's ``assign`` settings, the record: held_out, proxy, candidates (name
-        -> group P@1/3/5 in percent, the score), chosen).
+        A :class:`Selection`.
     Raises:
         BadInputError (a ValueError): as the stages it runs (e.g. no groups held out).
     Source: this project (choosing from group labels alone), beyond the paper.
@@ -118,7 +133,7 @@ def choose_assignment(
             MIN_HELD_GROUPS,
             fallback,
         )
-        return (
+        return Selection(
             dataclasses.replace(params, **candidate_changes(fallback)),
             {
                 "held_out": share,
@@ -126,9 +141,16 @@ def choose_assignment(
                 "candidates": {},
                 "chosen": fallback,
             },
+            None,
         )
+    fit_ids = posixpath.join(scratch, "fit_ids")
     fit = dataset.split_part(
-        posixpath.join(scratch, "fit"), share, params.held_out_seed, by="group", labels=False
+        posixpath.join(scratch, "fit"),
+        share,
+        params.held_out_seed,
+        by="group",
+        labels=False,
+        idMap=fit_ids,
     )
     held = dataset.split_part(
         posixpath.join(scratch, "held"),
@@ -146,6 +168,7 @@ def choose_assignment(
         )
     emb = model._require_data()  # GRLR of all the groups (see the module docstring)
     Y1, Y2 = read_table(spark, held.path, S.Y1), read_table(spark, held.path, S.Y2)
+    ids = spark.read.parquet(fit_ids)
     rows: dict[str, Any] = {}
     done: dict[AssignSettings, str] = {}  # a candidate's settings -> its assigned folder
     for i, name in enumerate(params.candidates):
@@ -154,17 +177,20 @@ def choose_assignment(
         unrefined = done.get(dataclasses.replace(chosen, refine_rounds=0))
         assign(
             spark,
-            fit.path,
+            dataset.path,
             assigned,
             chosen,
             embeddings=emb if chosen.method == "eagle" else None,
             # a refined candidate whose unrefined settings were scored starts from their output
             first_round=unrefined if chosen.refine_rounds > 0 else None,
-            diagnostics=False,
+            # a refined candidate's rounds' figures are the output's if it wins (the others'
+            # figures are computed for the winner alone, by the caller)
+            diagnostics=chosen.refine_rounds > 0,
         )
         done[chosen] = assigned
+        training = fit_part(spark, fit, ids, assigned, posixpath.join(scratch, f"fit-{i}"))
         proxy = LabelTreeClassifier.fromSettings(PROXY).fitDataset(
-            type(dataset).load(spark, assigned), posixpath.join(scratch, f"model-{i}")
+            training, posixpath.join(scratch, f"model-{i}")
         )
         preds = posixpath.join(scratch, f"predictions-{i}")
         proxy.transformDataset(held, preds)
@@ -175,7 +201,7 @@ def choose_assignment(
         rows[name]["score"] = round(selection_score(rows[name]), 3)
         log.info("assign auto: candidate %s: score %.2f", name, rows[name]["score"])
     best = max(params.candidates, key=lambda c: (rows[c]["score"], -params.candidates.index(c)))
-    return (
+    return Selection(
         dataclasses.replace(params, **candidate_changes(best)),
         {
             "held_out": share,
@@ -185,7 +211,64 @@ def choose_assignment(
             "candidates": rows,
             "chosen": best,
         },
+        done[dataclasses.replace(params, **candidate_changes(best))],
     )
 
 
-__all__ = ["CRITERION", "PROXY", "choose_assignment", "precision_row", "selection_score"]
+def fit_part(
+    spark: SparkSession, fit: Dataset, ids: DataFrame, assigned: str, path: str
+) -> Dataset:
+    """The proxy's training set: the kept groups' part `fit` (X, renumbered ids) with the labels
+    the candidate's output `assigned` (of the whole dataset) gave its members for those groups.
+
+    Args:
+        fit: the kept part (:meth:`eagle_spark.ml.Dataset.split_part`).
+        ids: its id map (sample_id, group_id -> part_sample_id, part_group_id).
+        assigned: the candidate's :func:`eagle_spark.assignment.assign.assign` output.
+        path: the dataset folder to write (X copied from `fit`, Y the members' labels, with
+            ``label_weights`` when the assignment is weighted).
+    Returns:
+        The dataset at `path`. A member's labels come from its kept groups only: a sample that is
+        also in a held-out group does not train on that group's labels.
+    """
+    from eagle_spark.assignment.assign import y_filter
+    from eagle_spark.io.fs import FileSystem
+    from eagle_spark.io.tables import (
+        new_manifest,
+        read_table,
+        table_path,
+        write_manifest,
+        write_table,
+    )
+
+    members = read_table(spark, assigned, S.ASSIGNMENTS).join(
+        ids.select(S.SAMPLE_ID, S.GROUP_ID, "part_sample_id"), [S.SAMPLE_ID, S.GROUP_ID]
+    )
+    members = members.drop(S.SAMPLE_ID).withColumnRenamed("part_sample_id", S.SAMPLE_ID)
+    X = read_table(spark, fit.path, S.X)
+    write_table(y_filter(X, members).sortWithinPartitions(S.SAMPLE_ID), path, S.Y)
+    FileSystem(spark).copy(table_path(fit.path, S.X), table_path(path, S.X))
+    write_manifest(
+        spark,
+        path,
+        new_manifest(
+            "selection-fit",
+            n_samples=fit.n_samples,
+            n_features=fit.n_features,
+            n_labels=fit.n_labels,
+            source={"part": fit.path, "assigned": assigned},
+            tables=[S.X, S.Y],
+        ),
+    )
+    return type(fit).load(spark, path)
+
+
+__all__ = [
+    "CRITERION",
+    "PROXY",
+    "Selection",
+    "choose_assignment",
+    "fit_part",
+    "precision_row",
+    "selection_score",
+]

@@ -116,6 +116,52 @@ def test_shuffle_bytes_are_summed_per_job_group(tmp_path):
     assert shuffle_bytes_by_job_group(tmp_path, "app-2") == {"embed": 1000, "assign": 300, "": 5}
 
 
+def test_jobs_by_description_counts_jobs_waits_and_task_seconds_in_a_window(tmp_path):
+    from _common import jobs_by_description
+
+    def job(jid, name, stages, submitted, completed):
+        return [
+            {
+                "Event": "SparkListenerJobStart",
+                "Job ID": jid,
+                "Submission Time": submitted,
+                "Stage IDs": stages,
+                "Properties": {"spark.job.description": name} if name else {},
+            },
+            {"Event": "SparkListenerJobEnd", "Job ID": jid, "Completion Time": completed},
+        ]
+
+    def task(sid, run_ms):
+        return {
+            "Event": "SparkListenerTaskEnd",
+            "Stage ID": sid,
+            "Task Metrics": {"Executor Run Time": run_ms},
+        }
+
+    events = (
+        job(0, "assign_eagle", [0, 1], 10_000, 12_500)
+        + [task(0, 1_500), task(0, 1_250), task(1, 750)]
+        + job(1, "assign_eagle", [2], 13_000, 13_500)
+        + [task(2, 400)]
+        + job(2, None, [3], 14_000, 14_100)
+        + [task(3, 100)]
+        + job(3, "assign_eagle", [4], 50_000, 51_000)  # a later run's
+        + [task(4, 2_000)]
+    )
+    (tmp_path / "app-3").write_text("".join(json.dumps(e) + "\n" for e in events))
+    assert jobs_by_description(tmp_path, "app-3", (9.0, 20.0)) == {
+        "assign_eagle": {"spark jobs": 2, "spark stages": 3, "job s": 3.0, "task s": 3.9},
+        "": {"spark jobs": 1, "spark stages": 1, "job s": 0.1, "task s": 0.1},
+    }
+    everything = jobs_by_description(tmp_path, "app-3")
+    assert everything["assign_eagle"] == {
+        "spark jobs": 3,
+        "spark stages": 4,
+        "job s": 4.0,
+        "task s": 5.9,
+    }
+
+
 def test_write_report_replaces_the_report_whole(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(_common, "REPORTS", tmp_path)
     first = [{"model": "tree", "P@1": 64.69}]

@@ -707,3 +707,73 @@ def test_positive_weights_equal_a_dense_twin():
             positive_weights(W, active, labels),
             dense[np.ix_(active, labels)].max(axis=1) if len(active) else np.zeros(0),
         )
+
+
+def test_selection_trains_the_proxy_on_the_whole_assignment_of_the_kept_groups(
+    spark, soft, tmp_path
+):
+    """auto assigns the whole data once per candidate and trains the proxy on the kept groups'
+    part of it (fit_part): the part's Y equals a plain-Python twin built from the whole
+    assignment and the split's id map, and, for an unrefined candidate, the Y of assigning the
+    kept groups alone (Algorithm 2 assigns a group from its own members)."""
+    from collections import defaultdict
+
+    from eagle_spark import Dataset
+    from eagle_spark.assignment.assign import assign
+    from eagle_spark.io.tables import read_table
+    from eagle_spark.ml.selection import fit_part
+
+    paths, _ = soft
+    agg = Dataset.load(spark, paths["agg"])
+    with pytest.raises(ValueError, match="idMap needs by='group'"):
+        agg.split_part(str(tmp_path / "x"), 0.3, idMap=str(tmp_path / "m"))
+    fit = agg.split_part(
+        str(tmp_path / "fit"), 0.3, 7, by="group", labels=False, idMap=str(tmp_path / "ids")
+    )
+    ids = spark.read.parquet(str(tmp_path / "ids"))
+    id_rows = ids.collect()
+    assert len(id_rows) == fit.n_samples  # random groups: one group a sample
+    assert sorted(r["part_sample_id"] for r in id_rows) == list(range(fit.n_samples))
+    kept = {(r["sample_id"], r["group_id"]): r["part_sample_id"] for r in id_rows}
+
+    def y_rows(path):
+        frame = read_table(spark, path, "Y")
+        weighted = "label_weights" in frame.columns
+        return {
+            r["sample_id"]: dict(
+                zip(r["label_ids"], r["label_weights"] if weighted else [1.0] * len(r["label_ids"]))
+            )
+            for r in frame.collect()
+        }
+
+    for name in ("soft", "hard", "base"):
+        part = fit_part(spark, fit, ids, paths[name], str(tmp_path / f"part-{name}"))
+        got = y_rows(part.path)
+        twin: dict[int, dict[int, float]] = defaultdict(dict)
+        for r in read_table(spark, paths[name], "assignments").collect():
+            at = kept.get((r["sample_id"], r["group_id"]))
+            if at is not None:
+                w = r.asDict().get("weight", 1.0)
+                twin[at][r["label_id"]] = max(w, twin[at].get(r["label_id"], 0.0))
+        assert set(got) == set(range(fit.n_samples))
+        fractional = any(w < 1 for labels in got.values() for w in labels.values())
+        assert fractional == (name == "soft")
+        for sample, labels in got.items():
+            assert labels.keys() == twin[sample].keys()
+            for label, w in labels.items():
+                assert w == pytest.approx(twin[sample][label], rel=1e-6)
+        settings = {
+            "soft": AssignSettings(weighting="soft", temperature=0.3, tasks=2),
+            "hard": AssignSettings(tasks=2, weighting="hard"),
+            "base": AssignSettings(method="baseline"),
+        }[name]
+        alone = assign(
+            spark, fit.path, str(tmp_path / f"alone-{name}"), settings, embeddings=paths["emb"]
+        )
+        assert alone["n_assignments"] > 0
+        expected = y_rows(str(tmp_path / f"alone-{name}"))
+        assert expected.keys() == got.keys()
+        for sample in got:
+            assert got[sample].keys() == expected[sample].keys()
+            for label, w in got[sample].items():
+                assert w == pytest.approx(expected[sample][label], rel=1e-5)
