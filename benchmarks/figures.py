@@ -317,9 +317,45 @@ def design() -> list[str]:
     return lines
 
 
+def cost() -> list[str]:
+    """docs/experiments.md's table of what learning from group labels costs, per setting."""
+    lines = [
+        "| data | setting | embed s | assign s | train s | fit s | fit / hard | assign Spark jobs "
+        "| fit task core-s | chosen | report |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, data in (
+        ("assignment_cost_delicious", "delicious R-4"),
+        ("assignment_cost_wiki325k_0.1", "synthetic wiki325k 0.1, R-10"),
+    ):
+        for r in report(name)["rows"]:
+            cells = [
+                r.get(k)
+                for k in (
+                    "embed s",
+                    "assign s",
+                    "train s",
+                    "fit s",
+                    "fit / hard",
+                    "assign jobs",
+                    "fit task s",
+                )
+            ]
+            shown = ["-" if c is None else f"{c:,.1f}" for c in cells]
+            shown[4] = "-" if cells[4] is None else f"{cells[4]:.2f}x"
+            shown[5] = "-" if cells[5] is None else str(cells[5])
+            lines.append(
+                f"| {data} | {r['setting']} | "
+                + " | ".join(shown)
+                + f" | {r.get('chosen') or '-'} | `{name}.json` |"
+            )
+    return lines
+
+
 BLOCKS: dict[str, tuple[pathlib.Path, Callable[[], list[str]]]] = {
     "measured": (ROOT / "README.md", readme),
     "current": (ROOT / "docs" / "design.md", design),
+    "cost": (ROOT / "docs" / "experiments.md", cost),
 }
 
 

@@ -44,7 +44,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from eagle_spark import schemas as S
-from eagle_spark.assignment.refine import refine
+from eagle_spark.assignment.refine import refine, round_records
 from eagle_spark.errors import BadInputError, check_finite
 from eagle_spark.grlr.context import (
     Context,
@@ -448,6 +448,7 @@ def assign(
     select: Optional[Callable[[str], Selection]] = None,
     first_round: Optional[str] = None,
     diagnostics: bool = True,
+    rounds_scratch: Optional[str] = None,
 ) -> dict[str, Any]:
     """Assign group labels to samples and write the filtered dataset (X, Y = Y_filter).
 
@@ -468,8 +469,11 @@ def assign(
             ``soft-0.3+r1``): its assignments are this call's round 0 instead of being computed
             again. Its manifest must say so (same dataset, same settings), else BadInputError.
         diagnostics: record each refinement round's figures and, when `dataset` has the true Y,
-            the assignment's quality in the manifest (false for the candidates of ``auto`` that
-            are not refined: only the winner's figures are kept, and they are computed for it).
+            the assignment's quality in the manifest (false for the candidates of ``auto``: only
+            the winner's figures are kept, and they are computed for it).
+        rounds_scratch: where refinement leaves its rounds (a folder that must not exist; the
+            caller deletes it; :func:`eagle_spark.assignment.refine.round_records` reads it).
+            None: a folder inside the output's temporary folder, deleted before the commit.
     Returns:
         The manifest: n_samples, n_labels, n_assignments, samples_with_labels, and, when the input
         has the true Y, ``quality`` (precision, recall); its ``parameters`` are the settings used
@@ -492,9 +496,11 @@ def assign(
         raise BadInputError("method 'eagle' needs embeddings (the output folder of embed)")
     X = read_table(spark, dataset, S.X)
     with atomic_output(spark, output_path, overwrite) as tmp:
-        selection, chosen = None, None
+        selection, chosen, chosen_rounds = None, None, None
         if auto and select is not None:  # (auto without select raised above)
-            params, selection, chosen = select(posixpath.join(tmp, "_select"))
+            found = select(posixpath.join(tmp, "_select"))
+            params, selection = found.settings, found.record
+            chosen, chosen_rounds = found.assigned, found.rounds
             log.info("assign auto: chose %s", selection["chosen"])
         judge: Optional[Callable[[DataFrame], dict[str, float]]] = None
         judged: dict[str, Any] = {}  # the last quality computed (the last round's, when refined)
@@ -510,10 +516,10 @@ def assign(
         rounds = None
         if chosen is not None:  # the selection's winner assigned the whole data already
             winner = read_manifest(spark, chosen, what="assign")
-            assignments, source = read_table(spark, chosen, S.ASSIGNMENTS), winner["source"]
-            rounds = winner.get("refinement")
-            if winner.get("quality"):
-                judged["last"] = winner["quality"]
+            assignments = read_table(spark, chosen, S.ASSIGNMENTS)
+            source, rounds = winner["source"], winner.get("refinement")
+            if rounds and diagnostics and chosen_rounds is not None:
+                rounds = round_records(spark, chosen_rounds, len(rounds) - 1, judge)
         elif first_round is not None:
             assignments, source = _first_round(spark, first_round, dataset, embeddings, params)
         else:
@@ -521,7 +527,7 @@ def assign(
                 spark, dataset, params, embeddings, manifest_in, n_features
             )
         if chosen is None and params.method == "eagle" and params.refine_rounds > 0:
-            scratch = posixpath.join(tmp, "_refine")
+            scratch = rounds_scratch or posixpath.join(tmp, "_refine")
             assignments, rounds = refine(
                 spark,
                 dataset,

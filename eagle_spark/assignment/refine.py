@@ -150,27 +150,22 @@ def refine(
         X: its X table.
         assignments: round 0's assignments (group_id, label_id, sample_id, score[, weight]).
         params: the assignment's settings (method eagle; weighting hard or soft).
-        scratch: a folder for the rounds' datasets, classifiers and assignments (deleted by the
-            caller).
+        scratch: a folder for the rounds' datasets, classifiers and assignments (round r's in
+            ``assign_<r>``, which :func:`round_records` reads; deleted by the caller).
         quality: maps an assignment's (sample, label) pairs to its precision and recall, when the
             true Y is known.
-        diagnostics: compute each round's figures below (a few Spark jobs a round); false when
-            nobody reads them (the candidates of ``weighting=auto``, whose output is scratch).
+        diagnostics: compute the rounds' figures (:func:`round_records`); false when nobody reads
+            them now (the candidates of ``weighting=auto``: the winner's are computed from its
+            scratch folder afterwards).
     Returns:
         (the last round's assignments, read back from the scratch folder; one record per round:
-        ``round``, ``scorer`` (``embedding`` or ``classifier``) and, with `diagnostics`,
-        ``n_assignments``, ``changed`` (share of the round's (sample, label) pairs that the
-        previous round did not have), for a weighted assignment ``weight_change`` (mean absolute
-        change of a pair's weight, 0 where a pair is absent) and, with `quality`, ``precision`` /
-        ``recall``).
+        ``round`` and ``scorer`` (``embedding`` or ``classifier``), with `diagnostics` the figures
+        of :func:`round_records`).
     """
-    from eagle_spark.assignment.assign import eagle_assignments, pairs_of, y_filter
+    from eagle_spark.assignment.assign import eagle_assignments, y_filter
 
     fs = FileSystem(spark)
     current = _materialise(assignments, posixpath.join(scratch, "assign_0"), spark)
-    if not diagnostics:
-        quality = None
-    rounds = [_round_record(0, "embedding", current, None, quality, diagnostics)]
     step = dataclasses.replace(params, refine_rounds=0)
     for r in range(1, params.refine_rounds + 1):
         assigned = posixpath.join(scratch, f"round_{r - 1}")
@@ -196,15 +191,45 @@ def refine(
             n_labels,
             params.tasks,
         )
-        previous = pairs_of(current) if diagnostics else None
         current = _materialise(
             eagle_assignments(spark, dataset, scorer, step, n_features, OVASettings().normalize),
             posixpath.join(scratch, f"assign_{r}"),
             spark,
         )
-        rounds.append(_round_record(r, "classifier", current, previous, quality, diagnostics))
-        log.info("refine: round %d: %s", r, rounds[-1])
-    return current, rounds
+        log.info("refine: round %d assigned", r)
+    if diagnostics:
+        return current, round_records(spark, scratch, params.refine_rounds, quality)
+    return current, [
+        {"round": r, "scorer": "classifier" if r else "embedding"}
+        for r in range(params.refine_rounds + 1)
+    ]
+
+
+def round_records(
+    spark: SparkSession,
+    scratch: str,
+    rounds: int,
+    quality: Optional[Callable[[DataFrame], Optional[dict[str, float]]]] = None,
+) -> list[dict[str, Any]]:
+    """The figures of the rounds :func:`refine` left in `scratch` (rounds 0 .. `rounds`).
+
+    Returns:
+        One record per round: ``round``, ``scorer`` (``embedding`` or ``classifier``),
+        ``n_assignments``, from round 1 ``changed`` (share of the round's (sample, label) pairs
+        that the previous round did not have) and for a weighted assignment ``weight_change``
+        (mean absolute change of a pair's weight, 0 where a pair is absent), and, with
+        `quality`, ``precision`` / ``recall``.
+    """
+    from eagle_spark.assignment.assign import pairs_of
+
+    records, previous = [], None
+    for r in range(rounds + 1):
+        current = spark.read.parquet(posixpath.join(scratch, f"assign_{r}"))
+        scorer = "classifier" if r else "embedding"
+        records.append(_round_record(r, scorer, current, previous, quality))
+        log.info("refine: round %d: %s", r, records[-1])
+        previous = pairs_of(current)
+    return records
 
 
 def _materialise(assignments: DataFrame, path: str, spark: SparkSession) -> DataFrame:
@@ -218,15 +243,12 @@ def _round_record(
     assignments: DataFrame,
     previous: Optional[DataFrame],
     quality: Optional[Callable[[DataFrame], Optional[dict[str, float]]]],
-    diagnostics: bool = True,
 ) -> dict[str, Any]:
     """One round's record (see :func:`refine`): the round's pairs against the previous round's in
     one join and one aggregation."""
     from eagle_spark.assignment.assign import pairs_of
 
     record: dict[str, Any] = {"round": r, "scorer": scorer}
-    if not diagnostics:
-        return record
     record["n_assignments"] = assignments.count()
     pairs = pairs_of(assignments)
     if previous is not None:

@@ -96,6 +96,9 @@ class Selection(NamedTuple):
     assigned: Optional[str]
     """the chosen candidate's assignment of the whole data (an ``assign`` output folder inside
     the scratch folder), or None when nothing was scored (the fallback is to be computed)"""
+    rounds: Optional[str] = None
+    """when the chosen candidate is refined, the folder its rounds were left in
+    (:func:`eagle_spark.assignment.refine.round_records`)"""
 
 
 def choose_assignment(model: GRLRModel, dataset: Dataset, scratch: str) -> Selection:
@@ -183,9 +186,10 @@ def choose_assignment(model: GRLRModel, dataset: Dataset, scratch: str) -> Selec
             embeddings=emb if chosen.method == "eagle" else None,
             # a refined candidate whose unrefined settings were scored starts from their output
             first_round=unrefined if chosen.refine_rounds > 0 else None,
-            # a refined candidate's rounds' figures are the output's if it wins (the others'
-            # figures are computed for the winner alone, by the caller)
-            diagnostics=chosen.refine_rounds > 0,
+            # the figures are the winner's alone: the caller computes them, a refined
+            # candidate's from the rounds it leaves in the scratch folder
+            diagnostics=False,
+            rounds_scratch=posixpath.join(scratch, f"rounds-{i}") if chosen.refine_rounds else None,
         )
         done[chosen] = assigned
         training = fit_part(spark, fit, ids, assigned, posixpath.join(scratch, f"fit-{i}"))
@@ -201,8 +205,9 @@ def choose_assignment(model: GRLRModel, dataset: Dataset, scratch: str) -> Selec
         rows[name]["score"] = round(selection_score(rows[name]), 3)
         log.info("assign auto: candidate %s: score %.2f", name, rows[name]["score"])
     best = max(params.candidates, key=lambda c: (rows[c]["score"], -params.candidates.index(c)))
+    won = dataclasses.replace(params, **candidate_changes(best))
     return Selection(
-        dataclasses.replace(params, **candidate_changes(best)),
+        won,
         {
             "held_out": share,
             "seed": params.held_out_seed,
@@ -211,7 +216,10 @@ def choose_assignment(model: GRLRModel, dataset: Dataset, scratch: str) -> Selec
             "candidates": rows,
             "chosen": best,
         },
-        done[dataclasses.replace(params, **candidate_changes(best))],
+        done[won],
+        posixpath.join(scratch, f"rounds-{params.candidates.index(best)}")
+        if won.refine_rounds
+        else None,
     )
 
 

@@ -777,3 +777,42 @@ def test_selection_trains_the_proxy_on_the_whole_assignment_of_the_kept_groups(
             assert got[sample].keys() == expected[sample].keys()
             for label, w in got[sample].items():
                 assert w == pytest.approx(expected[sample][label], rel=1e-5)
+
+
+def test_auto_keeps_the_refined_winner_and_its_rounds_figures(spark, soft, tmp_path):
+    """A refined candidate that wins is the output as it was assigned in the selection (not
+    assigned again), and its rounds' figures, computed for the winner alone from the rounds it
+    left, equal those of assigning it directly."""
+    from eagle_spark import Dataset, GRLRModel
+    from eagle_spark.io.tables import read_table
+
+    paths, _ = soft
+    agg = Dataset.load(spark, paths["agg"])
+    auto = GRLRModel.fromSettings(
+        AssignSettings(weighting="auto", tasks=2, candidates=("soft-1+r1",), held_out=0.3)
+    ).atFolder(paths["emb"])
+    out = auto.transformDataset(agg, str(tmp_path / "auto"))
+    direct = (
+        GRLRModel.fromSettings(
+            AssignSettings(weighting="soft", temperature=1.0, refine_rounds=1, tasks=2)
+        )
+        .atFolder(paths["emb"])
+        .transformDataset(agg, str(tmp_path / "direct"))
+    )
+    assert out.manifest["selection"]["chosen"] == "soft-1+r1"
+    got, want = out.manifest["refinement"], direct.manifest["refinement"]
+    assert [r["round"] for r in got] == [0, 1] and got[1]["scorer"] == "classifier"
+    assert {"n_assignments", "precision", "recall"} <= got[0].keys()
+    assert {"changed", "weight_change"} <= got[1].keys()
+    assert got == want
+    assert out.manifest["quality"] == direct.manifest["quality"]
+
+    def rows(ds):
+        return sorted(
+            (r[0], r[1], r[2], round(r[3], 5))
+            for r in read_table(spark, ds.path, "assignments")
+            .select("group_id", "label_id", "sample_id", "weight")
+            .collect()
+        )
+
+    assert rows(out) == rows(direct)
