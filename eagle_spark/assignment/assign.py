@@ -373,6 +373,29 @@ def y_filter(X: DataFrame, assignments: DataFrame) -> DataFrame:
     )
 
 
+def write_training_set(
+    spark: SparkSession,
+    X: DataFrame,
+    x_from: str,
+    assignments: DataFrame,
+    path: str,
+    kind: str,
+    sizes: dict[str, int],
+    source: Optional[dict[str, Any]] = None,
+) -> None:
+    """Write a dataset a classifier trains on: X (a byte copy of dataset `x_from`'s, whose rows
+    `X` are) and Y = :func:`y_filter` of `assignments` (with ``label_weights`` when weighted).
+
+    Args:
+        kind: the manifest's ``kind``. sizes: its n_samples, n_features and n_labels.
+        source: the manifest's ``source`` (left out when None).
+    """
+    write_table(y_filter(X, assignments).sortWithinPartitions(S.SAMPLE_ID), path, S.Y)
+    FileSystem(spark).copy(table_path(x_from, S.X), table_path(path, S.X))
+    extra = {"source": source} if source is not None else {}
+    write_manifest(spark, path, new_manifest(kind, **sizes, **extra, tables=[S.X, S.Y]))
+
+
 def pairs_of(assignments: DataFrame) -> DataFrame:
     """The distinct (sample_id, label_id) pairs of an assignment, with their largest ``weight``
     when it is weighted (:func:`weighted_pairs`)."""
@@ -461,9 +484,9 @@ def assign(
         overwrite: replace an existing output.
         select: with ``weighting=auto``: called with a scratch folder inside the output's
             temporary folder (deleted before the commit), returns the chosen settings, the
-            selection's record and the chosen candidate's assignment of `dataset`, which becomes
-            this output (:func:`eagle_spark.ml.selection.choose_assignment`, which ``GRLRModel``
-            passes).
+            selection's record and the chosen candidate's output for `dataset`, whose tables
+            become this output's (moved, not written again;
+            :func:`eagle_spark.ml.selection.choose_assignment`, which ``GRLRModel`` passes).
         first_round: an earlier output of this function on the same `dataset` and `embeddings`
             with the same settings but ``refine_rounds`` 0 (``auto`` scores both ``soft-0.3`` and
             ``soft-0.3+r1``): its assignments are this call's round 0 instead of being computed
@@ -514,47 +537,52 @@ def assign(
             judge = _judge
 
         rounds = None
-        if chosen is not None:  # the selection's winner assigned the whole data already
+        fs = FileSystem(spark)
+        if chosen is not None:  # the selection's winner wrote this very output: its tables move
             winner = read_manifest(spark, chosen, what="assign")
-            assignments = read_table(spark, chosen, S.ASSIGNMENTS)
             source, rounds = winner["source"], winner.get("refinement")
             if rounds and diagnostics and chosen_rounds is not None:
                 rounds = round_records(spark, chosen_rounds, len(rounds) - 1, judge)
-        elif first_round is not None:
-            assignments, source = _first_round(spark, first_round, dataset, embeddings, params)
+            for table in (S.X, S.Y, S.ASSIGNMENTS):
+                fs.rename(table_path(chosen, table), table_path(tmp, table))
+            written = read_table(spark, tmp, S.ASSIGNMENTS)
+            n_assignments = int(winner["n_assignments"])
+            samples_with_labels = int(winner["samples_with_labels"])
         else:
-            assignments, source = _assignments(
-                spark, dataset, params, embeddings, manifest_in, n_features
+            if first_round is not None:
+                assignments, source = _first_round(spark, first_round, dataset, embeddings, params)
+            else:
+                assignments, source = _assignments(
+                    spark, dataset, params, embeddings, manifest_in, n_features
+                )
+            if params.method == "eagle" and params.refine_rounds > 0:
+                assignments, rounds = refine(
+                    spark,
+                    dataset,
+                    X,
+                    assignments,
+                    params,
+                    rounds_scratch or posixpath.join(tmp, "_refine"),
+                    n_features,
+                    int(manifest_in["n_labels"]),
+                    int(manifest_in["n_samples"]),
+                    judge,
+                    diagnostics,
+                )
+            write_table(
+                assignments.repartition(
+                    int(spark.conf.get("spark.sql.shuffle.partitions")), S.GROUP_ID, S.LABEL_ID
+                ).sortWithinPartitions(S.GROUP_ID, S.LABEL_ID, S.SAMPLE_ID),
+                tmp,
+                S.ASSIGNMENTS,
             )
-        if chosen is None and params.method == "eagle" and params.refine_rounds > 0:
-            scratch = rounds_scratch or posixpath.join(tmp, "_refine")
-            assignments, rounds = refine(
-                spark,
-                dataset,
-                X,
-                assignments,
-                params,
-                scratch,
-                n_features,
-                int(manifest_in["n_labels"]),
-                int(manifest_in["n_samples"]),
-                judge,
-                diagnostics,
-            )
-        write_table(
-            assignments.repartition(
-                int(spark.conf.get("spark.sql.shuffle.partitions")), S.GROUP_ID, S.LABEL_ID
-            ).sortWithinPartitions(S.GROUP_ID, S.LABEL_ID, S.SAMPLE_ID),
-            tmp,
-            S.ASSIGNMENTS,
-        )
-        written = read_table(spark, tmp, S.ASSIGNMENTS)
-        write_table(y_filter(X, written).sortWithinPartitions(S.SAMPLE_ID), tmp, S.Y)
-        FileSystem(spark).copy(table_path(dataset, S.X), table_path(tmp, S.X))
-        stats = written.agg(
-            F.count(F.lit(1)).alias("rows"), F.countDistinct(S.SAMPLE_ID).alias("samples")
-        ).first()
-        n_assignments = int(stats["rows"])
+            written = read_table(spark, tmp, S.ASSIGNMENTS)
+            write_table(y_filter(X, written).sortWithinPartitions(S.SAMPLE_ID), tmp, S.Y)
+            fs.copy(table_path(dataset, S.X), table_path(tmp, S.X))
+            stats = written.agg(
+                F.count(F.lit(1)).alias("rows"), F.countDistinct(S.SAMPLE_ID).alias("samples")
+            ).first()
+            n_assignments, samples_with_labels = int(stats["rows"]), int(stats["samples"])
         quality = None
         if judge is not None and diagnostics:  # the last round's assignments are the ones written
             quality = judged["last"] if rounds and "last" in judged else judge(pairs_of(written))
@@ -564,7 +592,7 @@ def assign(
             n_features=n_features,
             n_labels=int(manifest_in["n_labels"]),
             n_assignments=n_assignments,
-            samples_with_labels=int(stats["samples"]),
+            samples_with_labels=samples_with_labels,
             quality=quality,
             source=source,
             parameters=params.to_dict(),
@@ -574,7 +602,7 @@ def assign(
         )
         write_manifest(spark, tmp, manifest)
         for scratch in ("_select", "_refine"):  # read by the tables written above, now unused
-            FileSystem(spark).delete(posixpath.join(tmp, scratch))
+            fs.delete(posixpath.join(tmp, scratch))
     if quality:
         log.info(
             "assign %s: precision %.4f recall %.4f",

@@ -38,11 +38,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from eagle_spark import schemas as S
-from eagle_spark.io.fs import FileSystem
 from eagle_spark.io.tables import (
     new_manifest,
     read_manifest,
-    table_path,
     write_manifest,
     write_table,
 )
@@ -162,25 +160,20 @@ def refine(
         ``round`` and ``scorer`` (``embedding`` or ``classifier``), with `diagnostics` the figures
         of :func:`round_records`).
     """
-    from eagle_spark.assignment.assign import eagle_assignments, y_filter
+    from eagle_spark.assignment.assign import eagle_assignments, write_training_set
 
-    fs = FileSystem(spark)
     current = _materialise(assignments, posixpath.join(scratch, "assign_0"), spark)
     step = dataclasses.replace(params, refine_rounds=0)
     for r in range(1, params.refine_rounds + 1):
         assigned = posixpath.join(scratch, f"round_{r - 1}")
-        write_table(y_filter(X, current).sortWithinPartitions(S.SAMPLE_ID), assigned, S.Y)
-        fs.copy(table_path(dataset, S.X), table_path(assigned, S.X))
-        write_manifest(
+        write_training_set(
             spark,
+            X,
+            dataset,
+            current,
             assigned,
-            new_manifest(
-                "refine-round",
-                n_samples=n_samples,
-                n_features=n_features,
-                n_labels=n_labels,
-                tables=[S.X, S.Y],
-            ),
+            "refine-round",
+            {"n_samples": n_samples, "n_features": n_features, "n_labels": n_labels},
         )
         scorer = classifier_scorer(
             spark,

@@ -147,21 +147,17 @@ def choose_assignment(model: GRLRModel, dataset: Dataset, scratch: str) -> Selec
             None,
         )
     fit_ids = posixpath.join(scratch, "fit_ids")
-    fit = dataset.split_part(
-        posixpath.join(scratch, "fit"),
-        share,
-        params.held_out_seed,
-        by="group",
-        labels=False,
-        idMap=fit_ids,
-    )
-    held = dataset.split_part(
-        posixpath.join(scratch, "held"),
-        share,
-        params.held_out_seed,
-        by="group",
-        held=True,
-        labels=False,
+    fit, held = (
+        dataset.split_part(
+            posixpath.join(scratch, part),
+            share,
+            params.held_out_seed,
+            by="group",
+            held=part == "held",
+            labels=False,
+            idMap=fit_ids if part == "fit" else None,
+        )
+        for part in ("fit", "held")
     )
     if not held.n_groups or not fit.n_groups:
         raise BadInputError(
@@ -174,9 +170,11 @@ def choose_assignment(model: GRLRModel, dataset: Dataset, scratch: str) -> Selec
     ids = spark.read.parquet(fit_ids)
     rows: dict[str, Any] = {}
     done: dict[AssignSettings, str] = {}  # a candidate's settings -> its assigned folder
+    rounds: dict[str, Optional[str]] = {}  # a candidate's name -> the folder its rounds are in
     for i, name in enumerate(params.candidates):
         chosen = dataclasses.replace(params, **candidate_changes(name))
         assigned = posixpath.join(scratch, f"assigned-{i}")
+        rounds[name] = posixpath.join(scratch, f"rounds-{i}") if chosen.refine_rounds else None
         unrefined = done.get(dataclasses.replace(chosen, refine_rounds=0))
         assign(
             spark,
@@ -189,7 +187,7 @@ def choose_assignment(model: GRLRModel, dataset: Dataset, scratch: str) -> Selec
             # the figures are the winner's alone: the caller computes them, a refined
             # candidate's from the rounds it leaves in the scratch folder
             diagnostics=False,
-            rounds_scratch=posixpath.join(scratch, f"rounds-{i}") if chosen.refine_rounds else None,
+            rounds_scratch=rounds[name],
         )
         done[chosen] = assigned
         training = fit_part(spark, fit, ids, assigned, posixpath.join(scratch, f"fit-{i}"))
@@ -217,9 +215,7 @@ def choose_assignment(model: GRLRModel, dataset: Dataset, scratch: str) -> Selec
             "chosen": best,
         },
         done[won],
-        posixpath.join(scratch, f"rounds-{params.candidates.index(best)}")
-        if won.refine_rounds
-        else None,
+        rounds[best],
     )
 
 
@@ -239,34 +235,22 @@ def fit_part(
         The dataset at `path`. A member's labels come from its kept groups only: a sample that is
         also in a held-out group does not train on that group's labels.
     """
-    from eagle_spark.assignment.assign import y_filter
-    from eagle_spark.io.fs import FileSystem
-    from eagle_spark.io.tables import (
-        new_manifest,
-        read_table,
-        table_path,
-        write_manifest,
-        write_table,
-    )
+    from eagle_spark.assignment.assign import write_training_set
+    from eagle_spark.io.tables import read_table
 
     members = read_table(spark, assigned, S.ASSIGNMENTS).join(
         ids.select(S.SAMPLE_ID, S.GROUP_ID, "part_sample_id"), [S.SAMPLE_ID, S.GROUP_ID]
     )
     members = members.drop(S.SAMPLE_ID).withColumnRenamed("part_sample_id", S.SAMPLE_ID)
-    X = read_table(spark, fit.path, S.X)
-    write_table(y_filter(X, members).sortWithinPartitions(S.SAMPLE_ID), path, S.Y)
-    FileSystem(spark).copy(table_path(fit.path, S.X), table_path(path, S.X))
-    write_manifest(
+    write_training_set(
         spark,
+        read_table(spark, fit.path, S.X),
+        fit.path,
+        members,
         path,
-        new_manifest(
-            "selection-fit",
-            n_samples=fit.n_samples,
-            n_features=fit.n_features,
-            n_labels=fit.n_labels,
-            source={"part": fit.path, "assigned": assigned},
-            tables=[S.X, S.Y],
-        ),
+        "selection-fit",
+        {"n_samples": fit.n_samples, "n_features": fit.n_features, "n_labels": fit.n_labels},
+        source={"part": fit.path, "assigned": assigned},
     )
     return type(fit).load(spark, path)
 
