@@ -33,7 +33,7 @@ from eagle_spark.ml.base import (
     optional_string,
 )
 from eagle_spark.ml.dataset import Dataset
-from eagle_spark.ml.frames import attach, source_for, work_folder
+from eagle_spark.ml.frames import attach, refuse_taken, source_for, work_folder
 from eagle_spark.settings import OVASettings, PredictSettings, TreeSettings
 
 if TYPE_CHECKING:
@@ -107,15 +107,15 @@ class _XMCModelBase(FolderModel):
                 f"{where}: the frame's feature space ({src.n_features}) is larger than the "
                 f"model's ({meta['n_features']})"
             )
+        columns = {
+            S.LABEL_IDS: self.getPredictionCol(),
+            "scores": self.getOrDefault(self.scoresCol),
+        }
+        refuse_taken(src, columns.values(), where)  # before the prediction's jobs
         out = work_folder(spark, "predictions")
         self.transformDataset(Dataset.load(spark, src.path), out)
         preds = spark.read.parquet(f"{out}/{PREDICTIONS}")
-        return attach(
-            src,
-            preds,
-            {S.LABEL_IDS: self.getPredictionCol(), "scores": self.getOrDefault(self.scoresCol)},
-            where,
-        )
+        return attach(src, preds, columns, where)
 
     def transformDataset(self: Any, dataset: Dataset, path: str, overwrite: bool = False) -> dict:
         """Predict the top-``topK`` labels of a dataset folder's X into `path` (``predictions/``:

@@ -28,7 +28,7 @@ import shutil
 import tempfile
 import uuid
 import weakref
-from typing import Callable, Mapping, Optional
+from typing import Callable, Iterable, Mapping, Optional
 
 from pyspark.ml.linalg import VectorUDT
 from pyspark.sql import DataFrame, SparkSession
@@ -444,6 +444,25 @@ def _weighted_labels(rows: DataFrame, labels: str, weights: str, where: str) -> 
     )
 
 
+def refuse_taken(source: Source, columns: Iterable[str], where: str) -> None:
+    """Refuse output columns the caller's frame already has, before any Spark job runs.
+
+    Args:
+        source: the source a stage reads (its `keyed` frame has the caller's columns).
+        columns: the output column names the stage will add.
+        where: the caller, for messages.
+    Raises:
+        ValueError: naming the first column the frame already has (transform never overwrites a
+            column).
+    """
+    for out in columns:
+        if out in source.keyed.columns:
+            raise ValueError(
+                f"{where}: the frame already has a column {out!r}; set the output column "
+                "Param to another name"
+            )
+
+
 def attach(
     source: Source,
     result: DataFrame,
@@ -465,13 +484,8 @@ def attach(
     Raises:
         ValueError: an output column exists already (transform never overwrites a column).
     """
+    refuse_taken(source, new.values(), where)
     keyed = source.keyed
-    for out in new.values():
-        if out in keyed.columns:
-            raise ValueError(
-                f"{where}: the frame already has a column {out!r}; set the output column "
-                "Param to another name"
-            )
     res = result.select(
         F.col(S.SAMPLE_ID).alias(source.key), *[F.col(c).alias(out) for c, out in new.items()]
     )
@@ -494,5 +508,6 @@ __all__ = [
     "source_for",
     "source_of",
     "tag",
+    "refuse_taken",
     "work_folder",
 ]

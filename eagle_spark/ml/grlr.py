@@ -31,7 +31,7 @@ from eagle_spark.ml.base import (
     optional_int,
 )
 from eagle_spark.ml.dataset import Dataset
-from eagle_spark.ml.frames import attach, source_for, work_folder
+from eagle_spark.ml.frames import attach, refuse_taken, source_for, work_folder
 from eagle_spark.settings import AssignSettings, EmbedSettings
 
 
@@ -219,6 +219,14 @@ class GRLRModel(Model, _GRLRParams, FolderModel, Persistent):
             "GRLRModel.transform",
             self.getOrDefault(self.numFeatures),
             self.getOrDefault(self.numLabels),
+        )
+        # the labels column always, the weights column when the output is surely weighted (auto
+        # may choose an unweighted candidate: attach checks it once the choice is made)
+        refuse_taken(
+            src,
+            [labels_col]
+            + ([self.getOrDefault(self.labelWeightsCol)] if params.weighting == "soft" else []),
+            "GRLRModel.transform",
         )
         spark = dataset.sparkSession
         out = work_folder(spark, "assigned")

@@ -431,11 +431,28 @@ def test_group_members_with_different_labels_are_refused(spark):
         GRLR(groupCol="bag").fit(frame)
 
 
-def test_transform_never_overwrites_a_column(spark, r4):
+def test_transform_never_overwrites_a_column(spark, r4, monkeypatch):
+    """Refused before the assignment or the prediction runs: the output columns are known."""
+
+    def must_not_run(*args, **kwargs):
+        raise AssertionError("the stage ran before its output columns were checked")
+
     samples = r4.samples(labelsCol="labels")  # true labels already in "labels"
     model = GRLR(maxIter=0).fit(samples)
+    monkeypatch.setattr(type(model), "transformDataset", must_not_run)
     with pytest.raises(ValueError, match="already has a column 'labels'"):
         model.transform(samples)
+    weighted = r4.samples(labelsCol="label_weights")  # any column of that name
+    soft = GRLR(maxIter=0, weighting="soft").fit(weighted)
+    with pytest.raises(ValueError, match="already has a column 'label_weights'"):
+        soft.transform(weighted)
+    rows = [([0], [1.0], [0]), ([1], [1.0], [1])]
+    ova = OneVsRestXMC(numFeatures=2).fit(
+        spark.createDataFrame(rows, ["feat_idx", "feat_val", "labels"])
+    )
+    monkeypatch.setattr(type(ova), "transformDataset", must_not_run)
+    with pytest.raises(ValueError, match="already has a column 'prediction'"):
+        ova.transform(spark.createDataFrame(rows, ["feat_idx", "feat_val", "prediction"]))
 
 
 def test_array_features_equal_vector_features(spark):
