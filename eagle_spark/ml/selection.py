@@ -23,15 +23,26 @@ its own members, so an unrefined candidate gives the kept groups exactly what as
 alone would. Cost: per candidate an assignment of the whole data (the output's, if it wins), a
 one-tree training on the kept groups (about a third of the default three trees') and a
 prediction of the held-out members; a refined candidate (``soft-0.3+r1``) whose unrefined
-settings are also a candidate starts from that candidate's assignment. All scratch data lives
-in a folder the caller deletes after writing the output.
+settings are also a candidate starts from that candidate's assignment. All other scratch data
+lives in a folder the caller deletes after writing the output.
+
+Within one driver process the held-out split of a dataset and the scores of the candidates that
+do not read the label embeddings (the Baseline) are made once and reused (:class:`HeldOutSplit`,
+where every executor reaches the driver's work folder: :func:`held_out_split`):
+``pipeline --compare`` chooses for EAGLE-0 and for EAGLE on the same aggregated data with the same
+seed, and a refit of GRLR on the same data chooses again. The key is the dataset's folder and its
+manifest (rewriting a folder writes a new manifest), the share and the seed; the parts are loaded
+(and so checked) again at each use, and recomputed when they are gone.
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
+import json
 import logging
 import posixpath
+import threading
 from typing import TYPE_CHECKING, Any, NamedTuple, Optional
 
 import numpy as np
@@ -95,10 +106,116 @@ class Selection(NamedTuple):
     the score), chosen; or skipped and chosen when too few groups were held out"""
     assigned: Optional[str]
     """the chosen candidate's assignment of the whole data (an ``assign`` output folder inside
-    the scratch folder), or None when nothing was scored (the fallback is to be computed)"""
+    the scratch folder), or None when the caller is to compute it: nothing was scored (the
+    fallback), or the winner's score was kept from an earlier choice on the same split"""
     rounds: Optional[str] = None
     """when the chosen candidate is refined, the folder its rounds were left in
     (:func:`eagle_spark.assignment.refine.round_records`)"""
+
+
+MAX_KEPT_SPLITS = 4
+"""How many held-out splits (of distinct datasets, shares or seeds) a driver process keeps for
+reuse; the oldest is deleted beyond it (each is about the size of its dataset)."""
+
+
+@dataclasses.dataclass
+class HeldOutSplit:
+    """The held-out split of one dataset, kept for reuse in this driver process.
+
+    Attributes:
+        fit, held: folders of the kept and the held-out groups' parts
+            (:meth:`eagle_spark.ml.Dataset.split_part`, without Y).
+        ids: folder of the kept part's id map (sample_id, group_id -> part_sample_id,
+            part_group_id).
+        scores: the score rows of the candidates that read neither the label embeddings nor any
+            other ``assign`` setting (the Baseline), by candidate name: the same for every GRLR
+            model of the data.
+    """
+
+    fit: str
+    held: str
+    ids: str
+    scores: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
+
+
+_SPLITS: collections.OrderedDict[tuple[str, str, float, int], HeldOutSplit] = (
+    collections.OrderedDict()
+)
+_SPLITS_LOCK = threading.Lock()
+
+
+def held_out_split(
+    dataset: Dataset, share: float, seed: int, scratch: str
+) -> tuple[Dataset, Dataset, str, dict]:
+    """The kept and held-out parts of `dataset` by group (share `share` held out, seed `seed`),
+    made once per driver process and reused while the dataset's manifest is unchanged.
+
+    Kept only where every executor reaches the driver's work folder
+    (:func:`eagle_spark.ml.frames.work_folder`): ``spark.eagle_spark.workDir`` is set, or the
+    session is a classic one in local mode. Elsewhere (a cluster or a Connect server without that
+    setting) the parts are made in `scratch` each time and nothing is kept.
+
+    Args:
+        dataset: an aggregated dataset (Y1, Y2), loaded (its manifest read).
+        share: the held-out share of the groups, in (0, 1).
+        seed: the split's seed.
+        scratch: the caller's scratch folder (used when the split is not kept).
+    Returns:
+        (kept part, held-out part, id map folder, the split's kept score rows by candidate name:
+        a dict the caller adds to; see :class:`HeldOutSplit`). Kept parts must not be changed;
+        beyond :data:`MAX_KEPT_SPLITS` the oldest is deleted.
+    Raises:
+        BadInputError / ValueError: as :meth:`eagle_spark.ml.Dataset.split_part`.
+    """
+    from eagle_spark import classic
+    from eagle_spark.errors import BadInputError
+    from eagle_spark.io.fs import FileSystem
+    from eagle_spark.ml.frames import WORK_DIR_CONF, work_folder
+
+    spark = dataset.spark
+    keep = bool(spark.conf.get(WORK_DIR_CONF, None)) or (
+        not classic.is_connect(spark) and classic.is_local(spark)
+    )
+    key = (dataset.path, json.dumps(dataset.manifest, sort_keys=True, default=str), share, seed)
+    with _SPLITS_LOCK:
+        kept = _SPLITS.get(key) if keep else None
+        if kept is not None:
+            _SPLITS.move_to_end(key)
+    if kept is not None:
+        try:  # loading checks the parts' manifests; a part removed meanwhile is made again
+            return (
+                type(dataset).load(spark, kept.fit),
+                type(dataset).load(spark, kept.held),
+                kept.ids,
+                kept.scores,
+            )
+        except (BadInputError, OSError, ValueError) as err:
+            log.warning(
+                "assign auto: the kept held-out split is unusable (%s); splitting again", err
+            )
+    folder = work_folder(spark, "held-out-split") if keep else scratch
+    ids = posixpath.join(folder, "fit_ids")
+    fit, held = (
+        dataset.split_part(
+            posixpath.join(folder, part),
+            share,
+            seed,
+            by="group",
+            held=part == "held",
+            labels=False,
+            idMap=ids if part == "fit" else None,
+        )
+        for part in ("fit", "held")
+    )
+    made = HeldOutSplit(fit.path, held.path, ids)
+    if not keep:
+        return fit, held, ids, made.scores
+    with _SPLITS_LOCK:
+        _SPLITS[key] = made
+        while len(_SPLITS) > MAX_KEPT_SPLITS:
+            _, old = _SPLITS.popitem(last=False)
+            FileSystem(spark).delete(posixpath.dirname(old.fit))
+    return fit, held, ids, made.scores
 
 
 def choose_assignment(model: GRLRModel, dataset: Dataset, scratch: str) -> Selection:
@@ -146,19 +263,7 @@ def choose_assignment(model: GRLRModel, dataset: Dataset, scratch: str) -> Selec
             },
             None,
         )
-    fit_ids = posixpath.join(scratch, "fit_ids")
-    fit, held = (
-        dataset.split_part(
-            posixpath.join(scratch, part),
-            share,
-            params.held_out_seed,
-            by="group",
-            held=part == "held",
-            labels=False,
-            idMap=fit_ids if part == "fit" else None,
-        )
-        for part in ("fit", "held")
-    )
+    fit, held, fit_ids, known = held_out_split(dataset, share, params.held_out_seed, scratch)
     if not held.n_groups or not fit.n_groups:
         raise BadInputError(
             f"assign.weighting=auto: holding out {share:g} of the groups of {dataset.path} leaves "
@@ -173,6 +278,10 @@ def choose_assignment(model: GRLRModel, dataset: Dataset, scratch: str) -> Selec
     rounds: dict[str, Optional[str]] = {}  # a candidate's name -> the folder its rounds are in
     for i, name in enumerate(params.candidates):
         chosen = dataclasses.replace(params, **candidate_changes(name))
+        if chosen.method == "baseline" and name in known:  # scored on this split before
+            rows[name] = dict(known[name])
+            log.info("assign auto: candidate %s: score %.2f (kept)", name, rows[name]["score"])
+            continue
         assigned = posixpath.join(scratch, f"assigned-{i}")
         rounds[name] = posixpath.join(scratch, f"rounds-{i}") if chosen.refine_rounds else None
         unrefined = done.get(dataclasses.replace(chosen, refine_rounds=0))
@@ -201,6 +310,8 @@ def choose_assignment(model: GRLRModel, dataset: Dataset, scratch: str) -> Selec
         )
         rows[name] = {f"{CRITERION} P@{k}": round(100 * found[k - 1], 2) for k in K}
         rows[name]["score"] = round(selection_score(rows[name]), 3)
+        if chosen.method == "baseline":  # reads no embedding or other assign setting
+            known[name] = dict(rows[name])
         log.info("assign auto: candidate %s: score %.2f", name, rows[name]["score"])
     best = max(params.candidates, key=lambda c: (rows[c]["score"], -params.candidates.index(c)))
     won = dataclasses.replace(params, **candidate_changes(best))
@@ -214,8 +325,8 @@ def choose_assignment(model: GRLRModel, dataset: Dataset, scratch: str) -> Selec
             "candidates": rows,
             "chosen": best,
         },
-        done[won],
-        rounds[best],
+        done.get(won),  # None for a kept score: the caller assigns the winner
+        rounds.get(best),
     )
 
 
@@ -257,10 +368,13 @@ def fit_part(
 
 __all__ = [
     "CRITERION",
+    "HeldOutSplit",
+    "MAX_KEPT_SPLITS",
     "PROXY",
     "Selection",
     "choose_assignment",
     "fit_part",
+    "held_out_split",
     "precision_row",
     "selection_score",
 ]

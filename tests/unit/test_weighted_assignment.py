@@ -624,6 +624,80 @@ def test_auto_chooses_the_best_candidate_on_held_out_groups(spark, soft, tmp_pat
     assert rows(out) == rows(again)
 
 
+def test_a_second_choice_on_the_same_data_reuses_the_split_and_the_baseline_score(
+    spark, soft, tmp_path, monkeypatch
+):
+    """The held-out split and the Baseline's score (which no label embedding changes) are made
+    once per driver process: a second choice on the same data splits nothing and trains one proxy
+    (hard's) instead of two, with the same record and output; a kept Baseline that wins is
+    assigned by the caller, as assigning the Baseline directly does."""
+    import collections
+
+    from eagle_spark import Dataset, GRLRModel
+    from eagle_spark.io.tables import read_table
+    from eagle_spark.ml import selection
+    from eagle_spark.ml.classifiers import LabelTreeClassifier
+
+    monkeypatch.setattr(selection, "_SPLITS", collections.OrderedDict())
+    fits, splits = [], []
+    real_fit, real_split = LabelTreeClassifier.fitDataset, Dataset.split_part
+
+    def counted_fit(self, dataset, *args, **kwargs):
+        fits.append(dataset.path)
+        return real_fit(self, dataset, *args, **kwargs)
+
+    def counted_split(self, path, *args, **kwargs):
+        splits.append(path)
+        return real_split(self, path, *args, **kwargs)
+
+    monkeypatch.setattr(LabelTreeClassifier, "fitDataset", counted_fit)
+    monkeypatch.setattr(Dataset, "split_part", counted_split)
+    paths, _ = soft
+    agg = Dataset.load(spark, paths["agg"])
+    settings = AssignSettings(
+        weighting="auto", tasks=2, candidates=("baseline", "hard"), held_out=0.3, held_out_seed=11
+    )
+    model = GRLRModel.fromSettings(settings).atFolder(paths["emb"])
+
+    def rows(path):
+        return sorted(
+            tuple(r)
+            for r in read_table(spark, path, "assignments")
+            .select("group_id", "label_id", "sample_id")
+            .collect()
+        )
+
+    first = model.transformDataset(agg, str(tmp_path / "first"))
+    assert (len(splits), len(fits)) == (2, 2)  # the kept and held-out parts; two proxies
+    second = model.transformDataset(agg, str(tmp_path / "second"))
+    assert (len(splits), len(fits)) == (2, 3)  # no split, hard's proxy alone
+    assert second.manifest["selection"] == first.manifest["selection"]
+    assert rows(second.path) == rows(first.path)
+    # another seed is another split
+    other = GRLRModel.fromSettings(dataclasses.replace(settings, held_out_seed=12))
+    other.atFolder(paths["emb"]).transformDataset(agg, str(tmp_path / "other"))
+    assert (len(splits), len(fits)) == (4, 5)
+
+    only = GRLRModel.fromSettings(dataclasses.replace(settings, candidates=("baseline",)))
+    kept = only.atFolder(paths["emb"]).transformDataset(agg, str(tmp_path / "kept"))
+    assert len(fits) == 5  # the kept score chose: nothing trained
+    assert kept.manifest["selection"]["chosen"] == "baseline"
+    assert (
+        kept.manifest["selection"]["candidates"]["baseline"]
+        == first.manifest["selection"]["candidates"]["baseline"]
+    )
+    assert rows(kept.path) == rows(paths["base"])
+    assert kept.manifest["n_assignments"] == read_table(spark, paths["base"], "assignments").count()
+
+    # where executors may not reach the driver's work folder nothing is kept: split every time
+    from eagle_spark import classic
+
+    monkeypatch.setattr(classic, "is_local", lambda session: False)
+    for name in ("cluster-1", "cluster-2"):
+        model.transformDataset(agg, str(tmp_path / name))
+    assert (len(splits), len(fits)) == (8, 9)
+
+
 def test_candidate_names_are_checked():
     from eagle_spark.settings import candidate_changes
 
