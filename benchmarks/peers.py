@@ -9,6 +9,7 @@ napkinXC (PLT), side by side in one run on the same data.
     python benchmarks/peers.py --data synth:wiki325k:1.0 --models tree --peers omikuji --test-rows 20000
     python benchmarks/peers.py --data synth:wiki325k:1.0 --models --peers omikuji --omikuji-trees-one-by-one
     python benchmarks/peers.py --data synth:wiki325k:0.1 --models tree --peers omikuji --repeat 3
+    python benchmarks/peers.py --data synth:wiki325k:0.05 --models tree --peers omikuji --whole-command
     python benchmarks/peers.py --data synth:wiki325k:1.0 --models tree --peers omikuji --omikuji-trees 1
 
 Data: a name under ../shared/data/xc (bibtex, delicious), ``xc:TRAIN,TEST`` (XC text files), or
@@ -35,6 +36,9 @@ independent and alike).
 train_s_runs (on a shared VM one training's time varies by 10-25% with the CPU time other guests
 take); each of eagle_spark's repeats reads its own copy of the ingested training set, so every
 one starts with cold executor caches; the last model is the one evaluated.
+--whole-command also times the tree as a user waits for it: `eagle-spark train --model tree` from
+process start to exit (train_command_s, against omikuji's train_s: its train_on_data call from the
+text file), after the Spark phase's JVM has ended.
 Needs the bench extra: pip install -e ".[bench]".
 Targets (the label-tree parity issue): tree P@1/3/5 >= omikuji's - 0.3, train time <= omikuji's,
 predict ms/row/core <= omikuji's.
@@ -47,6 +51,7 @@ import gzip
 import json
 import pathlib
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -183,6 +188,13 @@ def main() -> None:
         help="stop a peer whose process tree's RSS passes this (default 85%% of the machine's memory)",
     )
     ap.add_argument(
+        "--whole-command",
+        action="store_true",
+        help="also time `eagle-spark train --model tree` as a whole command (process start to "
+        "exit: JVM start, reading, sizing, training, writing the model) on the ingested training "
+        "set, --repeat times, after the Spark phase's JVM has ended (the tree rows' train_command_s)",
+    )
+    ap.add_argument(
         "--spark-phase", default=None, help=argparse.SUPPRESS
     )  # internal: the child's output file
     args = ap.parse_args()
@@ -233,6 +245,12 @@ def main() -> None:
     cap = int(args.peer_memory_gb * 2**30)
     for ds in phase["datasets"]:
         rows.extend(ds["rows"])
+        if args.whole_command and "tree" in args.models:
+            tree = next(
+                r for r in rows if r["dataset"] == ds["name"] and r["model"] == "eagle_spark tree"
+            )
+            tree.update(train_command(work, ds["name"], args.cores, args.repeat))
+            print(tree, flush=True)
         save(False)
         inv_ps = np.load(ds["inv_ps_file"])  # the spark phase's, from the same training file
         for peer in args.peers:  # each in its own process, stopped above the memory cap
@@ -268,6 +286,50 @@ def propensities(Y: list[list[int]], n_labels: int) -> np.ndarray:
     from eagle_spark.evaluation.metrics import inv_propensity
 
     return inv_propensity(np.bincount([l for t in Y for l in t], minlength=n_labels), len(Y))
+
+
+def train_command(work: pathlib.Path, name: str, cores: int, repeat: int) -> dict:
+    """Time `eagle-spark train --model tree` (default tree settings, local[cores], the Spark
+    phase's driver memory) on the ingested training set `<work>/<name>_train`, `repeat` times, each
+    a process of its own from start to exit: {"train_command_s": median, "train_command_s_runs",
+    "train_command_peak_rss_GB"}.
+
+    Raises:
+        SystemExit: a run failed (its stderr's end is shown).
+    """
+    command = [
+        sys.executable,
+        "-m",
+        "eagle_spark.cli",
+        "train",
+        "--model",
+        "tree",
+        "--input",
+        str(work / f"{name}_train"),
+        "--output",
+        str(work / f"{name}_tree_command"),
+        "--overwrite",
+        "--set",
+        f"spark.master=local[{cores}]",
+        "--set",
+        "spark.driver_memory=8g",
+        "--log-level",
+        "WARNING",
+    ]
+    times, peak = [], 0
+    for _ in range(repeat):
+        t0 = time.monotonic()
+        with PeakRSS(interval=0.5) as rss:
+            done = subprocess.run(command, capture_output=True, text=True)
+        times.append(time.monotonic() - t0)
+        if done.returncode != 0:
+            sys.exit(f"{' '.join(command)} failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
+        peak = max(peak, rss.peak_bytes)
+    return {
+        "train_command_s": round(statistics.median(times), 1),
+        "train_command_s_runs": [round(t, 1) for t in times],
+        "train_command_peak_rss_GB": round(peak / 2**30, 2),
+    }
 
 
 def spark_phase(args: argparse.Namespace) -> None:
