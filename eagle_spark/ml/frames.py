@@ -505,9 +505,9 @@ __all__ = [
     "attach",
     "check_columns",
     "materialise",
+    "refuse_taken",
     "source_for",
     "source_of",
     "tag",
-    "refuse_taken",
     "work_folder",
 ]

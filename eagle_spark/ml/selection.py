@@ -183,6 +183,8 @@ def held_out_split(
             _SPLITS.move_to_end(key)
     if kept is not None:
         try:  # loading checks the parts' manifests; a part removed meanwhile is made again
+            if not FileSystem(spark).exists(kept.ids):
+                raise FileNotFoundError(f"the id map {kept.ids} is gone")
             return (
                 type(dataset).load(spark, kept.fit),
                 type(dataset).load(spark, kept.held),

@@ -685,16 +685,25 @@ def test_a_second_choice_on_the_same_data_reuses_the_split_and_the_baseline_scor
     assert rows(kept.path) == rows(paths["base"])
     assert kept.manifest["n_assignments"] == read_table(spark, paths["base"], "assignments").count()
 
+    # a kept split whose id map is gone is made again, and its scores with it
+    import shutil
+
+    ((_, split),) = selection._SPLITS.items()
+    shutil.rmtree(split.ids)
+    again = GRLRModel.fromSettings(only).atFolder(paths["emb"])
+    again = again.transformDataset(agg, str(tmp_path / "again"))
+    assert (len(splits), len(fits)) == (4, 4)
+    assert again.manifest["selection"] == kept.manifest["selection"]
     # another seed is another split
     other = GRLRModel.fromSettings(dataclasses.replace(only, held_out_seed=12))
     other.atFolder(paths["emb"]).transformDataset(agg, str(tmp_path / "other"))
-    assert (len(splits), len(fits)) == (4, 4)
+    assert (len(splits), len(fits)) == (6, 5)
     # where executors may not reach the driver's work folder nothing is kept: split every time
     from eagle_spark import classic
 
     monkeypatch.setattr(classic, "is_local", lambda session: False)
     GRLRModel.fromSettings(only).atFolder(paths["emb"]).transformDataset(agg, str(tmp_path / "c"))
-    assert (len(splits), len(fits)) == (6, 5)
+    assert (len(splits), len(fits)) == (8, 6)
 
 
 def test_candidate_names_are_checked():
