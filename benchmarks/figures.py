@@ -214,19 +214,21 @@ def design() -> list[str]:
                 name,
             )
         )
-    r = report("peers_synth_wiki325k_0.05_command")["rows"]
-    tree, omi = _row(r, model="eagle_spark tree"), _row(r, model="omikuji (Parabel, 3 trees)")
-    rows.append(
-        (
-            "`eagle-spark train --model tree` as a whole command (in-process training) / omikuji "
-            "training, synthetic Wiki-325K 0.05",
-            f"{tree['train_command_s']:,.1f} ({tree['train_s']:,.1f}) / {omi['train_s']:,.1f} s "
-            f"({tree['train_command_s'] / omi['train_s']:.2f}x), P@1/3/5 "
-            + " / ".join(f"{tree[f'P@{k}'] - omi[f'P@{k}']:+.2f}" for k in (1, 3, 5))
-            + " against omikuji",
-            "peers_synth_wiki325k_0.05_command",
+    for scale in ("0.05", "0.1"):
+        name = f"peers_synth_wiki325k_{scale}_command"
+        r = report(name)["rows"]
+        tree, omi = _row(r, model="eagle_spark tree"), _row(r, model="omikuji (Parabel, 3 trees)")
+        rows.append(
+            (
+                "`eagle-spark train --model tree` as a whole command (in-process training) / "
+                f"omikuji training, synthetic Wiki-325K {scale}",
+                f"{tree['train_command_s']:,.1f} ({tree['train_s']:,.1f}) / {omi['train_s']:,.1f} s "
+                f"({tree['train_command_s'] / omi['train_s']:.2f}x), P@1/3/5 "
+                + " / ".join(f"{tree[f'P@{k}'] - omi[f'P@{k}']:+.2f}" for k in (1, 3, 5))
+                + " against omikuji",
+                name,
+            )
         )
-    )
     r = report("peers_synth_wiki325k_0.1")["rows"]
     tree, omi = _row(r, model="eagle_spark tree"), _row(r, model="omikuji (Parabel, 3 trees)")
     rows.append(
