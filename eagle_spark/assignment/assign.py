@@ -373,6 +373,16 @@ def y_filter(X: DataFrame, assignments: DataFrame) -> DataFrame:
     )
 
 
+def write_filtered(
+    spark: SparkSession, X: DataFrame, x_from: str, assignments: DataFrame, path: str
+) -> None:
+    """Write the tables a classifier trains on into folder `path`: Y = :func:`y_filter` of
+    `assignments` (with ``label_weights`` when weighted) and X, a byte copy of dataset `x_from`'s
+    (whose rows `X` are). No manifest: the caller writes its own."""
+    write_table(y_filter(X, assignments).sortWithinPartitions(S.SAMPLE_ID), path, S.Y)
+    FileSystem(spark).copy(table_path(x_from, S.X), table_path(path, S.X))
+
+
 def write_training_set(
     spark: SparkSession,
     X: DataFrame,
@@ -383,15 +393,13 @@ def write_training_set(
     sizes: dict[str, int],
     source: Optional[dict[str, Any]] = None,
 ) -> None:
-    """Write a dataset a classifier trains on: X (a byte copy of dataset `x_from`'s, whose rows
-    `X` are) and Y = :func:`y_filter` of `assignments` (with ``label_weights`` when weighted).
+    """Write a dataset a classifier trains on: :func:`write_filtered`'s X and Y, and a manifest.
 
     Args:
         kind: the manifest's ``kind``. sizes: its n_samples, n_features and n_labels.
         source: the manifest's ``source`` (left out when None).
     """
-    write_table(y_filter(X, assignments).sortWithinPartitions(S.SAMPLE_ID), path, S.Y)
-    FileSystem(spark).copy(table_path(x_from, S.X), table_path(path, S.X))
+    write_filtered(spark, X, x_from, assignments, path)
     extra = {"source": source} if source is not None else {}
     write_manifest(spark, path, new_manifest(kind, **sizes, **extra, tables=[S.X, S.Y]))
 
@@ -577,8 +585,7 @@ def assign(
                 S.ASSIGNMENTS,
             )
             written = read_table(spark, tmp, S.ASSIGNMENTS)
-            write_table(y_filter(X, written).sortWithinPartitions(S.SAMPLE_ID), tmp, S.Y)
-            fs.copy(table_path(dataset, S.X), table_path(tmp, S.X))
+            write_filtered(spark, X, dataset, written, tmp)
             stats = written.agg(
                 F.count(F.lit(1)).alias("rows"), F.countDistinct(S.SAMPLE_ID).alias("samples")
             ).first()
