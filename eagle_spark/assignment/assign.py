@@ -440,22 +440,28 @@ def assignment_quality(Y_true: DataFrame, Y1: DataFrame, assigned: DataFrame) ->
         {"precision", "recall", "assigned_pairs", "true_pairs", "correct_pairs"}, and with weights
         "assigned_weight" and "correct_weight" (the sums).
     """
-    grouped = Y1.select(S.SAMPLE_ID).distinct()
-    truth = Y_true.join(grouped, S.SAMPLE_ID).select(
+    truth = Y_true.join(Y1.select(S.SAMPLE_ID), S.SAMPLE_ID, "left_semi").select(
         S.SAMPLE_ID, F.explode(S.LABEL_IDS).alias(S.LABEL_ID), F.lit(1).alias("_true")
     )
-    weight = F.col(S.WEIGHT) if S.WEIGHT in assigned.columns else F.lit(1.0)
+    # one full join counts the assigned pairs, the hits and the true pairs in a single job
+    is_assigned = F.col("_assigned").isNotNull()
+    is_true = F.col("_true").isNotNull()
+    weight = F.when(
+        is_assigned, F.col(S.WEIGHT) if S.WEIGHT in assigned.columns else F.lit(1.0)
+    ).cast("double")
     row = (
-        assigned.join(truth, [S.SAMPLE_ID, S.LABEL_ID], "left")
+        assigned.withColumn("_assigned", F.lit(1))
+        .join(truth, [S.SAMPLE_ID, S.LABEL_ID], "full")
         .agg(
-            F.count(F.lit(1)).alias("n"),
-            F.count("_true").alias("hits"),
-            F.sum(weight.cast("double")).alias("w"),
-            F.sum(F.when(F.col("_true").isNotNull(), weight.cast("double"))).alias("w_hits"),
+            F.count("_assigned").alias("n"),
+            F.count(F.when(is_assigned & is_true, 1)).alias("hits"),
+            F.count("_true").alias("n_true"),
+            F.sum(weight).alias("w"),
+            F.sum(F.when(is_true, weight)).alias("w_hits"),
         )
         .first()
     )
-    n_assigned, hits, n_true = int(row["n"]), int(row["hits"]), truth.count()
+    n_assigned, hits, n_true = int(row["n"]), int(row["hits"]), int(row["n_true"])
     w_all, w_hits = float(row["w"] or 0.0), float(row["w_hits"] or 0.0)
     out = {
         "precision": w_hits / w_all if w_all else 0.0,

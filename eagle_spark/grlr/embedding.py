@@ -64,32 +64,78 @@ _BIN = "_bin"
 _ROWS = "_rows"
 
 
-def label_work(Y1: DataFrame, Y2: DataFrame) -> DataFrame:
-    """Per label: n_groups and _rows = sum of its groups' sizes (candidate rows).
+def label_work(Y1: DataFrame, Y2: DataFrame) -> tuple[DataFrame, dict[str, int]]:
+    """Per label: n_groups and _rows = sum of its groups' sizes (candidate rows), and the totals.
 
+    Returns:
+        (DataFrame[label_id, n_groups, _rows, _orphan (null)], cached: the caller unpersists it;
+        {"rows": candidate rows of all labels, "labels": labels, "pairs": (group, label) pairs}):
+        the totals and the check below come from the one job that fills the cache.
     Raises:
         BadInputError: a group of Y2 has no member in Y1 (names the smallest such group).
     """
     sizes = Y1.groupBy(S.GROUP_ID).agg(F.count(F.lit(1)).alias("_size"))
     pairs = Y2.select(S.GROUP_ID, S.LABEL_ID).join(sizes, S.GROUP_ID, "left")
-    orphan = pairs.where(F.col("_size").isNull()).agg(F.min(S.GROUP_ID)).first()[0]
-    if orphan is not None:
-        raise BadInputError(f"Y2 has group_id {orphan} without members in Y1")
-    return pairs.groupBy(S.LABEL_ID).agg(
-        F.count(F.lit(1)).alias(S.N_GROUPS), F.sum("_size").alias(_ROWS)
+    work = (
+        pairs.groupBy(S.LABEL_ID)
+        .agg(
+            F.count(F.lit(1)).alias(S.N_GROUPS),
+            F.sum("_size").alias(_ROWS),
+            F.min(F.when(F.col("_size").isNull(), F.col(S.GROUP_ID))).alias("_orphan"),
+        )
+        .cache()
     )
+    total = work.agg(F.sum(_ROWS), F.count(F.lit(1)), F.sum(S.N_GROUPS), F.min("_orphan")).first()
+    if total[3] is not None:
+        work.unpersist()
+        raise BadInputError(f"Y2 has group_id {total[3]} without members in Y1")
+    totals = {"rows": int(total[0] or 0), "labels": int(total[1]), "pairs": int(total[2] or 0)}
+    return work, totals
 
 
-def assign_bins(work: DataFrame, tasks: int) -> DataFrame:
-    """label_id -> bin: labels sorted by work (heaviest first) dealt round-robin into `tasks` bins."""
+def partition_keys(spark: SparkSession, n: int) -> list[int]:
+    """Int keys k_0..k_(n-1) such that ``repartition(n, col)`` puts the rows whose col is k_p
+    in partition p: one key per partition, so n bins fill n tasks one each.
+
+    Dealing bin ids 0..n-1 straight into ``repartition(n, bin)`` hashes two bins into the same
+    partition now and then (10 of 16 tasks held work at Wiki-325K: the stage ran as long as its
+    double tasks). Spark partitions by pmod(hash(col), n) with the Murmur3 hash of ``F.hash``, so
+    the keys are found with one small query (``tests/unit/test_grlr.py`` checks the placement
+    with ``spark_partition_id``).
+
+    Raises:
+        RuntimeError: no key for some partition among the first 64 n + 1024 integers (Spark would
+            have to partition differently from ``F.hash``).
+    """
+    key = F.col("id").cast("int")
+    rows = (
+        spark.range(64 * n + 1024)
+        .select(key.alias("k"), F.pmod(F.hash(key), F.lit(n)).alias("p"))
+        .groupBy("p")
+        .agg(F.min("k").alias("k"))
+        .collect()
+    )
+    keys = {int(r["p"]): int(r["k"]) for r in rows}
+    if len(keys) < n:
+        raise RuntimeError(f"embed: no bin key for partitions {sorted(set(range(n)) - set(keys))}")
+    return [keys[p] for p in range(n)]
+
+
+def assign_bins(work: DataFrame, tasks: int, keys: list[int] | None = None) -> DataFrame:
+    """label_id -> bin: labels sorted by work (heaviest first) dealt round-robin into `tasks` bins.
+
+    With `keys` (:func:`partition_keys`) bin b is named keys[b] instead of b.
+    """
     ranked = dense_rank(work.withColumn("_neg", -F.col(_ROWS)), ["_neg", S.LABEL_ID], "_rank")
-    return ranked.select(
-        S.LABEL_ID, (F.col("_rank") % tasks).cast("int").alias(_BIN), S.N_GROUPS, _ROWS
-    )
+    bin_ = (F.col("_rank") % tasks).cast("int")
+    if keys is not None:
+        bin_ = F.array(*[F.lit(k) for k in keys])[bin_]
+    return ranked.select(S.LABEL_ID, bin_.alias(_BIN), S.N_GROUPS, _ROWS)
 
 
 _SUMMARY = pa.schema(
     [
+        pa.field(_BIN, pa.int32(), nullable=False),
         pa.field("labels", pa.int64(), nullable=False),
         pa.field("pairs", pa.int64(), nullable=False),
         pa.field("rows", pa.int64(), nullable=False),
@@ -194,6 +240,7 @@ def _embed_bin(
             )
     return pa.Table.from_pydict(
         {
+            _BIN: [int(key[0].as_py())],
             "labels": [len(np.unique(labels))],
             "pairs": [len(labels)],
             "rows": [int(sizes.sum())],
@@ -557,9 +604,8 @@ def embed(
     manifest_in = require_tables(spark, dataset, (S.X, S.Y1, S.Y2), " (aggregate it first)")
     n_features = int(manifest_in["n_features"])
     Y1, Y2 = read_table(spark, dataset, S.Y1), read_table(spark, dataset, S.Y2)
-    work = label_work(Y1, Y2).cache()
-    total = work.agg(F.sum(_ROWS), F.count(F.lit(1))).first()
-    total_rows, n_labels = int(total[0] or 0), int(total[1])
+    work, totals = label_work(Y1, Y2)
+    total_rows, n_labels = totals["rows"], totals["labels"]
     split_rows = params.split_rows or max(2 * total_rows // params.tasks, 500_000)
     heavy = work.where(F.col(_ROWS) > split_rows).collect()  # <= 2 * total / split_rows labels
     T = params.iterations
@@ -567,12 +613,17 @@ def embed(
     x_access, why = choose_x_access(spark, X, Y1, params.x_access, params.cache_budget, "embed")
     log.info("embed: %s path (%s)", x_access, why)
     with atomic_output(spark, output_path, overwrite) as tmp:
-        bins = assign_bins(work.where(F.col(_ROWS) <= split_rows), params.tasks)
+        bins = assign_bins(
+            work.where(F.col(_ROWS) <= split_rows),
+            params.tasks,
+            partition_keys(spark, params.tasks),
+        )
         pairs = Y2.select(S.GROUP_ID, S.LABEL_ID, S.COUNT)
         light = pairs.join(bins.select(S.LABEL_ID, _BIN), S.LABEL_ID)
         if x_access == "cached":
-            # the bins hashed into `tasks` partitions: adaptive execution would otherwise coalesce a
-            # small pairs shuffle (few labels, e.g. 10 digits) into one task running every bin in turn
+            # one bin per partition (partition_keys); the explicit count also keeps adaptive
+            # execution from coalescing a small pairs shuffle (few labels, e.g. 10 digits)
+            # into one task running every bin in turn
             summaries = (
                 light.repartition(params.tasks, _BIN)
                 .groupBy(_BIN)
@@ -589,7 +640,7 @@ def embed(
                     _embed_task_joined(tmp, n_features, params), from_arrow_schema(_SUMMARY)
                 )
             )
-        rows = summaries.collect()
+        rows = sorted(summaries.collect(), key=lambda r: r[_BIN])  # one summation order
         sum_max = np.sum([r["sum_max"] for r in rows], axis=0) if rows else np.zeros(T + 1)
         changed = np.sum([r["changed"] for r in rows], axis=0) if rows else np.zeros(T + 1)
         entries = sum(r["entries"] for r in rows)
@@ -615,7 +666,7 @@ def embed(
                 changed + hs["changed"],
                 entries + hs["entries"],
             )
-        n_pairs = int(work.agg(F.sum(S.N_GROUPS)).first()[0] or 0)
+        n_pairs = totals["pairs"]
         work.unpersist()
         iterations = [
             {
@@ -650,4 +701,4 @@ def embed(
     return manifest
 
 
-__all__ = ["embed", "label_work", "assign_bins"]
+__all__ = ["embed", "label_work", "assign_bins", "partition_keys"]

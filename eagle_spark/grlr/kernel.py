@@ -5,8 +5,9 @@ has the candidate rows N_j (members of group j, in sample_id order). All candida
 batch are stacked into one CSR matrix A whose columns are remapped so that each label owns a
 disjoint block of columns: its support (the features its candidates use). A label embedding is
 then a slice of one dense vector ``e`` over all columns, and one GRLR step for every label of the
-batch is two sparse mat-vecs (``A @ e`` for the scores, ``A.T @ a`` for the selected sums) plus
-segment operations. Everything is float64.
+batch is one sparse mat-vec (``A @ e`` for the scores), the sum of the selected rows (``A^T a``
+read from those rows only: about one candidate per group) and segment operations over rows and
+columns, with no transpose of A. Everything is float64.
 
 References:
     Shen, Yu, Sanghavi, Dhillon, Extreme Multi-label Classification from Aggregated Labels,
@@ -74,7 +75,8 @@ def _label_columns(
         n_labels: labels of the batch.
     Returns:
         ((col_label int64, col_feature int32) of each distinct pair, inverse (A.nnz,): the pair
-        of each stored entry of A, int64, or int32 on the one-label path when A has < 2^31 columns). Sorting is done by two counting sorts (scipy's CSR/CSC
+        of each stored entry of A, int32 while A's entries and columns are < 2^31, else int64).
+        Sorting is done by two counting sorts (scipy's CSR/CSC
         transposes, linear in nnz + n_features) instead of a comparison sort of the keys; a batch
         of one label (a heavy label, e.g. a digit of the centred MNIST bags: 306,000 rows x 784
         nonzeros) needs no sort: its columns are the used features in order, found by marking
@@ -93,22 +95,33 @@ def _label_columns(
         )
         column[feature] = np.arange(len(feature))
         return (np.zeros(len(feature), np.int64), feature.astype(np.int32)), column[A.indices]
-    row_ptr = A.indptr.astype(np.int64)
-    label_nnz_ptr = row_ptr[np.searchsorted(cand_label, np.arange(n_labels + 1))]
+    # int32 offsets and positions while they fit: scipy then keeps int32 indices, and its
+    # transposes of int64 ones are ~4x slower
+    index = np.int32 if max(nnz, A.shape[1]) < np.iinfo(np.int32).max else np.int64
+    label_nnz_ptr = A.indptr[np.searchsorted(cand_label, np.arange(n_labels + 1))].astype(index)
     by_label = sp.csr_matrix(
-        (np.arange(nnz, dtype=np.int64), A.indices, label_nnz_ptr), shape=(n_labels, A.shape[1])
+        (np.arange(nnz, dtype=index), A.indices.astype(index, copy=False), label_nnz_ptr),
+        shape=(n_labels, A.shape[1]),
     )
     ordered = by_label.tocsc().tocsr()  # stable bucket sorts: by feature, then by label
     feature = ordered.indices
-    label = np.repeat(np.arange(n_labels, dtype=np.int64), np.diff(ordered.indptr))
-    new = np.empty(nnz, dtype=bool)
+    new = np.empty(nnz, dtype=bool)  # the first entry of each distinct (label, feature)
     new[0] = True
     np.not_equal(feature[1:], feature[:-1], out=new[1:])
-    new[1:] |= label[1:] != label[:-1]
-    column = np.cumsum(new) - 1
-    inverse = np.empty(nnz, dtype=np.int64)
-    inverse[ordered.data] = column
-    return (label[new], feature[new].astype(np.int32)), inverse
+    new[ordered.indptr[:-1][np.diff(ordered.indptr) > 0]] = True  # a label's first entry
+    seen = np.zeros(nnz + 1, dtype=index)  # distinct pairs before each entry
+    np.cumsum(new, out=seen[1:])
+    inverse = np.empty(nnz, dtype=index)
+    inverse[ordered.data] = seen[1:] - 1
+    per_label = seen[ordered.indptr[1:]] - seen[ordered.indptr[:-1]]
+    col_label = np.repeat(np.arange(n_labels, dtype=np.int64), per_label)
+    return (col_label, feature[new].astype(np.int32, copy=False)), inverse
+
+
+_RESCALE_BELOW = 1e-100
+"""GRLR keeps e = sigma w with w unnormalised (:meth:`LabelBlock.grlr`); w is rescaled to unit
+blocks when some sigma falls below this, far inside float64's range (at lambda = 0.1 after more
+than 2,000 iterations)."""
 
 
 class LabelBlock:
@@ -117,6 +130,11 @@ class LabelBlock:
     Args:
         X: (n_rows, n_features) CSR, float64, rows already normalised as wanted.
         batch: the pairs and their candidates.
+
+    Memory, per running task: A (12 bytes per nonzero of the batch's candidate rows, plus their
+    offsets) and, during :meth:`grlr`, four float64 vectors over the block's columns (w, g, the
+    work vector, e at the end; the columns are at most A's nonzeros); ``embed.batch_rows`` bounds
+    both, whatever the data's size and the executor's cores.
     """
 
     def __init__(self, X: sp.csr_matrix, batch: PairBatch) -> None:
@@ -124,33 +142,61 @@ class LabelBlock:
         A = X[batch.cand_rows]
         cand_label = np.repeat(batch.pair_label, np.diff(batch.pair_ptr)).astype(np.int64)
         columns, inverse = _label_columns(A, cand_label, batch.n_labels)
-        # int32 indices whenever they fit: scipy's transpose below is ~4x slower on int64 ones
+        # int32 indices whenever they fit (half the bytes a product streams)
         index = np.int32 if max(A.nnz, len(columns[0])) < np.iinfo(np.int32).max else np.int64
         self.A = sp.csr_matrix(
             (A.data, inverse.astype(index, copy=False), A.indptr.astype(index, copy=False)),
             shape=(A.shape[0], len(columns[0])),
         )
-        self.AT = self.A.T.tocsr()
         self.col_label, self.col_feature = columns
         self.label_ptr = np.searchsorted(self.col_label, np.arange(batch.n_labels + 1))
         self._sizes = np.diff(self.label_ptr)
         self._nonempty = np.flatnonzero(self._sizes > 0)
         self._starts = self.label_ptr[self._nonempty]
+        self._work: np.ndarray | None = None
+        self._row_label = cand_label
 
-    def project(self, v: np.ndarray) -> np.ndarray:
-        """Proj on every label's block: v_k / ||v_k||, and Proj(0) = 0 (a new array)."""
+    def inverse_norms(self, v: np.ndarray) -> np.ndarray:
+        """(n_labels,) 1 / ||v_k|| of every label's block of `v`, and 0 where v_k = 0.
+
+        The squares go through one work vector of the block's length, allocated once per block
+        (a fresh array of tens of MB costs a page-zeroing pass of its own).
+        """
+        if self._work is None:
+            self._work = np.empty(len(v))
         norms = np.zeros(self.batch.n_labels)
         if len(v):
-            norms[self._nonempty] = np.add.reduceat(np.square(v), self._starts)
+            norms[self._nonempty] = np.add.reduceat(np.square(v, out=self._work), self._starts)
         np.sqrt(norms, out=norms)
-        scale = np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)
-        out = np.repeat(scale, self._sizes)
-        out *= v
-        return out
+        return np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)
+
+    def scale_blocks(
+        self, factor: np.ndarray, v: np.ndarray, out: np.ndarray | None = None
+    ) -> np.ndarray:
+        """factor[k] * v_k on every label k's block, into `out` (may be `v`; None: a new array)."""
+        if self.batch.n_labels == 1:
+            return np.multiply(v, factor[0], out=out)
+        return np.multiply(np.repeat(factor, self._sizes), v, out=out)
 
     def scores(self, e: np.ndarray) -> np.ndarray:
         """<e_k, x_i> for every candidate row of every pair."""
         return self.A @ e
+
+    def _scores_of(self, w: np.ndarray, sigma: np.ndarray) -> np.ndarray:
+        """<e_k, x_i> for every candidate row, e = sigma_k w_k: (A w) scaled by its row's sigma."""
+        out = self.A @ w
+        out *= sigma[self._row_label]
+        return out
+
+    def rows_sum(self, rows: np.ndarray | None = None) -> np.ndarray:
+        """Sum of the candidate rows `rows` (sorted indices; None: all) over the block columns.
+
+        Only the chosen rows' entries are read (GRLR's a_ij selects about one candidate per group,
+        so ~1/|N_j| of A), scattered into a zeroed vector in row order: the same sums, in the same
+        order, as the product A^T a with a 0/1 vector a.
+        """
+        sub = self.A if rows is None else self.A[rows]
+        return sub.T @ np.ones(sub.shape[0])
 
     def grlr(self, iterations: int, lr: float) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """Algorithm 1 for every label of the batch.
@@ -162,18 +208,30 @@ class LabelBlock:
             one under e^(t-1)); arrays of length T + 1 (changed[0] = 0).
         """
         ptr = self.batch.pair_ptr
-        e = self.project(self.AT @ np.ones(self.A.shape[0]))  # e0 = Proj(sum of candidates)
-        seg_max, is_max, first = segment_first_max(self.scores(e), ptr)
+        # e = sigma_k w_k on every label's block with sigma_k = 1 / ||w_k|| (0 when w_k = 0), w
+        # unnormalised: an iteration rescales the columns once (lambda Proj(g) into w) instead of
+        # three times, and the scores are sigma_k (A_k w_k), scaled per row
+        w = self.rows_sum()  # e0 = Proj(sum of candidates)
+        sigma = self.inverse_norms(w)
+        seg_max, is_max, first = segment_first_max(self._scores_of(w, sigma), ptr)
         sum_max = np.zeros(iterations + 1)
         changed = np.zeros(iterations + 1, dtype=np.int64)
         sum_max[0] = seg_max.sum()
         for t in range(1, iterations + 1):
-            g = self.project(self.AT @ is_max.astype(np.float64))  # g = Proj(sum of selected)
-            e = self.project(e + lr * g)
-            seg_max, is_max, new_first = segment_first_max(self.scores(e), ptr)
+            # e + lambda Proj(g) = sigma (w + lambda / (sigma ||g||) g), g the sum of the selected
+            # rows; a label with w = 0 (so e = 0) takes Proj(g) itself
+            g = self.rows_sum(np.flatnonzero(is_max))
+            to_w = np.divide(lr, sigma, out=np.ones_like(sigma), where=sigma > 0)
+            w += self.scale_blocks(to_w * self.inverse_norms(g), g, out=g)
+            sigma = self.inverse_norms(w)
+            if (sigma[sigma > 0] < _RESCALE_BELOW).any():  # ||w|| grows up to (1 + lr)x a step
+                w = self.scale_blocks(sigma, w, out=w)
+                sigma = self.inverse_norms(w)
+            seg_max, is_max, new_first = segment_first_max(self._scores_of(w, sigma), ptr)
             sum_max[t] = seg_max.sum()
             changed[t] = int((new_first != first).sum())
             first = new_first
+        e = self.scale_blocks(sigma, w, out=w)
         return e, {"sum_max": sum_max, "changed": changed}
 
     def embeddings(

@@ -180,9 +180,13 @@ def read_x(dataset: str, n_features: int) -> tuple[np.ndarray, sp.csr_matrix]:
     fs, root = filesystem_for(dataset)
     table = pq.read_table(
         f"{root}/{S.X}", filesystem=fs, columns=[S.SAMPLE_ID, S.FEAT_IDX, S.FEAT_VAL]
-    ).sort_by(S.SAMPLE_ID)
+    )
     ids = np.asarray(table.column(S.SAMPLE_ID), dtype=np.int64)
-    return ids, csr_from_arrow(table.column(S.FEAT_IDX), table.column(S.FEAT_VAL), n_features)
+    X = csr_from_arrow(table.column(S.FEAT_IDX), table.column(S.FEAT_VAL), n_features)
+    if len(ids) > 1 and (ids[1:] < ids[:-1]).any():  # files sorted each, not across (aggregate)
+        order = np.argsort(ids, kind="stable")  # scipy's row gather, ~4x faster than a table sort
+        ids, X = ids[order], X[order]
+    return ids, X
 
 
 def read_sparse_rows(

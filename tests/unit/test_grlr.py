@@ -561,3 +561,66 @@ def test_label_columns_equal_a_unique_twin(n_labels):
     assert col_label.tolist() == (keys // 50).tolist()
     assert col_feature.tolist() == (keys % 50).tolist() and col_feature.dtype == np.int32
     assert inverse.tolist() == want_inverse.ravel().tolist()
+
+
+@pytest.mark.parametrize("n", [3, 16, 40])
+def test_partition_keys_give_every_bin_its_own_task(spark, n):
+    """repartition(n, bin) with the keys of partition_keys puts bin b alone in partition b, where
+    the bin ids 0..n-1 themselves share partitions (the unbalanced embed stage)."""
+    from pyspark.sql import functions as F
+
+    from eagle_spark.grlr.embedding import partition_keys
+
+    keys = partition_keys(spark, n)
+    assert len(set(keys)) == n
+    rows = spark.createDataFrame([(k, i) for k in keys for i in range(3)], "b int, i int")
+    placed = (
+        rows.repartition(n, "b").select(F.spark_partition_id().alias("p"), "b").distinct().collect()
+    )
+    assert sorted((r["p"], r["b"]) for r in placed) == list(enumerate(keys))
+    plain = spark.createDataFrame([(b,) for b in range(n)], "b int").repartition(n, "b")
+    used = plain.select(F.spark_partition_id().alias("p")).distinct().count()
+    assert used < n  # why the keys are needed: plain bin ids collide
+
+
+def test_kernel_keeps_e_as_a_scaled_w_and_rescales_it(monkeypatch):
+    """LabelBlock.grlr keeps e = sigma w with w unnormalised: with lambda = 1e40, ||w|| passes
+    1e100 within six iterations and w is rescaled, and e still equals a per-label twin that
+    normalises every step (Algorithm 1 as the paper writes it); so it does at lambda = 0.1."""
+    from eagle_spark.grlr.kernel import LabelBlock, PairBatch
+
+    rng = np.random.default_rng(3)
+    X = sp.random(40, 12, density=0.35, format="csr", random_state=rng)
+    pair_label = np.array([0, 0, 1, 2, 2, 2])
+    ptr = np.r_[0, np.cumsum([3, 4, 2, 5, 3, 4])]
+    rows = rng.choice(40, size=ptr[-1], replace=False)
+    rescales = {}
+    scale = LabelBlock.scale_blocks
+
+    def counted(self, factor, v, out=None):
+        rescales[lr] = rescales.get(lr, 0) + 1
+        return scale(self, factor, v, out)
+
+    monkeypatch.setattr(LabelBlock, "scale_blocks", counted)
+    for lr in (0.1, 1e40):
+        block = LabelBlock(X, PairBatch(pair_label, ptr, rows, 3))
+        e, _ = block.grlr(6, lr)
+        for k in range(3):
+            pairs = np.flatnonzero(pair_label == k)
+            A = X[rows[ptr[pairs[0]] : ptr[pairs[-1] + 1]]].toarray()
+            local = ptr[pairs] - ptr[pairs[0]]
+            want = proj(A.sum(axis=0))
+            for _ in range(6):
+                s = A @ want
+                top = np.maximum.reduceat(s, local)
+                chosen = s >= np.repeat(top, np.diff(np.r_[local, len(s)])) - 1e-9 * np.abs(
+                    np.repeat(top, np.diff(np.r_[local, len(s)]))
+                )
+                want = proj(want + lr * proj(A[chosen].sum(axis=0)))
+            lo, hi = block.label_ptr[k], block.label_ptr[k + 1]
+            np.testing.assert_allclose(e[lo:hi], want[block.col_feature[lo:hi]], atol=1e-12)
+            assert np.abs(want).sum() > 0 and set(np.flatnonzero(want)) <= set(
+                block.col_feature[lo:hi].tolist()
+            )
+    # one column rescale per iteration and one for e at the end; lambda = 1e40 rescales w too
+    assert rescales[0.1] == 6 + 1 and rescales[1e40] > 6 + 1
