@@ -132,9 +132,10 @@ class LabelBlock:
         batch: the pairs and their candidates.
 
     Memory, per running task: A (12 bytes per nonzero of the batch's candidate rows, plus their
-    offsets) and, during :meth:`grlr`, four float64 vectors over the block's columns (w, g, the
-    work vector, e at the end; the columns are at most A's nonzeros); ``embed.batch_rows`` bounds
-    both, whatever the data's size and the executor's cores.
+    offsets) and, during :meth:`grlr`, four float64 vectors over the block's columns (w, which
+    becomes e in place, g, the work vector and :meth:`scale_blocks`' per-column factors; the
+    columns are at most A's nonzeros); ``embed.batch_rows`` bounds both, whatever the data's size
+    and the executor's cores.
     """
 
     def __init__(self, X: sp.csr_matrix, batch: PairBatch) -> None:
