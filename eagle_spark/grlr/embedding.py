@@ -121,15 +121,11 @@ def partition_keys(spark: SparkSession, n: int) -> list[int]:
     return [keys[p] for p in range(n)]
 
 
-def assign_bins(work: DataFrame, tasks: int, keys: list[int] | None = None) -> DataFrame:
-    """label_id -> bin: labels sorted by work (heaviest first) dealt round-robin into `tasks` bins.
-
-    With `keys` (:func:`partition_keys`) bin b is named keys[b] instead of b.
-    """
+def assign_bins(work: DataFrame, keys: list[int]) -> DataFrame:
+    """label_id -> bin: labels sorted by work (heaviest first) dealt round-robin into len(keys)
+    bins, bin b named keys[b] (:func:`partition_keys`: each bin a partition of its own)."""
     ranked = dense_rank(work.withColumn("_neg", -F.col(_ROWS)), ["_neg", S.LABEL_ID], "_rank")
-    bin_ = (F.col("_rank") % tasks).cast("int")
-    if keys is not None:
-        bin_ = F.array(*[F.lit(k) for k in keys])[bin_]
+    bin_ = F.array(*[F.lit(k) for k in keys])[(F.col("_rank") % len(keys)).cast("int")]
     return ranked.select(S.LABEL_ID, bin_.alias(_BIN), S.N_GROUPS, _ROWS)
 
 
@@ -614,9 +610,7 @@ def embed(
     log.info("embed: %s path (%s)", x_access, why)
     with atomic_output(spark, output_path, overwrite) as tmp:
         bins = assign_bins(
-            work.where(F.col(_ROWS) <= split_rows),
-            params.tasks,
-            partition_keys(spark, params.tasks),
+            work.where(F.col(_ROWS) <= split_rows), partition_keys(spark, params.tasks)
         )
         pairs = Y2.select(S.GROUP_ID, S.LABEL_ID, S.COUNT)
         light = pairs.join(bins.select(S.LABEL_ID, _BIN), S.LABEL_ID)
