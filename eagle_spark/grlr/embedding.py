@@ -199,7 +199,7 @@ def _embed_bin(
     changed = np.zeros(T + 1, dtype=np.int64)
     entries = 0
     with PartWriters(
-        out, {S.LABEL_EMB: S.LABEL_EMB_ARROW, S.TOP_MEMBERS: S.TOP_MEMBERS_ARROW}
+        out, {S.LABEL_EMB: S.LABEL_EMB_ARROW, S.TOP_MEMBERS: S.TOP_MEMBERS_ARROW}, dictionary=False
     ) as writers:
         writers.name(f"part-{int(key[0].as_py()):05d}.parquet")
         for lo, hi in batches_of(labels, groups, sizes, params.batch_rows):
@@ -392,6 +392,7 @@ def _chunk_task(
                     posixpath.join(out, S.TOP_MEMBERS),
                     f"part-heavy-{label:07d}-{chunk:05d}.parquet",
                     S.TOP_MEMBERS_ARROW,
+                    dictionary=False,
                 )
                 try:
                     writer.write(
@@ -557,7 +558,9 @@ def _embed_heavy(
         )
     run("top", {k: stored_precision(v) for k, v in e.items()})  # writes top_members parts
     chunked.unpersist()
-    writer = PartWriter(posixpath.join(out, S.LABEL_EMB), "part-heavy.parquet", S.LABEL_EMB_ARROW)
+    writer = PartWriter(
+        posixpath.join(out, S.LABEL_EMB), "part-heavy.parquet", S.LABEL_EMB_ARROW, dictionary=False
+    )
     labels = np.array(sorted(e), dtype=np.int64)
     embs = []
     for k in labels:

@@ -118,10 +118,15 @@ def _label_columns(
     return (col_label, feature[new].astype(np.int32, copy=False)), inverse
 
 
-_RESCALE_BELOW = 1e-100
-"""GRLR keeps e = sigma w with w unnormalised (:meth:`LabelBlock.grlr`); w is rescaled to unit
-blocks when some sigma falls below this, far inside float64's range (at lambda = 0.1 after more
-than 2,000 iterations)."""
+_RESCALE_ABOVE = 1e100
+"""GRLR keeps e = w / ||w|| with w unnormalised (:meth:`LabelBlock.grlr`); w is rescaled to unit
+blocks when some ||w_k|| passes this, far inside float64's range (at lambda = 0.1 after more than
+2,000 iterations)."""
+
+
+def _inverse(norms: np.ndarray) -> np.ndarray:
+    """1 / norms, and 0 where a norm is 0 (a zero block stays zero)."""
+    return np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)
 
 
 class LabelBlock:
@@ -157,8 +162,8 @@ class LabelBlock:
         self._work: np.ndarray | None = None
         self._row_label = cand_label
 
-    def inverse_norms(self, v: np.ndarray) -> np.ndarray:
-        """(n_labels,) 1 / ||v_k|| of every label's block of `v`, and 0 where v_k = 0.
+    def block_norms(self, v: np.ndarray) -> np.ndarray:
+        """(n_labels,) ||v_k|| of every label's block of `v` (0 for an empty block).
 
         The squares go through one work vector of the block's length, allocated once per block
         (a fresh array of tens of MB costs a page-zeroing pass of its own).
@@ -168,8 +173,7 @@ class LabelBlock:
         norms = np.zeros(self.batch.n_labels)
         if len(v):
             norms[self._nonempty] = np.add.reduceat(np.square(v, out=self._work), self._starts)
-        np.sqrt(norms, out=norms)
-        return np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)
+        return np.sqrt(norms, out=norms)
 
     def scale_blocks(
         self, factor: np.ndarray, v: np.ndarray, out: np.ndarray | None = None
@@ -182,12 +186,6 @@ class LabelBlock:
     def scores(self, e: np.ndarray) -> np.ndarray:
         """<e_k, x_i> for every candidate row of every pair."""
         return self.A @ e
-
-    def _scores_of(self, w: np.ndarray, sigma: np.ndarray) -> np.ndarray:
-        """<e_k, x_i> for every candidate row, e = sigma_k w_k: (A w) scaled by its row's sigma."""
-        out = self.A @ w
-        out *= sigma[self._row_label]
-        return out
 
     def rows_sum(self, rows: np.ndarray | None = None) -> np.ndarray:
         """Sum of the candidate rows `rows` (sorted indices; None: all) over the block columns.
@@ -202,37 +200,62 @@ class LabelBlock:
     def grlr(self, iterations: int, lr: float) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """Algorithm 1 for every label of the batch.
 
+        e_k is kept as w_k / ||w_k|| with w unnormalised and ||w_k|| carried along: one step is
+        e + lr Proj(g) = (w + lr ||w|| / ||g|| g) / ||w||, with g the sum of the selected rows, so
+        an iteration rescales the columns once (the multiple of g added to w). The new norm follows
+        from ||w + c g||^2 = ||w||^2 + 2c <w, g> + c^2 ||g||^2, where <w_k, g_k> is the sum of the
+        selected rows' scores <w_k, x_i>, already computed (no pass over the columns; a step that
+        nearly cancels w, ||w + c g|| < ||w|| / 10, recomputes the norms from w). Scores
+        <e_k, x_i> = <w_k, x_i> / ||w_k||, so each pair's maximum and first maximum are read off
+        <w_k, x_i> (the tie rule is relative). w is rescaled to unit blocks when some ||w_k||
+        passes :data:`_RESCALE_ABOVE`.
+
         Returns:
             (e, stats): e over the block columns (label k owns columns label_ptr[k]:label_ptr[k+1]);
             stats per iteration t = 0..T: ``sum_max`` (sum over pairs of max_i <e^t, x_i>) and, for
             t >= 1, ``changed`` (pairs whose first-maximum candidate under e^t differs from the
             one under e^(t-1)); arrays of length T + 1 (changed[0] = 0).
         """
-        ptr = self.batch.pair_ptr
-        # e = sigma_k w_k on every label's block with sigma_k = 1 / ||w_k|| (0 when w_k = 0), w
-        # unnormalised: an iteration rescales the columns once (lambda Proj(g) into w) instead of
-        # three times, and the scores are sigma_k (A_k w_k), scaled per row
+        ptr, pair_label = self.batch.pair_ptr, self.batch.pair_label
+        n_labels = self.batch.n_labels
         w = self.rows_sum()  # e0 = Proj(sum of candidates)
-        sigma = self.inverse_norms(w)
-        seg_max, is_max, first = segment_first_max(self._scores_of(w, sigma), ptr)
+        norm = self.block_norms(w)
+        raw = self.A @ w  # <w_k, x_i>
+        seg_max, is_max, first = segment_first_max(raw, ptr)
         sum_max = np.zeros(iterations + 1)
         changed = np.zeros(iterations + 1, dtype=np.int64)
-        sum_max[0] = seg_max.sum()
+        sum_max[0] = (seg_max * _inverse(norm)[pair_label]).sum()
+        big = max(1.0, lr)  # lr^2 computed as big^2 (lr / big)^2: no overflow for any lr
         for t in range(1, iterations + 1):
-            # e + lambda Proj(g) = sigma (w + lambda / (sigma ||g||) g), g the sum of the selected
-            # rows; a label with w = 0 (so e = 0) takes Proj(g) itself
-            g = self.rows_sum(np.flatnonzero(is_max))
-            to_w = np.divide(lr, sigma, out=np.ones_like(sigma), where=sigma > 0)
-            w += self.scale_blocks(to_w * self.inverse_norms(g), g, out=g)
-            sigma = self.inverse_norms(w)
-            if (sigma[sigma > 0] < _RESCALE_BELOW).any():  # ||w|| grows up to (1 + lr)x a step
-                w = self.scale_blocks(sigma, w, out=w)
-                sigma = self.inverse_norms(w)
-            seg_max, is_max, new_first = segment_first_max(self._scores_of(w, sigma), ptr)
-            sum_max[t] = seg_max.sum()
+            chosen = np.flatnonzero(is_max)
+            g = self.rows_sum(chosen)
+            g_norm = self.block_norms(g)
+            w_g = np.bincount(self._row_label[chosen], weights=raw[chosen], minlength=n_labels)
+            grow = (norm > 0) & (g_norm > 0)  # a label with w = 0 (so e = 0) takes Proj(g)
+            cos = np.divide(w_g, norm * g_norm, out=np.zeros(n_labels), where=grow)
+            # ||w + c g|| / ||w|| = sqrt(1 + 2 lr cos + lr^2); rounding can push it below 0
+            ratio = big * np.sqrt(
+                np.maximum(
+                    (1.0 / big) ** 2 + 2.0 * (lr / big) * (1.0 / big) * cos + (lr / big) ** 2, 0.0
+                )
+            )
+            factor = np.divide(
+                np.where(norm > 0, lr * norm, 1.0), g_norm, out=np.zeros(n_labels), where=g_norm > 0
+            )
+            w += self.scale_blocks(factor, g, out=g)
+            if (grow & (ratio < 0.1)).any():  # cancellation: the recurrence would lose digits
+                norm = self.block_norms(w)
+            else:
+                norm = np.where(grow, norm * ratio, np.where(g_norm > 0, 1.0, norm))
+            if (norm > _RESCALE_ABOVE).any():  # ||w|| grows up to (1 + lr)x a step
+                w = self.scale_blocks(_inverse(norm), w, out=w)
+                norm = self.block_norms(w)
+            raw = self.A @ w
+            seg_max, is_max, new_first = segment_first_max(raw, ptr)
+            sum_max[t] = (seg_max * _inverse(norm)[pair_label]).sum()
             changed[t] = int((new_first != first).sum())
             first = new_first
-        e = self.scale_blocks(sigma, w, out=w)
+        e = self.scale_blocks(_inverse(norm), w, out=w)
         return e, {"sum_max": sum_max, "changed": changed}
 
     def embeddings(

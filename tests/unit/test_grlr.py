@@ -583,10 +583,36 @@ def test_partition_keys_give_every_bin_its_own_task(spark, n):
     assert used < n  # why the keys are needed: plain bin ids collide
 
 
+def kernel_twin(X, pair_label, ptr, rows, k, T, lr):
+    """Algorithm 1 for label k of a PairBatch as the paper writes it: dense, normalising every step."""
+    pairs = np.flatnonzero(pair_label == k)
+    A = X[rows[ptr[pairs[0]] : ptr[pairs[-1] + 1]]].toarray()
+    local = ptr[pairs] - ptr[pairs[0]]
+    want = proj(A.sum(axis=0))
+    for _ in range(T):
+        chosen = np.concatenate([attains(v) for v in np.split(A @ want, local[1:])])
+        want = proj(want + lr * proj(A[chosen].sum(axis=0)))
+    return want
+
+
+def check_kernel(block, X, pair_label, ptr, rows, n_labels, T, lr, atol=1e-12):
+    """LabelBlock.grlr's e equals kernel_twin on every label's block (and the block covers the
+    twin's support)."""
+    e, _ = block.grlr(T, lr)
+    for k in range(n_labels):
+        want = kernel_twin(X, pair_label, ptr, rows, k, T, lr)
+        lo, hi = block.label_ptr[k], block.label_ptr[k + 1]
+        np.testing.assert_allclose(e[lo:hi], want[block.col_feature[lo:hi]], atol=atol)
+        assert np.abs(want).sum() > 0 and set(np.flatnonzero(want)) <= set(
+            block.col_feature[lo:hi].tolist()
+        )
+
+
 def test_kernel_keeps_e_as_a_scaled_w_and_rescales_it(monkeypatch):
-    """LabelBlock.grlr keeps e = sigma w with w unnormalised: with lambda = 1e40, ||w|| passes
-    1e100 within six iterations and w is rescaled, and e still equals a per-label twin that
-    normalises every step (Algorithm 1 as the paper writes it); so it does at lambda = 0.1."""
+    """LabelBlock.grlr keeps e = w / ||w|| with w unnormalised and ||w|| carried by a recurrence:
+    with lambda = 1e40, ||w|| passes 1e100 within six iterations and w is rescaled, and e still
+    equals a per-label twin that normalises every step (Algorithm 1 as the paper writes it); so
+    it does at lambda = 0.1."""
     from eagle_spark.grlr.kernel import LabelBlock, PairBatch
 
     rng = np.random.default_rng(3)
@@ -604,19 +630,28 @@ def test_kernel_keeps_e_as_a_scaled_w_and_rescales_it(monkeypatch):
     monkeypatch.setattr(LabelBlock, "scale_blocks", counted)
     for lr in (0.1, 1e40):
         block = LabelBlock(X, PairBatch(pair_label, ptr, rows, 3))
-        e, _ = block.grlr(6, lr)
-        for k in range(3):
-            pairs = np.flatnonzero(pair_label == k)
-            A = X[rows[ptr[pairs[0]] : ptr[pairs[-1] + 1]]].toarray()
-            local = ptr[pairs] - ptr[pairs[0]]
-            want = proj(A.sum(axis=0))
-            for _ in range(6):
-                chosen = np.concatenate([attains(v) for v in np.split(A @ want, local[1:])])
-                want = proj(want + lr * proj(A[chosen].sum(axis=0)))
-            lo, hi = block.label_ptr[k], block.label_ptr[k + 1]
-            np.testing.assert_allclose(e[lo:hi], want[block.col_feature[lo:hi]], atol=1e-12)
-            assert np.abs(want).sum() > 0 and set(np.flatnonzero(want)) <= set(
-                block.col_feature[lo:hi].tolist()
-            )
+        check_kernel(block, X, pair_label, ptr, rows, 3, 6, lr)
     # one column rescale per iteration and one for e at the end; lambda = 1e40 rescales w too
     assert rescales[0.1] == 6 + 1 and rescales[1e40] > 6 + 1
+
+
+def test_kernel_recomputes_the_norm_when_a_step_nearly_cancels_w(monkeypatch):
+    """Hand-made label whose first step points almost against e: groups {u} and {v1, v2} with
+    w0 = u + v1 + v2 = (1, 0); v1 scores 3 > v2's 2, so g = u + v1 = (-1, -0.01) and with
+    lambda = 1 the new w is ~1% of the old one: ||w + c g||^2 = ||w||^2 + 2c<w, g> + c^2 ||g||^2
+    would lose two digits there, so the kernel measures that norm from w instead (one norm over
+    the columns more than the g norms), and e equals the twin."""
+    from eagle_spark.grlr.kernel import LabelBlock, PairBatch
+
+    u, v1, v2 = [-4.0, -0.51], [3.0, 0.5], [2.0, 0.01]
+    X = sp.csr_matrix(np.array([u, v1, v2]))
+    pair_label, ptr, rows = np.array([0, 0]), np.array([0, 1, 3]), np.array([0, 1, 2])
+    norms = []
+    measure = LabelBlock.block_norms
+    monkeypatch.setattr(
+        LabelBlock, "block_norms", lambda self, v: norms.append(1) or measure(self, v)
+    )
+    block = LabelBlock(X, PairBatch(pair_label, ptr, rows, 1))
+    check_kernel(block, X, pair_label, ptr, rows, 1, 4, 1.0, atol=1e-13)
+    # w0's norm, one g norm per iteration, and at least the first step's w measured again
+    assert len(norms) > 1 + 4
