@@ -41,6 +41,7 @@ from eagle_spark import schemas as S
 from eagle_spark.io.tables import (
     new_manifest,
     read_manifest,
+    read_parquet,
     write_manifest,
     write_table,
 )
@@ -102,7 +103,7 @@ def classifier_scorer(
     model = posixpath.join(folder, "model")
     train_ova(spark, assigned, model, params, within_groups=groups)
     scorer = posixpath.join(folder, "scorer")
-    weights = spark.read.parquet(posixpath.join(model, "data", "weights"))
+    weights = read_parquet(spark, posixpath.join(model, "data", "weights"))
     write_table(
         weights.select(
             S.LABEL_ID,
@@ -217,7 +218,7 @@ def round_records(
 
     records, previous = [], None
     for r in range(rounds + 1):
-        current = spark.read.parquet(posixpath.join(scratch, f"assign_{r}"))
+        current = read_parquet(spark, posixpath.join(scratch, f"assign_{r}"))
         scorer = "classifier" if r else "embedding"
         records.append(_round_record(r, scorer, current, previous, quality))
         log.info("refine: round %d: %s", r, records[-1])
@@ -227,7 +228,7 @@ def round_records(
 
 def _materialise(assignments: DataFrame, path: str, spark: SparkSession) -> DataFrame:
     assignments.write.parquet(path)
-    return spark.read.parquet(path)
+    return read_parquet(spark, path)
 
 
 def _round_record(

@@ -12,7 +12,13 @@ from eagle_spark import schemas as S
 from eagle_spark.classic import default_parallelism, num_partitions
 from eagle_spark.errors import BadInputError
 from eagle_spark.io.fs import FileSystem, atomic_output, check_separate, restore_interrupted
-from eagle_spark.io.tables import new_manifest, read_manifest, read_table, write_manifest
+from eagle_spark.io.tables import (
+    new_manifest,
+    read_manifest,
+    read_parquet,
+    read_table,
+    write_manifest,
+)
 from eagle_spark.settings import PREDICT_MIN_TASK_ROWS, PredictSettings
 
 log = logging.getLogger(__name__)
@@ -119,7 +125,7 @@ def predict(
         preds = predict_ova(spark, model_path, X, n_features, params.top_k, params.batch_rows)
     with atomic_output(spark, output_path, overwrite) as tmp:
         preds.write.parquet(f"{tmp}/{PREDICTIONS}")
-        n = spark.read.parquet(f"{tmp}/{PREDICTIONS}").count()
+        n = read_parquet(spark, f"{tmp}/{PREDICTIONS}").count()
         out = new_manifest(
             "predict",
             n_samples=n,

@@ -12,7 +12,13 @@ from eagle_spark.errors import strict_json
 from eagle_spark.evaluation.metrics import evaluate_frames, inv_propensity, label_counts, table
 from eagle_spark.io.fs import FileSystem, atomic_output, check_separate, require_exists
 from eagle_spark.io.integrity import check_folder
-from eagle_spark.io.tables import new_manifest, read_manifest, read_table, write_manifest
+from eagle_spark.io.tables import (
+    new_manifest,
+    read_manifest,
+    read_parquet,
+    read_table,
+    write_manifest,
+)
 from eagle_spark.settings import EvaluateSettings
 
 log = logging.getLogger(__name__)
@@ -65,7 +71,7 @@ def evaluate(
     inv_ps = inv_propensity(counts, max(n_ref, 1), params.propensity_a, params.propensity_b)
     result = evaluate_frames(
         read_table(spark, dataset, S.Y),
-        spark.read.parquet(f"{predictions}/{S.PREDICTIONS}"),
+        read_parquet(spark, f"{predictions}/{S.PREDICTIONS}"),
         params.k,
         inv_ps,
     )

@@ -139,7 +139,7 @@ def _select_grouping(
     force: bool,
 ) -> dict[str, Any]:
     """One grouping: aggregate, split the groups, run every candidate, choose."""
-    from eagle_spark.io.tables import has_table, read_manifest, read_table
+    from eagle_spark.io.tables import has_table, read_manifest, read_parquet, read_table
     from eagle_spark.pipeline import _aggregate
 
     agg = pipe.path("groupings", g.name, "data", "aggregated")
@@ -179,7 +179,7 @@ def _select_grouping(
         )
         log.info("select %s: candidate %s", g.name, cand)
         res = run_pipeline(spark, run, force=force)
-        preds = spark.read.parquet(f"{run.pipeline.output}/predictions/{method}/predictions")
+        preds = read_parquet(spark, f"{run.pipeline.output}/predictions/{method}/predictions")
         row: dict[str, Any] = precision_row(preds, Y1, Y2, n_labels)
         if known:
             m = res["comparison"]["methods"][method]

@@ -22,6 +22,7 @@ from eagle_spark.classifiers.ova import train_ova
 from eagle_spark.classifiers.predict import PREDICTIONS, model_class, predict
 from eagle_spark.classifiers.tree import train_tree
 from eagle_spark.io.fs import absolute
+from eagle_spark.io.tables import read_parquet
 from eagle_spark.ml.base import (
     FolderModel,
     HasLabelWeightsCol,
@@ -114,7 +115,7 @@ class _XMCModelBase(FolderModel):
         refuse_taken(src, columns.values(), where)  # before the prediction's jobs
         out = work_folder(spark, "predictions")
         self.transformDataset(Dataset.load(spark, src.path), out)
-        preds = spark.read.parquet(f"{out}/{PREDICTIONS}")
+        preds = read_parquet(spark, f"{out}/{PREDICTIONS}")
         return attach(src, preds, columns, where)
 
     def transformDataset(self: Any, dataset: Dataset, path: str, overwrite: bool = False) -> dict:

@@ -10,7 +10,7 @@ from pyspark.sql import functions as F
 from eagle_spark import schemas as S
 from eagle_spark.io.convert import to_ml_vectors
 from eagle_spark.io.fs import FileSystem, absolute, atomic_output, check_separate
-from eagle_spark.io.tables import has_table, read_manifest, read_table
+from eagle_spark.io.tables import has_table, read_manifest, read_parquet, read_table
 from eagle_spark.ml.base import takes_settings
 from eagle_spark.ml.frames import ROWS, Source, check_columns, materialise, source_of, tag
 from eagle_spark.settings import AggregateSettings, IngestSettings, SynthSettings, from_params
@@ -407,7 +407,7 @@ class Dataset:
             groups = dense_rank(y1.select(S.GROUP_ID).distinct(), [S.GROUP_ID], "_group")
             ids_path = f"{tmp}/part_ids"
             y1.join(samples, S.SAMPLE_ID).join(groups, S.GROUP_ID).write.parquet(ids_path)
-            ids = spark.read.parquet(ids_path)
+            ids = read_parquet(spark, ids_path)
             write_table(
                 read_table(spark, self.path, S.X)
                 .join(ids.select(S.SAMPLE_ID, "_sample"), S.SAMPLE_ID)

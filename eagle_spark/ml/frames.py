@@ -39,7 +39,7 @@ from eagle_spark import schemas as S
 from eagle_spark.aggregation.groups import dense_rank
 from eagle_spark.io.convert import from_ml_vectors
 from eagle_spark.io.fs import absolute
-from eagle_spark.io.tables import new_manifest, write_manifest, write_table
+from eagle_spark.io.tables import new_manifest, read_parquet, write_manifest, write_table
 
 WORK_DIR_CONF = "spark.eagle_spark.workDir"
 """Spark setting naming the folder for the API's temporary datasets and unsaved models."""
@@ -266,7 +266,7 @@ def materialise(
     mid = "_eagle_mid"
     ranked = dense_rank(df.withColumn(mid, F.monotonically_increasing_id()), [mid], KEY).drop(mid)
     ranked.write.parquet(f"{path}/{ROWS}")
-    rows = spark.read.parquet(f"{path}/{ROWS}")
+    rows = read_parquet(spark, f"{path}/{ROWS}")
     stats: dict = {"n_samples": rows.count()}
     if stats["n_samples"] == 0:
         raise ValueError(f"{where}: the frame has no rows")

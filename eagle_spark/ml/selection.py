@@ -237,7 +237,7 @@ def choose_assignment(model: GRLRModel, dataset: Dataset, scratch: str) -> Selec
     from eagle_spark.assignment.assign import assign
     from eagle_spark.errors import BadInputError
     from eagle_spark.evaluation.group import multiset_precision
-    from eagle_spark.io.tables import read_table
+    from eagle_spark.io.tables import read_parquet, read_table
     from eagle_spark.ml.classifiers import LabelTreeClassifier
 
     params = model.settings(AssignSettings)
@@ -274,7 +274,7 @@ def choose_assignment(model: GRLRModel, dataset: Dataset, scratch: str) -> Selec
         )
     emb = model._require_data()  # GRLR of all the groups (see the module docstring)
     Y1, Y2 = read_table(spark, held.path, S.Y1), read_table(spark, held.path, S.Y2)
-    ids = spark.read.parquet(fit_ids)
+    ids = read_parquet(spark, fit_ids)
     rows: dict[str, Any] = {}
     done: dict[AssignSettings, str] = {}  # a candidate's settings -> its assigned folder
     rounds: dict[str, Optional[str]] = {}  # a candidate's name -> the folder its rounds are in
@@ -308,7 +308,7 @@ def choose_assignment(model: GRLRModel, dataset: Dataset, scratch: str) -> Selec
         preds = posixpath.join(scratch, f"predictions-{i}")
         proxy.transformDataset(held, preds)
         found = multiset_precision(
-            spark.read.parquet(posixpath.join(preds, "predictions")), Y1, Y2, max(K)
+            read_parquet(spark, posixpath.join(preds, "predictions")), Y1, Y2, max(K)
         )
         rows[name] = {f"{CRITERION} P@{k}": round(100 * found[k - 1], 2) for k in K}
         rows[name]["score"] = round(selection_score(rows[name]), 3)
