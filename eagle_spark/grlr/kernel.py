@@ -225,7 +225,6 @@ class LabelBlock:
         sum_max = np.zeros(iterations + 1)
         changed = np.zeros(iterations + 1, dtype=np.int64)
         sum_max[0] = (seg_max * _inverse(norm)[pair_label]).sum()
-        big = max(1.0, lr)  # lr^2 computed as big^2 (lr / big)^2: no overflow for any lr
         for t in range(1, iterations + 1):
             chosen = np.flatnonzero(is_max)
             g = self.rows_sum(chosen)
@@ -233,12 +232,9 @@ class LabelBlock:
             w_g = np.bincount(self._row_label[chosen], weights=raw[chosen], minlength=n_labels)
             grow = (norm > 0) & (g_norm > 0)  # a label with w = 0 (so e = 0) takes Proj(g)
             cos = np.divide(w_g, norm * g_norm, out=np.zeros(n_labels), where=grow)
-            # ||w + c g|| / ||w|| = sqrt(1 + 2 lr cos + lr^2); rounding can push it below 0
-            ratio = big * np.sqrt(
-                np.maximum(
-                    (1.0 / big) ** 2 + 2.0 * (lr / big) * (1.0 / big) * cos + (lr / big) ** 2, 0.0
-                )
-            )
+            # ||w + c g|| / ||w|| = ||e + lr Proj(g)||: lr Proj(g) has lr cos along e and
+            # lr sin across it (hypot: no overflow for any lr)
+            ratio = np.hypot(1.0 + lr * cos, lr * np.sqrt(np.maximum(1.0 - cos * cos, 0.0)))
             factor = np.divide(
                 np.where(norm > 0, lr * norm, 1.0), g_norm, out=np.zeros(n_labels), where=g_norm > 0
             )

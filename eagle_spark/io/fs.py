@@ -66,6 +66,16 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+def resolve(path: str) -> tuple[pafs.FileSystem, str]:
+    """(pyarrow file system, path inside it) of `path`: a local path or ``file:`` URI made
+    absolute (against this process's folder, as Spark resolves it), any other URI as
+    :func:`eagle_spark.io.parts.filesystem_for` resolves it."""
+    local = local_path(path)
+    if local is not None:
+        return pafs.LocalFileSystem(), os.path.abspath(local)
+    return filesystem_for(path)
+
+
 class FileSystem:
     """File operations on any path the library writes, through ``pyarrow.fs`` (local disks and
     ``file:`` URIs, ``hdfs://``, ``s3://`` / ``s3a://``, ``gs://`` and what else pyarrow's
@@ -79,12 +89,7 @@ class FileSystem:
     def __init__(self, spark: Optional[SparkSession] = None) -> None:
         del spark
 
-    @staticmethod
-    def _resolve(path: str) -> tuple[pafs.FileSystem, str]:
-        local = local_path(path)
-        if local is not None:
-            return pafs.LocalFileSystem(), os.path.abspath(local)
-        return filesystem_for(path)
+    _resolve = staticmethod(resolve)
 
     def _info(self, path: str) -> pafs.FileInfo:
         fs, p = self._resolve(path)

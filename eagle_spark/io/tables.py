@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import os
 import posixpath
 from typing import Any, Mapping, Optional, Sequence
 
@@ -22,9 +21,8 @@ from pyspark.sql import types as T
 
 from eagle_spark import schemas as S
 from eagle_spark.errors import BadInputError, strict_json
-from eagle_spark.io.fs import FileSystem, local_path, restore_interrupted
+from eagle_spark.io.fs import FileSystem, resolve, restore_interrupted
 from eagle_spark.io.integrity import check_counts, check_folder
-from eagle_spark.io.parts import filesystem_for
 
 
 def table_path(dataset: str, name: str) -> str:
@@ -224,12 +222,7 @@ def parquet_schema(path: str) -> Optional[T.StructType]:
         infer: `path` is a file, has sub-folders or no data file, its footer cannot be read here,
         or it has another type.
     """
-    local = local_path(path)
-    fs, root = (
-        (pafs.LocalFileSystem(), os.path.abspath(local))
-        if local is not None
-        else filesystem_for(path)
-    )
+    fs, root = resolve(path)
     try:
         entries = fs.get_file_info(pafs.FileSelector(root))
     except (OSError, ValueError):
