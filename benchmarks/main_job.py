@@ -11,7 +11,8 @@ command's wall seconds, the pipeline's own total and the peak RSS it recorded; p
 median of its seconds over the runs, and from Spark's event log how many Spark jobs and stages it
 ran, how long the driver waited on them (the rest of a stage's time is driver-side work: Python,
 file commits, manifest reads) and the core-seconds their tasks worked (``task s``; above ``job s``
-when the cores ran tasks side by side); and the comparison table (P@1/3/5 per method) of the last run,
+when the cores ran tasks side by side; the methods' stages overlap, so the stages' seconds add up to
+more than the whole); and the comparison table (P@1/3/5 per method) of the last run,
 which every run reproduces (the runs are seeded). Compare timings only within one report: this
 machine's speed varies between days.
 """

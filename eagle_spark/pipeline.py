@@ -21,7 +21,9 @@ One run folder holds every stage's output (each committed atomically by its stag
 
 Methods (paper section 6): ``baseline`` gives every group label to every member (Y1 Y2),
 ``eagle0`` assigns with the initial label embeddings (Algorithm 2 with T = 0), ``eagle`` with the
-embeddings after T GRLR iterations (Algorithms 1 + 2).
+embeddings after T GRLR iterations (Algorithms 1 + 2). After aggregate the methods are
+independent: their stages run side by side, each method's in order, as many methods at once as
+:func:`methods_at_once` allows (``pipeline.methods_at_once``).
 
 One writer per run folder: a run takes ``<run>/_lock`` (:class:`eagle_spark.io.lock.RunLock`)
 before it writes anything and keeps it to the end; a second run on the same folder exits 2 naming
@@ -42,7 +44,9 @@ import json
 import logging
 import os
 import posixpath
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterator, Optional
 
 from pyspark.sql import SparkSession
@@ -58,7 +62,7 @@ from eagle_spark.io.fs import (
 )
 from eagle_spark.io.lock import RunLock
 from eagle_spark.monitor import PeakRSS
-from eagle_spark.progress import SparkProgress, phase
+from eagle_spark.progress import SparkProgress, inherited, phase, phase_stack
 from eagle_spark.settings import Settings, as_params
 
 log = logging.getLogger(__name__)
@@ -127,6 +131,9 @@ class Pipeline:
         self.fs = FileSystem(spark)
         self.run_dir = settings.pipeline.output.rstrip("/")
         self.rows: list[dict[str, Any]] = []
+        self._ran: set[str] = set()  # stages run by this run (``force`` reruns each once)
+        self._locks: dict[str, threading.Lock] = {}  # one per stage: methods share some
+        self._locks_lock = threading.Lock()
 
     # -- fingerprints -------------------------------------------------------------------------
     def _token(self, path: str) -> Optional[str]:
@@ -183,13 +190,22 @@ class Pipeline:
     def run_stage(self, stage: Stage) -> dict[str, Any]:
         """Run `stage` unless its record matches; returns its summary (recorded or fresh).
 
+        Thread-safe: methods running side by side may reach the same stage (``eagle_paper`` and
+        ``eagle`` share ``embed_eagle``); the first runs it, the others wait for it and skip it.
+
         Raises:
             BadInputError: an input is missing or bad (nothing of the stage is written then).
         """
+        with self._locks_lock:
+            lock = self._locks.setdefault(stage.name, threading.Lock())
+        with lock:
+            return self._run_stage(stage)
+
+    def _run_stage(self, stage: Stage) -> dict[str, Any]:
         fingerprint = self._fingerprint(stage)
         record = self._record(stage)
         if (
-            not self.force
+            (not self.force or stage.name in self._ran)
             and record is not None
             and record.get("fingerprint") == fingerprint
             and record.get("output_token") == self._token(stage.output)
@@ -214,6 +230,7 @@ class Pipeline:
             phase(self.spark, stage.name),
         ):
             summary = stage.run()
+        self._ran.add(stage.name)
         seconds = round(time.monotonic() - started, 3)
         rows = summary.get(stage.rows)
         peak_mb = round(memory.peak_bytes / 2**20, 1)
@@ -365,9 +382,7 @@ def _run_stages(
     grouping = _grouping_name(spark, agg)
 
     # -- per method: embed, assign, train, predict, evaluate ----------------------------------
-    results: dict[str, dict[str, Any]] = {}
-    for method in p.methods:
-        results[method] = _run_method(pipe, method, agg, test_data, train_data)
+    results = _run_methods(pipe, agg, test_data, train_data)
 
     # -- Delta tables ------------------------------------------------------------------------
     delta: dict[str, Any] = {}
@@ -481,6 +496,72 @@ def _aggregate(spark: SparkSession, dataset: str, out: str, settings: Settings) 
         )
         .manifest
     )
+
+
+CHAIN_MEMORY_PER_BYTE = 20
+"""Estimated peak memory of one method's stages per byte of the aggregated dataset's files:
+training the label tree on synthetic Wiki-325K 0.1 (an 85 MB dataset) peaked at 1.5 GB (one task
+slot) to 2.2 GB (four) of PSS over all processes (benchmarks/reports/
+executor_memory_train_0.1.json), 18-26 bytes per byte."""
+METHODS_MEMORY_SHARE = 0.5
+"""Share of the memory available on the machine (at the start of the methods' stages) that the
+methods running side by side may take together (:func:`methods_at_once`); the rest is for the
+driver, the JVM's growth and the page cache."""
+
+
+def methods_at_once(spark: SparkSession, setting: int, dataset: str, n_methods: int) -> int:
+    """How many of `n_methods` methods run their stages side by side (at least 1).
+
+    `setting` (``pipeline.methods_at_once``) > 0 caps it. 0 is the rule: in local mode as many as
+    fit in :data:`METHODS_MEMORY_SHARE` of the machine's available memory at
+    :data:`CHAIN_MEMORY_PER_BYTE` bytes per byte of `dataset`'s files (the aggregated data);
+    elsewhere (a cluster, whose executors' memory the driver does not see) one. On this 2-core
+    machine the embedded Delicious data (1.3 MB) runs all three ``--compare`` methods at once and
+    synthetic Wiki-325K 1.0 (~0.8 GB) one after another.
+
+    Raises:
+        FileNotFoundError: `dataset` does not exist (setting 0 only).
+    """
+    if setting > 0:
+        return max(1, min(setting, n_methods))
+    from eagle_spark import classic
+    from eagle_spark.classifiers.tree.training import memory_available
+
+    if n_methods <= 1 or not classic.is_local(spark):
+        return 1
+    need = CHAIN_MEMORY_PER_BYTE * max(1, FileSystem(spark).size(dataset))
+    return max(1, min(n_methods, int(METHODS_MEMORY_SHARE * memory_available() // need)))
+
+
+def _run_methods(
+    pipe: Pipeline, agg: str, test_data: Optional[str], train_data: str
+) -> dict[str, dict[str, Any]]:
+    """:func:`_run_method` for every method of ``pipeline.methods``, :func:`methods_at_once` of
+    them side by side (one thread each, labelled by the caller's phases); results in the methods'
+    order.
+
+    When a method fails, the others still run to their end (what they finish is recorded and a
+    rerun skips it); then the first failure in the methods' order is raised.
+    """
+    methods = list(pipe.settings.pipeline.methods)
+    at_once = methods_at_once(pipe.spark, pipe.settings.pipeline.methods_at_once, agg, len(methods))
+    if at_once == 1:
+        return {m: _run_method(pipe, m, agg, test_data, train_data) for m in methods}
+    log.info("methods %s: %d side by side", ", ".join(methods), at_once)
+    stack = phase_stack()
+
+    def run(method: str) -> dict[str, Any]:
+        with inherited(stack):
+            return _run_method(pipe, method, agg, test_data, train_data)
+
+    with ThreadPoolExecutor(at_once, thread_name_prefix="eagle-spark-method") as pool:
+        futures = {m: pool.submit(run, m) for m in methods}
+    failed = [(m, f.exception()) for m, f in futures.items() if f.exception() is not None]
+    for method, err in failed[1:]:
+        log.error("method %s failed too: %s: %s", method, type(err).__name__, err)
+    if failed:
+        raise failed[0][1]  # type: ignore[misc]
+    return {m: f.result() for m, f in futures.items()}
 
 
 def _run_method(

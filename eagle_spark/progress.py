@@ -12,6 +12,11 @@ level, ...) through the same logger.
 
 The label of a line is the current *phase*: :func:`phase` sets it (the CLI sets the command name,
 the pipeline each stage's name), and Spark's job description shows it too (the Spark UI's jobs).
+Phases are per thread: a thread that works for another (the pipeline runs its methods' stages
+side by side, :func:`eagle_spark.pipeline.methods_at_once`) starts from that thread's phases
+(:func:`phase_stack`, :func:`inherited`); a stage's progress line then names the innermost phase
+of every thread at work, e.g. ``assign_eagle0+train_baseline`` (a thread waiting for the others,
+whose phases they all inherited, is not named).
 """
 
 from __future__ import annotations
@@ -31,33 +36,80 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("eagle_spark.progress")
 
-_phase = threading.local()
-_current = {"name": ""}
+_stacks: dict[int, tuple[str, ...]] = {}
+"""The phases of every thread inside one, outermost first, by thread ident (insertion order: the
+order the threads entered their first phase)."""
+_stacks_lock = threading.Lock()
+
+
+def phase_stack() -> tuple[str, ...]:
+    """The calling thread's phases, outermost first (empty outside any), to hand to a thread that
+    works on its behalf (:func:`inherited`)."""
+    with _stacks_lock:
+        return _stacks.get(threading.get_ident(), ())
+
+
+def _set_stack(stack: tuple[str, ...]) -> None:
+    ident = threading.get_ident()
+    with _stacks_lock:
+        if stack:
+            _stacks[ident] = stack
+        else:
+            _stacks.pop(ident, None)
+
+
+@contextlib.contextmanager
+def inherited(stack: tuple[str, ...]) -> Iterator[None]:
+    """Run the block (in a thread working for another) inside `stack`, that thread's
+    :func:`phase_stack`: its steps and stages are labelled as that thread's would be."""
+    previous = phase_stack()
+    _set_stack(stack)
+    try:
+        yield
+    finally:
+        _set_stack(previous)
+
+
+def current_phase() -> str:
+    """The calling thread's innermost phase ("" outside any)."""
+    stack = phase_stack()
+    return stack[-1] if stack else ""
+
+
+def active_phases() -> str:
+    """The label of work seen from outside any thread (a progress line): the innermost phase of
+    every thread at work, joined by ``+`` in the order the threads started; a thread whose phases
+    another thread's begin with (it waits for that thread) is left out. "" when none."""
+    with _stacks_lock:
+        stacks = list(_stacks.values())
+    leaves = [s for s in stacks if not any(len(o) > len(s) and o[: len(s)] == s for o in stacks)]
+    return "+".join(dict.fromkeys(s[-1] for s in leaves))
 
 
 @contextlib.contextmanager
 def phase(spark: Optional[SparkSession], name: str) -> Iterator[None]:
-    """Label the work done inside the block (progress lines, Spark job descriptions).
+    """Label the work the calling thread does inside the block (progress lines, Spark job
+    descriptions, which are per thread too).
 
     Args:
         spark: the session (its job description is set for the block), or None.
         name: e.g. ``embed`` or ``train_eagle``.
     """
-    previous = _current["name"]
-    _current["name"] = name
+    previous = phase_stack()
+    _set_stack(previous + (name,))
     old_desc = classic.job_description(spark)
     classic.set_job_description(spark, name)
     try:
         yield
     finally:
-        _current["name"] = previous
+        _set_stack(previous)
         classic.set_job_description(spark, old_desc)
 
 
 def step(message: str, *args: Any) -> None:
-    """Report one step of the current phase at INFO (``<phase>: <message>``)."""
+    """Report one step of the calling thread's phase at INFO (``<phase>: <message>``)."""
     if log.isEnabledFor(logging.INFO):
-        log.info("%s: " + message, _current["name"] or "eagle_spark", *args)
+        log.info("%s: " + message, current_phase() or "eagle_spark", *args)
 
 
 def bar(done: int, total: int, width: int = 30) -> str:
@@ -235,17 +287,26 @@ class SparkProgress:
                 self._ended(stage_id, done, total, failed)
 
     def _report(self, text: str) -> None:
-        line = f"{_current['name'] or 'spark'}: {text}"
+        line = f"{active_phases() or 'spark'}: {text}"
         self.lines.append(line)
         if self.tty:
             self.stream.write("\r\033[K")
         log.info("%s", line)
 
     def _draw(self, text: str) -> None:
-        line = f"{_current['name'] or 'spark'}: {text}"
+        line = f"{active_phases() or 'spark'}: {text}"
         self.lines.append(line)
         self.stream.write(f"\r\033[K{line}")
         self.stream.flush()
 
 
-__all__ = ["SparkProgress", "bar", "phase", "step"]
+__all__ = [
+    "SparkProgress",
+    "active_phases",
+    "bar",
+    "current_phase",
+    "inherited",
+    "phase",
+    "phase_stack",
+    "step",
+]

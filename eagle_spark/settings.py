@@ -1140,6 +1140,18 @@ class PipelineSettings(Section):
         ),
         choices=PIPELINE_METHODS,
     )
+    methods_at_once: int = setting(
+        0,
+        "how many methods' stages run side by side (each method's own stages in order); 0: as "
+        "many as the machine's memory allows for the data (local mode; one elsewhere).",
+        more=(
+            "The methods are independent after aggregate, and a small stage leaves cores idle "
+            "between its Spark jobs, which another method's jobs then use; each method running "
+            "holds its own executor state (:func:`eagle_spark.pipeline.methods_at_once` gives "
+            "the rule). 1: one method after another."
+        ),
+        bounds="[0, inf)",
+    )
     until: str = setting(
         "evaluate",
         "last stage: ``assign``, ``train``, ``predict`` or ``evaluate``.",

@@ -114,6 +114,21 @@ class FileSystem:
             raise FileNotFoundError(errno.ENOENT, "no such file or folder", path)
         return int(info.size or 0), int((info.mtime_ns or 0) // 1_000_000)
 
+    def size(self, path: str) -> int:
+        """Bytes of the file `path`, or of every file under the folder `path` (recursively).
+
+        Raises:
+            FileNotFoundError: `path` does not exist.
+        """
+        fs, p = self._resolve(path)
+        info = fs.get_file_info(p)
+        if info.type == pafs.FileType.NotFound:
+            raise FileNotFoundError(errno.ENOENT, "no such file or folder", path)
+        if info.type != pafs.FileType.Directory:
+            return int(info.size or 0)
+        found = fs.get_file_info(pafs.FileSelector(p, recursive=True))
+        return sum(int(i.size or 0) for i in found if i.type == pafs.FileType.File)
+
     def delete(self, path: str) -> None:
         """Delete `path` recursively; a missing path is not an error."""
         fs, p = self._resolve(path)

@@ -26,6 +26,7 @@ import atexit
 import dataclasses
 import shutil
 import tempfile
+import threading
 import uuid
 import weakref
 from typing import Callable, Iterable, Mapping, Optional
@@ -54,6 +55,7 @@ KEY = "_eagle_sample"
 _sources: dict[int, tuple[weakref.ref, "Source"]] = {}
 """id(frame) -> (a weak reference to the frame, its Source): the frames this API made."""
 _driver_work: Optional[str] = None
+_driver_work_lock = threading.Lock()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,10 +122,11 @@ def work_folder(spark: SparkSession, kind: str) -> str:
     global _driver_work
     base = spark.conf.get(WORK_DIR_CONF, None)
     if not base:
-        if _driver_work is None:
-            _driver_work = tempfile.mkdtemp(prefix="eagle_spark-ml-")
-            atexit.register(shutil.rmtree, _driver_work, True)
-        base = _driver_work
+        with _driver_work_lock:  # driver threads (the pipeline's methods) share one folder
+            if _driver_work is None:
+                _driver_work = tempfile.mkdtemp(prefix="eagle_spark-ml-")
+                atexit.register(shutil.rmtree, _driver_work, True)
+            base = _driver_work
     return f"{absolute(base).rstrip('/')}/{kind}-{uuid.uuid4().hex[:12]}"
 
 

@@ -32,12 +32,15 @@ where every executor reaches the driver's work folder: :func:`held_out_split`):
 ``pipeline --compare`` chooses for EAGLE-0 and for EAGLE on the same aggregated data with the same
 seed, and a refit of GRLR on the same data chooses again. The key is the dataset's folder and its
 manifest (rewriting a folder writes a new manifest), the share and the seed; the parts are loaded
-(and so checked) again at each use, and recomputed when they are gone.
+(and so checked) again at each use, and recomputed when they are gone. Driver threads choosing on
+the same split at once (``pipeline`` runs its methods side by side) take turns to make it and to
+score the Baseline (:func:`split_work`): the first does the work, the others reuse it.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import json
 import logging
@@ -144,6 +147,22 @@ _SPLITS: collections.OrderedDict[tuple[str, str, float, int], HeldOutSplit] = (
 _SPLITS_LOCK = threading.Lock()
 
 
+_SPLIT_WORK: dict[tuple[str, str, float, int], threading.Lock] = {}
+
+
+def _split_key(dataset: Dataset, share: float, seed: int) -> tuple[str, str, float, int]:
+    return (dataset.path, json.dumps(dataset.manifest, sort_keys=True, default=str), share, seed)
+
+
+def split_work(dataset: Dataset, share: float, seed: int) -> threading.Lock:
+    """The lock a driver thread holds while it makes the held-out split of (`dataset`, `share`,
+    `seed`) or scores a kept candidate on it: methods run side by side
+    (:func:`eagle_spark.pipeline.methods_at_once`) then make each split, and score the Baseline
+    on it, once; the other thread waits and reuses the result."""
+    with _SPLITS_LOCK:
+        return _SPLIT_WORK.setdefault(_split_key(dataset, share, seed), threading.Lock())
+
+
 def held_out_split(
     dataset: Dataset, share: float, seed: int, scratch: str
 ) -> tuple[Dataset, Dataset, str, dict]:
@@ -176,7 +195,7 @@ def held_out_split(
     keep = bool(spark.conf.get(WORK_DIR_CONF, None)) or (
         not classic.is_connect(spark) and classic.is_local(spark)
     )
-    key = (dataset.path, json.dumps(dataset.manifest, sort_keys=True, default=str), share, seed)
+    key = _split_key(dataset, share, seed)
     with _SPLITS_LOCK:
         kept = _SPLITS.get(key) if keep else None
         if kept is not None:
@@ -265,7 +284,9 @@ def choose_assignment(model: GRLRModel, dataset: Dataset, scratch: str) -> Selec
             },
             None,
         )
-    fit, held, fit_ids, known = held_out_split(dataset, share, params.held_out_seed, scratch)
+    work = split_work(dataset, share, params.held_out_seed)
+    with work:
+        fit, held, fit_ids, known = held_out_split(dataset, share, params.held_out_seed, scratch)
     if not held.n_groups or not fit.n_groups:
         raise BadInputError(
             f"assign.weighting=auto: holding out {share:g} of the groups of {dataset.path} leaves "
@@ -280,41 +301,43 @@ def choose_assignment(model: GRLRModel, dataset: Dataset, scratch: str) -> Selec
     rounds: dict[str, Optional[str]] = {}  # a candidate's name -> the folder its rounds are in
     for i, name in enumerate(params.candidates):
         chosen = dataclasses.replace(params, **candidate_changes(name))
-        if chosen.method == "baseline" and name in known:  # scored on this split before
-            rows[name] = dict(known[name])
-            log.info("assign auto: candidate %s: score %.2f (kept)", name, rows[name]["score"])
-            continue
-        assigned = posixpath.join(scratch, f"assigned-{i}")
-        rounds[name] = posixpath.join(scratch, f"rounds-{i}") if chosen.refine_rounds else None
-        unrefined = done.get(dataclasses.replace(chosen, refine_rounds=0))
-        assign(
-            spark,
-            dataset.path,
-            assigned,
-            chosen,
-            embeddings=emb if chosen.method == "eagle" else None,
-            # a refined candidate whose unrefined settings were scored starts from their output
-            first_round=unrefined if chosen.refine_rounds > 0 else None,
-            # the figures are the winner's alone: the caller computes them, a refined
-            # candidate's from the rounds it leaves in the scratch folder
-            diagnostics=False,
-            rounds_scratch=rounds[name],
-        )
-        done[chosen] = assigned
-        training = fit_part(spark, fit, ids, assigned, posixpath.join(scratch, f"fit-{i}"))
-        proxy = LabelTreeClassifier.fromSettings(PROXY).fitDataset(
-            training, posixpath.join(scratch, f"model-{i}")
-        )
-        preds = posixpath.join(scratch, f"predictions-{i}")
-        proxy.transformDataset(held, preds)
-        found = multiset_precision(
-            read_parquet(spark, posixpath.join(preds, "predictions")), Y1, Y2, max(K)
-        )
-        rows[name] = {f"{CRITERION} P@{k}": round(100 * found[k - 1], 2) for k in K}
-        rows[name]["score"] = round(selection_score(rows[name]), 3)
-        if chosen.method == "baseline":  # reads no embedding or other assign setting
-            known[name] = dict(rows[name])
-        log.info("assign auto: candidate %s: score %.2f", name, rows[name]["score"])
+        # a kept candidate is scored by one thread at a time: a second one reuses its score
+        with work if chosen.method == "baseline" else contextlib.nullcontext():
+            if chosen.method == "baseline" and name in known:  # scored on this split before
+                rows[name] = dict(known[name])
+                log.info("assign auto: candidate %s: score %.2f (kept)", name, rows[name]["score"])
+                continue
+            assigned = posixpath.join(scratch, f"assigned-{i}")
+            rounds[name] = posixpath.join(scratch, f"rounds-{i}") if chosen.refine_rounds else None
+            unrefined = done.get(dataclasses.replace(chosen, refine_rounds=0))
+            assign(
+                spark,
+                dataset.path,
+                assigned,
+                chosen,
+                embeddings=emb if chosen.method == "eagle" else None,
+                # a refined candidate whose unrefined settings were scored starts from their output
+                first_round=unrefined if chosen.refine_rounds > 0 else None,
+                # the figures are the winner's alone: the caller computes them, a refined
+                # candidate's from the rounds it leaves in the scratch folder
+                diagnostics=False,
+                rounds_scratch=rounds[name],
+            )
+            done[chosen] = assigned
+            training = fit_part(spark, fit, ids, assigned, posixpath.join(scratch, f"fit-{i}"))
+            proxy = LabelTreeClassifier.fromSettings(PROXY).fitDataset(
+                training, posixpath.join(scratch, f"model-{i}")
+            )
+            preds = posixpath.join(scratch, f"predictions-{i}")
+            proxy.transformDataset(held, preds)
+            found = multiset_precision(
+                read_parquet(spark, posixpath.join(preds, "predictions")), Y1, Y2, max(K)
+            )
+            rows[name] = {f"{CRITERION} P@{k}": round(100 * found[k - 1], 2) for k in K}
+            rows[name]["score"] = round(selection_score(rows[name]), 3)
+            if chosen.method == "baseline":  # reads no embedding or other assign setting
+                known[name] = dict(rows[name])
+            log.info("assign auto: candidate %s: score %.2f", name, rows[name]["score"])
     best = max(params.candidates, key=lambda c: (rows[c]["score"], -params.candidates.index(c)))
     won = dataclasses.replace(params, **candidate_changes(best))
     return Selection(
@@ -379,4 +402,5 @@ __all__ = [
     "held_out_split",
     "precision_row",
     "selection_score",
+    "split_work",
 ]

@@ -116,13 +116,70 @@ def test_report_and_logs_cover_every_stage(compare_run):
     assert len(logs) == 1  # this run's own log file, named by its run id
     log_text = logs[0].read_text()
     assert "stage embed_eagle: done in" in log_text and "stage evaluate_eagle: done in" in log_text
-    # progress of the running Spark stages, labelled by the pipeline stage
-    assert "embed_eagle: stage " in log_text and " ended: [" in log_text
+    # progress of the running Spark stages, labelled by the pipeline stages at work (the methods
+    # run side by side: a line names each running one, joined by "+")
+    labels = [
+        line.split(" INFO eagle_spark.progress: ")[1].split(": stage ")[0].split("+")
+        for line in log_text.splitlines()
+        if " INFO eagle_spark.progress: " in line and ": stage " in line
+    ]
+    assert any("embed_eagle" in names for names in labels) and " ended: [" in log_text
+    assert any(len(names) > 1 for names in labels)  # stages of two methods at once
+    assert all(set(names) <= {*rows, "spark"} for names in labels)  # spark: between stages
     # the run's report is kept under its run id as well
     assert (run / "reports" / f"{report['run_id']}.json").read_text() == (
         run / "report.json"
     ).read_text()
     assert logs[0].stem == report["run_id"]
+
+
+def test_methods_side_by_side_a_failed_one_lets_the_others_finish(
+    spark, tmp_path, monkeypatch, caplog
+):
+    """Two methods run in two threads; when one fails the other still finishes (its stages are
+    recorded) and the failure is raised; a rerun one method at a time skips what was finished."""
+    import logging
+    import threading
+
+    import eagle_spark.pipeline as pipeline
+    from eagle_spark.errors import BadInputError
+    from tests.conftest import delicious_slice
+
+    real, threads = pipeline._run_method, {}
+
+    def failing(pipe, method, *args):
+        threads[method] = threading.current_thread().name
+        if method == "eagle0":
+            raise BadInputError("eagle0 broke")
+        return real(pipe, method, *args)
+
+    run = tmp_path / "run"
+    given = [
+        f"pipeline.train={delicious_slice(tmp_path, 'train', 400)}",
+        f"pipeline.test={delicious_slice(tmp_path, 'test', 100)}",
+        "pipeline.methods=[baseline,eagle0]",
+        "pipeline.until=assign",
+    ]
+    monkeypatch.setattr(pipeline, "_run_method", failing)
+    caplog.set_level(logging.INFO, logger="eagle_spark.pipeline")
+    with pytest.raises(BadInputError, match="eagle0 broke"):
+        pipeline.run_pipeline(spark, _settings(run, *given))
+    assert "methods baseline, eagle0: 2 side by side" in caplog.text
+    assert threads["baseline"] != threads["eagle0"]
+    assert all(name.startswith("eagle-spark-method") for name in threads.values())
+    assert (run / "_stages" / "assign_baseline.json").exists()  # finished despite eagle0
+    assert not (run / "assigned" / "eagle0").exists()
+
+    monkeypatch.setattr(pipeline, "_run_method", real)
+    again = pipeline.run_pipeline(spark, _settings(run, *given, "pipeline.methods_at_once=1"))
+    status = {r["stage"]: r["status"] for r in again["stages"]}
+    assert status == {
+        "ingest_train": "skipped",
+        "aggregate": "skipped",
+        "assign_baseline": "skipped",
+        "embed_eagle0": "ran",
+        "assign_eagle0": "ran",
+    }
 
 
 def test_rerun_skips_unchanged_stages_and_reruns_what_a_setting_touches(spark, compare_run):

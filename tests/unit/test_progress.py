@@ -105,3 +105,51 @@ def test_connect_progress_messages_give_the_same_lines_hand_worked(spark, caplog
             f"connect: stage 4 ended: [{'#' * 15}{width[15:]}] 1/2 tasks",  # the operation ended
         ]
     )
+
+
+def test_phases_are_per_thread_and_a_waiting_parent_is_not_named():
+    """Hand-worked: the main thread in ("pipeline",) starts two threads that inherit it; each
+    enters its own stage. A progress line names both stages (in the order the threads began),
+    not the waiting parent; steps are labelled by their own thread's phase."""
+    import threading
+
+    from eagle_spark.progress import active_phases, current_phase, inherited, phase_stack
+
+    entered, release = threading.Barrier(3), threading.Event()
+    seen: dict[str, str] = {}
+
+    def method(name: str, stack: tuple, first: threading.Event | None) -> None:
+        if first is not None:
+            first.wait()  # enter after the other thread: a fixed order of the label
+        with inherited(stack), phase(None, name):
+            seen[name] = current_phase()
+            if first is None:
+                started.set()
+            entered.wait()
+            release.wait()
+        seen[name + " after"] = "/".join(phase_stack())
+
+    started = threading.Event()
+    with phase(None, "pipeline"):
+        stack = phase_stack()
+        assert stack == ("pipeline",) and active_phases() == "pipeline"
+        threads = [
+            threading.Thread(target=method, args=("assign_eagle0", stack, None)),
+            threading.Thread(target=method, args=("train_baseline", stack, started)),
+        ]
+        for t in threads:
+            t.start()
+        entered.wait()
+        assert active_phases() == "assign_eagle0+train_baseline"
+        assert current_phase() == "pipeline"
+        release.set()
+        for t in threads:
+            t.join()
+        assert active_phases() == "pipeline"
+    assert active_phases() == "" and phase_stack() == ()
+    assert seen == {
+        "assign_eagle0": "assign_eagle0",
+        "train_baseline": "train_baseline",
+        "assign_eagle0 after": "",
+        "train_baseline after": "",
+    }
