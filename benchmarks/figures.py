@@ -146,16 +146,23 @@ def design() -> list[str]:
             "main_job",
         )
     )
-    whole, assign = (
-        _row(main["rows"], stage="whole command"),
-        _row(main["rows"], stage="assign_eagle"),
-    )
+    whole = _row(main["rows"], stage="whole command")
+    cores = main["machine"]["cpus"]
     rows.append(
         (
-            "Spark jobs: the main job / its EAGLE assign stage (auto)",
-            f"{whole['spark jobs']:,.0f} / {assign['spark jobs']:,.0f} ({assign['median s']} s, "
-            f"{assign['job s']} s of it waiting on Spark)",
+            "the main job's Spark jobs; its tasks' work, share of the cores over the command",
+            f"{whole['spark jobs']:,.0f} jobs; {whole['task s']:.0f} core-s, "
+            f"{whole['task s'] / (cores * whole['median s']):.0%} of {cores} cores",
             "main_job",
+        )
+    )
+    alone = report("main_job_one_method_at_a_time")
+    rows.append(
+        (
+            "main job, one method at a time (`pipeline.methods_at_once=1`) / side by side",
+            f"{alone['median_wall_s']:.0f} s / {main['median_wall_s']:.0f} s; same table: "
+            f"{alone['comparison'] == main['comparison']}",
+            "main_job_one_method_at_a_time",
         )
     )
     connect = report("connect_main_job")

@@ -4,6 +4,7 @@ each stage's wall time from the run's own report, several runs, medians.
 
     python benchmarks/main_job.py                 # 3 runs -> benchmarks/reports/main_job.json
     python benchmarks/main_job.py --runs 1 --report main_job_once
+    python benchmarks/main_job.py --set pipeline.methods_at_once=1 --report main_job_one_method_at_a_time
 
 Every run starts from an empty run folder (nothing is skipped by the pipeline's resume), in a
 process of its own (the JVM's start is part of what a user waits for). The report has per run the
@@ -32,13 +33,14 @@ from _common import event_log_overrides, jobs_by_description, main_job, write_re
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
-def run_once(work: pathlib.Path) -> dict:
-    """One whole `pipeline --compare` command into `work`, with Spark's event log beside it: its
-    wall seconds, the run's report and comparison, peak RSS, and Spark jobs per pipeline stage."""
+def run_once(work: pathlib.Path, settings: list[str]) -> dict:
+    """One whole `pipeline --compare` command into `work` (with `settings`, ``KEY=VALUE`` each),
+    with Spark's event log beside it: its wall seconds, the run's report and comparison, peak RSS,
+    and Spark jobs per pipeline stage."""
     shutil.rmtree(work, ignore_errors=True)
     events = work.parent / "events"
     shutil.rmtree(events, ignore_errors=True)
-    overrides = [a for o in event_log_overrides(events) for a in ("--set", o)]
+    overrides = [a for o in [*settings, *event_log_overrides(events)] for a in ("--set", o)]
     wall, peak, done = main_job(work, *overrides)
     if done.returncode != 0:
         sys.exit(f"the main job failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
@@ -65,6 +67,13 @@ def main() -> None:
     )
     parser.add_argument("--report", default="main_job", help="report name under benchmarks/reports")
     parser.add_argument("--work", default="/tmp/eagle_main_job")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a setting for every run, as the command's --set (repeatable; kept in the report)",
+    )
     args = parser.parse_args()
     if args.runs < 1:
         parser.error("--runs must be at least 1")
@@ -72,7 +81,7 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     runs = []
     for i in range(args.runs):
-        found = run_once(work / "run")
+        found = run_once(work / "run", args.set)
         runs.append(found)
         print(
             f"run {i + 1}/{args.runs}: {found['wall_s']} s (pipeline {found['pipeline_s']} s), "
@@ -119,7 +128,10 @@ def main() -> None:
         args.report,
         rows,
         {
-            "command": "eagle-spark pipeline --conf conf/local.yaml --compare",
+            "command": " ".join(
+                ["eagle-spark pipeline --conf conf/local.yaml --compare"]
+                + [f"--set {o}" for o in args.set]
+            ),
             "data": "delicious (embedded), R-4",
             "runs": args.runs,
             "median_wall_s": rows[0]["median s"],
