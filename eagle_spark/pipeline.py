@@ -134,6 +134,7 @@ class Pipeline:
         self._ran: set[str] = set()  # stages run by this run (``force`` reruns each once)
         self._locks: dict[str, threading.Lock] = {}  # one per stage: methods share some
         self._locks_lock = threading.Lock()
+        self._thread = threading.local()  # a method's thread collects its own rows
 
     # -- fingerprints -------------------------------------------------------------------------
     def _token(self, path: str) -> Optional[str]:
@@ -211,7 +212,7 @@ class Pipeline:
             and record.get("output_token") == self._token(stage.output)
         ):
             log.info("stage %s: unchanged, skipped (%s)", stage.name, stage.output)
-            self.rows.append(
+            self._rows().append(
                 {
                     "stage": stage.name,
                     "status": "skipped",
@@ -256,7 +257,7 @@ class Pipeline:
         self.write_file(
             self._record_path(stage), (strict_json(record, indent=2, default=str) + "\n").encode()
         )
-        self.rows.append(
+        self._rows().append(
             {
                 "stage": stage.name,
                 "status": "ran",
@@ -267,6 +268,21 @@ class Pipeline:
             }
         )
         return summary
+
+    def _rows(self) -> list[dict[str, Any]]:
+        return getattr(self._thread, "rows", self.rows)
+
+    @contextlib.contextmanager
+    def own_rows(self) -> Iterator[list[dict[str, Any]]]:
+        """Collect the report rows of the stages the calling thread runs into a list of its own
+        (a method run side by side), which the caller adds to :attr:`rows` in the methods'
+        order; the report then lists each method's stages together, as one at a time would."""
+        mine: list[dict[str, Any]] = []
+        self._thread.rows = mine
+        try:
+            yield mine
+        finally:
+            del self._thread.rows
 
     def path(self, *parts: str) -> str:
         """A path inside the run folder."""
@@ -512,10 +528,11 @@ driver, the JVM's growth and the page cache."""
 def methods_at_once(spark: SparkSession, setting: int, dataset: str, n_methods: int) -> int:
     """How many of `n_methods` methods run their stages side by side (at least 1).
 
-    `setting` (``pipeline.methods_at_once``) > 0 caps it. 0 is the rule: in local mode as many as
-    fit in :data:`METHODS_MEMORY_SHARE` of the machine's available memory at
-    :data:`CHAIN_MEMORY_PER_BYTE` bytes per byte of `dataset`'s files (the aggregated data);
-    elsewhere (a cluster, whose executors' memory the driver does not see) one. On this 2-core
+    `setting` (``pipeline.methods_at_once``) > 0 caps it. 0 is the rule: on a classic session in
+    local mode as many as fit in :data:`METHODS_MEMORY_SHARE` of the machine's available memory
+    at :data:`CHAIN_MEMORY_PER_BYTE` bytes per byte of `dataset`'s files (the aggregated data);
+    elsewhere one (a cluster's executors, or a Spark Connect server, may be on other machines,
+    whose memory this process does not see). On this 2-core
     machine the embedded Delicious data (1.3 MB) runs all three ``--compare`` methods at once and
     synthetic Wiki-325K 1.0 (~0.8 GB) one after another.
 
@@ -527,7 +544,7 @@ def methods_at_once(spark: SparkSession, setting: int, dataset: str, n_methods: 
     from eagle_spark import classic
     from eagle_spark.classifiers.tree.training import memory_available
 
-    if n_methods <= 1 or not classic.is_local(spark):
+    if n_methods <= 1 or classic.is_connect(spark) or not classic.is_local(spark):
         return 1
     need = CHAIN_MEMORY_PER_BYTE * max(1, FileSystem(spark).size(dataset))
     return max(1, min(n_methods, int(METHODS_MEMORY_SHARE * memory_available() // need)))
@@ -549,13 +566,16 @@ def _run_methods(
         return {m: _run_method(pipe, m, agg, test_data, train_data) for m in methods}
     log.info("methods %s: %d side by side", ", ".join(methods), at_once)
     stack = phase_stack()
+    rows: dict[str, list[dict[str, Any]]] = {}
 
     def run(method: str) -> dict[str, Any]:
-        with inherited(stack):
+        with inherited(stack), pipe.own_rows() as rows[method]:
             return _run_method(pipe, method, agg, test_data, train_data)
 
     with ThreadPoolExecutor(at_once, thread_name_prefix="eagle-spark-method") as pool:
         futures = {m: pool.submit(run, m) for m in methods}
+    for method in methods:  # the report lists each method's stages together
+        pipe.rows.extend(rows.get(method, []))
     failed = [(m, f.exception()) for m, f in futures.items() if f.exception() is not None]
     for method, err in failed[1:]:
         log.error("method %s failed too: %s: %s", method, type(err).__name__, err)

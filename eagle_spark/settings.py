@@ -1143,7 +1143,8 @@ class PipelineSettings(Section):
     methods_at_once: int = setting(
         0,
         "how many methods' stages run side by side (each method's own stages in order); 0: as "
-        "many as the machine's memory allows for the data (local mode; one elsewhere).",
+        "many as the machine's memory allows for the data (a classic session in local mode; one "
+        "elsewhere).",
         more=(
             "The methods are independent after aggregate, and a small stage leaves cores idle "
             "between its Spark jobs, which another method's jobs then use; each method running "

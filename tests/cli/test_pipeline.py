@@ -97,7 +97,15 @@ def test_report_and_logs_cover_every_stage(compare_run):
     run, _ = compare_run
     report = json.loads((run / "report.json").read_text())
     names = [r["stage"] for r in report["stages"]]
-    assert names[:3] == ["ingest_train", "ingest_test", "aggregate"]
+    # the methods ran side by side; the report lists each one's stages together, in order
+    assert names == [
+        "ingest_train",
+        "ingest_test",
+        "aggregate",
+        *("assign_baseline", "train_baseline", "predict_baseline", "evaluate_baseline"),
+        *("embed_eagle0", "assign_eagle0", "train_eagle0", "predict_eagle0", "evaluate_eagle0"),
+        *("embed_eagle", "assign_eagle", "train_eagle", "predict_eagle", "evaluate_eagle"),
+    ]
     for method in ("baseline", "eagle0", "eagle"):
         for step in ("assign", "train", "predict", "evaluate"):
             assert f"{step}_{method}" in names

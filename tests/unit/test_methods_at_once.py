@@ -47,14 +47,19 @@ def test_methods_at_once_setting_and_memory_rule(
     assert methods_at_once(spark, setting, str(tmp_path / "agg"), n_methods) == expected
 
 
-def test_methods_at_once_is_one_off_local_mode(spark, tmp_path, monkeypatch):
-    """A cluster's executors' memory is not the driver's: the rule runs one method at a time."""
+@pytest.mark.parametrize("where", ["cluster", "connect"])
+def test_methods_at_once_is_one_off_a_classic_local_session(spark, tmp_path, monkeypatch, where):
+    """A cluster's executors and a Connect server may be on other machines, whose memory this
+    process does not see: the rule runs one method at a time there; the setting still caps."""
     import eagle_spark.classic as classic
     import eagle_spark.classifiers.tree.training as training
     from eagle_spark.pipeline import methods_at_once
 
     monkeypatch.setattr(training, "memory_available", lambda: 10**15)
-    monkeypatch.setattr(classic, "is_local", lambda _: False)
+    if where == "cluster":
+        monkeypatch.setattr(classic, "is_local", lambda _: False)
+    else:
+        monkeypatch.setattr(classic, "is_connect", lambda _: True)
     (tmp_path / "agg").mkdir()
     assert methods_at_once(spark, 0, str(tmp_path / "agg"), 3) == 1
     assert methods_at_once(spark, 3, str(tmp_path / "agg"), 3) == 3
