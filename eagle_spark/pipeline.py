@@ -532,9 +532,9 @@ def methods_at_once(spark: SparkSession, setting: int, dataset: str, n_methods: 
     local mode as many as fit in :data:`METHODS_MEMORY_SHARE` of the machine's available memory
     at :data:`CHAIN_MEMORY_PER_BYTE` bytes per byte of `dataset`'s files (the aggregated data);
     elsewhere one (a cluster's executors, or a Spark Connect server, may be on other machines,
-    whose memory this process does not see). On this 2-core
-    machine the embedded Delicious data (1.3 MB) runs all three ``--compare`` methods at once and
-    synthetic Wiki-325K 1.0 (~0.8 GB) one after another.
+    whose memory this process does not see). On a machine with ~20 GB available the embedded
+    Delicious data (1.3 MB) runs all three ``--compare`` methods at once and synthetic Wiki-325K
+    1.0 (~0.8 GB) one after another.
 
     Raises:
         FileNotFoundError: `dataset` does not exist (setting 0 only).

@@ -37,8 +37,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("eagle_spark.progress")
 
 _stacks: dict[int, tuple[str, ...]] = {}
-"""The phases of every thread inside one, outermost first, by thread ident (insertion order: the
-order the threads entered their first phase)."""
+"""The phases of every thread inside one, outermost first, by thread ident (in the order the
+threads entered the outermost phase they are in)."""
 _stacks_lock = threading.Lock()
 
 
@@ -78,7 +78,7 @@ def current_phase() -> str:
 
 def active_phases() -> str:
     """The label of work seen from outside any thread (a progress line): the innermost phase of
-    every thread at work, joined by ``+`` in the order the threads started; a thread whose phases
+    every thread at work, joined by ``+`` in the order of :data:`_stacks`; a thread whose phases
     another thread's begin with (it waits for that thread) is left out. "" when none."""
     with _stacks_lock:
         stacks = list(_stacks.values())
