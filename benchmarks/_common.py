@@ -16,17 +16,15 @@ from typing import Any, Callable, Sequence
 
 import psutil
 
+from eagle_spark.io.fs import FileSystem
 from eagle_spark.monitor import PeakRSS  # also re-exported for the scripts
 
 REPORTS = pathlib.Path(__file__).resolve().parent / "reports"
 
 
 def folder_bytes(path: str | os.PathLike) -> int:
-    """Total size in bytes of the files under `path`."""
-    p = pathlib.Path(path)
-    if p.is_file():
-        return p.stat().st_size
-    return sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
+    """Total size in bytes of the files under `path` (:meth:`eagle_spark.io.fs.FileSystem.size`)."""
+    return FileSystem().size(os.fspath(path))
 
 
 def run_capped(
