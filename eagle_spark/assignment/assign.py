@@ -344,7 +344,7 @@ def y_filter(X: DataFrame, assignments: DataFrame) -> DataFrame:
     """
     if S.WEIGHT not in assignments.columns:
         labels = assignments.groupBy(S.SAMPLE_ID).agg(
-            F.array_sort(F.collect_set(S.LABEL_ID)).alias(S.LABEL_IDS)
+            F.sort_array(F.collect_set(S.LABEL_ID)).alias(S.LABEL_IDS)
         )
         return (
             X.select(S.SAMPLE_ID)
@@ -355,20 +355,22 @@ def y_filter(X: DataFrame, assignments: DataFrame) -> DataFrame:
             )
         )
     pairs = weighted_pairs(assignments)
+    # the pairs are distinct, so sorting the (label_id, weight) structs sorts by label id;
+    # sort_array and the struct-field arrays `_lw.<field>` need no lambda (array_sort's comparator
+    # and transform's lambda are evaluated element by element, a large share of the JVM's CPU in
+    # the main job)
     rows = pairs.groupBy(S.SAMPLE_ID).agg(
-        F.array_sort(F.collect_list(F.struct(S.LABEL_ID, S.WEIGHT))).alias("_lw")
+        F.sort_array(F.collect_list(F.struct(S.LABEL_ID, S.WEIGHT))).alias("_lw")
     )
     return (
         X.select(S.SAMPLE_ID)
         .join(rows, S.SAMPLE_ID, "left")
         .select(
             S.SAMPLE_ID,
-            F.coalesce(
-                F.transform("_lw", lambda e: e[S.LABEL_ID]), F.array().cast("array<int>")
-            ).alias(S.LABEL_IDS),
-            F.coalesce(
-                F.transform("_lw", lambda e: e[S.WEIGHT]), F.array().cast("array<float>")
-            ).alias(S.LABEL_WEIGHTS),
+            F.coalesce(F.col(f"_lw.{S.LABEL_ID}"), F.array().cast("array<int>")).alias(S.LABEL_IDS),
+            F.coalesce(F.col(f"_lw.{S.WEIGHT}"), F.array().cast("array<float>")).alias(
+                S.LABEL_WEIGHTS
+            ),
         )
     )
 

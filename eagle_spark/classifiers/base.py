@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import scipy.sparse as sp
-from pyspark.sql import SparkSession
+from pyspark.sql import Column, SparkSession
 
 from eagle_spark import __version__
 from eagle_spark import schemas as S
@@ -172,6 +172,31 @@ def y_matrix(
     return Y
 
 
+def outside_unit_weights(weights: Column) -> Column:
+    """A boolean Column: whether an array of weights holds a null, a NaN or a value outside (0, 1].
+
+    False for an empty array and for a null one (the callers check a null array apart). Built from
+    ``sort_array``, ``array_min`` and ``array_max``, which Spark runs compiled: a lambda
+    (``F.exists``) is evaluated element by element, and in Spark 4 each element's read of it looks
+    up the session's SQL settings, a large share of the JVM's CPU over a training set's weights.
+    Spark orders NaN above every number (so a NaN is the array's maximum, > 1) and sorts nulls
+    first (so a null is the sorted array's first element).
+
+    Args:
+        weights: an ``array<float>`` or ``array<double>`` Column.
+    Returns:
+        A boolean Column, never null. Source: this project (the weighted assignment's check).
+    """
+    from pyspark.sql import functions as F
+
+    outside = (F.size(weights) > 0) & (
+        F.try_element_at(F.sort_array(weights), F.lit(1)).isNull()
+        | (F.array_min(weights) <= 0)
+        | (F.array_max(weights) > 1)
+    )
+    return F.coalesce(outside, F.lit(False))  # size(null) is null under ANSI, -1 without
+
+
 def label_weights_in(spark: SparkSession, dataset: str) -> bool:
     """Whether the training set's Y carries ``label_weights`` (weighted assignment), after checking
     them on the driver before any training task: one weight per label id, each finite and in
@@ -186,12 +211,11 @@ def label_weights_in(spark: SparkSession, dataset: str) -> bool:
         return False
     from pyspark.sql import functions as F
 
-    bad_weight = F.exists(S.LABEL_WEIGHTS, lambda w: w.isNull() | F.isnan(w) | (w <= 0) | (w > 1))
     bad = (
         Y.where(
             F.col(S.LABEL_WEIGHTS).isNull()
             | (F.size(S.LABEL_WEIGHTS) != F.size(S.LABEL_IDS))
-            | bad_weight
+            | outside_unit_weights(F.col(S.LABEL_WEIGHTS))
         )
         .agg(F.min(S.SAMPLE_ID))
         .first()[0]

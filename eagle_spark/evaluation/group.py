@@ -61,8 +61,8 @@ def group_predictions(
     top = scored.withColumn("_rank", rank).where(F.col("_rank") <= k)
     return (
         top.groupBy(S.GROUP_ID)
-        .agg(F.array_sort(F.collect_list(F.struct("_rank", S.LABEL_ID))).alias("_r"))
-        .select(S.GROUP_ID, F.transform("_r", lambda e: e[S.LABEL_ID]).alias(S.LABEL_IDS))
+        .agg(F.sort_array(F.collect_list(F.struct("_rank", S.LABEL_ID))).alias("_r"))
+        .select(S.GROUP_ID, F.col(f"_r.{S.LABEL_ID}").alias(S.LABEL_IDS))
     )
 
 
@@ -94,7 +94,7 @@ def group_metrics(
     Source: this project (choosing a method from group labels alone), beyond the paper.
     """
     pred = group_predictions(predictions, Y1, k, combine)
-    true = Y2.groupBy(S.GROUP_ID).agg(F.array_sort(F.collect_set(S.LABEL_ID)).alias("_true"))
+    true = Y2.groupBy(S.GROUP_ID).agg(F.sort_array(F.collect_set(S.LABEL_ID)).alias("_true"))
     rows = true.join(pred.select(S.GROUP_ID, F.col(S.LABEL_IDS).alias("_pred")), S.GROUP_ID, "left")
     return evaluate_pairs(rows, "_true", "_pred", k, inv_ps)
 

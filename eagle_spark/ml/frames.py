@@ -421,12 +421,14 @@ def _weighted_labels(rows: DataFrame, labels: str, weights: str, where: str) -> 
         ValueError: a row whose weights are not one per label, a weight outside (0, 1] (or NaN), or
             a label repeated within a row (its weight would be ambiguous), naming the columns.
     """
+    from eagle_spark.classifiers.base import outside_unit_weights
+
     lab = _label_ids(labels)
     wts = F.coalesce(F.col(weights), F.array()).cast(T.ArrayType(T.DoubleType()))
     bad = (
         rows.where(
             (F.size(lab) != F.size(wts))
-            | F.exists(wts, lambda w: w.isNull() | F.isnan(w) | (w <= 0) | (w > 1))
+            | outside_unit_weights(wts)
             | (F.size(F.array_distinct(lab)) != F.size(lab))
         )
         .select(labels, weights)
@@ -437,13 +439,13 @@ def _weighted_labels(rows: DataFrame, labels: str, weights: str, where: str) -> 
             f"{where}: columns {labels!r} / {weights!r} (labelWeightsCol) must hold one weight in "
             f"(0, 1] per distinct label; a row has {list(bad[0] or [])} / {list(bad[1] or [])}"
         )
-    pairs = F.array_sort(F.transform(lab, lambda k, i: F.struct(k.alias("k"), wts[i].alias("w"))))
+    # (label, weight) structs sorted by label (distinct within a row), without a lambda
+    # (outside_unit_weights says why)
+    pairs = F.sort_array(F.arrays_zip(lab.alias("k"), wts.alias("w")))
     return rows.select(F.col(KEY).alias(S.SAMPLE_ID), pairs.alias("_kw")).select(
         S.SAMPLE_ID,
-        F.transform("_kw", lambda e: e["k"]).alias(S.LABEL_IDS),
-        F.transform("_kw", lambda e: e["w"])
-        .cast(T.ArrayType(T.FloatType()))
-        .alias(S.LABEL_WEIGHTS),
+        F.col("_kw.k").alias(S.LABEL_IDS),
+        F.col("_kw.w").cast(T.ArrayType(T.FloatType())).alias(S.LABEL_WEIGHTS),
     )
 
 

@@ -505,6 +505,31 @@ def test_bad_label_weights_are_refused_by_name(spark, soft, tmp_path):
     assert not (tmp_path / "m").exists()
 
 
+@pytest.mark.parametrize("element", ["float", "double"])
+def test_outside_unit_weights_by_hand(spark, element):
+    """The weight check without a lambda flags exactly the arrays a per-element check flags: a
+    null, a NaN, an infinity or a value outside (0, 1]; an empty or a null array is not flagged
+    (the callers check a null array apart)."""
+    from pyspark.sql import functions as F
+
+    from eagle_spark.classifiers.base import outside_unit_weights
+
+    nan, inf = float("nan"), float("inf")
+    cases = [
+        [0.5, 1.0], [], [0.0], [-0.25], [1.5], [nan], [0.5, None], [inf], [-inf, 0.5], None,
+        [1.0], [1e-6], [None], [0.3, 0.2, 1.00000001],
+    ]  # fmt: skip
+    expected = [
+        False, False, True, True, True, True, True, True, True, False,
+        False, False, True, element == "double",
+    ]  # fmt: skip  # 1.00000001 rounds to 1.0 in float32
+    frame = spark.createDataFrame(list(enumerate(cases)), f"id int, w array<{element}>").select(
+        "id", outside_unit_weights(F.col("w")).alias("bad")
+    )
+    got = {r.id: r.bad for r in frame.collect()}
+    assert [got[i] for i in range(len(cases))] == expected
+
+
 # --- the Python API -------------------------------------------------------------------------------
 
 
