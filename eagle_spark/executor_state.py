@@ -78,20 +78,29 @@ def _folder(kind: str, key: tuple) -> str:
     return os.path.join(state_root(), f"{kind}-{digest}")
 
 
-def _write(folder: str, arrays: Built) -> None:
+def _write(folder: str, arrays: Built) -> int:
+    """Write the arrays into `folder` (whole or not at all); returns their bytes."""
     tmp = f"{folder}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(tmp)
+    written = 0
     try:
         for name, value in arrays.items() if isinstance(arrays, Mapping) else arrays:
-            np.save(
-                os.path.join(tmp, f"{name}.npy"), np.ascontiguousarray(value), allow_pickle=False
-            )
+            value = np.ascontiguousarray(value)
+            np.save(os.path.join(tmp, f"{name}.npy"), value, allow_pickle=False)
+            written += value.nbytes
             del value  # no reference kept here while a generator makes its next array
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)  # a failed build leaves nothing behind
         raise
     os.rename(tmp, folder)  # complete files only: the folder appears whole
+    return written
+
+
+RELEASE_HEAP_BYTES = 64 << 20
+"""A built state at least this large is followed by :func:`_release_heap`; below it, the freed
+buffers are too few to matter and the full garbage collection (tens of ms in a worker that has
+imported scikit-learn) is skipped."""
 
 
 def _release_heap() -> None:
@@ -148,8 +157,8 @@ def shared_arrays(kind: str, key: tuple, build: Callable[[], Built]) -> dict[str
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)  # other workers wait here for the builder
                 if not os.path.isdir(folder):
-                    _write(folder, build())
-                    _release_heap()
+                    if _write(folder, build()) >= RELEASE_HEAP_BYTES:
+                        _release_heap()
             finally:
                 os.close(fd)
         arrays = _open(folder)

@@ -40,6 +40,9 @@ try:  # scikit-learn's liblinear wrapper, which LinearSVC.fit / LogisticRegressi
 except (ImportError, ValueError, TypeError):  # the public estimators then (direct_solver_ok)
     _train_wrap = None
 
+_DIRECT_DTYPES = (np.float64, np.float32)
+"""Value types of X the direct call takes (float32 converted per fit, as the estimators do)."""
+
 _BOTH_CLASSES = np.ones(2)  # class weights of None: 1 for both classes (compute_class_weight)
 
 
@@ -65,8 +68,9 @@ def train_binary(
     """Train one binary classifier.
 
     Args:
-        X: (n, d) CSR float64 features (rows normalised by the caller if wanted; finite, which
-            ingest and synth check).
+        X: (n, d) CSR float64 or float32 features (rows normalised by the caller if wanted;
+            finite, which ingest and synth check); float32 is converted to a float64 copy per fit,
+            as scikit-learn's estimators convert it.
         y: (n,) bool, True for positives.
         loss: ``squared_hinge`` or ``logistic``.
         C: cost of the loss (inverse regularisation).
@@ -102,7 +106,9 @@ def train_binary(
     n_pos = int(y.sum())
     if n_pos == 0 or n_pos == len(y):
         return np.zeros(0, np.int32), np.zeros(0, np.float32), 1.0 if n_pos else -1.0
-    if direct and X.indices.dtype == np.int32 and X.dtype == np.float64 and direct_solver_ok():
+    if direct and X.indices.dtype == np.int32 and X.dtype in _DIRECT_DTYPES and direct_solver_ok():
+        # float32 rows become float64 (exactly) here, as the estimators' input check makes them
+        X = X if X.dtype == np.float64 else X.astype(np.float64)
         coef, bias = _direct_fit(X, y, loss, C, max_iter, tol, seed, sample_weight)
     else:
         coef, bias = _public_fit(X, y, loss, C, max_iter, tol, seed, sample_weight)

@@ -120,6 +120,20 @@ def test_a_generator_build_is_written_part_by_part(tmp_path, monkeypatch):
     assert [a[f"w{t}"].tolist() for t in range(3)] == [[0.0] * 4, [1.0] * 4, [2.0] * 4]
 
 
+def test_only_a_large_build_releases_the_heap(tmp_path, monkeypatch):
+    """The builder collects garbage and returns pyarrow's freed buffers only after a state of at
+    least RELEASE_HEAP_BYTES (counted over every array, a generator's parts included)."""
+    monkeypatch.setenv("EAGLE_SPARK_STATE_DIR", str(tmp_path))
+    monkeypatch.setattr(ES, "RELEASE_HEAP_BYTES", 100)
+    ES.forget()
+    released = []
+    monkeypatch.setattr(ES, "_release_heap", lambda: released.append(True))
+    ES.shared_arrays("demo", ("small",), lambda: {"a": np.zeros(6), "b": np.zeros(6)})  # 96 bytes
+    assert released == []
+    ES.shared_arrays("demo", ("large",), lambda: iter([("a", np.zeros(6)), ("b", np.zeros(7))]))
+    assert released == [True]  # 104 bytes
+
+
 def test_training_data_equals_a_direct_read(spark, delicious, tmp_path, monkeypatch):
     """load_xy's mapped X and Y against an independent pyarrow + scipy reading of the tables."""
     import pyarrow.parquet as pq

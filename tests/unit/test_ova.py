@@ -260,20 +260,28 @@ def test_constant_classifier_for_labels_without_positives():
 
 @pytest.mark.parametrize("loss", ["squared_hinge", "logistic"])
 @pytest.mark.parametrize("seed", [0, 5])
-def test_direct_solver_call_equals_the_estimators(loss, seed):
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_direct_solver_call_equals_the_estimators(loss, seed, dtype, monkeypatch):
     """train_binary's direct liblinear call (scikit-learn's private train_wrap) gives the weights
-    LinearSVC / LogisticRegression give, bit for bit, and the fence lets it be used."""
+    LinearSVC / LogisticRegression give, bit for bit, and the fence lets it be used; float32 rows
+    (the one-vs-all's) take the direct call too, as float64."""
     import scipy.sparse as sp
 
     from eagle_spark.classifiers import linear
 
     rng = np.random.default_rng(3)
     X = sp.random(400, 60, density=0.1, format="csr", random_state=3, dtype=np.float64)
+    X = X.astype(dtype)
     y = rng.random(400) < 0.2
     assert linear.direct_solver_ok()  # the scikit-learn this project installs passes the check
+    solved, real = [], linear._direct_fit
+    monkeypatch.setattr(
+        linear, "_direct_fit", lambda X, *args: solved.append(X.dtype) or real(X, *args)
+    )
     direct = train_binary(X, y, loss=loss, threshold=0.0, seed=seed)
+    assert solved == [np.float64]
     public = train_binary(X, y, loss=loss, threshold=0.0, seed=seed, direct=False)
-    assert len(direct[0]) > 0
+    assert len(direct[0]) > 0 and solved == [np.float64]
     np.testing.assert_array_equal(direct[0], public[0])
     np.testing.assert_array_equal(direct[1], public[1])
     assert direct[2] == public[2]
