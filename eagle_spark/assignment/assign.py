@@ -355,10 +355,9 @@ def y_filter(X: DataFrame, assignments: DataFrame) -> DataFrame:
             )
         )
     pairs = weighted_pairs(assignments)
-    # the pairs are distinct, so sorting the (label_id, weight) structs sorts by label id;
-    # sort_array and the struct-field arrays `_lw.<field>` need no lambda (array_sort's comparator
-    # and transform's lambda are evaluated element by element, a large share of the JVM's CPU in
-    # the main job)
+    # the pairs are distinct, so sorting the (label_id, weight) structs sorts by label id; sort_array
+    # and the struct-field arrays `_lw.<field>` need no lambda (classifiers.base.outside_unit_weights
+    # says why)
     rows = pairs.groupBy(S.SAMPLE_ID).agg(
         F.sort_array(F.collect_list(F.struct(S.LABEL_ID, S.WEIGHT))).alias("_lw")
     )
