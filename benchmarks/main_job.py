@@ -5,6 +5,7 @@ each stage's wall time from the run's own report, several runs, medians.
     python benchmarks/main_job.py                 # 3 runs -> benchmarks/reports/main_job.json
     python benchmarks/main_job.py --runs 1 --report main_job_once
     python benchmarks/main_job.py --set pipeline.methods_at_once=1 --report main_job_one_method_at_a_time
+    python benchmarks/main_job.py --set spark.class_archive=none --report main_job_no_class_archive
 
 Every run starts from an empty run folder (nothing is skipped by the pipeline's resume), in a
 process of its own (the JVM's start is part of what a user waits for). The report has per run the

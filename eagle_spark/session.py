@@ -7,6 +7,9 @@ Works in three situations:
 * under ``spark-submit``: the session spark-submit configured (master, memory) is kept, and only
   the SQL/Arrow settings below are applied on top.
 
+A driver JVM this module starts maps Spark's classes from the install's class archive
+(:mod:`eagle_spark.jvm_archive`, setting ``class_archive``) once one is made.
+
 Python workers are pinned to this interpreter (``PYSPARK_PYTHON``), otherwise they start whatever
 ``python3`` is first on PATH and fail to import pyarrow.
 """
@@ -21,6 +24,7 @@ import warnings
 from pyspark.sql import SparkSession
 
 from eagle_spark.classic import master, set_log_level
+from eagle_spark.jvm_archive import driver_options
 from eagle_spark.logs import under_spark_submit
 from eagle_spark.settings import SparkSettings
 
@@ -90,7 +94,13 @@ def build_spark(params: SparkSettings) -> SparkSession:
     submitted = under_spark_submit()
     if not submitted:
         builder = builder.master(params.master)
-    for key, value in spark_conf(params).items():
+    conf = spark_conf(params)
+    if not submitted:  # a JVM this process starts: Spark's classes from the archive
+        given = conf.get("spark.driver.extraJavaOptions", "")
+        archive = driver_options(params.class_archive, given)
+        if archive:
+            conf["spark.driver.extraJavaOptions"] = " ".join([given, *archive]).strip()
+    for key, value in conf.items():
         if submitted and key in ("spark.driver.memory", "spark.executor.memory", "spark.app.name"):
             continue  # spark-submit decided these before this process started
         builder = builder.config(key, value)

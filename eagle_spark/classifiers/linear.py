@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import logging
 import warnings
-from typing import Optional
+from typing import Any, Callable, NamedTuple, Optional
 
 import numpy as np
 import scipy.sparse as sp
@@ -27,18 +27,35 @@ SCIKIT_LEARN_TESTED = ("1.4", "1.5", "1.6", "1.7", "1.8", "1.9")
 """The scikit-learn minor versions the direct liblinear call was tested with (pyproject.toml pins
 the same range); on any version :func:`direct_solver_ok` checks the call before it is used."""
 
-try:  # scikit-learn's liblinear wrapper, which LinearSVC.fit / LogisticRegression.fit reach once
-    # they have validated their input (private: fenced by direct_solver_ok)
-    from sklearn.svm._base import _get_liblinear_solver_type
-    from sklearn.svm._liblinear import set_verbosity_wrap as _set_verbosity
-    from sklearn.svm._liblinear import train_wrap as _train_wrap
 
-    _SOLVER = {
-        "squared_hinge": _get_liblinear_solver_type("ovr", "l2", "squared_hinge", True),
-        "logistic": _get_liblinear_solver_type("ovr", "l2", "logistic_regression", False),
-    }
-except (ImportError, ValueError, TypeError):  # the public estimators then (direct_solver_ok)
-    _train_wrap = None
+class Liblinear(NamedTuple):
+    """scikit-learn's liblinear wrapper, which ``LinearSVC.fit`` / ``LogisticRegression.fit``
+    reach once they have validated their input (private: fenced by :func:`direct_solver_ok`)."""
+
+    train: Callable[..., Any]
+    """``sklearn.svm._liblinear.train_wrap``"""
+    verbosity: Callable[[int], None]
+    """``sklearn.svm._liblinear.set_verbosity_wrap``"""
+    solver: dict[str, int]
+    """liblinear's solver type by loss"""
+
+
+@functools.lru_cache(maxsize=1)
+def _liblinear() -> Optional[Liblinear]:
+    """The wrapper, imported at the first fit (a driver that trains nothing does not import
+    scikit-learn: ~1.2 s of a command's start); None when this scikit-learn has none."""
+    try:
+        from sklearn.svm._base import _get_liblinear_solver_type
+        from sklearn.svm._liblinear import set_verbosity_wrap, train_wrap
+
+        solver = {
+            "squared_hinge": _get_liblinear_solver_type("ovr", "l2", "squared_hinge", True),
+            "logistic": _get_liblinear_solver_type("ovr", "l2", "logistic_regression", False),
+        }
+    except (ImportError, ValueError, TypeError):  # the public estimators then (direct_solver_ok)
+        return None
+    return Liblinear(train_wrap, set_verbosity_wrap, solver)
+
 
 _DIRECT_DTYPES = (np.float64, np.float32)
 """Value types of X the direct call takes (float32 converted per fit, as the estimators do)."""
@@ -128,12 +145,15 @@ def _direct_fit(
     """liblinear through scikit-learn's wrapper with the arguments its estimators prepare: bias
     = intercept_scaling 1, class weights 1, epsilon 0.1 (unused by classifiers), the srand seed
     ``random_state=seed`` gives. Returns (coef (d,), bias)."""
-    _set_verbosity(0)  # liblinear's progress lines off (a process-wide flag others may set)
-    raw, _ = _train_wrap(
+    lib = _liblinear()
+    if lib is None:
+        raise RuntimeError("scikit-learn has no liblinear wrapper: use _public_fit")
+    lib.verbosity(0)  # liblinear's progress lines off (a process-wide flag others may set)
+    raw, _ = lib.train(
         X,
         y.astype(np.float64),
         True,
-        _SOLVER[loss],
+        lib.solver[loss],
         tol,
         1.0,
         C,
@@ -191,7 +211,7 @@ def direct_solver_ok() -> bool:
     """
     import sklearn
 
-    if _train_wrap is None:
+    if _liblinear() is None:
         why = "scikit-learn has no sklearn.svm._liblinear.train_wrap"
     else:
         rng = np.random.default_rng(7)

@@ -319,7 +319,10 @@ def test_direct_solver_fence_falls_back_loudly(wrap, why, monkeypatch, caplog):
 
     from eagle_spark.classifiers import linear
 
-    monkeypatch.setattr(linear, "_train_wrap", wrap)
+    real = linear._liblinear()
+    monkeypatch.setattr(
+        linear, "_liblinear", lambda: None if wrap is None else real._replace(train=wrap)
+    )
     linear.direct_solver_ok.cache_clear()
     try:
         rng = np.random.default_rng(4)
