@@ -165,6 +165,15 @@ def design() -> list[str]:
             "main_job_one_method_at_a_time",
         )
     )
+    cold = report("main_job_no_class_archive")
+    rows.append(
+        (
+            "main job without the driver's class archive (`spark.class_archive=none`) / with it",
+            f"{cold['median_wall_s']:.0f} s / {main['median_wall_s']:.0f} s; same table: "
+            f"{cold['comparison'] == main['comparison']}",
+            "main_job_no_class_archive",
+        )
+    )
     connect = report("connect_main_job")
     on = _row(connect["rows"], session="connect")
     rows.append(
