@@ -194,17 +194,24 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _held(lock: pathlib.Path) -> bool:
+    """Whether `lock` exists and names a running process."""
+    try:
+        holder = int(lock.read_text().strip() or 0)
+    except FileNotFoundError:
+        return False
+    except (OSError, ValueError):
+        holder = 0
+    return bool(holder) and _alive(holder)
+
+
 def _take_lock(lock: pathlib.Path) -> bool:
     """Create `lock` naming this process; a lock whose process has ended is taken over."""
     for _ in range(2):
         try:
             fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
         except FileExistsError:
-            try:
-                holder = int(lock.read_text().strip() or 0)
-            except (OSError, ValueError):
-                holder = 0
-            if holder and _alive(holder):
+            if _held(lock):
                 return False
             lock.unlink(missing_ok=True)  # its maker ended without removing it
             continue
@@ -224,7 +231,7 @@ def start_maker(folder: pathlib.Path, key: str) -> None:
             names["failed"],
         )
         return
-    if names["lock"].exists():
+    if _held(names["lock"]):  # a maker runs (a stale lock is taken over by the next one)
         return
     try:
         folder.mkdir(parents=True, exist_ok=True)

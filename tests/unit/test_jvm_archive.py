@@ -174,6 +174,8 @@ def test_start_maker_respects_a_failure_and_a_running_maker(install, tmp_path, m
     folder = tmp_path / "cache"
     folder.mkdir()
     key = ja.archive_key(java, home)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
     spawned = []
     monkeypatch.setattr(ja.subprocess, "Popen", lambda *a, **k: spawned.append(a[0]))
     (folder / f"spark-{key[:16]}.failed").write_text("earlier")
@@ -182,7 +184,7 @@ def test_start_maker_respects_a_failure_and_a_running_maker(install, tmp_path, m
     (folder / f"spark-{key[:16]}.making").write_text(str(os.getpid()))
     ja.start_maker(folder, key)
     assert spawned == []
-    (folder / f"spark-{key[:16]}.making").unlink()
+    (folder / f"spark-{key[:16]}.making").write_text(str(dead.pid))  # its maker ended
     ja.start_maker(folder, key)
     assert spawned == [[sys.executable, "-m", "eagle_spark.jvm_archive", str(folder)]]
 
