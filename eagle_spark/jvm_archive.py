@@ -268,6 +268,7 @@ def make_archive(folder: pathlib.Path) -> Optional[pathlib.Path]:
     if usable_archive(folder, key) is not None or not _take_lock(names["lock"]):
         return None
     tmp = names["archive"].with_name(f"{names['archive'].name}.tmp-{os.getpid()}")
+    record_tmp = names["record"].with_name(f"{names['record'].name}.tmp-{os.getpid()}")
     script = folder / f"workload-{os.getpid()}.py"
     try:
         script.write_text(WORKLOAD)
@@ -311,7 +312,6 @@ def make_archive(folder: pathlib.Path) -> Optional[pathlib.Path]:
             "seconds": round(time.monotonic() - t0, 1),
         }
         os.replace(tmp, names["archive"])
-        record_tmp = names["record"].with_name(f"{names['record'].name}.tmp-{os.getpid()}")
         record_tmp.write_text(json.dumps(record, indent=1))
         os.replace(record_tmp, names["record"])
         for old in folder.glob("spark-*.jsa"):  # archives of earlier installs
@@ -320,8 +320,8 @@ def make_archive(folder: pathlib.Path) -> Optional[pathlib.Path]:
                 old.with_suffix(".json").unlink(missing_ok=True)
         return names["archive"]
     finally:
-        tmp.unlink(missing_ok=True)
-        script.unlink(missing_ok=True)
+        for leftover in (tmp, record_tmp, script):  # none is left after a commit or a failure
+            leftover.unlink(missing_ok=True)
         names["lock"].unlink(missing_ok=True)
 
 
