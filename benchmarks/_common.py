@@ -215,6 +215,40 @@ def jobs_by_description(
     return found
 
 
+STEP_SEPARATOR = " / "
+"""As ``eagle_spark.progress.STEP_SEPARATOR``: a job description ``<stage> / <step>[ / ...]``
+is a step of a stage (``eagle_spark.progress.job_step``)."""
+
+_FIGURES = ("spark jobs", "spark stages", "job s", "task s")
+
+
+def stage_jobs(jobs: dict[str, dict[str, Any]], stage: str) -> dict[str, Any]:
+    """The figures of :func:`jobs_by_description` (`jobs`) for pipeline stage `stage`: its own
+    description's and every step's inside it (``<stage> / ...``) summed."""
+    rows = [v for k, v in jobs.items() if k == stage or k.startswith(stage + STEP_SEPARATOR)]
+    return {key: round(sum(r[key] for r in rows), 2) for key in _FIGURES}
+
+
+def stage_steps(jobs: dict[str, dict[str, Any]], stage: str) -> dict[str, dict[str, Any]]:
+    """The figures of :func:`jobs_by_description` (`jobs`) for each step of `stage` at every
+    depth, by step path (``select baseline: proxy training``, ``select soft-0.3+r1: assign /
+    round 1: one-vs-all scorer``); a step's figures include those of the steps inside it, and
+    ``(stage itself)`` holds the jobs outside every step. Empty when the stage has no steps."""
+    prefix = stage + STEP_SEPARATOR
+    own = jobs.get(stage)
+    inside = {k[len(prefix) :]: v for k, v in jobs.items() if k.startswith(prefix)}
+    if not inside:
+        return {}
+    paths = set()
+    for key in inside:
+        parts = key.split(STEP_SEPARATOR)
+        paths.update(STEP_SEPARATOR.join(parts[: i + 1]) for i in range(len(parts)))
+    out = {path: stage_jobs(inside, path) for path in sorted(paths)}
+    if own is not None:
+        out["(stage itself)"] = {key: own[key] for key in _FIGURES}
+    return out
+
+
 def stage_times(
     folder: str | os.PathLike, app_id: str, min_seconds: float = 1.0
 ) -> list[dict[str, Any]]:

@@ -174,6 +174,21 @@ def design() -> list[str]:
             "main_job_no_class_archive",
         )
     )
+    steps = report("main_job_steps")
+    choice = _row(steps["rows"], stage="assign_eagle0")
+    top = sorted(
+        (r for r in steps["steps"] if r["stage"] == "assign_eagle0" and " / " not in r["step"]),
+        key=lambda r: -r["task s"],
+    )[:4]
+    rows.append(
+        (
+            "the main job's `assign_eagle0` (`assign.weighting=auto`): wall, core-s, and its "
+            "costliest steps in core-s",
+            f"{choice['median s']:.0f} s, {choice['task s']:.0f} core-s: "
+            + ", ".join(f"{r['step']} {r['task s']:.0f}" for r in top),
+            "main_job_steps",
+        )
+    )
     connect = report("connect_main_job")
     on = _row(connect["rows"], session="connect")
     rows.append(

@@ -6,6 +6,7 @@ each stage's wall time from the run's own report, several runs, medians.
     python benchmarks/main_job.py --runs 1 --report main_job_once
     python benchmarks/main_job.py --set pipeline.methods_at_once=1 --report main_job_one_method_at_a_time
     python benchmarks/main_job.py --set spark.class_archive=none --report main_job_no_class_archive
+    python benchmarks/main_job.py --report main_job_steps     # a report of its own for the steps table
 
 Every run starts from an empty run folder (nothing is skipped by the pipeline's resume), in a
 process of its own (the JVM's start is part of what a user waits for). The report has per run the
@@ -14,7 +15,10 @@ median of its seconds over the runs, and from Spark's event log how many Spark j
 ran, how long the driver waited on them (the rest of a stage's time is driver-side work: Python,
 file commits, manifest reads) and the core-seconds their tasks worked (``task s``; above ``job s``
 when the cores ran tasks side by side; the methods' stages overlap, so the stages' seconds add up to
-more than the whole); and the comparison table (P@1/3/5 per method) of the last run,
+more than the whole); under ``steps``, the same figures for the named steps inside a stage (the
+Spark job descriptions ``eagle_spark.progress.job_step`` sets: ``assign.weighting=auto``'s held-out
+split, each candidate's assignment, refinement rounds, proxy training and scoring, the winner's
+figures); and the comparison table (P@1/3/5 per method) of the last run,
 which every run reproduces (the runs are seeded). Compare timings only within one report: this
 machine's speed varies between days.
 """
@@ -29,7 +33,15 @@ import statistics
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from _common import event_log_overrides, jobs_by_description, main_job, write_report  # noqa: E402
+from _common import (  # noqa: E402
+    event_log_overrides,
+    jobs_by_description,
+    main_job,
+    print_table,
+    stage_jobs,
+    stage_steps,
+    write_report,
+)
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -95,7 +107,25 @@ def main() -> None:
         return next(s["seconds"] for s in run["stages"] if s["stage"] == name)
 
     def median_of(name: str, key: str) -> float:
-        return round(statistics.median(r["jobs"].get(name, {}).get(key, 0) for r in runs), 2)
+        return round(statistics.median(stage_jobs(r["jobs"], name)[key] for r in runs), 2)
+
+    def median_step(name: str, step: str, key: str) -> float:
+        return round(
+            statistics.median(stage_steps(r["jobs"], name).get(step, {}).get(key, 0) for r in runs),
+            2,
+        )
+
+    steps = [
+        {
+            "stage": name,
+            "step": step,
+            "spark jobs": median_step(name, step, "spark jobs"),
+            "job s": median_step(name, step, "job s"),
+            "task s": median_step(name, step, "task s"),
+        }
+        for name in names
+        for step in stage_steps(runs[-1]["jobs"], name)
+    ]
 
     stages = [
         {
@@ -138,6 +168,7 @@ def main() -> None:
             "median_wall_s": rows[0]["median s"],
             "median_pipeline_s": round(statistics.median(r["pipeline_s"] for r in runs), 1),
             "peak_rss_GB": max(r["peak_rss_GB"] for r in runs),
+            "steps": steps,
             "comparison": {
                 m: {
                     "P@1": v["P_percent"][0],
@@ -149,6 +180,8 @@ def main() -> None:
             },
         },
     )
+    print("\nsteps inside the stages (medians; a step's figures include its inner steps'):")
+    print_table(steps)
 
 
 if __name__ == "__main__":

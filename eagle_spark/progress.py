@@ -106,6 +106,30 @@ def phase(spark: Optional[SparkSession], name: str) -> Iterator[None]:
         classic.set_job_description(spark, old_desc)
 
 
+STEP_SEPARATOR = " / "
+"""Between a job description and the name of a :func:`job_step` inside it."""
+
+
+@contextlib.contextmanager
+def job_step(spark: Optional[SparkSession], name: str) -> Iterator[None]:
+    """Name the Spark jobs the calling thread starts inside the block as a step of its current
+    job description: ``<description> / <name>`` (``assign_eagle / select baseline: proxy
+    training``), so Spark's UI and event log tell a stage's parts apart
+    (``benchmarks/main_job.py`` tables them). The phase and the progress lines are unchanged.
+    Steps nest; nothing under Spark Connect, which has no job descriptions.
+
+    Args:
+        spark: the session, or None (nothing is named).
+        name: the step, e.g. ``select baseline: proxy training``.
+    """
+    old = classic.job_description(spark)
+    classic.set_job_description(spark, f"{old}{STEP_SEPARATOR}{name}" if old else name)
+    try:
+        yield
+    finally:
+        classic.set_job_description(spark, old)
+
+
 def step(message: str, *args: Any) -> None:
     """Report one step of the calling thread's phase at INFO (``<phase>: <message>``)."""
     if log.isEnabledFor(logging.INFO):
@@ -301,11 +325,13 @@ class SparkProgress:
 
 
 __all__ = [
+    "STEP_SEPARATOR",
     "SparkProgress",
     "active_phases",
     "bar",
     "current_phase",
     "inherited",
+    "job_step",
     "phase",
     "phase_stack",
     "step",

@@ -67,6 +67,7 @@ from eagle_spark.io.tables import (
     write_manifest,
     write_table,
 )
+from eagle_spark.progress import job_step
 from eagle_spark.settings import AssignSettings
 
 if TYPE_CHECKING:
@@ -557,7 +558,8 @@ def assign(
             winner = read_manifest(spark, chosen, what="assign")
             source, rounds = winner["source"], winner.get("refinement")
             if rounds and diagnostics and chosen_rounds is not None:
-                rounds = round_records(spark, chosen_rounds, len(rounds) - 1, judge)
+                with job_step(spark, "rounds' figures"):
+                    rounds = round_records(spark, chosen_rounds, len(rounds) - 1, judge)
             for table in (S.X, S.Y, S.ASSIGNMENTS):
                 fs.rename(table_path(chosen, table), table_path(tmp, table))
             written = read_table(spark, tmp, S.ASSIGNMENTS)
@@ -584,22 +586,26 @@ def assign(
                     judge,
                     diagnostics,
                 )
-            write_table(
-                assignments.repartition(
-                    int(spark.conf.get("spark.sql.shuffle.partitions")), S.GROUP_ID, S.LABEL_ID
-                ).sortWithinPartitions(S.GROUP_ID, S.LABEL_ID, S.SAMPLE_ID),
-                tmp,
-                S.ASSIGNMENTS,
-            )
-            written = read_table(spark, tmp, S.ASSIGNMENTS)
-            write_filtered(spark, X, dataset, written, tmp)
-            stats = written.agg(
-                F.count(F.lit(1)).alias("rows"), F.countDistinct(S.SAMPLE_ID).alias("samples")
-            ).first()
+            with job_step(spark, "output"):  # (without refinement, the assignment's jobs too)
+                write_table(
+                    assignments.repartition(
+                        int(spark.conf.get("spark.sql.shuffle.partitions")), S.GROUP_ID, S.LABEL_ID
+                    ).sortWithinPartitions(S.GROUP_ID, S.LABEL_ID, S.SAMPLE_ID),
+                    tmp,
+                    S.ASSIGNMENTS,
+                )
+                written = read_table(spark, tmp, S.ASSIGNMENTS)
+                write_filtered(spark, X, dataset, written, tmp)
+                stats = written.agg(
+                    F.count(F.lit(1)).alias("rows"), F.countDistinct(S.SAMPLE_ID).alias("samples")
+                ).first()
             n_assignments, samples_with_labels = int(stats["rows"]), int(stats["samples"])
         quality = None
         if judge is not None and diagnostics:  # the last round's assignments are the ones written
-            quality = judged["last"] if rounds and "last" in judged else judge(pairs_of(written))
+            with job_step(spark, "quality"):
+                quality = (
+                    judged["last"] if rounds and "last" in judged else judge(pairs_of(written))
+                )
         manifest = new_manifest(
             "assign",
             n_samples=int(manifest_in["n_samples"]),

@@ -45,6 +45,7 @@ from eagle_spark.io.tables import (
     write_manifest,
     write_table,
 )
+from eagle_spark.progress import job_step
 from eagle_spark.settings import AssignSettings, OVASettings
 
 log = logging.getLogger(__name__)
@@ -163,36 +164,43 @@ def refine(
     """
     from eagle_spark.assignment.assign import eagle_assignments, write_training_set
 
-    current = _materialise(assignments, posixpath.join(scratch, "assign_0"), spark)
+    with job_step(spark, "round 0"):
+        current = _materialise(assignments, posixpath.join(scratch, "assign_0"), spark)
     step = dataclasses.replace(params, refine_rounds=0)
     for r in range(1, params.refine_rounds + 1):
         assigned = posixpath.join(scratch, f"round_{r - 1}")
-        write_training_set(
-            spark,
-            X,
-            dataset,
-            current,
-            assigned,
-            "refine-round",
-            {"n_samples": n_samples, "n_features": n_features, "n_labels": n_labels},
-        )
-        scorer = classifier_scorer(
-            spark,
-            assigned,
-            dataset,
-            posixpath.join(scratch, f"classifier_{r}"),
-            n_features,
-            n_labels,
-            params.tasks,
-        )
-        current = _materialise(
-            eagle_assignments(spark, dataset, scorer, step, n_features, OVASettings().normalize),
-            posixpath.join(scratch, f"assign_{r}"),
-            spark,
-        )
+        with job_step(spark, f"round {r}: training set"):
+            write_training_set(
+                spark,
+                X,
+                dataset,
+                current,
+                assigned,
+                "refine-round",
+                {"n_samples": n_samples, "n_features": n_features, "n_labels": n_labels},
+            )
+        with job_step(spark, f"round {r}: one-vs-all scorer"):
+            scorer = classifier_scorer(
+                spark,
+                assigned,
+                dataset,
+                posixpath.join(scratch, f"classifier_{r}"),
+                n_features,
+                n_labels,
+                params.tasks,
+            )
+        with job_step(spark, f"round {r}: assignments"):
+            current = _materialise(
+                eagle_assignments(
+                    spark, dataset, scorer, step, n_features, OVASettings().normalize
+                ),
+                posixpath.join(scratch, f"assign_{r}"),
+                spark,
+            )
         log.info("refine: round %d assigned", r)
     if diagnostics:
-        return current, round_records(spark, scratch, params.refine_rounds, quality)
+        with job_step(spark, "rounds' figures"):
+            return current, round_records(spark, scratch, params.refine_rounds, quality)
     return current, [
         {"round": r, "scorer": "classifier" if r else "embedding"}
         for r in range(params.refine_rounds + 1)

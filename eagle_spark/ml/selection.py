@@ -258,6 +258,7 @@ def choose_assignment(model: GRLRModel, dataset: Dataset, scratch: str) -> Selec
     from eagle_spark.evaluation.group import multiset_precision
     from eagle_spark.io.tables import read_parquet, read_table
     from eagle_spark.ml.classifiers import LabelTreeClassifier
+    from eagle_spark.progress import job_step
 
     params = model.settings(AssignSettings)
     spark = dataset.spark
@@ -285,7 +286,7 @@ def choose_assignment(model: GRLRModel, dataset: Dataset, scratch: str) -> Selec
             None,
         )
     work = split_work(dataset, share, params.held_out_seed)
-    with work:
+    with work, job_step(spark, "select: held-out split"):
         fit, held, fit_ids, known = held_out_split(dataset, share, params.held_out_seed, scratch)
     if not held.n_groups or not fit.n_groups:
         raise BadInputError(
@@ -310,29 +311,34 @@ def choose_assignment(model: GRLRModel, dataset: Dataset, scratch: str) -> Selec
             assigned = posixpath.join(scratch, f"assigned-{i}")
             rounds[name] = posixpath.join(scratch, f"rounds-{i}") if chosen.refine_rounds else None
             unrefined = done.get(dataclasses.replace(chosen, refine_rounds=0))
-            assign(
-                spark,
-                dataset.path,
-                assigned,
-                chosen,
-                embeddings=emb if chosen.method == "eagle" else None,
-                # a refined candidate whose unrefined settings were scored starts from their output
-                first_round=unrefined if chosen.refine_rounds > 0 else None,
-                # the figures are the winner's alone: the caller computes them, a refined
-                # candidate's from the rounds it leaves in the scratch folder
-                diagnostics=False,
-                rounds_scratch=rounds[name],
-            )
+            with job_step(spark, f"select {name}: assign"):
+                assign(
+                    spark,
+                    dataset.path,
+                    assigned,
+                    chosen,
+                    embeddings=emb if chosen.method == "eagle" else None,
+                    # a refined candidate whose unrefined settings were scored starts from their
+                    # output
+                    first_round=unrefined if chosen.refine_rounds > 0 else None,
+                    # the figures are the winner's alone: the caller computes them, a refined
+                    # candidate's from the rounds it leaves in the scratch folder
+                    diagnostics=False,
+                    rounds_scratch=rounds[name],
+                )
             done[chosen] = assigned
-            training = fit_part(spark, fit, ids, assigned, posixpath.join(scratch, f"fit-{i}"))
-            proxy = LabelTreeClassifier.fromSettings(PROXY).fitDataset(
-                training, posixpath.join(scratch, f"model-{i}")
-            )
+            with job_step(spark, f"select {name}: proxy training set"):
+                training = fit_part(spark, fit, ids, assigned, posixpath.join(scratch, f"fit-{i}"))
+            with job_step(spark, f"select {name}: proxy training"):
+                proxy = LabelTreeClassifier.fromSettings(PROXY).fitDataset(
+                    training, posixpath.join(scratch, f"model-{i}")
+                )
             preds = posixpath.join(scratch, f"predictions-{i}")
-            proxy.transformDataset(held, preds)
-            found = multiset_precision(
-                read_parquet(spark, posixpath.join(preds, "predictions")), Y1, Y2, max(K)
-            )
+            with job_step(spark, f"select {name}: proxy prediction and score"):
+                proxy.transformDataset(held, preds)
+                found = multiset_precision(
+                    read_parquet(spark, posixpath.join(preds, "predictions")), Y1, Y2, max(K)
+                )
             rows[name] = {f"{CRITERION} P@{k}": round(100 * found[k - 1], 2) for k in K}
             rows[name]["score"] = round(selection_score(rows[name]), 3)
             if chosen.method == "baseline":  # reads no embedding or other assign setting

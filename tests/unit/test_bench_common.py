@@ -220,3 +220,29 @@ def test_peak_rss_sample_of_a_process_tree_and_of_an_ended_process():
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     child.wait()
     assert PeakRSS.sample(child.pid) == 0  # reaped: no such process
+
+
+def test_stage_figures_sum_the_steps_inside_a_stage():
+    from _common import stage_jobs, stage_steps
+
+    def fig(jobs, job_s, task_s):
+        return {"spark jobs": jobs, "spark stages": jobs, "job s": job_s, "task s": task_s}
+
+    jobs = {
+        "assign_eagle": fig(2, 0.5, 0.25),
+        "assign_eagle / select: held-out split": fig(10, 2.0, 1.5),
+        "assign_eagle / select soft: assign": fig(3, 1.0, 1.0),
+        "assign_eagle / select soft: assign / round 1: one-vs-all scorer": fig(4, 9.5, 18.5),
+        "assign_eagle0 / select: held-out split": fig(1, 7.0, 7.0),  # another stage
+        "train_eagle": fig(11, 26.0, 32.0),
+    }
+    assert stage_jobs(jobs, "assign_eagle") == fig(19, 13.0, 21.25)
+    assert stage_jobs(jobs, "train_eagle") == fig(11, 26.0, 32.0)
+    assert stage_jobs(jobs, "predict_eagle") == fig(0, 0, 0)
+    assert stage_steps(jobs, "assign_eagle") == {
+        "select: held-out split": fig(10, 2.0, 1.5),
+        "select soft: assign": fig(7, 10.5, 19.5),  # with the round inside it
+        "select soft: assign / round 1: one-vs-all scorer": fig(4, 9.5, 18.5),
+        "(stage itself)": fig(2, 0.5, 0.25),
+    }
+    assert stage_steps(jobs, "train_eagle") == {}

@@ -153,3 +153,33 @@ def test_phases_are_per_thread_and_a_waiting_parent_is_not_named():
         "assign_eagle0 after": "",
         "train_baseline after": "",
     }
+
+
+def test_job_step_names_the_jobs_inside_it_and_leaves_the_phase(spark):
+    """A step's jobs carry ``<description> / <step>`` (as their tasks see it), steps nest, and the
+    description before the block comes back after it; the phase (progress lines) is unchanged."""
+    from pyspark import TaskContext
+
+    from eagle_spark.progress import current_phase, job_step
+
+    def described(_):
+        yield TaskContext.get().getLocalProperty("spark.job.description")
+
+    def run():
+        return spark.sparkContext.parallelize([0], 1).mapPartitions(described).collect()[0]
+
+    with phase(spark, "assign_eagle"):
+        with job_step(spark, "select baseline: proxy training"):
+            assert run() == "assign_eagle / select baseline: proxy training"
+            assert current_phase() == "assign_eagle"
+            with job_step(spark, "round 1: one-vs-all scorer"):
+                assert run() == (
+                    "assign_eagle / select baseline: proxy training / round 1: one-vs-all scorer"
+                )
+            assert run() == "assign_eagle / select baseline: proxy training"
+        assert run() == "assign_eagle"
+    with job_step(spark, "alone"):
+        assert run() == "alone"
+    assert spark.sparkContext.getLocalProperty("spark.job.description") is None
+    with job_step(None, "no session"):  # nothing to name
+        assert current_phase() == ""
