@@ -426,7 +426,39 @@ def weighted_pairs(assignments: DataFrame) -> DataFrame:
     return assignments.groupBy(S.SAMPLE_ID, S.LABEL_ID).agg(F.max(S.WEIGHT).alias(S.WEIGHT))
 
 
-def assignment_quality(Y_true: DataFrame, Y1: DataFrame, assigned: DataFrame) -> dict[str, float]:
+def true_pairs(Y_true: DataFrame, Y1: DataFrame) -> DataFrame:
+    """DataFrame[sample_id, label_id]: the true (sample, label) pairs of the grouped samples (the
+    universe of an assignment's recall), one row per label of a sample's ``label_ids`` (which holds
+    each label once).
+
+    Args:
+        Y_true: DataFrame[sample_id, label_ids] (true labels).
+        Y1: DataFrame[sample_id, group_id].
+    """
+    return Y_true.join(Y1.select(S.SAMPLE_ID), S.SAMPLE_ID, "left_semi").select(
+        S.SAMPLE_ID, F.explode(S.LABEL_IDS).alias(S.LABEL_ID)
+    )
+
+
+def quality_of(
+    n_assigned: int, hits: int, n_true: int, w_all: float, w_hits: float, weighted: bool
+) -> dict[str, float]:
+    """:func:`assignment_quality`'s figures from its sums: `n_assigned` distinct assigned pairs,
+    `hits` of them true, `n_true` true pairs, `w_all` / `w_hits` the weights of all / the true
+    assigned pairs (1 each when not `weighted`)."""
+    out = {
+        "precision": w_hits / w_all if w_all else 0.0,
+        "recall": w_hits / n_true if n_true else 0.0,
+        "assigned_pairs": n_assigned,
+        "true_pairs": n_true,
+        "correct_pairs": hits,
+    }
+    if weighted:
+        out |= {"assigned_weight": w_all, "correct_weight": w_hits}
+    return out
+
+
+def assignment_quality(truth: DataFrame, assigned: DataFrame) -> dict[str, float]:
     """Precision and recall of the assigned (sample, label) pairs against the true Y.
 
     Weighted assignment counts each pair by its weight: precision = sum of the true pairs'
@@ -434,17 +466,13 @@ def assignment_quality(Y_true: DataFrame, Y1: DataFrame, assigned: DataFrame) ->
     weight 1 everywhere: the plain counts).
 
     Args:
-        Y_true: DataFrame[sample_id, label_ids] (true labels).
-        Y1: DataFrame[sample_id, group_id] (the grouped samples are the universe for recall).
+        truth: the true pairs, :func:`true_pairs`.
         assigned: DataFrame[sample_id, label_id] (distinct pairs), with a ``weight`` column for
             weighted assignment (:func:`weighted_pairs`).
     Returns:
         {"precision", "recall", "assigned_pairs", "true_pairs", "correct_pairs"}, and with weights
-        "assigned_weight" and "correct_weight" (the sums).
+        "assigned_weight" and "correct_weight" (the sums): :func:`quality_of`.
     """
-    truth = Y_true.join(Y1.select(S.SAMPLE_ID), S.SAMPLE_ID, "left_semi").select(
-        S.SAMPLE_ID, F.explode(S.LABEL_IDS).alias(S.LABEL_ID), F.lit(1).alias("_true")
-    )
     # one full join counts the assigned pairs, the hits and the true pairs in a single job
     is_assigned = F.col("_assigned").isNotNull()
     is_true = F.col("_true").isNotNull()
@@ -453,7 +481,7 @@ def assignment_quality(Y_true: DataFrame, Y1: DataFrame, assigned: DataFrame) ->
     ).cast("double")
     row = (
         assigned.withColumn("_assigned", F.lit(1))
-        .join(truth, [S.SAMPLE_ID, S.LABEL_ID], "full")
+        .join(truth.withColumn("_true", F.lit(1)), [S.SAMPLE_ID, S.LABEL_ID], "full")
         .agg(
             F.count("_assigned").alias("n"),
             F.count(F.when(is_assigned & is_true, 1)).alias("hits"),
@@ -463,18 +491,14 @@ def assignment_quality(Y_true: DataFrame, Y1: DataFrame, assigned: DataFrame) ->
         )
         .first()
     )
-    n_assigned, hits, n_true = int(row["n"]), int(row["hits"]), int(row["n_true"])
-    w_all, w_hits = float(row["w"] or 0.0), float(row["w_hits"] or 0.0)
-    out = {
-        "precision": w_hits / w_all if w_all else 0.0,
-        "recall": w_hits / n_true if n_true else 0.0,
-        "assigned_pairs": n_assigned,
-        "true_pairs": n_true,
-        "correct_pairs": hits,
-    }
-    if S.WEIGHT in assigned.columns:
-        out |= {"assigned_weight": w_all, "correct_weight": w_hits}
-    return out
+    return quality_of(
+        int(row["n"]),
+        int(row["hits"]),
+        int(row["n_true"]),
+        float(row["w"] or 0.0),
+        float(row["w_hits"] or 0.0),
+        S.WEIGHT in assigned.columns,
+    )
 
 
 def assign(
@@ -541,17 +565,10 @@ def assign(
             params, selection = found.settings, found.record
             chosen, chosen_rounds = found.assigned, found.rounds
             log.info("assign auto: chose %s", selection["chosen"])
-        judge: Optional[Callable[[DataFrame], dict[str, float]]] = None
-        judged: dict[str, Any] = {}  # the last quality computed (the last round's, when refined)
+        truth = None
         if has_table(spark, dataset, S.Y):
-            Y_true, Y1 = read_table(spark, dataset, S.Y), read_table(spark, dataset, S.Y1)
-
-            def _judge(pairs: DataFrame) -> dict[str, float]:
-                judged["last"] = assignment_quality(Y_true, Y1, pairs)
-                return judged["last"]
-
-            judge = _judge
-
+            truth = true_pairs(read_table(spark, dataset, S.Y), read_table(spark, dataset, S.Y1))
+        last_quality = None  # the last round's, when the rounds' figures were computed
         rounds = None
         fs = FileSystem(spark)
         if chosen is not None:  # the selection's winner wrote this very output: its tables move
@@ -559,7 +576,9 @@ def assign(
             source, rounds = winner["source"], winner.get("refinement")
             if rounds and diagnostics and chosen_rounds is not None:
                 with job_step(spark, "rounds' figures"):
-                    rounds = round_records(spark, chosen_rounds, len(rounds) - 1, judge)
+                    rounds, last_quality = round_records(
+                        spark, chosen_rounds, len(rounds) - 1, truth
+                    )
             for table in (S.X, S.Y, S.ASSIGNMENTS):
                 fs.rename(table_path(chosen, table), table_path(tmp, table))
             written = read_table(spark, tmp, S.ASSIGNMENTS)
@@ -573,7 +592,7 @@ def assign(
                     spark, dataset, params, embeddings, manifest_in, n_features
                 )
             if params.method == "eagle" and params.refine_rounds > 0:
-                assignments, rounds = refine(
+                assignments, rounds, last_quality = refine(
                     spark,
                     dataset,
                     X,
@@ -583,7 +602,7 @@ def assign(
                     n_features,
                     int(manifest_in["n_labels"]),
                     int(manifest_in["n_samples"]),
-                    judge,
+                    truth,
                     diagnostics,
                 )
             with job_step(spark, "output"):  # (without refinement, the assignment's jobs too)
@@ -601,10 +620,12 @@ def assign(
                 ).first()
             n_assignments, samples_with_labels = int(stats["rows"]), int(stats["samples"])
         quality = None
-        if judge is not None and diagnostics:  # the last round's assignments are the ones written
+        if truth is not None and diagnostics:  # the last round's assignments are the ones written
             with job_step(spark, "quality"):
                 quality = (
-                    judged["last"] if rounds and "last" in judged else judge(pairs_of(written))
+                    last_quality
+                    if rounds and last_quality is not None
+                    else assignment_quality(truth, pairs_of(written))
                 )
         manifest = new_manifest(
             "assign",

@@ -32,7 +32,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import posixpath
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -140,9 +140,9 @@ def refine(
     n_features: int,
     n_labels: int,
     n_samples: int,
-    quality: Optional[Callable[[DataFrame], Optional[dict[str, float]]]] = None,
+    truth: Optional[DataFrame] = None,
     diagnostics: bool = True,
-) -> tuple[DataFrame, list[dict[str, Any]]]:
+) -> tuple[DataFrame, list[dict[str, Any]], Optional[dict[str, float]]]:
     """Run ``params.refine_rounds`` rounds of refinement on the first round's `assignments`.
 
     Args:
@@ -152,15 +152,16 @@ def refine(
         params: the assignment's settings (method eagle; weighting hard or soft).
         scratch: a folder for the rounds' datasets, classifiers and assignments (round r's in
             ``assign_<r>``, which :func:`round_records` reads; deleted by the caller).
-        quality: maps an assignment's (sample, label) pairs to its precision and recall, when the
-            true Y is known.
+        truth: the true (sample, label) pairs when Y is known
+            (:func:`eagle_spark.assignment.assign.true_pairs`): the rounds' precision and recall.
         diagnostics: compute the rounds' figures (:func:`round_records`); false when nobody reads
             them now (the candidates of ``weighting=auto``: the winner's are computed from its
             scratch folder afterwards).
     Returns:
         (the last round's assignments, read back from the scratch folder; one record per round:
         ``round`` and ``scorer`` (``embedding`` or ``classifier``), with `diagnostics` the figures
-        of :func:`round_records`).
+        of :func:`round_records`; with `diagnostics` and `truth` the last round's quality as
+        :func:`eagle_spark.assignment.assign.assignment_quality` gives it, else None).
     """
     from eagle_spark.assignment.assign import eagle_assignments, write_training_set
 
@@ -200,88 +201,121 @@ def refine(
         log.info("refine: round %d assigned", r)
     if diagnostics:
         with job_step(spark, "rounds' figures"):
-            return current, round_records(spark, scratch, params.refine_rounds, quality)
-    return current, [
-        {"round": r, "scorer": "classifier" if r else "embedding"}
-        for r in range(params.refine_rounds + 1)
-    ]
+            return (current, *round_records(spark, scratch, params.refine_rounds, truth))
+    return (
+        current,
+        [
+            {"round": r, "scorer": "classifier" if r else "embedding"}
+            for r in range(params.refine_rounds + 1)
+        ],
+        None,
+    )
 
 
 def round_records(
-    spark: SparkSession,
-    scratch: str,
-    rounds: int,
-    quality: Optional[Callable[[DataFrame], Optional[dict[str, float]]]] = None,
-) -> list[dict[str, Any]]:
-    """The figures of the rounds :func:`refine` left in `scratch` (rounds 0 .. `rounds`).
+    spark: SparkSession, scratch: str, rounds: int, truth: Optional[DataFrame] = None
+) -> tuple[list[dict[str, Any]], Optional[dict[str, float]]]:
+    """The figures of the rounds :func:`refine` left in `scratch` (rounds 0 .. `rounds`), all in
+    one Spark aggregation: every round's assignment rows and the true pairs are grouped by
+    (sample, label) once, and each figure is a sum over those groups.
 
+    Args:
+        truth: the true (sample, label) pairs (:func:`eagle_spark.assignment.assign.true_pairs`,
+            each pair once), or None.
     Returns:
-        One record per round: ``round``, ``scorer`` (``embedding`` or ``classifier``),
-        ``n_assignments``, from round 1 ``changed`` (share of the round's (sample, label) pairs
-        that the previous round did not have) and for a weighted assignment ``weight_change``
-        (mean absolute change of a pair's weight, 0 where a pair is absent), and, with
-        `quality`, ``precision`` / ``recall``.
+        (one record per round: ``round``, ``scorer`` (``embedding`` or ``classifier``),
+        ``n_assignments`` (assignment rows), from round 1 ``changed`` (share of the round's
+        distinct (sample, label) pairs that the previous round did not have) and, when both rounds
+        are weighted, ``weight_change`` (mean absolute change of a pair's largest weight over the
+        pairs of either round, 0 where a pair is absent), and with `truth` ``precision`` /
+        ``recall`` (:func:`eagle_spark.assignment.assign.assignment_quality`); the last round's
+        whole quality with `truth`, else None).
     """
-    from eagle_spark.assignment.assign import pairs_of
+    from functools import reduce
 
-    records, previous = [], None
+    from eagle_spark.assignment.assign import quality_of
+
+    parts, weighted = [], []
     for r in range(rounds + 1):
         current = read_parquet(spark, posixpath.join(scratch, f"assign_{r}"))
-        scorer = "classifier" if r else "embedding"
-        records.append(_round_record(r, scorer, current, previous, quality))
-        log.info("refine: round %d: %s", r, records[-1])
-        previous = pairs_of(current)
-    return records
+        weighted.append(S.WEIGHT in current.columns)
+        weight = F.col(S.WEIGHT).cast("double") if weighted[-1] else F.lit(1.0)
+        parts.append(
+            current.select(S.SAMPLE_ID, S.LABEL_ID, F.lit(r).alias("_r"), weight.alias("_w"))
+        )
+    if truth is not None:
+        parts.append(
+            truth.select(
+                S.SAMPLE_ID,
+                S.LABEL_ID,
+                F.lit(-1).alias("_r"),
+                F.lit(None).cast("double").alias("_w"),
+            )
+        )
+    in_round = [F.col("_r") == r for r in range(rounds + 1)]
+    pairs = (
+        reduce(DataFrame.unionByName, parts)
+        .groupBy(S.SAMPLE_ID, S.LABEL_ID)
+        .agg(
+            *[F.count(F.when(cond, 1)).alias(f"_n{r}") for r, cond in enumerate(in_round)],
+            *[F.max(F.when(cond, F.col("_w"))).alias(f"_w{r}") for r, cond in enumerate(in_round)],
+            F.max(F.when(F.col("_r") == -1, True)).alias("_true"),
+        )
+    )
+    is_true = F.col("_true").isNotNull()
+    figures = [F.count("_true").alias("n_true")]
+    for r in range(rounds + 1):
+        now = F.col(f"_w{r}")
+        figures += [
+            F.sum(f"_n{r}").alias(f"rows{r}"),
+            F.count(now).alias(f"pairs{r}"),
+            F.count(F.when(now.isNotNull() & is_true, 1)).alias(f"hits{r}"),
+            F.sum(now).alias(f"w{r}"),
+            F.sum(F.when(is_true, now)).alias(f"w_hits{r}"),
+        ]
+        if r:
+            before = F.col(f"_w{r - 1}")
+            either = now.isNotNull() | before.isNotNull()
+            figures += [
+                F.count(F.when(now.isNotNull() & before.isNull(), 1)).alias(f"new{r}"),
+                F.count(F.when(either, 1)).alias(f"either{r}"),
+                F.sum(
+                    F.when(
+                        either,
+                        F.abs(F.coalesce(now, F.lit(0.0)) - F.coalesce(before, F.lit(0.0))),
+                    )
+                ).alias(f"diff{r}"),
+            ]
+    row = pairs.agg(*figures).first()
+    records, last = [], None
+    for r in range(rounds + 1):
+        record: dict[str, Any] = {
+            "round": r,
+            "scorer": "classifier" if r else "embedding",
+            "n_assignments": int(row[f"rows{r}"] or 0),
+        }
+        n = int(row[f"pairs{r}"])
+        if r:
+            record["changed"] = round(int(row[f"new{r}"]) / n, 6) if n else 0.0
+            if weighted[r] and weighted[r - 1]:  # soft: the pairs barely change, their weights do
+                either = int(row[f"either{r}"])
+                diff = float(row[f"diff{r}"] or 0.0)
+                record["weight_change"] = round(diff / either, 6) if either else 0.0
+        if truth is not None:
+            last = quality_of(
+                n,
+                int(row[f"hits{r}"]),
+                int(row["n_true"]),
+                float(row[f"w{r}"] or 0.0),
+                float(row[f"w_hits{r}"] or 0.0),
+                weighted[r],
+            )
+            record |= {"precision": last["precision"], "recall": last["recall"]}
+        records.append(record)
+        log.info("refine: round %d: %s", r, record)
+    return records, last
 
 
 def _materialise(assignments: DataFrame, path: str, spark: SparkSession) -> DataFrame:
     assignments.write.parquet(path)
     return read_parquet(spark, path)
-
-
-def _round_record(
-    r: int,
-    scorer: str,
-    assignments: DataFrame,
-    previous: Optional[DataFrame],
-    quality: Optional[Callable[[DataFrame], Optional[dict[str, float]]]],
-) -> dict[str, Any]:
-    """One round's record (see :func:`refine`): the round's pairs against the previous round's in
-    one join and one aggregation."""
-    from eagle_spark.assignment.assign import pairs_of
-
-    record: dict[str, Any] = {"round": r, "scorer": scorer}
-    record["n_assignments"] = assignments.count()
-    pairs = pairs_of(assignments)
-    if previous is not None:
-        weighted = S.WEIGHT in pairs.columns and S.WEIGHT in previous.columns
-        keep = [S.SAMPLE_ID, S.LABEL_ID] + ([S.WEIGHT] if weighted else [])
-        now = pairs.select(*keep).withColumn("_now", F.lit(True))
-        before = previous.select(*keep).withColumn("_before", F.lit(True))
-        if weighted:
-            now = now.withColumnRenamed(S.WEIGHT, "_w_now")
-            before = before.withColumnRenamed(S.WEIGHT, "_w_before")
-        both = now.join(before, [S.SAMPLE_ID, S.LABEL_ID], "full_outer")
-        figures = [
-            F.count("_now").alias("n"),
-            F.count(F.when(F.col("_now") & F.col("_before").isNull(), 1)).alias("new"),
-        ]
-        if weighted:  # soft: the pairs barely change, their weights do
-            figures.append(
-                F.avg(
-                    F.abs(
-                        F.coalesce(F.col("_w_now"), F.lit(0.0))
-                        - F.coalesce(F.col("_w_before"), F.lit(0.0))
-                    )
-                ).alias("diff")
-            )
-        row = both.agg(*figures).first()
-        n = int(row["n"])
-        record["changed"] = round(int(row["new"]) / n, 6) if n else 0.0
-        if weighted:
-            record["weight_change"] = round(float(row["diff"] or 0.0), 6)
-    if quality is not None:
-        found = quality(pairs)
-        if found:
-            record |= {"precision": found["precision"], "recall": found["recall"]}
-    return record

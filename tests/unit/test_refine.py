@@ -313,3 +313,63 @@ def test_beyond_the_budget_the_scorer_draws_negatives_and_prunes(spark, tmp_path
         embeddings=emb,
     )
     assert [r["precision"] for r in manifest["refinement"]] == pytest.approx([64 / 68, 1.0])
+
+
+def test_round_figures_by_hand(spark, tmp_path):
+    """round_records' one aggregation against figures worked by hand: assignment rows (a pair
+    assigned in two groups counts twice), distinct pairs with their largest weight, the new pairs,
+    the weights' change over the pairs of either round, and weighted precision / recall."""
+    from eagle_spark.assignment.refine import round_records
+
+    def write(rows, r, weighted=True):
+        schema = "group_id long, label_id int, sample_id long, score float" + (
+            ", weight float" if weighted else ""
+        )
+        spark.createDataFrame(rows, schema).write.parquet(str(tmp_path / f"assign_{r}"))
+
+    # round 0: (10, 1) in groups 0 and 1 (weights 1 and 0.25), (11, 1) 0.5, (11, 2) 1
+    write(
+        [(0, 1, 10, 0.9, 1.0), (0, 1, 11, 0.1, 0.5), (1, 1, 10, 0.2, 0.25), (0, 2, 11, 0.3, 1.0)], 0
+    )
+    # round 1: (10, 1) 1, (11, 1) 0.2, (12, 2) 1 (new)
+    write([(0, 1, 10, 0.9, 1.0), (0, 1, 11, 0.1, 0.2), (0, 2, 12, 0.8, 1.0)], 1)
+    truth = spark.createDataFrame([(10, 1), (12, 2), (13, 3)], "sample_id long, label_id int")
+    records, last = round_records(spark, str(tmp_path), 1, truth)
+    assert records[0] == {
+        "round": 0,
+        "scorer": "embedding",
+        "n_assignments": 4,
+        "precision": pytest.approx(1.0 / 2.5),  # (10, 1) of weights 1 + 0.5 + 1
+        "recall": pytest.approx(1 / 3),
+    }
+    assert records[1] == {
+        "round": 1,
+        "scorer": "classifier",
+        "n_assignments": 3,
+        "changed": round(1 / 3, 6),
+        # pairs of either round: (10,1) 0, (11,1) |0.2-0.5|, (11,2) 1, (12,2) 1
+        "weight_change": round(2.3 / 4, 6),
+        "precision": pytest.approx(2 / 2.2),
+        "recall": pytest.approx(2 / 3),
+    }
+    assert last == {
+        "precision": pytest.approx(2 / 2.2),
+        "recall": pytest.approx(2 / 3),
+        "assigned_pairs": 3,
+        "true_pairs": 3,
+        "correct_pairs": 2,
+        "assigned_weight": pytest.approx(2.2),
+        "correct_weight": pytest.approx(2.0),
+    }
+    # hard rounds (no weights), no truth: counts and changes only
+    hard = tmp_path / "hard"
+    hard.mkdir()
+    tmp_path = hard
+    write([(0, 1, 10, 0.9), (1, 1, 10, 0.2), (0, 2, 11, 0.3)], 0, weighted=False)
+    write([(0, 1, 11, 0.9), (0, 2, 11, 0.3)], 1, weighted=False)
+    records, last = round_records(spark, str(hard), 1)
+    assert last is None
+    assert records == [
+        {"round": 0, "scorer": "embedding", "n_assignments": 3},
+        {"round": 1, "scorer": "classifier", "n_assignments": 2, "changed": 0.5},
+    ]
