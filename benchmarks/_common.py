@@ -18,6 +18,7 @@ import psutil
 
 from eagle_spark.io.fs import FileSystem
 from eagle_spark.monitor import PeakRSS  # also re-exported for the scripts
+from eagle_spark.progress import STEP_SEPARATOR  # a step's job description: <stage> / <step>
 
 REPORTS = pathlib.Path(__file__).resolve().parent / "reports"
 
@@ -214,10 +215,6 @@ def jobs_by_description(
             row["task s"] = round(row["task s"] + run / 1e3, 2)
     return found
 
-
-STEP_SEPARATOR = " / "
-"""As ``eagle_spark.progress.STEP_SEPARATOR``: a job description ``<stage> / <step>[ / ...]``
-is a step of a stage (``eagle_spark.progress.job_step``)."""
 
 _FIGURES = ("spark jobs", "spark stages", "job s", "task s")
 

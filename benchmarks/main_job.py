@@ -109,23 +109,17 @@ def main() -> None:
     def median_of(name: str, key: str) -> float:
         return round(statistics.median(stage_jobs(r["jobs"], name)[key] for r in runs), 2)
 
-    def median_step(name: str, step: str, key: str) -> float:
-        return round(
-            statistics.median(stage_steps(r["jobs"], name).get(step, {}).get(key, 0) for r in runs),
-            2,
-        )
-
-    steps = [
-        {
-            "stage": name,
-            "step": step,
-            "spark jobs": median_step(name, step, "spark jobs"),
-            "job s": median_step(name, step, "job s"),
-            "task s": median_step(name, step, "task s"),
-        }
-        for name in names
-        for step in stage_steps(runs[-1]["jobs"], name)
-    ]
+    steps = []
+    for name in names:
+        found = [stage_steps(r["jobs"], name) for r in runs]
+        for step in found[-1]:
+            steps.append(
+                {"stage": name, "step": step}
+                | {
+                    key: round(statistics.median(f.get(step, {}).get(key, 0) for f in found), 2)
+                    for key in ("spark jobs", "job s", "task s")
+                }
+            )
 
     stages = [
         {
