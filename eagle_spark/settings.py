@@ -955,6 +955,24 @@ class TreeSettings(LinearSettings):
         ),
         bounds="(0, inf)",
     )
+    ranker_C_choice: str = setting(
+        "held_out",
+        "how the rankers' (the leaves' label classifiers') cost is set: ``held_out`` (chosen "
+        "among ``C`` x 0.5, 1, 2 on held-out samples) or ``none`` (``C``).",
+        more=(
+            "``held_out``: a seeded sample of leaves (until their positives reach 10,000, at "
+            "least 2) holds out 20% of its samples; the rankers trained on the rest with each "
+            "cost rank the held-out samples' labels in their leaf, and the cost with the best "
+            "mean of the normalised hits at 1, 3 and 5 is the rankers' (ties: ``C``). The "
+            "matchers keep ``matcher_C`` (or ``C``). The model's metadata records the choice "
+            "and its figures (:mod:`eagle_spark.classifiers.tree.ranker_cost`). Why it is chosen, "
+            "not set: on validation splits (20% of each training file) doubling the cost from "
+            "0.5 costs bibtex and delicious P@3/5 while it gains on synthetic Wiki-325K; what the "
+            "choice gives there: docs/design.md, Current figures "
+            "(``benchmarks/reports/peers_validation_ranker_cost.json``)."
+        ),
+        choices=("held_out", "none"),
+    )
     matcher_C_scale: str = setting(
         "samples",
         "how the matcher's cost follows its node's size: ``samples`` (x n_samples / the node's "

@@ -78,9 +78,10 @@ MAX_HELD_GROUPS = 5000
 """At most about this many groups are held out (the share ``assign.held_out`` shrinks on larger
 data): the candidates' scores are means over the held-out members, whose spread shrinks with
 their number, while predicting them costs each candidate a prediction pass over them."""
-PROXY = TreeSettings(n_trees=1)
+PROXY = TreeSettings(n_trees=1, ranker_C_choice="none")
 """The proxy classifier the candidates are scored with: the label tree of the default settings,
-one tree (a third of the default's training)."""
+one tree (a third of the default's training), its rankers at ``tree.C`` (the candidates are
+compared on one classifier, not each tuned; the choice was validated with this proxy)."""
 
 
 def selection_score(row: dict[str, Any], criterion: str = CRITERION) -> float:

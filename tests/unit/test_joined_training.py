@@ -43,6 +43,9 @@ def test_tree_joined_equals_cached(spark, tiny, tree_model, tmp_path):  # noqa: 
     got = train_tree(spark, tiny["train"], joined, dataclasses.replace(PARAMS, x_access="joined"))
     assert (meta["x_access"], got["x_access"]) == ("cached", "joined")
     assert got["n_clusters"] == meta["n_clusters"] and got["depth"] == meta["depth"]
+    # the rankers' cost is chosen on the same held-out samples, from rows the join delivered
+    assert got["ranker_C_held_out"] == meta["ranker_C_held_out"]
+    assert got["ranker_C"] == meta["ranker_C"]
     _same_model(
         spark,
         path,

@@ -490,7 +490,7 @@ def test_spark_training_equals_twin(spark, tiny, tree_model):  # noqa: F811
             if y.all() or not y.any():
                 assert (list(w_idx), b) == ([], 1.0 if y.all() else -1.0)
                 continue
-            C, max_iter = PARAMS.C, PARAMS.max_iter  # a ranker's
+            C, max_iter = meta["ranker_C"], PARAMS.max_iter  # a ranker's: chosen on held-out
             if (
                 child < n_clusters
             ):  # the matcher's, scaled by the training set's share under the node
@@ -531,6 +531,7 @@ def test_heavy_units_wait_for_the_executor_lock_and_train_the_same(
     import threading
     import time
 
+    from eagle_spark.classifiers.tree.ranker_cost import with_ranker_cost
     from eagle_spark.classifiers.tree.structure import Tree
     from eagle_spark.classifiers.tree.training import (
         HEAVY_UNIT_LOCK,
@@ -559,7 +560,9 @@ def test_heavy_units_wait_for_the_executor_lock_and_train_the_same(
     heavy = [u for u in units if size[u[0], u[1]] > limit_k * 1024]
     light_classifiers = sum(k for t, n, k in units if size[t, n] <= limit_k * 1024)
     assert 0 < len(heavy) < len(units) and size[0, 0] == 40 * X.nnz  # the root: every nonzero
-    params = dataclasses.replace(PARAMS, heavy_unit_memory=f"{limit_k}k")
+    params = with_ranker_cost(  # as training: the rankers at the cost chosen on held-out rows
+        dataclasses.replace(PARAMS, heavy_unit_memory=f"{limit_k}k"), meta["ranker_C"]
+    )
     trainer = _BinTrainer(
         str(tmp_path / "out"),
         983,
@@ -972,3 +975,94 @@ def test_the_matchers_cost_follows_the_samples_under_its_node(scale):
         (5, [], -1.0),
         (6, [], -1.0),
     ]
+
+
+def test_rankers_cost_is_chosen_as_an_independent_twin_chooses(tiny, tree_model):  # noqa: F811
+    """tree.ranker_C_choice held_out (the default) == a twin written from the rule the settings
+    state: leaves in the order (tree, node) permuted by default_rng([seed, 1]), taken until their
+    positives reach 10,000 and at least 2 are taken; per leaf 20% of the samples under it held out
+    by default_rng([seed, tree, node]).random(n) < 0.2; per cost C x 0.5 / 1 / 2 the leaf's label
+    classifiers (scikit-learn's public LinearSVC, pruned at the threshold) trained on the rest rank
+    each held-out sample's labels; figure: hits at 1 / 3 / 5 over min(k, positives in the leaf),
+    averaged over the held-out samples; the best mean of the three wins."""
+    from sklearn.svm import LinearSVC
+
+    path, meta = tree_model
+    _, X, Y = load_xy(tiny["train"], 500, 983, True)
+    Yr = Y.tocsr()
+    freq = np.asarray(Y.sum(axis=0)).ravel()
+    leaves = []
+    for t, n_clusters in enumerate(meta["n_clusters"]):
+        tt = pq.read_table(f"{path}/data/tree_{t}").to_pydict()
+        parent = dict(zip(tt["node_id"], tt["parent_id"], strict=True))
+        label_of = {e: e - n_clusters for e in parent if e >= n_clusters}
+        for v in range(n_clusters):
+            kids = [e for e, p in parent.items() if p == v]
+            if kids and all(e >= n_clusters for e in kids):
+                labels = sorted(label_of[e] for e in kids)
+                leaves.append((t, v, labels, float(freq[labels].sum())))
+    sampled, total = [], 0.0
+    for i in np.random.default_rng([PARAMS.seed, 1]).permutation(len(leaves)):
+        if total >= 10_000 and len(sampled) >= 2:
+            break
+        sampled.append(leaves[i])
+        total += leaves[i][3]
+    sums = {c: np.zeros(4) for c in (0.5 * PARAMS.C, PARAMS.C, 2 * PARAMS.C)}
+    for t, v, labels, _ in sampled:
+        active = [i for i in range(X.shape[0]) if set(Yr[i].indices) & set(labels)]
+        held = np.random.default_rng([PARAMS.seed, t, v]).random(len(active)) < 0.2
+        fit = [a for a, h in zip(active, held, strict=True) if not h]
+        test = [a for a, h in zip(active, held, strict=True) if h]
+        truth = Yr[test][:, labels].toarray() > 0
+        for C in sums:
+            scores = np.zeros(truth.shape)
+            for j, label in enumerate(labels):
+                y = Yr[fit][:, [label]].toarray().ravel() > 0
+                if y.all() or not y.any():
+                    scores[:, j] = 1.0 if y.all() else -1.0
+                    continue
+                svc = LinearSVC(
+                    C=C, dual=True, tol=PARAMS.tol, max_iter=PARAMS.max_iter, random_state=0
+                ).fit(X[fit].astype(np.float64), y)
+                w = np.where(np.abs(svc.coef_.ravel()) >= PARAMS.threshold, svc.coef_.ravel(), 0)
+                scores[:, j] = X[test].astype(np.float64) @ w + svc.intercept_[0]
+            for s, row in zip(scores, truth, strict=True):
+                ranked = row[np.argsort(-s, kind="stable")]
+                for n, k in enumerate((1, 3, 5)):
+                    sums[C][n] += ranked[:k].sum() / max(min(k, row.sum()), 1)
+            sums[C][3] += len(test)
+    want = {C: [h / s[3] for h in s[:3]] for C, s in sums.items()}
+    got = meta["ranker_C_held_out"]
+    assert got["leaves"] == len(sampled) >= 2 and got["candidates"] == list(sums)
+    assert got["held_out"] == sums[PARAMS.C][3] > 100
+    for C, figures in want.items():
+        np.testing.assert_allclose(got["held_out_hits"][f"{C:g}"], figures, atol=2e-6)
+    assert meta["ranker_C"] == max(want, key=lambda C: (np.mean(want[C]), C == PARAMS.C, -C))
+
+
+def test_rankers_cost_none_keeps_c(spark, tiny, tree_model, tmp_path):  # noqa: F811
+    """tree.ranker_C_choice none: no held-out stage, the rankers train at C (metadata ranker_C =
+    C); tree 0 is the held_out model's tree 0, its rankers the same exactly when that chose C."""
+    import dataclasses
+
+    path, meta = tree_model
+    got = train_tree(
+        spark,
+        tiny["train"],
+        str(tmp_path / "none"),
+        dataclasses.replace(PARAMS, ranker_C_choice="none", n_trees=1),
+    )
+    assert got["ranker_C"] == PARAMS.C and "ranker_C_held_out" not in got
+    assert meta["ranker_C"] in (0.5 * PARAMS.C, PARAMS.C, 2 * PARAMS.C)
+
+    def rankers(folder):
+        rows = pq.read_table(f"{folder}/data/weights_0").to_pylist()
+        n_clusters = int(meta["n_clusters"][0])
+        return sorted(str(r) for r in rows if r["label_id"] >= n_clusters)
+
+    def matchers(folder):
+        rows = pq.read_table(f"{folder}/data/weights_0").to_pylist()
+        return sorted(str(r) for r in rows if r["label_id"] < int(meta["n_clusters"][0]))
+
+    assert matchers(tmp_path / "none") == matchers(path)  # the matchers keep their cost
+    assert (rankers(tmp_path / "none") == rankers(path)) == (meta["ranker_C"] == PARAMS.C)

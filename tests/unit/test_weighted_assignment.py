@@ -455,7 +455,7 @@ def test_weighted_tree_trains_on_the_expected_loss(spark, soft, tmp_path):
         y = np.r_[w_pos > 0, np.zeros(len(soft_rows), bool)]
         sw = np.r_[np.where(w_pos > 0, w_pos, 1.0), 1 - w_pos[soft_rows]]
         svc = LinearSVC(
-            C=params.C,
+            C=meta["ranker_C"],  # the rankers' cost, chosen on held-out samples
             loss="squared_hinge",
             dual=True,
             tol=params.tol,

@@ -1,6 +1,7 @@
 """Parabel-like label tree on Spark (a package: :mod:`.structure` nodes, shape and shared helpers,
-:mod:`.indexer` the label clustering, :mod:`.training` the node classifiers, :mod:`.search` beam-search
-prediction, :mod:`.scoring` its kernel): indexer (balanced 2-means over label representations),
+:mod:`.indexer` the label clustering, :mod:`.training` the node classifiers, :mod:`.ranker_cost` the
+rankers' cost chosen on held-out samples, :mod:`.search` beam-search prediction, :mod:`.scoring` its
+kernel): indexer (balanced 2-means over label representations),
 matcher/ranker classifiers trained in parallel tasks, and beam-search prediction.
 
 Tree: node 0 is the root; internal nodes are split by balanced spherical 2-means

@@ -42,7 +42,7 @@ from eagle_spark.executor_state import executor_lock, forget
 from eagle_spark.io.fs import FileSystem, atomic_output, check_separate
 from eagle_spark.io.parts import PartWriter, PartWriters
 from eagle_spark.io.tables import read_table
-from eagle_spark.progress import step
+from eagle_spark.progress import job_step, step
 from eagle_spark.settings import TreeSettings, memory_mib
 
 log = logging.getLogger(__name__)
@@ -244,19 +244,36 @@ def _train_joined(
         ids, Y = load_y(dataset, n_labels)
         rows, Xb, Yb = local_rows(table, ids, Y, n_features, params.normalize, "train (tree)")
         check_delivered(dataset, n_labels, bins, trainer.rows_of_bin, b, rows, "train (tree)")
-        U = None
-        if groups is not None:
-            U = load_unassigned(dataset, groups, ids, Y)[rows, :].tocsc()
-            U.sort_indices()
-        W = None
-        if weighted:
-            W = load_label_weights(dataset, n_labels)[rows, :].tocsc()
-            W.sort_indices()
+        U, W = bin_label_tables(dataset, n_labels, groups, weighted, ids, Y, rows)
         return pa.table(
             {"trained": pa.array([trainer.train(b, Xb, Yb, U, len(ids), W)], pa.int64())}
         )
 
     joined_stage(spark, dataset, n_labels, bins, trainer.rows_of_bin, train_bin, "trained long")
+
+
+def bin_label_tables(
+    dataset: str,
+    n_labels: int,
+    groups: Optional[str],
+    weighted: bool,
+    ids: np.ndarray,
+    Y: sp.csc_matrix,
+    rows: np.ndarray,
+) -> tuple[Optional[sp.csc_matrix], Optional[sp.csc_matrix]]:
+    """(U, W) of a join bin: the unassigned group labels (with `groups`) and the label weights
+    (when `weighted`) of the dataset's rows `rows` (the global rows
+    :func:`eagle_spark.classifiers.joined.local_rows` returns), as CSC with sorted indices, or
+    None each. They come from the executor cache (:func:`load_unassigned`,
+    :func:`load_label_weights`); the bin's copies hold ~12 bytes per entry of its rows."""
+    U = W = None
+    if groups is not None:
+        U = load_unassigned(dataset, groups, ids, Y)[rows, :].tocsc()
+        U.sort_indices()
+    if weighted:
+        W = load_label_weights(dataset, n_labels)[rows, :].tocsc()
+        W.sort_indices()
+    return U, W
 
 
 HEAVY_UNIT_LOCK = "tree-heavy-unit"
@@ -569,7 +586,9 @@ def train_tree(
             the expected loss (:func:`train_unit`); the tree is indexed on Y as it is.
         label_repr: folder with ``label_emb`` (e.g. the output of embed) to cluster instead of PIFA.
     Returns:
-        The model metadata (n_clusters, depth, x_access, ...).
+        The model metadata (n_clusters, depth, x_access, ranker_C: the rankers' cost, with
+        ``ranker_C_choice`` held_out also ranker_C_held_out: the figures it was chosen by,
+        :mod:`eagle_spark.classifiers.tree.ranker_cost`, ...).
     Raises:
         BadInputError: no samples or no Y (:func:`training_set`), label_repr lacks label_emb, or
             label weights that do not match Y's labels.
@@ -645,6 +664,32 @@ def _train_tree_into(
     )
     if pifa_tmp is not None:
         FileSystem(spark).delete(pifa_tmp)
+    given, chosen = params, {"ranker_C": params.C}
+    if params.ranker_C_choice == "held_out":
+        from eagle_spark.classifiers.tree.ranker_cost import choose_ranker_cost, with_ranker_cost
+
+        with job_step(spark, "rankers' cost"):
+            cost, report = choose_ranker_cost(
+                spark,
+                dataset,
+                n_features,
+                n_labels,
+                params,
+                trees,
+                label_freq,
+                groups,
+                weighted,
+                access,
+            )
+        step(
+            "rankers' cost %g (held-out hits at 1/3/5 per cost: %s; %d leaves, %d held-out samples)",
+            cost,
+            report["held_out_hits"],
+            report["leaves"],
+            report.get("held_out", 0),
+        )
+        chosen.update(ranker_C=cost, ranker_C_held_out=report)
+        params = with_ranker_cost(params, cost)
     units, rows_work, children = [], [], []
     for t, tree in enumerate(trees):
         under = tree.labels_under()
@@ -743,7 +788,7 @@ def _train_tree_into(
         spark,
         tmp,
         "TreeModel",
-        params.to_dict(),
+        given.to_dict(),
         n_features,
         n_labels,
         n_trees=len(trees),
@@ -753,4 +798,5 @@ def _train_tree_into(
         source={"dataset": dataset},
         x_access=access,
         label_weights=weighted,
+        **chosen,
     )
