@@ -242,6 +242,26 @@ def design() -> list[str]:
                 name,
             )
         )
+    val = report("peers_validation_ranker_cost")["rows"]
+    rows.append(
+        (
+            "the tree's rankers' cost chosen on held-out samples (`tree.ranker_C_choice`) minus "
+            "`none` (C 0.5), P@1/3/5 on validation splits (20% of each training file); the cost chosen",
+            "; ".join(
+                f"{data.removesuffix('_val')} "
+                + " / ".join(f"{chosen[f'P@{k}'] - fixed[f'P@{k}']:+.2f}" for k in (1, 3, 5))
+                + f" ({chosen['ranker_C']:g})"
+                for data in dict.fromkeys(r["dataset"] for r in val)
+                for chosen, fixed in [
+                    (
+                        _row(val, dataset=data, model="eagle_spark tree"),
+                        _row(val, dataset=data, model="eagle_spark tree ranker_C_choice=none"),
+                    )
+                ]
+            ),
+            "peers_validation_ranker_cost",
+        )
+    )
     for scale in ("0.05", "0.1"):
         name = f"peers_synth_wiki325k_{scale}_command"
         r = report(name)["rows"]
