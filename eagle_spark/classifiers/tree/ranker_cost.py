@@ -244,20 +244,50 @@ def _figures_task(
         ids, X, Y = load_xy(dataset, n_features, n_labels, params.normalize)
         U = load_unassigned(dataset, groups, ids, Y) if groups is not None else None
         W = load_label_weights(dataset, n_labels) if weighted else None
-        built = [Tree(p, np.zeros(len(p)), n_c, n_labels) for p, n_c in trees]
-        unders: dict[int, list] = {}
+        trees_of = _TreesOf(trees, n_labels)
         for batch in batches:
             for b in np.asarray(batch.column(0), dtype=np.int64):
-                rows = []
-                for t, node in units_by_bin.get(int(b), []):
-                    if t not in unders:
-                        unders[t] = built[t].labels_under()
-                    for got in leaf_figures(built[t], unders[t], t, node, X, Y, params, U, W=W):
-                        rows.append((t, node, *got))
+                rows = trees_of.figures(units_by_bin.get(int(b), []), X, Y, params, U, None, W)
                 if rows:
                     yield figures_batch(rows)
 
     return run
+
+
+class _TreesOf:
+    """The trees of a task, each built and its labels_under() computed once, on first use."""
+
+    def __init__(self, trees: list, n_labels: int) -> None:
+        self.trees, self.n_labels = trees, n_labels
+        self.built: dict[int, tuple[Tree, list]] = {}
+
+    def figures(
+        self,
+        units: list,
+        X: sp.csr_matrix,
+        Y: sp.csc_matrix,
+        params: TreeSettings,
+        U: Optional[sp.csc_matrix],
+        n_samples: Optional[int],
+        W: Optional[sp.csc_matrix],
+    ) -> list[tuple]:
+        """:data:`FIGURES` rows of the sampled leaves `units` [(tree, node)] (:func:`leaf_figures`
+        on these rows)."""
+        out = []
+        for t, node in units:
+            if t not in self.built:
+                parent, n_clusters = self.trees[t]
+                tree = Tree(parent, np.zeros(len(parent)), n_clusters, self.n_labels)
+                self.built[t] = (tree, tree.labels_under())
+            tree, under = self.built[t]
+            for got in leaf_figures(tree, under, t, node, X, Y, params, U, n_samples, W):
+                out.append((t, node, *got))
+        return out
+
+
+def _figure_tuple(row) -> tuple:
+    """(candidate, held-out rows, hits at each k) of a collected :data:`FIGURES` row."""
+    return (row["candidate"], row["held_out"], *[row[f"hits_{k}"] for k in KS])
 
 
 def figures_batch(rows: list) -> pa.RecordBatch:
@@ -319,7 +349,7 @@ def choose_ranker_cost(
             dataset, n_features, n_labels, params, task_trees, units_by_bin, groups, weighted
         )
         got = [
-            (r["candidate"], r["held_out"], *[r[f"hits_{k}"] for k in KS])
+            _figure_tuple(r)
             for r in spark.range(0, bins, numPartitions=bins)
             .mapInArrow(run, from_arrow_schema(FIGURES))
             .collect()
@@ -360,12 +390,9 @@ def _joined_figures(
         ids, Y = load_y(dataset, n_labels)
         rows, Xb, Yb = local_rows(table, ids, Y, n_features, params.normalize, "train (tree)")
         U, W = bin_label_tables(dataset, n_labels, groups, weighted, ids, Y, rows)
-        built = [Tree(p, np.zeros(len(p)), n_c, n_labels) for p, n_c in trees]
-        out = []
-        for t, node in units_by_bin.get(b, []):
-            under = built[t].labels_under()
-            for got in leaf_figures(built[t], under, t, node, Xb, Yb, params, U, len(ids), W):
-                out.append((t, node, *got))
+        out = _TreesOf(trees, n_labels).figures(
+            units_by_bin.get(b, []), Xb, Yb, params, U, len(ids), W
+        )
         if not out:
             return FIGURES.empty_table()
         return pa.Table.from_batches([figures_batch(out)])
@@ -374,7 +401,7 @@ def _joined_figures(
         f"hits_{k} double" for k in KS
     )
     done = joined_stage(spark, dataset, n_labels, bins, rows_of.rows_of_bin, figures_bin, ddl)
-    return [(r["candidate"], r["held_out"], *[r[f"hits_{k}"] for k in KS]) for r in done]
+    return [_figure_tuple(r) for r in done]
 
 
 __all__ = [
