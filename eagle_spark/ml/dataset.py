@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any, Optional
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -307,6 +308,8 @@ class Dataset:
         seed: int = 0,
         by: str = "sample",
         overwrite: bool = False,
+        labels: bool = True,
+        idMap: Optional[str] = None,
     ) -> tuple["Dataset", "Dataset"]:
         """Cut the dataset in two by a seeded hash: a share `share` of it held out.
 
@@ -318,16 +321,37 @@ class Dataset:
                 aggregated dataset by group_id, each part an aggregated dataset of its own with the
                 members' X, Y1, Y2 and Y when present; samples in no group are dropped).
             overwrite: replace existing folders.
+            labels: keep the true labels Y (false: only the groups' labels count); with
+                ``by="group"`` and no labels both parts are written in one pass (one numbering of
+                the members, each table read once per part).
+            idMap: as :meth:`split_part`, the kept part's renumbering.
         Returns:
             (kept, held) datasets; ids are renumbered (:meth:`from_samples`), the feature and
             label spaces kept.
         Raises:
             ValueError: a share outside (0, 1), an unknown `by`, or ``group`` on a dataset without
-                Y1 / Y2; OutputExistsError (a ValueError) as :meth:`from_samples`.
+                Y1 / Y2; `idMap` with another `by` or with `labels`; OutputExistsError (a
+                ValueError) as :meth:`from_samples`.
         """
+        if by == "group" and not labels:
+            held = _held_bucket(share, seed, S.GROUP_ID)
+            self._require_groups()
+            parts = self._group_parts(
+                {False: absolute(keptPath), True: absolute(heldPath)},
+                held,
+                overwrite,
+                None if idMap is None else (False, absolute(idMap)),
+            )
+            return parts[False], parts[True]
+        if idMap is not None:
+            raise ValueError("Dataset.split: idMap needs by='group' and labels=False")
         return (
-            self.split_part(keptPath, share, seed, by, held=False, overwrite=overwrite),
-            self.split_part(heldPath, share, seed, by, held=True, overwrite=overwrite),
+            self.split_part(
+                keptPath, share, seed, by, held=False, overwrite=overwrite, labels=labels
+            ),
+            self.split_part(
+                heldPath, share, seed, by, held=True, overwrite=overwrite, labels=labels
+            ),
         )
 
     def split_part(
@@ -354,28 +378,22 @@ class Dataset:
         path = absolute(path)
         if idMap is not None and (by != "group" or labels):
             raise ValueError("Dataset.split_part: idMap needs by='group' and labels=False")
-        if not 0.0 < share < 1.0:
-            raise ValueError(f"Dataset.split: share must be in (0, 1), got {share}")
+        in_held = _held_bucket(share, seed, S.GROUP_ID if by == "group" else S.SAMPLE_ID)
         if by not in ("sample", "group"):
             raise ValueError(f"Dataset.split: by must be sample or group, got {by!r}")
-        frame, column = self.samples(), S.SAMPLE_ID
+        frame = self.samples()
         groups: dict[str, Any] = {}
         if by == "group":
-            if not (self.has(S.Y1) and self.has(S.Y2)):
-                raise ValueError(
-                    f"Dataset.split: by='group' needs an aggregated dataset (Y1, Y2); {self.path} "
-                    "has none"
-                )
-            frame, column = frame.where(F.col(S.GROUP_ID).isNotNull()), S.GROUP_ID
+            self._require_groups()
+            if not labels:
+                idm = None if idMap is None else (held, absolute(idMap))
+                return self._group_parts({held: path}, in_held, overwrite, idm)[held]
+            frame = frame.where(F.col(S.GROUP_ID).isNotNull())
             groups = {
                 "groupCol": S.GROUP_ID,
                 "groupLabelsCol": "group_labels",
-                "labelsCol": "labels" if labels and "labels" in frame.columns else None,
+                "labelsCol": "labels" if "labels" in frame.columns else None,
             }
-        bucket = F.pmod(F.xxhash64(F.lit(seed), F.col(column)), F.lit(10_000))
-        in_held = bucket < F.lit(int(round(share * 10_000)))
-        if by == "group" and not labels:
-            return self._group_part(path, in_held if held else ~in_held, overwrite, idMap)
         if not labels:
             frame = frame.drop("labels")
         return type(self).from_samples(
@@ -387,80 +405,134 @@ class Dataset:
             **groups,
         )
 
-    def _group_part(
-        self, path: str, keep: Column, overwrite: bool, id_map: Optional[str] = None
-    ) -> "Dataset":
-        """The groups for which `keep` (a condition on ``group_id``) holds, with their members'
-        X, Y1 and Y2 and no Y, written table by table: the dataset ``from_samples`` writes from the
-        same rows of ``samples()`` (samples and groups numbered 0 .. n-1 in the order of their
-        ids), without the round trip through a frame of vectors and its checks, which a folder
-        this library wrote has passed already. With `id_map` the renumbering is written there
-        (:meth:`split_part`)."""
+    def _require_groups(self) -> None:
+        """Raises ValueError unless the dataset is aggregated (has Y1 and Y2)."""
+        if not (self.has(S.Y1) and self.has(S.Y2)):
+            raise ValueError(
+                f"Dataset.split: by='group' needs an aggregated dataset (Y1, Y2); {self.path} "
+                "has none"
+            )
+
+    def _group_parts(
+        self,
+        paths: dict[bool, str],
+        in_held: Column,
+        overwrite: bool,
+        id_map: Optional[tuple[bool, str]] = None,
+    ) -> dict[bool, "Dataset"]:
+        """The parts of a split by group, without Y: ``paths[False]`` gets the groups where
+        `in_held` (a condition on ``group_id``) is false, ``paths[True]`` those where it holds
+        (either may be left out), each with its members' X, Y1 and Y2, written table by table in
+        one pass over both parts.
+
+        A part holds the dataset ``from_samples`` writes from the same rows of ``samples()``: one
+        sample per (member, group) row of Y1 (a sample in two of the part's groups is two samples
+        of it), numbered 0 .. n-1 in the order of (sample_id, group_id), and the groups 0 .. m-1 in
+        the order of their ids; the round trip through a frame of vectors and its checks is left
+        out, since a folder this library wrote has passed them. Y1 and the groups are numbered in
+        one ranking for both parts (part by part, by a per-part offset), so the whole split costs
+        one count, two rankings and one write per table and part. With `id_map` (part, folder) that
+        part's renumbering is written to the folder (:meth:`split_part`).
+
+        Returns:
+            {part: the written Dataset}.
+        Raises:
+            OutputExistsError (a ValueError): a part's folder exists and `overwrite` is false.
+        """
         from eagle_spark.aggregation.groups import dense_rank
         from eagle_spark.io.tables import new_manifest, write_manifest, write_table
 
         spark = self.spark
-        check_separate(path, [self.path])
-        y1 = read_table(spark, self.path, S.Y1).where(F.col(S.GROUP_ID).isNotNull()).where(keep)
-        with atomic_output(spark, path, overwrite) as tmp:
-            samples = dense_rank(y1.select(S.SAMPLE_ID), [S.SAMPLE_ID], "_sample")
-            groups = dense_rank(y1.select(S.GROUP_ID).distinct(), [S.GROUP_ID], "_group")
-            ids_path = f"{tmp}/part_ids"
-            y1.join(samples, S.SAMPLE_ID).join(groups, S.GROUP_ID).write.parquet(ids_path)
-            ids = read_parquet(spark, ids_path)
-            write_table(
-                read_table(spark, self.path, S.X)
-                .join(ids.select(S.SAMPLE_ID, "_sample"), S.SAMPLE_ID)
-                .select(
-                    F.col("_sample").alias(S.SAMPLE_ID),
-                    # the non-null arrays of from_samples' X (written from vectors)
-                    F.coalesce(S.FEAT_IDX, F.array()).cast("array<int>").alias(S.FEAT_IDX),
-                    F.coalesce(S.FEAT_VAL, F.array()).cast("array<float>").alias(S.FEAT_VAL),
-                ),
-                tmp,
-                S.X,
-            )
-            write_table(
-                ids.select(F.col("_sample").alias(S.SAMPLE_ID), F.col("_group").alias(S.GROUP_ID)),
-                tmp,
-                S.Y1,
-            )
-            write_table(
-                read_table(spark, self.path, S.Y2)
-                .join(ids.select(S.GROUP_ID, "_group").distinct(), S.GROUP_ID)
-                .select(
-                    F.col("_group").alias(S.GROUP_ID),
-                    S.LABEL_ID,
-                    F.coalesce(S.COUNT, F.lit(0)).alias(S.COUNT),  # non-null, as from_samples'
-                ),
-                tmp,
-                S.Y2,
-            )
-            counts = ids.agg(
-                F.count(F.lit(1)).alias("samples"), F.countDistinct(S.GROUP_ID).alias("groups")
-            ).collect()[0]
-            write_manifest(
-                spark,
-                tmp,
-                new_manifest(
-                    "frame",
-                    n_samples=int(counts["samples"]),
-                    n_features=self.n_features,
-                    n_labels=self.n_labels,
-                    n_groups=int(counts["groups"]),
-                    source={"frame": "Dataset.from_samples"},
-                    tables=[S.X, S.Y1, S.Y2],
-                ),
-            )
+        for path in paths.values():
+            check_separate(path, [self.path])
+        y1 = (
+            read_table(spark, self.path, S.Y1)
+            .where(F.col(S.GROUP_ID).isNotNull())
+            .withColumn("_held", in_held)
+        )
+        if len(paths) == 1:
+            y1 = y1.where(F.col("_held") == F.lit(next(iter(paths))))
+        found = {
+            bool(r["_held"]): (int(r["rows"]), int(r["groups"]))
+            for r in y1.groupBy("_held")
+            .agg(F.count(F.lit(1)).alias("rows"), F.countDistinct(S.GROUP_ID).alias("groups"))
+            .collect()
+        }
+        counts = {part: found.get(part, (0, 0)) for part in paths}
+        # one ranking of both parts (False first): a held-out row's number in its part is its rank
+        # less the kept part's size
+        before = found.get(False, (0, 0)) if True in paths else (0, 0)
+        rows = dense_rank(
+            y1.select("_held", S.SAMPLE_ID, S.GROUP_ID), ["_held", S.SAMPLE_ID, S.GROUP_ID], "_r"
+        )
+        groups = dense_rank(y1.select("_held", S.GROUP_ID).distinct(), ["_held", S.GROUP_ID], "_g")
+        shift = [F.when(F.col("_held"), F.lit(before[i])).otherwise(F.lit(0)) for i in (0, 1)]
+        with contextlib.ExitStack() as stack:
+            tmp = {
+                part: stack.enter_context(atomic_output(spark, path, overwrite))
+                for part, path in paths.items()
+            }
+            ids_path = f"{next(iter(tmp.values()))}/part_ids"
+            rows.join(groups, ["_held", S.GROUP_ID]).select(
+                "_held",
+                S.SAMPLE_ID,
+                S.GROUP_ID,
+                (F.col("_r") - shift[0]).alias("_sample"),
+                (F.col("_g") - shift[1]).alias("_group"),
+            ).write.parquet(ids_path)
+            all_ids = read_parquet(spark, ids_path)
+            X = read_table(spark, self.path, S.X)
+            Y2 = read_table(spark, self.path, S.Y2)
+            for part, out in tmp.items():
+                ids = all_ids.where(F.col("_held") == F.lit(part))
+                write_table(
+                    X.join(ids.select(S.SAMPLE_ID, "_sample"), S.SAMPLE_ID).select(
+                        F.col("_sample").alias(S.SAMPLE_ID),
+                        # the non-null arrays of from_samples' X (written from vectors)
+                        F.coalesce(S.FEAT_IDX, F.array()).cast("array<int>").alias(S.FEAT_IDX),
+                        F.coalesce(S.FEAT_VAL, F.array()).cast("array<float>").alias(S.FEAT_VAL),
+                    ),
+                    out,
+                    S.X,
+                )
+                write_table(
+                    ids.select(
+                        F.col("_sample").alias(S.SAMPLE_ID), F.col("_group").alias(S.GROUP_ID)
+                    ),
+                    out,
+                    S.Y1,
+                )
+                write_table(
+                    Y2.join(ids.select(S.GROUP_ID, "_group").distinct(), S.GROUP_ID).select(
+                        F.col("_group").alias(S.GROUP_ID),
+                        S.LABEL_ID,
+                        F.coalesce(S.COUNT, F.lit(0)).alias(S.COUNT),  # non-null, as from_samples'
+                    ),
+                    out,
+                    S.Y2,
+                )
+                write_manifest(
+                    spark,
+                    out,
+                    new_manifest(
+                        "frame",
+                        n_samples=counts[part][0],
+                        n_features=self.n_features,
+                        n_labels=self.n_labels,
+                        n_groups=counts[part][1],
+                        source={"frame": "Dataset.from_samples"},
+                        tables=[S.X, S.Y1, S.Y2],
+                    ),
+                )
             if id_map is not None:
-                ids.select(
+                all_ids.where(F.col("_held") == F.lit(id_map[0])).select(
                     S.SAMPLE_ID,
                     S.GROUP_ID,
                     F.col("_sample").alias("part_sample_id"),
                     F.col("_group").alias("part_group_id"),
-                ).write.parquet(id_map)
+                ).write.parquet(id_map[1])
             FileSystem(spark).delete(ids_path)
-        return type(self).load(spark, path)
+        return {part: type(self).load(spark, path) for part, path in paths.items()}
 
     def save(self, path: str, overwrite: bool = False) -> "Dataset":
         """Copy the folder to `path` (committed atomically); returns the copy.
@@ -480,6 +552,19 @@ class Dataset:
             f"Dataset({self.path!r}, n_samples={self.n_samples}, n_features={self.n_features}, "
             f"n_labels={self.n_labels}, n_groups={self.n_groups})"
         )
+
+
+def _held_bucket(share: float, seed: int, column: str) -> Column:
+    """Whether a row is held out by a split of share `share` and seed `seed` on `column`: the
+    bucket of xxhash64(seed, id) mod 10,000 falls below share x 10,000.
+
+    Raises:
+        ValueError: `share` outside (0, 1).
+    """
+    if not 0.0 < share < 1.0:
+        raise ValueError(f"Dataset.split: share must be in (0, 1), got {share}")
+    bucket = F.pmod(F.xxhash64(F.lit(seed), F.col(column)), F.lit(10_000))
+    return bucket < F.lit(int(round(share * 10_000)))
 
 
 __all__ = ["Dataset"]

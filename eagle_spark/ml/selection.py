@@ -128,7 +128,7 @@ class HeldOutSplit:
 
     Attributes:
         fit, held: folders of the kept and the held-out groups' parts
-            (:meth:`eagle_spark.ml.Dataset.split_part`, without Y).
+            (:meth:`eagle_spark.ml.Dataset.split`, without Y).
         ids: folder of the kept part's id map (sample_id, group_id -> part_sample_id,
             part_group_id).
         scores: the score rows of the candidates that read neither the label embeddings nor any
@@ -185,7 +185,7 @@ def held_out_split(
         a dict the caller adds to; see :class:`HeldOutSplit`). Kept parts must not be changed;
         beyond :data:`MAX_KEPT_SPLITS` the oldest is deleted.
     Raises:
-        BadInputError / ValueError: as :meth:`eagle_spark.ml.Dataset.split_part`.
+        BadInputError / ValueError: as :meth:`eagle_spark.ml.Dataset.split`.
     """
     from eagle_spark import classic
     from eagle_spark.errors import BadInputError
@@ -217,17 +217,14 @@ def held_out_split(
             )
     folder = work_folder(spark, "held-out-split") if keep else scratch
     ids = posixpath.join(folder, "fit_ids")
-    fit, held = (
-        dataset.split_part(
-            posixpath.join(folder, part),
-            share,
-            seed,
-            by="group",
-            held=part == "held",
-            labels=False,
-            idMap=ids if part == "fit" else None,
-        )
-        for part in ("fit", "held")
+    fit, held = dataset.split(
+        posixpath.join(folder, "fit"),
+        posixpath.join(folder, "held"),
+        share,
+        seed,
+        by="group",
+        labels=False,
+        idMap=ids,
     )
     made = HeldOutSplit(fit.path, held.path, ids)
     if not keep:
@@ -369,7 +366,7 @@ def fit_part(
     the candidate's output `assigned` (of the whole dataset) gave its members for those groups.
 
     Args:
-        fit: the kept part (:meth:`eagle_spark.ml.Dataset.split_part`).
+        fit: the kept part (:meth:`eagle_spark.ml.Dataset.split`).
         ids: its id map (sample_id, group_id -> part_sample_id, part_group_id).
         assigned: the candidate's :func:`eagle_spark.assignment.assign.assign` output.
         path: the dataset folder to write (X copied from `fit`, Y the members' labels, with

@@ -364,6 +364,101 @@ def test_a_group_part_without_labels_equals_the_frame_written_with_from_samples(
             assert got == want, table
 
 
+def test_group_parts_of_overlapping_groups_equal_a_python_twin(spark, tmp_path, write_text):
+    """A sample in two groups of a part is two samples of it (one per (member, group) row, as
+    from_samples writes samples() rows), numbered in (sample_id, group_id) order; split() writes
+    both parts in one pass, each equal to its split_part(); the id map renumbers the kept part.
+    The twin numbers the rows in Python from the tables (hand-built supplied Y1 / Y2)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from eagle_spark.io.ingest import ingest
+    from eagle_spark.settings import IngestSettings
+
+    n = 40
+    src = write_text(
+        "x.txt",
+        f"{n} 6 5\n" + "\n".join(f"{i % 5} {i % 6}:1 {(i + 1) % 6}:0.5" for i in range(n)) + "\n",
+    )
+    ingest(spark, src, str(tmp_path / "x"), IngestSettings())
+    # samples 0, 3, 6, ... also belong to the next pair's group
+    y1 = [(i, i // 2) for i in range(n)] + [(i, i // 2 + 1) for i in range(0, n - 2, 3)]
+    y2 = [(g, g % 5, 1 + g % 2) for g in sorted({g for _, g in y1})]
+    for name, columns, rows in (
+        ("y1", ["sample_id", "group_id"], y1),
+        ("y2", ["group_id", "label_id", "count"], y2),
+    ):
+        pq.write_table(
+            pa.table({c: [r[i] for r in rows] for i, c in enumerate(columns)}),
+            tmp_path / f"{name}.parquet",
+        )
+    ds = Dataset.load(spark, str(tmp_path / "x")).aggregate(
+        str(tmp_path / "agg"), y1=str(tmp_path / "y1.parquet"), y2=str(tmp_path / "y2.parquet")
+    )
+    share, seed = 0.3, 0
+    groups = sorted({g for _, g in y1})
+    bucket = F.pmod(F.xxhash64(F.lit(seed), F.col("group_id")), F.lit(10_000))
+    held_groups = {
+        r.group_id
+        for r in spark.createDataFrame([(g,) for g in groups], "group_id long")
+        .where(bucket < F.lit(int(share * 10_000)))
+        .collect()
+    }
+    assert 0 < len(held_groups) < len(groups)
+    x = {
+        r.sample_id: (list(r.feat_idx), list(r.feat_val))
+        for r in read_table(spark, ds.path, "X").collect()
+    }
+
+    def twin(held):
+        rows = sorted((s, g) for s, g in y1 if (g in held_groups) == held)
+        number = {g: i for i, g in enumerate(sorted({g for _, g in rows}))}
+        return {
+            "X": [(i, *x[s]) for i, (s, _) in enumerate(rows)],
+            "Y1": [(i, number[g]) for i, (_, g) in enumerate(rows)],
+            "Y2": sorted((number[g], label, c) for g, label, c in y2 if g in number),
+            "ids": sorted((s, g, i, number[g]) for i, (s, g) in enumerate(rows)),
+        }
+
+    def tables(part):
+        return {
+            name: sorted(tuple(r) for r in read_table(spark, part.path, name).collect())
+            for name in ("X", "Y1", "Y2")
+        }
+
+    kept, held = ds.split(
+        str(tmp_path / "kept"),
+        str(tmp_path / "held"),
+        share,
+        seed,
+        by="group",
+        labels=False,
+        idMap=str(tmp_path / "ids"),
+    )
+    for flag, part in ((False, kept), (True, held)):
+        want = twin(flag)
+        assert (part.n_samples, part.n_groups) == (
+            len(want["X"]),
+            len({g for _, g in want["Y1"]}),
+        )
+        assert tables(part) == {k: want[k] for k in ("X", "Y1", "Y2")}
+        assert not part.has("Y")
+        alone = ds.split_part(
+            str(tmp_path / f"alone-{flag}"), share, seed, "group", flag, labels=False
+        )
+        assert tables(alone) == tables(part)
+    ids = spark.read.parquet(str(tmp_path / "ids")).select(
+        "sample_id", "group_id", "part_sample_id", "part_group_id"
+    )
+    assert sorted(tuple(r) for r in ids.collect()) == twin(False)["ids"]
+    # the overlap is exercised: some sample is two samples of one part
+    assert any(
+        len([r for r in twin(flag)["ids"] if r[0] == sample]) > 1
+        for flag in (False, True)
+        for sample in range(0, n - 2, 3)
+    )
+
+
 def test_stage_progress_is_reported_on_either_session_kind(spark, caplog):
     """SparkProgress follows a real job: the status tracker on classic, the progress handler
     under Spark Connect (the server reports a running operation every 2 s by default)."""

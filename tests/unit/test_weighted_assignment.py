@@ -665,18 +665,18 @@ def test_a_second_choice_on_the_same_data_reuses_the_split_and_the_baseline_scor
 
     monkeypatch.setattr(selection, "_SPLITS", collections.OrderedDict())
     fits, splits = [], []
-    real_fit, real_split = LabelTreeClassifier.fitDataset, Dataset.split_part
+    real_fit, real_split = LabelTreeClassifier.fitDataset, Dataset.split
 
     def counted_fit(self, dataset, *args, **kwargs):
         fits.append(dataset.path)
         return real_fit(self, dataset, *args, **kwargs)
 
-    def counted_split(self, path, *args, **kwargs):
-        splits.append(path)
-        return real_split(self, path, *args, **kwargs)
+    def counted_split(self, kept, held, *args, **kwargs):
+        splits.append((kept, held))
+        return real_split(self, kept, held, *args, **kwargs)
 
     monkeypatch.setattr(LabelTreeClassifier, "fitDataset", counted_fit)
-    monkeypatch.setattr(Dataset, "split_part", counted_split)
+    monkeypatch.setattr(Dataset, "split", counted_split)
     paths, _ = soft
     agg = Dataset.load(spark, paths["agg"])
     settings = AssignSettings(
@@ -693,15 +693,15 @@ def test_a_second_choice_on_the_same_data_reuses_the_split_and_the_baseline_scor
         )
 
     first = model.transformDataset(agg, str(tmp_path / "first"))
-    assert (len(splits), len(fits)) == (2, 2)  # the kept and held-out parts; two proxies
+    assert (len(splits), len(fits)) == (1, 2)  # the kept and held-out parts at once; two proxies
     second = model.transformDataset(agg, str(tmp_path / "second"))
-    assert (len(splits), len(fits)) == (2, 3)  # no split, hard's proxy alone
+    assert (len(splits), len(fits)) == (1, 3)  # no split, hard's proxy alone
     assert second.manifest["selection"] == first.manifest["selection"]
     assert rows(second.path) == rows(first.path)
     only = dataclasses.replace(settings, candidates=("baseline",))
     kept = GRLRModel.fromSettings(only).atFolder(paths["emb"])
     kept = kept.transformDataset(agg, str(tmp_path / "kept"))
-    assert (len(splits), len(fits)) == (2, 3)  # the kept score chose: nothing split or trained
+    assert (len(splits), len(fits)) == (1, 3)  # the kept score chose: nothing split or trained
     assert kept.manifest["selection"]["chosen"] == "baseline"
     assert (
         kept.manifest["selection"]["candidates"]["baseline"]
@@ -717,18 +717,18 @@ def test_a_second_choice_on_the_same_data_reuses_the_split_and_the_baseline_scor
     shutil.rmtree(split.ids)
     again = GRLRModel.fromSettings(only).atFolder(paths["emb"])
     again = again.transformDataset(agg, str(tmp_path / "again"))
-    assert (len(splits), len(fits)) == (4, 4)
+    assert (len(splits), len(fits)) == (2, 4)
     assert again.manifest["selection"] == kept.manifest["selection"]
     # another seed is another split
     other = GRLRModel.fromSettings(dataclasses.replace(only, held_out_seed=12))
     other.atFolder(paths["emb"]).transformDataset(agg, str(tmp_path / "other"))
-    assert (len(splits), len(fits)) == (6, 5)
+    assert (len(splits), len(fits)) == (3, 5)
     # where executors may not reach the driver's work folder nothing is kept: split every time
     from eagle_spark import classic
 
     monkeypatch.setattr(classic, "is_local", lambda session: False)
     GRLRModel.fromSettings(only).atFolder(paths["emb"]).transformDataset(agg, str(tmp_path / "c"))
-    assert (len(splits), len(fits)) == (8, 6)
+    assert (len(splits), len(fits)) == (4, 6)
 
 
 def test_candidate_names_are_checked():
