@@ -17,20 +17,34 @@ def _settings(run: pathlib.Path, *overrides: str) -> Settings:
     return Settings.load(str(ROOT / "conf" / "local.yaml"), [f"pipeline.output={run}", *overrides])
 
 
+TRAIN_ROWS, TEST_ROWS = 3000, 800
+"""The compare run's slice of the embedded delicious files (the README's main command on the whole
+files runs in CI's set-up step; the slow suite pins its figures): every stage and step of the main
+job at about half its time."""
+
+
 @pytest.fixture(scope="module")
 def compare_run(spark, tmp_path_factory):
-    """One --compare run of the default conf (delicious, R-4), as the README's main command."""
+    """One --compare run of the default conf (R-4, assign.weighting=auto, the label tree), as the
+    README's main command, on the first TRAIN_ROWS / TEST_ROWS samples of the delicious files."""
     from eagle_spark.pipeline import run_pipeline
+    from tests.conftest import delicious_slice
 
-    run = tmp_path_factory.mktemp("pipeline") / "run"
-    result = run_pipeline(spark, _settings(run, "pipeline.methods=[baseline,eagle0,eagle]"))
-    return run, result
+    folder = tmp_path_factory.mktemp("pipeline")
+    given = [
+        f"pipeline.train={delicious_slice(folder, 'train', TRAIN_ROWS)}",
+        f"pipeline.test={delicious_slice(folder, 'test', TEST_ROWS)}",
+    ]
+    result = run_pipeline(
+        spark, _settings(folder / "run", *given, "pipeline.methods=[baseline,eagle0,eagle]")
+    )
+    return folder / "run", given, result
 
 
 def test_compare_writes_table2_layout_consistent_with_stage_outputs(spark, compare_run):
     from eagle_spark.evaluation.metrics import inv_propensity, metrics_from_lists
 
-    run, result = compare_run
+    run, _, result = compare_run
     comparison = json.loads((run / "comparison.json").read_text())
     assert comparison == result["comparison"]
     assert comparison["grouping"] == "R-4"
@@ -84,7 +98,7 @@ def test_every_table_is_readable_as_a_folder_by_polars(compare_run):
     """No .crc or marker file beside Parquet parts: polars.read_parquet(folder) reads every table."""
     import polars as pl
 
-    run, _ = compare_run
+    run, _, _ = compare_run
     tables = sorted({p.parent for p in run.rglob("*.parquet") if "delta" not in p.parts})
     assert len(tables) >= 20  # X, Y, Y1, Y2, embeddings, assignments, predictions, ...
     for folder in tables:
@@ -94,7 +108,9 @@ def test_every_table_is_readable_as_a_folder_by_polars(compare_run):
 
 
 def test_report_and_logs_cover_every_stage(compare_run):
-    run, _ = compare_run
+    import pyarrow.parquet as pq
+
+    run, _, _ = compare_run
     report = json.loads((run / "report.json").read_text())
     names = [r["stage"] for r in report["stages"]]
     # the methods ran side by side; the report lists each one's stages together, in order
@@ -115,9 +131,11 @@ def test_report_and_logs_cover_every_stage(compare_run):
         r["status"] == "ran" and r["seconds"] > 0 and r["peak_rss_mb"] > 100
         for r in report["stages"]
     )
-    assert rows["ingest_train"]["rows"] == 12920 and rows["ingest_test"]["rows"] == 3185
-    assert rows["aggregate"]["rows"] == 3230  # ceil(12920 / 4) groups
-    assert rows["embed_eagle"]["rows"] == 983
+    assert rows["ingest_train"]["rows"] == TRAIN_ROWS and rows["ingest_test"]["rows"] == TEST_ROWS
+    assert rows["aggregate"]["rows"] == TRAIN_ROWS // 4  # groups of 4
+    # one label embedding per label of Y2 (982 of the 983 labels occur in the slice's groups)
+    y2 = pq.read_table(run / "data" / "aggregated" / "Y2", columns=["label_id"])
+    assert rows["embed_eagle"]["rows"] == len(set(y2.column("label_id").to_pylist())) == 982
     md = (run / "report.md").read_text()
     assert "| embed_eagle | ran |" in md
     logs = list((run / "logs").glob("*.log"))
@@ -193,15 +211,16 @@ def test_methods_side_by_side_a_failed_one_lets_the_others_finish(
 def test_rerun_skips_unchanged_stages_and_reruns_what_a_setting_touches(spark, compare_run):
     from eagle_spark.pipeline import run_pipeline
 
-    run, first = compare_run
-    again = run_pipeline(spark, _settings(run, "pipeline.methods=[baseline,eagle0,eagle]"))
+    run, given, first = compare_run
+    again = run_pipeline(spark, _settings(run, *given, "pipeline.methods=[baseline,eagle0,eagle]"))
     assert {r["status"] for r in again["stages"]} == {"skipped"}
     assert len(list((run / "reports").glob("*.json"))) == 2  # both runs' reports are kept
     assert again["comparison"] == first["comparison"]
 
     # one GRLR setting changes: EAGLE's chain reruns, Baseline / EAGLE-0 and the data do not
     changed = run_pipeline(
-        spark, _settings(run, "pipeline.methods=[baseline,eagle0,eagle]", "embed.iterations=3")
+        spark,
+        _settings(run, *given, "pipeline.methods=[baseline,eagle0,eagle]", "embed.iterations=3"),
     )
     ran = {r["stage"] for r in changed["stages"] if r["status"] == "ran"}
     assert ran == {"embed_eagle", "assign_eagle", "train_eagle", "predict_eagle", "evaluate_eagle"}
@@ -217,8 +236,10 @@ def test_format_delta_publishes_versions_read_by_deltalake_polars_duckdb(spark, 
     from eagle_spark.io.delta import read_delta
     from eagle_spark.pipeline import run_pipeline
 
-    run, _ = compare_run
-    result = run_pipeline(spark, _settings(run, "pipeline.format=delta", "embed.iterations=3"))
+    run, given, _ = compare_run
+    result = run_pipeline(
+        spark, _settings(run, *given, "pipeline.format=delta", "embed.iterations=3")
+    )
     ran = {r["stage"] for r in result["stages"] if r["status"] == "ran"}
     assert ran == {"delta_assignments_eagle", "delta_predictions_eagle"}  # nothing else recomputed
     table = str(run / "delta" / "assignments_eagle")
@@ -298,7 +319,7 @@ def test_readme_run_folder_layout_is_what_is_on_disk(compare_run):
 
     import pyarrow.parquet as pq
 
-    run, result = compare_run
+    run, _, result = compare_run
     text = (ROOT / "README.md").read_text()
     paragraph = re.search(
         r"Run folder \(`pipeline.output`.*?\): (.*?)\. A stage", text, re.S
@@ -333,4 +354,4 @@ def test_readme_run_folder_layout_is_what_is_on_disk(compare_run):
                     f"the README names {name}: {found} is missing"
                 )
     table = pq.read_table(run / "predictions" / "eagle" / "predictions")
-    assert table.num_rows == 3185
+    assert table.num_rows == TEST_ROWS
