@@ -174,6 +174,16 @@ def design() -> list[str]:
             "main_job_no_class_archive",
         )
     )
+    hard = report("main_job_hard")
+    rows.append(
+        (
+            "main job with the paper's assignment (`assign.weighting=hard`) / the chosen one (`auto`)",
+            f"{hard['median_wall_s']:.0f} s / {main['median_wall_s']:.0f} s; "
+            f"{_row(hard['rows'], stage='whole command')['spark jobs']:,.0f} / "
+            f"{whole['spark jobs']:,.0f} Spark jobs",
+            "main_job_hard",
+        )
+    )
     steps = report("main_job_steps")
     top = sorted(
         (r for r in steps["steps"] if r["stage"] == "assign_eagle0" and " / " not in r["step"]),

@@ -6,6 +6,7 @@ each stage's wall time from the run's own report, several runs, medians.
     python benchmarks/main_job.py --runs 1 --report main_job_once
     python benchmarks/main_job.py --set pipeline.methods_at_once=1 --report main_job_one_method_at_a_time
     python benchmarks/main_job.py --set spark.class_archive=none --report main_job_no_class_archive
+    python benchmarks/main_job.py --set assign.weighting=hard --report main_job_hard
     python benchmarks/main_job.py --report main_job_steps     # a report of its own for the steps table
 
 Every run starts from an empty run folder (nothing is skipped by the pipeline's resume), in a
