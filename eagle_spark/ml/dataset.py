@@ -381,13 +381,14 @@ class Dataset:
         in_held = _held_bucket(share, seed, S.GROUP_ID if by == "group" else S.SAMPLE_ID)
         if by not in ("sample", "group"):
             raise ValueError(f"Dataset.split: by must be sample or group, got {by!r}")
+        if by == "group":
+            self._require_groups()
+            if not labels:  # written table by table: no frame of samples is read
+                idm = None if idMap is None else (held, absolute(idMap))
+                return self._group_parts({held: path}, in_held, overwrite, idm)[held]
         frame = self.samples()
         groups: dict[str, Any] = {}
         if by == "group":
-            self._require_groups()
-            if not labels:
-                idm = None if idMap is None else (held, absolute(idMap))
-                return self._group_parts({held: path}, in_held, overwrite, idm)[held]
             frame = frame.where(F.col(S.GROUP_ID).isNotNull())
             groups = {
                 "groupCol": S.GROUP_ID,
