@@ -15,7 +15,11 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
 
 # Settings for a fast test session (measured: ~3.5 s to start): small partition counts, no UI,
-# in-memory catalog.
+# in-memory catalog, no whole-stage code generation (tests run many small queries on small data,
+# where compiling each query's code costs more than it saves: tests/api/test_api.py 97 s against
+# 106 s, tests/cli/test_pipeline.py 93 s against 92 s; turning expression code generation off
+# too, spark.sql.codegen.factoryMode=NO_CODEGEN, made test_pipeline.py 109 s). The product keeps
+# Spark's defaults; the slow suite's main job and commands run in processes of their own.
 TEST_SPARK = SparkSettings(
     master="local[2]",
     app_name="eagle-spark-tests",
@@ -27,6 +31,7 @@ TEST_SPARK = SparkSettings(
         "spark.ui.enabled": "false",
         "spark.sql.adaptive.enabled": "false",
         "spark.sql.catalogImplementation": "in-memory",
+        "spark.sql.codegen.wholeStage": "false",
         "spark.driver.extraJavaOptions": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
     },
 )

@@ -17,10 +17,10 @@ def _settings(run: pathlib.Path, *overrides: str) -> Settings:
     return Settings.load(str(ROOT / "conf" / "local.yaml"), [f"pipeline.output={run}", *overrides])
 
 
-TRAIN_ROWS, TEST_ROWS = 3000, 800
+TRAIN_ROWS, TEST_ROWS = 1500, 400
 """The compare run's slice of the embedded delicious files (the README's main command on the whole
 files runs in CI's set-up step; the slow suite pins its figures): every stage and step of the main
-job at about half its time."""
+job, the automatic assignment's choice included (375 groups, 90 of them held out)."""
 
 
 @pytest.fixture(scope="module")
@@ -133,9 +133,15 @@ def test_report_and_logs_cover_every_stage(compare_run):
     )
     assert rows["ingest_train"]["rows"] == TRAIN_ROWS and rows["ingest_test"]["rows"] == TEST_ROWS
     assert rows["aggregate"]["rows"] == TRAIN_ROWS // 4  # groups of 4
-    # one label embedding per label of Y2 (982 of the 983 labels occur in the slice's groups)
+    # one label embedding per label of Y2 (978 of the 983 labels occur in the slice's groups)
     y2 = pq.read_table(run / "data" / "aggregated" / "Y2", columns=["label_id"])
-    assert rows["embed_eagle"]["rows"] == len(set(y2.column("label_id").to_pylist())) == 982
+    assert rows["embed_eagle"]["rows"] == len(set(y2.column("label_id").to_pylist())) == 978
+    # the slice is large enough for assign.weighting=auto to score its candidates (not the fallback)
+    for method in ("eagle0", "eagle"):
+        manifest = json.loads((run / "assigned" / method / "_manifest.json").read_text())
+        chosen = manifest["selection"]
+        assert set(chosen["candidates"]) == {"baseline", "soft-0.3+r1"}
+        assert chosen["held_out_groups"] >= 20 and "skipped" not in chosen
     md = (run / "report.md").read_text()
     assert "| embed_eagle | ran |" in md
     logs = list((run / "logs").glob("*.log"))

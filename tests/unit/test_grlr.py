@@ -98,13 +98,15 @@ def emb_dict(spark, folder, d):
     return out
 
 
-@pytest.mark.parametrize("T, split_rows", [(0, 0), (3, 0), (3, 12)])
+# split_rows=60: 163 labels of `small` are heavy, split into 2 to 9 chunks each (528 candidate rows
+# at most); 12 made 553 heavy labels and cost 5x the time for no other path
+@pytest.mark.parametrize("T, split_rows", [(0, 0), (3, 0), (3, 60)])
 def test_spark_equals_twin(spark, small, tmp_path, T, split_rows):
     agg, (ids, X, groups, label_groups) = small
     params = EmbedSettings(iterations=T, lr=0.1, tasks=3, batch_rows=150, split_rows=split_rows)
     m = embed(spark, agg, str(tmp_path / "emb"), params)
     if split_rows:
-        assert m["n_heavy_labels"] > 5  # the split-and-combine path really ran
+        assert m["n_heavy_labels"] == 163  # the split-and-combine path really ran
     twin_emb, twin_chosen = twin(X, groups, label_groups, T, 0.1)
     got = emb_dict(spark, str(tmp_path / "emb"), X.shape[1])
     assert set(got) == set(twin_emb)
@@ -471,11 +473,11 @@ def _table_rows(spark, folder, table):
 
 
 @pytest.mark.parametrize(
-    "split_rows", [0, pytest.param(12, marks=pytest.mark.slow)]
-)  # 12: heavy labels, 40 s
+    "split_rows", [0, pytest.param(60, marks=pytest.mark.slow)]
+)  # 60: heavy labels (as in test_spark_equals_twin)
 def test_joined_path_equals_cached(spark, small, tmp_path, split_rows):
     """embed.x_access=joined (pairs joined with the groups' member rows, no executor cache) writes
-    the same embeddings and top members as the cached path, value for value; with split_rows=12 the
+    the same embeddings and top members as the cached path, value for value; with split_rows=60 the
     heavy labels' chunks go through the join too."""
     agg, (ids, X, groups, label_groups) = small
     out = {}
@@ -490,7 +492,7 @@ def test_joined_path_equals_cached(spark, small, tmp_path, split_rows):
         )
         assert out[mode]["x_access"] == mode
     if split_rows:
-        assert out["joined"]["n_heavy_labels"] > 5
+        assert out["joined"]["n_heavy_labels"] == 163
     for table in ("label_emb", "top_members"):
         assert _table_rows(spark, str(tmp_path / "cached"), table) == _table_rows(
             spark, str(tmp_path / "joined"), table
