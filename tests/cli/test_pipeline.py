@@ -191,6 +191,7 @@ def test_methods_side_by_side_a_failed_one_lets_the_others_finish(
         f"pipeline.test={delicious_slice(tmp_path, 'test', 100)}",
         "pipeline.methods=[baseline,eagle0]",
         "pipeline.until=assign",
+        "assign.weighting=hard",  # the choice among candidates is the compare run's to test
     ]
     monkeypatch.setattr(pipeline, "_run_method", failing)
     caplog.set_level(logging.INFO, logger="eagle_spark.pipeline")
