@@ -3,6 +3,7 @@ process, JSON report, table."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing
 import os
@@ -11,8 +12,9 @@ import platform
 import queue
 import subprocess
 import sys
+import threading
 import time
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import psutil
 
@@ -313,12 +315,87 @@ def data_settings(spark: Any, base: Any, name: str, work: str, test: bool = Fals
     )
 
 
+class CPUByKind:
+    """CPU seconds (user + system) of this process's descendants by kind, sampled every
+    `interval` seconds in a background thread (Linux: the JVM's threads are named in
+    ``/proc/<pid>/task/<tid>/comm``): ``jvm compilers`` (HotSpot's C1 / C2 compiler threads),
+    ``jvm other`` (the rest of the JVM: tasks, query planning, garbage collection), ``python
+    workers`` (the ``pyspark.daemon`` processes the JVM forks), ``driver python`` (the command's own
+    process). Processes that run already when sampling starts (a test session's JVM) are not
+    counted. A process's last sample counts, so the CPU of a process or compiler thread that ended
+    less than `interval` after its last sample is missed (Spark's Python workers and the compiler
+    threads live as long as the JVM).
+
+    Use as a context manager; ``seconds`` holds the totals afterwards.
+    """
+
+    KINDS = ("jvm compilers", "jvm other", "python workers", "driver python")
+
+    def __init__(self, interval: float = 0.5) -> None:
+        self.interval = interval
+        self.seconds: dict[str, float] = {k: 0.0 for k in self.KINDS}
+        self._last: dict[tuple[int, str], float] = {}
+        self._before: set[int] = set()
+        self._tick = os.sysconf("SC_CLK_TCK")
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="cpu-by-kind")
+
+    def _compiler_seconds(self, pid: int) -> float:
+        total = 0
+        for task in pathlib.Path(f"/proc/{pid}/task").iterdir():
+            try:
+                if "CompilerThre" in (task / "comm").read_text():
+                    fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+                    total += int(fields[11]) + int(fields[12])  # utime, stime
+            except (OSError, IndexError, ValueError):  # the thread ended
+                pass
+        return total / self._tick
+
+    def _take(self) -> None:
+        for proc in psutil.Process(os.getpid()).children(recursive=True):
+            if proc.pid in self._before:
+                continue
+            try:
+                cmd = " ".join(proc.cmdline())
+                times = proc.cpu_times()
+                own = times.user + times.system
+                if proc.name() == "java":
+                    compilers = self._compiler_seconds(proc.pid)
+                    self._last[(proc.pid, "jvm compilers")] = compilers
+                    self._last[(proc.pid, "jvm other")] = own - compilers
+                elif "pyspark.daemon" in cmd:
+                    self._last[(proc.pid, "python workers")] = own
+                elif "eagle_spark" in cmd:
+                    self._last[(proc.pid, "driver python")] = own
+            except (psutil.Error, OSError):  # the process ended
+                pass
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._take()
+            self._stop.wait(self.interval)
+
+    def __enter__(self) -> "CPUByKind":
+        self._before = {p.pid for p in psutil.Process(os.getpid()).children(recursive=True)}
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.seconds = {k: 0.0 for k in self.KINDS}
+        for (_, kind), value in self._last.items():
+            self.seconds[kind] += value
+        self.seconds = {k: round(v, 1) for k, v in self.seconds.items()}
+
+
 def main_job(
-    output: str | os.PathLike, *extra: str
+    output: str | os.PathLike, *extra: str, cpu: Optional[CPUByKind] = None
 ) -> tuple[float, float, subprocess.CompletedProcess]:
     """Run the README's main job as a whole command, `python -m eagle_spark.cli pipeline --conf
     conf/local.yaml --compare --output OUTPUT --log-level WARNING EXTRA...`, from the repository's
-    folder: (wall seconds, peak RSS of all its processes in bytes, the finished process)."""
+    folder: (wall seconds, peak RSS of all its processes in bytes, the finished process); with
+    `cpu`, its processes' CPU seconds by kind are sampled into it."""
     root = pathlib.Path(__file__).resolve().parents[1]
     command = [
         sys.executable,
@@ -335,6 +412,6 @@ def main_job(
         *extra,
     ]
     t0 = time.monotonic()
-    with PeakRSS(interval=0.5) as memory:
+    with PeakRSS(interval=0.5) as memory, cpu or contextlib.nullcontext():
         done = subprocess.run(command, cwd=root, capture_output=True, text=True)
     return time.monotonic() - t0, memory.peak_bytes, done

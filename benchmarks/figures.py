@@ -174,6 +174,24 @@ def design() -> list[str]:
             "main_job_no_class_archive",
         )
     )
+    full_jit = report("main_job_jit_full")
+    rows.append(
+        (
+            "main job with the driver JVM's both compilers (`spark.driver_jit=full`) / its first "
+            "only (`auto` in local mode)",
+            f"{full_jit['median_wall_s']:.0f} s / {main['median_wall_s']:.0f} s; compilers "
+            f"{full_jit['cpu_s']['jvm compilers']:.0f} / {main['cpu_s']['jvm compilers']:.0f} "
+            f"core-s; same table: {full_jit['comparison'] == main['comparison']}",
+            "main_job_jit_full",
+        )
+    )
+    rows.append(
+        (
+            "the main job's CPU by process kind (medians)",
+            ", ".join(f"{kind} {sec:.0f} core-s" for kind, sec in main["cpu_s"].items()),
+            "main_job",
+        )
+    )
     hard = report("main_job_hard")
     rows.append(
         (

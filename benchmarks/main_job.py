@@ -7,6 +7,7 @@ each stage's wall time from the run's own report, several runs, medians.
     python benchmarks/main_job.py --set pipeline.methods_at_once=1 --report main_job_one_method_at_a_time
     python benchmarks/main_job.py --set spark.class_archive=none --report main_job_no_class_archive
     python benchmarks/main_job.py --set assign.weighting=hard --report main_job_hard
+    python benchmarks/main_job.py --set spark.driver_jit=full --report main_job_jit_full
     python benchmarks/main_job.py --report main_job_steps     # a report of its own for the steps table
 
 Every run starts from an empty run folder (nothing is skipped by the pipeline's resume), in a
@@ -19,7 +20,8 @@ when the cores ran tasks side by side; the methods' stages overlap, so the stage
 more than the whole); under ``steps``, the same figures for the named steps inside a stage (the
 Spark job descriptions ``eagle_spark.progress.job_step`` sets: ``assign.weighting=auto``'s held-out
 split, each candidate's assignment, refinement rounds, proxy training and scoring, the winner's
-figures); and the comparison table (P@1/3/5 per method) of the last run,
+figures); the CPU seconds of the command's processes by kind (the JVM's compiler threads, the rest
+of the JVM, the Python workers, the driver's Python; ``cpu_s``); and the comparison table (P@1/3/5 per method) of the last run,
 which every run reproduces (the runs are seeded). Compare timings only within one report: this
 machine's speed varies between days.
 """
@@ -35,6 +37,7 @@ import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
+    CPUByKind,
     event_log_overrides,
     jobs_by_description,
     main_job,
@@ -55,7 +58,8 @@ def run_once(work: pathlib.Path, settings: list[str]) -> dict:
     events = work.parent / "events"
     shutil.rmtree(events, ignore_errors=True)
     overrides = [a for o in [*settings, *event_log_overrides(events)] for a in ("--set", o)]
-    wall, peak, done = main_job(work, *overrides)
+    cpu = CPUByKind()
+    wall, peak, done = main_job(work, *overrides, cpu=cpu)
     if done.returncode != 0:
         sys.exit(f"the main job failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
     report = json.loads((work / "report.json").read_text())
@@ -68,6 +72,7 @@ def run_once(work: pathlib.Path, settings: list[str]) -> dict:
         "wall_s": round(wall, 1),
         "pipeline_s": round(report["seconds"], 1),
         "peak_rss_GB": round(peak / 2**30, 2),
+        "cpu_s": cpu.seconds,
         "stages": report["stages"],
         "comparison": comparison,
         "jobs": jobs_by_description(events, app_id),
@@ -150,6 +155,10 @@ def main() -> None:
             "task s": round(statistics.median(total(r, "task s") for r in runs), 2),
         }
     ] + stages
+    cpu_s = {
+        kind: round(statistics.median(r["cpu_s"][kind] for r in runs), 1)
+        for kind in CPUByKind.KINDS
+    }
     write_report(
         args.report,
         rows,
@@ -163,6 +172,7 @@ def main() -> None:
             "median_wall_s": rows[0]["median s"],
             "median_pipeline_s": round(statistics.median(r["pipeline_s"] for r in runs), 1),
             "peak_rss_GB": max(r["peak_rss_GB"] for r in runs),
+            "cpu_s": cpu_s,
             "steps": steps,
             "comparison": {
                 m: {
@@ -175,6 +185,8 @@ def main() -> None:
             },
         },
     )
+    print("\nCPU seconds of the command's processes by kind (medians):")
+    print_table([cpu_s | {"all": round(sum(cpu_s.values()), 1)}])
     print("\nsteps inside the stages (medians; a step's figures include its inner steps'):")
     print_table(steps)
 

@@ -8,7 +8,8 @@ Works in three situations:
   the SQL/Arrow settings below are applied on top.
 
 A driver JVM this module starts maps Spark's classes from the install's class archive
-(:mod:`eagle_spark.jvm_archive`, setting ``class_archive``) once one is made.
+(:mod:`eagle_spark.jvm_archive`, setting ``class_archive``) once one is made, and in local mode
+compiles hot code with the JVM's first compiler only (:func:`jit_options`, setting ``driver_jit``).
 
 Python workers are pinned to this interpreter (``PYSPARK_PYTHON``), otherwise they start whatever
 ``python3`` is first on PATH and fail to import pyarrow.
@@ -70,6 +71,29 @@ def spark_conf(params: SparkSettings) -> dict[str, str]:
     return conf
 
 
+QUICK_JIT = ("-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=240m")
+"""HotSpot's first compiler only (C1), with the code cache the JVM gives both compilers (240 MB,
+reserved address space; with C1 alone it would be 48 MB, which Spark's generated classes overflow,
+and the JVM then sweeps and recompiles)."""
+
+
+def jit_options(params: SparkSettings, given: str = "") -> list[str]:
+    """The driver JVM's compiler options of the setting ``spark.driver_jit``, to add after `given`
+    (``spark.driver.extraJavaOptions`` from ``spark.extra``): :data:`QUICK_JIT` for ``quick``, and
+    for ``auto`` with a ``local`` master (the driver JVM runs the tasks, so the optimising compiler
+    takes cores from them); [] for ``full``, for ``auto`` with a cluster master, and when `given`
+    already chooses (``TieredStopAtLevel``, ``TieredCompilation``).
+
+    Source: this project (measured in ``benchmarks/main_job.py``'s ``main_job_jit_full`` report
+    against ``main_job``), beyond the paper.
+    """
+    if "TieredStopAtLevel" in given or "TieredCompilation" in given:
+        return []
+    local = params.master == "local" or params.master.startswith("local[")  # not local-cluster
+    quick = params.driver_jit == "quick" or (params.driver_jit == "auto" and local)
+    return list(QUICK_JIT) if quick else []
+
+
 def build_spark(params: SparkSettings) -> SparkSession:
     """Create (or, under spark-submit or in a notebook, reuse) the SparkSession.
 
@@ -95,11 +119,11 @@ def build_spark(params: SparkSettings) -> SparkSession:
     if not submitted:
         builder = builder.master(params.master)
     conf = spark_conf(params)
-    if not submitted:  # a JVM this process starts: Spark's classes from the archive
+    if not submitted:  # a JVM this process starts: its compilers, Spark's classes from the archive
         given = conf.get("spark.driver.extraJavaOptions", "")
-        archive = driver_options(params.class_archive, given)
-        if archive:
-            conf["spark.driver.extraJavaOptions"] = " ".join([given, *archive]).strip()
+        added = [*jit_options(params, given), *driver_options(params.class_archive, given)]
+        if added:
+            conf["spark.driver.extraJavaOptions"] = " ".join([given, *added]).strip()
     for key, value in conf.items():
         if submitted and key in ("spark.driver.memory", "spark.executor.memory", "spark.app.name"):
             continue  # spark-submit decided these before this process started

@@ -533,6 +533,23 @@ class SparkSettings(Section):
         ),
     )
 
+    driver_jit: str = setting(
+        "auto",
+        "how the driver JVM this library starts compiles hot code: ``quick`` (its first compiler "
+        "only), ``full`` (the JVM's default: both); ``auto``: quick with a ``local`` master, full "
+        "otherwise.",
+        choices=("auto", "quick", "full"),
+        more=(
+            "In local mode the driver JVM runs the tasks, and its optimising compiler works on the "
+            "cores the tasks need; with the first compiler only, the main job and the tree's "
+            "``train`` command take less time (``benchmarks/main_job.py``). A cluster's "
+            "driver runs no tasks and keeps the default. Only classic sessions this library starts "
+            "(not under spark-submit, not Spark Connect); nothing is added when "
+            "``spark.extra``'s ``spark.driver.extraJavaOptions`` already choose "
+            "(``TieredStopAtLevel``, ``TieredCompilation``) (:func:`eagle_spark.session.jit_options`)."
+        ),
+    )
+
     def __post_init__(self) -> None:
         _check(bool(self.master), "spark.master must not be empty")
         _check(

@@ -246,3 +246,27 @@ def test_stage_figures_sum_the_steps_inside_a_stage():
         "(stage itself)": fig(2, 0.5, 0.25),
     }
     assert stage_steps(jobs, "train_eagle") == {}
+
+
+_BUSY = """# eagle_spark: a driver's stand-in
+import time
+start = time.process_time()
+while time.process_time() - start < 1.0:
+    pass
+time.sleep(0.3)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc (Linux)")
+def test_cpu_by_kind_counts_a_child_by_its_command_line():
+    """A child that burns 1.0 s of CPU and names eagle_spark is the driver's Python; nothing else
+    started, so the other kinds stay at zero (a Spark JVM this test process already runs, under
+    pytest-xdist, is not counted)."""
+    import subprocess
+
+    with _common.CPUByKind(interval=0.1) as cpu:
+        subprocess.run([sys.executable, "-c", _BUSY], check=True)
+    assert set(cpu.seconds) == set(_common.CPUByKind.KINDS)
+    assert 0.9 <= cpu.seconds["driver python"] <= 1.5, cpu.seconds
+    assert cpu.seconds["jvm compilers"] == cpu.seconds["jvm other"] == 0.0
+    assert cpu.seconds["python workers"] == 0.0

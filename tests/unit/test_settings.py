@@ -157,6 +157,63 @@ def test_spark_conf_loopback_and_python():
 
 
 @pytest.mark.parametrize(
+    "master, jit, given, added",
+    [
+        ("local[*]", "auto", "", True),
+        ("local[2]", "auto", "-XX:+UseSerialGC", True),
+        ("local", "auto", "", True),
+        ("spark://host:7077", "auto", "", False),  # a cluster's driver runs no tasks
+        ("local-cluster[2,1,1024]", "auto", "", False),  # nor does local-cluster's
+        ("spark://host:7077", "quick", "", True),
+        ("local[2]", "full", "", False),
+        ("local[2]", "auto", "-XX:TieredStopAtLevel=4", False),  # the user chose
+        ("local[2]", "quick", "-XX:-TieredCompilation", False),
+    ],
+)
+def test_driver_jit_options(master, jit, given, added):
+    from eagle_spark.session import jit_options
+
+    options = jit_options(SparkSettings(master=master, driver_jit=jit), given)
+    expected = ["-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=240m"]
+    assert options == (expected if added else [])
+
+
+def test_driver_jit_rejects_an_unknown_value():
+    with pytest.raises(SettingsError, match="driver_jit"):
+        SparkSettings(driver_jit="fast")
+
+
+_JIT_SESSION = """
+import sys
+from eagle_spark.session import build_spark
+from eagle_spark.settings import SparkSettings
+spark = build_spark(SparkSettings(master="local[1]", driver_jit=sys.argv[1], class_archive="none",
+                                  extra={"spark.ui.enabled": "false"}))
+print(spark.conf.get("spark.driver.extraJavaOptions", ""))
+spark.stop()
+"""
+
+
+def test_a_local_session_starts_its_jvm_with_the_quick_jit():
+    """build_spark passes the options to the JVM it starts (its extraJavaOptions), in a process of
+    its own: this test run's session was started with options of its own."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    found = {}
+    for jit in ("auto", "full"):
+        done = subprocess.run(
+            [sys.executable, "-c", _JIT_SESSION, jit],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        found[jit] = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
+    assert found["auto"] == "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
+    assert "TieredStopAtLevel" not in found["full"]
+
+
+@pytest.mark.parametrize(
     "text, mib",
     [
         ("512m", 512),
