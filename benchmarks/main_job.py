@@ -21,8 +21,8 @@ more than the whole); under ``steps``, the same figures for the named steps insi
 Spark job descriptions ``eagle_spark.progress.job_step`` sets: ``assign.weighting=auto``'s held-out
 split, each candidate's assignment, refinement rounds, proxy training and scoring, the winner's
 figures); the CPU seconds of the command's processes by kind (the JVM's compiler threads, the rest
-of the JVM, the Python workers, the driver's Python; ``cpu_s``); and the comparison table (P@1/3/5 per method) of the last run,
-which every run reproduces (the runs are seeded). Compare timings only within one report: this
+of the JVM, the Python workers, the driver's Python; ``cpu_s``); and the comparison table (P@1/3/5
+per method) of the last run, which every run reproduces (the runs are seeded). Compare timings only within one report: this
 machine's speed varies between days.
 """
 

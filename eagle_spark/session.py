@@ -81,8 +81,9 @@ def jit_options(params: SparkSettings, given: str = "") -> list[str]:
     """The driver JVM's compiler options of the setting ``spark.driver_jit``, to add after `given`
     (``spark.driver.extraJavaOptions`` from ``spark.extra``): :data:`QUICK_JIT` for ``quick``, and
     for ``auto`` with a ``local`` master (the driver JVM runs the tasks, so the optimising compiler
-    takes cores from them); [] for ``full``, for ``auto`` with a cluster master, and when `given`
-    already chooses (``TieredStopAtLevel``, ``TieredCompilation``).
+    takes cores from them), without the code cache's size when `given` sets it; [] for ``full``,
+    for ``auto`` with a cluster master, and when `given` already chooses (``TieredStopAtLevel``,
+    ``TieredCompilation``).
 
     Source: this project (measured in ``benchmarks/main_job.py``'s ``main_job_jit_full`` report
     against ``main_job``), beyond the paper.
@@ -91,7 +92,9 @@ def jit_options(params: SparkSettings, given: str = "") -> list[str]:
         return []
     local = params.master == "local" or params.master.startswith("local[")  # not local-cluster
     quick = params.driver_jit == "quick" or (params.driver_jit == "auto" and local)
-    return list(QUICK_JIT) if quick else []
+    if not quick:
+        return []
+    return [o for o in QUICK_JIT if o.removeprefix("-XX:").split("=")[0] not in given]
 
 
 def build_spark(params: SparkSettings) -> SparkSession:
