@@ -336,20 +336,20 @@ class CPUByKind:
         self.seconds: dict[str, float] = {k: 0.0 for k in self.KINDS}
         self._last: dict[tuple[int, str], float] = {}
         self._before: set[int] = set()
-        self._tick = os.sysconf("SC_CLK_TCK")
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name="cpu-by-kind")
 
-    def _compiler_seconds(self, pid: int) -> float:
-        total = 0
-        for task in pathlib.Path(f"/proc/{pid}/task").iterdir():
+    @staticmethod
+    def _compiler_seconds(proc: psutil.Process) -> float:
+        total = 0.0
+        for thread in proc.threads():
             try:
-                if "CompilerThre" in (task / "comm").read_text():
-                    fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
-                    total += int(fields[11]) + int(fields[12])  # utime, stime
-            except (OSError, IndexError, ValueError):  # the thread ended
-                pass
-        return total / self._tick
+                name = pathlib.Path(f"/proc/{proc.pid}/task/{thread.id}/comm").read_text()
+            except OSError:  # the thread ended
+                continue
+            if "CompilerThre" in name:
+                total += thread.user_time + thread.system_time
+        return total
 
     def _take(self) -> None:
         for proc in psutil.Process(os.getpid()).children(recursive=True):
@@ -360,7 +360,7 @@ class CPUByKind:
                 times = proc.cpu_times()
                 own = times.user + times.system
                 if proc.name() == "java":
-                    compilers = self._compiler_seconds(proc.pid)
+                    compilers = self._compiler_seconds(proc)
                     self._last[(proc.pid, "jvm compilers")] = compilers
                     self._last[(proc.pid, "jvm other")] = own - compilers
                 elif "pyspark.daemon" in cmd:

@@ -191,10 +191,9 @@ def test_driver_jit_rejects_an_unknown_value():
 
 
 _JIT_SESSION = """
-import sys
 from eagle_spark.session import build_spark
 from eagle_spark.settings import SparkSettings
-spark = build_spark(SparkSettings(master="local[1]", driver_jit=sys.argv[1], class_archive="none",
+spark = build_spark(SparkSettings(master="local[1]", class_archive="none",
                                   extra={"spark.ui.enabled": "false"}))
 print(spark.conf.get("spark.driver.extraJavaOptions", ""))
 spark.stop()
@@ -206,7 +205,7 @@ def test_a_local_session_starts_its_jvm_with_the_quick_jit():
     its own: this test run's session was started with options of its own. (``full`` and the other
     cases add nothing: test_driver_jit_options.)"""
     done = subprocess.run(
-        [sys.executable, "-c", _JIT_SESSION, "auto"],
+        [sys.executable, "-c", _JIT_SESSION],
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         capture_output=True,
         text=True,
