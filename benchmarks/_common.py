@@ -390,12 +390,16 @@ class CPUByKind:
 
 
 def main_job(
-    output: str | os.PathLike, *extra: str, cpu: Optional[CPUByKind] = None
+    output: str | os.PathLike,
+    *extra: str,
+    cpu: Optional[CPUByKind] = None,
+    memory: Optional[PeakRSS] = None,
 ) -> tuple[float, float, subprocess.CompletedProcess]:
     """Run the README's main job as a whole command, `python -m eagle_spark.cli pipeline --conf
     conf/local.yaml --compare --output OUTPUT --log-level WARNING EXTRA...`, from the repository's
     folder: (wall seconds, peak RSS of all its processes in bytes, the finished process); with
-    `cpu`, its processes' CPU seconds by kind are sampled into it."""
+    `cpu`, its processes' CPU seconds by kind are sampled into it; `memory` is the sampler of the
+    peak (default ``PeakRSS(interval=0.5)``; one with ``pss`` also gives the peak PSS)."""
     root = pathlib.Path(__file__).resolve().parents[1]
     command = [
         sys.executable,
@@ -412,6 +416,7 @@ def main_job(
         *extra,
     ]
     t0 = time.monotonic()
-    with PeakRSS(interval=0.5) as memory, cpu or contextlib.nullcontext():
+    memory = memory or PeakRSS(interval=0.5)
+    with memory, cpu or contextlib.nullcontext():
         done = subprocess.run(command, cwd=root, capture_output=True, text=True)
     return time.monotonic() - t0, memory.peak_bytes, done

@@ -9,10 +9,19 @@ each stage's wall time from the run's own report, several runs, medians.
     python benchmarks/main_job.py --set assign.weighting=hard --report main_job_hard
     python benchmarks/main_job.py --set spark.driver_jit=full --report main_job_jit_full
     python benchmarks/main_job.py --report main_job_steps     # a report of its own for the steps table
+    python benchmarks/main_job.py --data synth:wiki325k:0.1 --runs 1 --set spark.driver_memory=8g
+    python benchmarks/main_job.py --data synth:wiki325k:1.0 --runs 1 --set spark.driver_memory=12g
+
+``--data synth:PRESET:SCALE[:DIFFICULTY]`` runs the same command on a synthetic pair instead of the
+embedded Delicious (``pipeline.dataset`` / ``pipeline.test_dataset``: the whole test set is
+predicted and evaluated); the pair is generated once by ``eagle-spark synth`` (seed 0) into
+``WORK/data`` and reused by later runs (its generation is not part of any run's time), and the
+report is ``main_job_synth_PRESET_SCALE`` unless ``--report`` names another.
 
 Every run starts from an empty run folder (nothing is skipped by the pipeline's resume), in a
 process of its own (the JVM's start is part of what a user waits for). The report has per run the
-command's wall seconds, the pipeline's own total and the peak RSS it recorded; per stage the
+command's wall seconds, the pipeline's own total and the peak RSS and PSS of all its processes
+(PSS counts a page that several processes map, such as the executor state, once); per stage the
 median of its seconds over the runs, and from Spark's event log how many Spark jobs and stages it
 ran, how long the driver waited on them (the rest of a stage's time is driver-side work: Python,
 file commits, manifest reads) and the core-seconds their tasks worked (``task s``; above ``job s``
@@ -33,11 +42,13 @@ import json
 import pathlib
 import shutil
 import statistics
+import subprocess
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
     CPUByKind,
+    PeakRSS,
     event_log_overrides,
     jobs_by_description,
     main_job,
@@ -58,8 +69,8 @@ def run_once(work: pathlib.Path, settings: list[str]) -> dict:
     events = work.parent / "events"
     shutil.rmtree(events, ignore_errors=True)
     overrides = [a for o in [*settings, *event_log_overrides(events)] for a in ("--set", o)]
-    cpu = CPUByKind()
-    wall, peak, done = main_job(work, *overrides, cpu=cpu)
+    cpu, memory = CPUByKind(), PeakRSS(interval=1.0, pss=True)
+    wall, peak, done = main_job(work, *overrides, cpu=cpu, memory=memory)
     if done.returncode != 0:
         sys.exit(f"the main job failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
     report = json.loads((work / "report.json").read_text())
@@ -72,6 +83,7 @@ def run_once(work: pathlib.Path, settings: list[str]) -> dict:
         "wall_s": round(wall, 1),
         "pipeline_s": round(report["seconds"], 1),
         "peak_rss_GB": round(peak / 2**30, 2),
+        "peak_pss_GB": round(memory.peak_pss_bytes / 2**30, 2),
         "cpu_s": cpu.seconds,
         "stages": report["stages"],
         "comparison": comparison,
@@ -79,12 +91,62 @@ def run_once(work: pathlib.Path, settings: list[str]) -> dict:
     }
 
 
+def synth_pair(spec: str, folder: pathlib.Path) -> tuple[list[str], str]:
+    """The settings that point the pipeline at the synthetic pair of `spec`
+    (``synth:PRESET:SCALE[:DIFFICULTY]``) and its description; the pair is generated into
+    `folder` by ``eagle-spark synth`` (seed 0) unless a complete one is there already."""
+    parts = spec.split(":")
+    if len(parts) not in (3, 4) or parts[0] != "synth":
+        sys.exit(f"--data {spec!r}: expected delicious or synth:PRESET:SCALE[:DIFFICULTY]")
+    pair = folder / "_".join(parts[1:])
+    if not all((pair / split / "_manifest.json").exists() for split in ("train", "test")):
+        command = [
+            sys.executable,
+            "-m",
+            "eagle_spark.cli",
+            "synth",
+            "--output",
+            str(pair),
+            "--preset",
+            parts[1],
+            "--scale",
+            parts[2],
+            "--seed",
+            "0",
+            "--overwrite",
+            "--log-level",
+            "WARNING",
+            "--summary",
+            str(folder / "synth_summary.json"),
+            *(["--difficulty", parts[3]] if len(parts) == 4 else []),
+        ]
+        print(f"generating {spec} into {pair} (not timed)", flush=True)
+        done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+        if done.returncode != 0:
+            sys.exit(f"eagle-spark synth failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
+    manifest = json.loads((pair / "train" / "_manifest.json").read_text())
+    shape = f"{manifest['n_samples']} train samples, {manifest['n_labels']} labels"
+    return (
+        [f"pipeline.dataset={pair / 'train'}", f"pipeline.test_dataset={pair / 'test'}"],
+        f"{spec} (seed 0, {shape}), R-4",
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--runs", type=int, default=3, help="how many whole runs (default 3; medians over them)"
     )
-    parser.add_argument("--report", default="main_job", help="report name under benchmarks/reports")
+    parser.add_argument(
+        "--report",
+        help="report name under benchmarks/reports (default main_job, with synthetic data "
+        "main_job_synth_PRESET_SCALE)",
+    )
+    parser.add_argument(
+        "--data",
+        default="delicious",
+        help="delicious (the embedded pair, default) or synth:PRESET:SCALE[:DIFFICULTY]",
+    )
     parser.add_argument("--work", default="/tmp/eagle_main_job")
     parser.add_argument(
         "--set",
@@ -98,13 +160,19 @@ def main() -> None:
         parser.error("--runs must be at least 1")
     work = pathlib.Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
+    data_settings, data = [], "delicious (embedded), R-4"
+    if args.data != "delicious":
+        data_settings, data = synth_pair(args.data, work / "data")
+    report = args.report or (
+        "main_job" if args.data == "delicious" else "main_job_" + "_".join(args.data.split(":")[:3])
+    )
     runs = []
     for i in range(args.runs):
-        found = run_once(work / "run", args.set)
+        found = run_once(work / "run", [*data_settings, *args.set])
         runs.append(found)
         print(
             f"run {i + 1}/{args.runs}: {found['wall_s']} s (pipeline {found['pipeline_s']} s), "
-            f"peak RSS {found['peak_rss_GB']} GB",
+            f"peak RSS {found['peak_rss_GB']} GB, PSS {found['peak_pss_GB']} GB",
             flush=True,
         )
     names = [s["stage"] for s in runs[0]["stages"]]
@@ -160,18 +228,19 @@ def main() -> None:
         for kind in CPUByKind.KINDS
     }
     write_report(
-        args.report,
+        report,
         rows,
         {
             "command": " ".join(
                 ["eagle-spark pipeline --conf conf/local.yaml --compare"]
-                + [f"--set {o}" for o in args.set]
+                + [f"--set {o}" for o in [*data_settings, *args.set]]
             ),
-            "data": "delicious (embedded), R-4",
+            "data": data,
             "runs": args.runs,
             "median_wall_s": rows[0]["median s"],
             "median_pipeline_s": round(statistics.median(r["pipeline_s"] for r in runs), 1),
             "peak_rss_GB": max(r["peak_rss_GB"] for r in runs),
+            "peak_pss_GB": max(r["peak_pss_GB"] for r in runs),
             "cpu_s": cpu_s,
             "steps": steps,
             "comparison": {

@@ -33,6 +33,15 @@ Resuming: a stage is skipped when its record in ``_stages/`` has the same finger
 its settings, and the fingerprints of its inputs: size and modification time of a text file, the
 bytes of a dataset's manifest) and its output still has the manifest the record saw. Changing a
 setting, an input, or an output by hand reruns that stage and everything downstream of it.
+
+Shared results: a method's train, predict and evaluate stages name what they compute by a key
+(the stage's kind, its settings and what it reads: for train the training set's content,
+:func:`eagle_spark.classifiers.base.training_identity`; for predict and evaluate their inputs'
+fingerprints). When a stage of the run (run or skipped as unchanged) already has the key, the
+stage copies that stage's output instead of computing it again (status ``copied``, its record and
+report row name the source), waiting for it when it is still running; if that stage failed, the
+stage computes its own. So when ``assign.weighting=auto`` chooses the Baseline for EAGLE-0 and
+EAGLE, ``--compare`` trains, predicts and evaluates the Baseline's training set once.
 """
 
 from __future__ import annotations
@@ -95,6 +104,9 @@ class Stage:
         run: does the work (replacing a stale output of an earlier run) and returns a summary
             dict.
         rows: key of the summary reported as the stage's row count.
+        share: returns the key of what the stage computes (see the module docstring: stages with
+            the same key write the same output), or None when it has none; called once the
+            inputs exist. None: the stage is never shared.
     """
 
     name: str
@@ -103,6 +115,17 @@ class Stage:
     params: dict[str, Any]
     run: Callable[[], dict[str, Any]]
     rows: str
+    share: Optional[Callable[[], Optional[str]]] = None
+
+
+@dataclasses.dataclass
+class _Shared:
+    """The stage of a run that computes (or computed) a shared key's output."""
+
+    stage: str
+    output: str
+    done: threading.Event = dataclasses.field(default_factory=threading.Event)
+    summary: Optional[dict[str, Any]] = None  # set when it succeeded
 
 
 def _sha(data: bytes) -> str:
@@ -135,6 +158,7 @@ class Pipeline:
         self._locks: dict[str, threading.Lock] = {}  # one per stage: methods share some
         self._locks_lock = threading.Lock()
         self._thread = threading.local()  # a method's thread collects its own rows
+        self._shared: dict[str, _Shared] = {}  # share key -> the stage that computes it
 
     # -- fingerprints -------------------------------------------------------------------------
     def _token(self, path: str) -> Optional[str]:
@@ -168,6 +192,39 @@ class Pipeline:
                 {"stage": stage.name, "params": stage.params, "inputs": tokens}, sort_keys=True
             ).encode()
         )
+
+    def share_key(
+        self, kind: str, params: dict[str, Any], inputs: list[Optional[str]]
+    ) -> Optional[str]:
+        """The key of a stage of `kind` with settings `params` reading `inputs` (tokens or
+        content digests; None when one has none: the stage is not shared)."""
+        if any(token is None for token in inputs):
+            return None
+        blob = json.dumps({"kind": kind, "params": params, "inputs": inputs}, sort_keys=True)
+        return _sha(blob.encode())
+
+    def input_tokens(self, *paths: str) -> list[Optional[str]]:
+        """:meth:`_token` of each path (for :meth:`share_key`)."""
+        return [self._token(path) for path in paths]
+
+    def _claim(self, key: Optional[str], stage: Stage) -> Optional[_Shared]:
+        """The stage already holding `key` (None: `stage` now holds it and must settle it)."""
+        if key is None:
+            return None
+        with self._locks_lock:
+            held = self._shared.get(key)
+            if held is None or (held.done.is_set() and held.summary is None):
+                self._shared[key] = _Shared(stage.name, stage.output)
+                return None
+            return held
+
+    def _settle(self, key: Optional[str], summary: Optional[dict[str, Any]]) -> None:
+        if key is None:
+            return
+        with self._locks_lock:
+            held = self._shared[key]
+        held.summary = summary
+        held.done.set()
 
     def write_file(self, path: str, data: bytes) -> None:
         """Write (or replace) a small file of the run folder atomically: a reader, or a run that
@@ -212,6 +269,10 @@ class Pipeline:
             and record.get("output_token") == self._token(stage.output)
         ):
             log.info("stage %s: unchanged, skipped (%s)", stage.name, stage.output)
+            if stage.share is not None:  # a later stage with its key copies this output
+                key = stage.share()
+                if self._claim(key, stage) is None:
+                    self._settle(key, record["summary"])
             self._rows().append(
                 {
                     "stage": stage.name,
@@ -223,14 +284,32 @@ class Pipeline:
                 }
             )
             return record["summary"]
+        key = stage.share() if stage.share is not None else None
+        source = self._claim(key, stage)
+        if source is not None:
+            log.info(
+                "stage %s: computes what %s computes; waiting for it", stage.name, source.stage
+            )
+            source.done.wait()
+            if source.summary is None:  # it failed: compute it here (this stage now holds it)
+                log.info("stage %s: %s failed; computing it", stage.name, source.stage)
+                return self._run_stage(stage)
         log.info("stage %s: start -> %s", stage.name, stage.output)
         started = time.monotonic()
-        with (
-            PeakRSS(interval=0.5) as memory,
-            input_read_errors(stage.inputs),
-            phase(self.spark, stage.name),
-        ):
-            summary = stage.run()
+        summary = None
+        try:
+            with (
+                PeakRSS(interval=0.5) as memory,
+                input_read_errors(stage.inputs),
+                phase(self.spark, stage.name),
+            ):
+                if source is None:
+                    summary = stage.run()
+                else:
+                    summary = self._copy(source, stage)
+        finally:
+            if source is None:
+                self._settle(key, summary)
         self._ran.add(stage.name)
         seconds = round(time.monotonic() - started, 3)
         rows = summary.get(stage.rows)
@@ -253,6 +332,7 @@ class Pipeline:
             "seconds": seconds,
             "peak_rss_mb": peak_mb,
             "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "copied_from": None if source is None else source.stage,
         }
         self.write_file(
             self._record_path(stage), (strict_json(record, indent=2, default=str) + "\n").encode()
@@ -260,14 +340,23 @@ class Pipeline:
         self._rows().append(
             {
                 "stage": stage.name,
-                "status": "ran",
+                "status": "ran" if source is None else "copied",
                 "seconds": seconds,
                 "rows": rows,
                 "peak_rss_mb": peak_mb,
                 "output": stage.output,
+                **({} if source is None else {"copied_from": source.stage}),
             }
         )
         return summary
+
+    def _copy(self, source: _Shared, stage: Stage) -> dict[str, Any]:
+        """Copy `source`'s output (committed, the same computation as `stage`'s) to `stage`'s
+        output, atomically; returns `source`'s summary."""
+        log.info("stage %s: copying %s's output %s", stage.name, source.stage, source.output)
+        with atomic_output(self.spark, stage.output, overwrite=True) as tmp:
+            self.fs.copy(source.output, tmp)
+        return dict(source.summary or {})
 
     def _rows(self) -> list[dict[str, Any]]:
         return getattr(self._thread, "rows", self.rows)
@@ -671,14 +760,20 @@ def classify(
         )
         return estimator.fitDataset(Dataset.at(spark, training), model, overwrite=True).metadata
 
+    from eagle_spark.classifiers.base import training_identity
+
+    train_settings = {"model": kind, **train_params.to_dict()}
     pipe.run_stage(
         Stage(
             f"train_{name}",
             model,
             [training],
-            {"model": kind, **train_params.to_dict()},
+            train_settings,
             train,
             "n_labels",
+            share=lambda: pipe.share_key(
+                "train", train_settings, [training_identity(spark, training)]
+            ),
         )
     )
     if p.until == "train" or test_data is None:
@@ -694,6 +789,9 @@ def classify(
                 Dataset.at(spark, test_data), preds, overwrite=True
             ),
             "n_samples",
+            share=lambda: pipe.share_key(
+                "predict", settings.predict.to_dict(), pipe.input_tokens(model, test_data)
+            ),
         )
     )
     if p.until == "predict":
@@ -717,6 +815,11 @@ def classify(
                     overwrite=True,
                 ),
                 "n_samples",
+                share=lambda: pipe.share_key(
+                    "evaluate",
+                    settings.evaluate.to_dict(),
+                    pipe.input_tokens(preds, test_data, reference),
+                ),
             )
         )
     }

@@ -272,6 +272,50 @@ def groups_source(spark: SparkSession, dataset: str) -> Optional[str]:
     return source
 
 
+PROVENANCE_KEYS = ("created_at", "parameters", "selection", "quality", "refinement")
+"""Manifest keys of a training dataset that say how it was made, not what it holds: left out of
+:func:`training_identity` (of ``parameters`` only ``method`` is kept, which
+:func:`groups_source` reads)."""
+
+
+def training_identity(spark: SparkSession, dataset: str) -> Optional[str]:
+    """What a classifier's training reads from `dataset`, as a SHA-256 hex digest: two datasets
+    with the same identity give the same model under the same settings (the trainers are
+    seeded), so a caller may copy one's model instead of training the other's
+    (:class:`eagle_spark.pipeline.Pipeline`: ``assign.weighting=auto`` that chooses the Baseline
+    writes the Baseline's tables).
+
+    The digest covers, per table, the content of its files in name order (size, CRC-32 and rows
+    from the file list of :mod:`eagle_spark.io.integrity`; the names, which carry a write's
+    random id, are left out) and the manifest without :data:`PROVENANCE_KEYS`.
+
+    Returns:
+        The digest, or None when `dataset` has no manifest or no file list (nothing is shared).
+    Raises:
+        BadInputError: a file list that is not valid (:func:`eagle_spark.io.integrity.read_list`).
+    """
+    import hashlib
+
+    from eagle_spark.io.integrity import read_list
+
+    listing = read_list(dataset, "dataset")
+    if listing is None or not FileSystem(spark).exists(posixpath.join(dataset, S.MANIFEST)):
+        return None
+    manifest = read_manifest(spark, dataset)
+    kept = {k: v for k, v in manifest.items() if k not in PROVENANCE_KEYS}
+    kept["method"] = (manifest.get("parameters") or {}).get("method")
+    tables: dict[str, list] = {}
+    for rel in sorted(listing["files"]):
+        entry = listing["files"][rel]
+        tables.setdefault(posixpath.dirname(rel), []).append(
+            [entry["size"], entry.get("crc32"), entry.get("rows")]
+        )
+    if any(content[1] is None for files in tables.values() for content in files):
+        return None  # a list without checksums (described, not recorded): nothing to compare
+    blob = json.dumps({"manifest": kept, "tables": tables}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
 def load_unassigned(dataset: str, groups: str, ids: np.ndarray, Y: sp.csc_matrix) -> sp.csc_matrix:
     """U (n_samples x n_labels, CSC bool): U[i, k] when sample i's group has label k (Y2) but i was
     not assigned k (Y[i, k] false): the pairs ``unassigned=ignore`` leaves out of training.

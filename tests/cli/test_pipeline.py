@@ -362,3 +362,107 @@ def test_readme_run_folder_layout_is_what_is_on_disk(compare_run):
                 )
     table = pq.read_table(run / "predictions" / "eagle" / "predictions")
     assert table.num_rows == TEST_ROWS
+
+
+def test_a_method_whose_training_set_is_the_baselines_copies_its_results(spark, tmp_path):
+    """assign.weighting=auto that chooses the Baseline (its only candidate here) writes the
+    Baseline's tables: EAGLE's train, predict and evaluate then copy the Baseline's outputs (status
+    copied, byte-identical model, equal metrics) instead of computing them again; a rerun skips
+    them, and one whose EAGLE model is gone copies the skipped Baseline's again; alone, EAGLE
+    trains the same model itself."""
+    import filecmp
+    import shutil
+
+    from eagle_spark.pipeline import run_pipeline
+    from tests.conftest import delicious_slice
+
+    run = tmp_path / "run"
+    given = [
+        f"pipeline.train={delicious_slice(tmp_path, 'train', 400)}",
+        f"pipeline.test={delicious_slice(tmp_path, 'test', 100)}",
+        "pipeline.methods=[baseline,eagle]",
+        "pipeline.methods_at_once=1",
+        "assign.candidates=[baseline]",
+        "embed.iterations=1",
+        "tree.n_trees=1",
+    ]
+    result = run_pipeline(spark, _settings(run, *given))
+    rows = {r["stage"]: r for r in result["stages"]}
+    assert (
+        json.loads((run / "assigned" / "eagle" / "_manifest.json").read_text())["selection"][
+            "chosen"
+        ]
+        == "baseline"
+    )
+    for step in ("train", "predict", "evaluate"):
+        assert rows[f"{step}_baseline"]["status"] == "ran"
+        assert rows[f"{step}_eagle"]["status"] == "copied"
+        assert rows[f"{step}_eagle"]["copied_from"] == f"{step}_baseline"
+        record = json.loads((run / "_stages" / f"{step}_eagle.json").read_text())
+        assert record["copied_from"] == f"{step}_baseline"
+    for folder in ("models", "predictions", "metrics"):
+        base, eagle = run / folder / "baseline", run / folder / "eagle"
+        files = sorted(
+            str(p.relative_to(base))
+            for p in base.rglob("*")
+            if p.is_file() and p.name != "_files.json"
+        )
+        assert (
+            files
+            and sorted(
+                str(p.relative_to(eagle))
+                for p in eagle.rglob("*")
+                if p.is_file() and p.name != "_files.json"
+            )
+            == files
+        )
+        assert filecmp.cmpfiles(base, eagle, files, shallow=False)[0] == files
+    methods = result["comparison"]["methods"]
+    assert methods["eagle"]["P_percent"] == methods["baseline"]["P_percent"]
+
+    again = run_pipeline(spark, _settings(run, *given))
+    assert {r["status"] for r in again["stages"]} == {"skipped"}
+
+    shutil.rmtree(run / "models" / "eagle")  # the Baseline's stages are skipped, EAGLE's copy it
+    third = run_pipeline(spark, _settings(run, *given))
+    status = {r["stage"]: r["status"] for r in third["stages"]}
+    assert status["train_baseline"] == "skipped" and status["train_eagle"] == "copied"
+    assert status["predict_eagle"] == "skipped"  # the same model bytes: its input is unchanged
+    assert third["comparison"] == result["comparison"]
+
+    # without the Baseline in the run, EAGLE trains, predicts and evaluates its own: the same
+    for folder in ("models", "predictions", "metrics"):
+        shutil.rmtree(run / folder / "eagle")
+    alone = run_pipeline(spark, _settings(run, *given, "pipeline.methods=[eagle]"))
+    status = {r["stage"]: r["status"] for r in alone["stages"]}
+    assert status["assign_eagle"] == "skipped"
+    assert [status[f"{step}_eagle"] for step in ("train", "predict", "evaluate")] == ["ran"] * 3
+    assert alone["comparison"]["methods"]["eagle"] == methods["eagle"]
+
+    # the identity: how a training set was made does not count, what it holds does
+    from eagle_spark.classifiers.base import training_identity
+
+    def identity_with(change) -> str | None:
+        folder = tmp_path / f"copy-{len(list(tmp_path.glob('copy-*')))}"
+        shutil.copytree(run / "assigned" / "baseline", folder)
+        manifest = json.loads((folder / "_manifest.json").read_text())
+        listing = json.loads((folder / "_files.json").read_text())
+        change(manifest, listing)
+        (folder / "_manifest.json").write_text(json.dumps(manifest))
+        (folder / "_files.json").write_text(json.dumps(listing))
+        return training_identity(spark, str(folder))
+
+    base = training_identity(spark, str(run / "assigned" / "baseline"))
+    assert base == training_identity(spark, str(run / "assigned" / "eagle"))
+    assert identity_with(lambda m, f: m.update(created_at="x", selection=None, quality={})) == base
+    assert identity_with(lambda m, f: m["parameters"].update(weighting="soft")) == base
+    assert identity_with(lambda m, f: m["parameters"].update(method="eagle")) != base
+    assert identity_with(lambda m, f: m.update(n_labels=m["n_labels"] + 1)) != base
+    y_file = next(
+        k
+        for k in json.loads((run / "assigned" / "baseline" / "_files.json").read_text())["files"]
+        if k.startswith("Y/")
+    )
+    assert identity_with(lambda m, f: f["files"][y_file].update(crc32="00000000")) != base
+    assert identity_with(lambda m, f: f["files"][y_file].pop("crc32")) is None
+    assert training_identity(spark, str(run / "data" / "aggregated")) != base
