@@ -214,6 +214,22 @@ def design() -> list[str]:
             "main_job_steps",
         )
     )
+    synth = report("main_job_synth_wiki325k_0.1")
+    copied = [r for r in synth["rows"] if r.get("status", "").startswith("copied")]
+    assigns = [r for r in synth["rows"] if r["stage"].startswith("assign_")]
+    rows.append(
+        (
+            "main job on synthetic Wiki-325K 0.1 (whole test set), one run",
+            f"{synth['median_wall_s']:.0f} s, peak PSS {synth['peak_pss_GB']:.1f} GB (RSS "
+            f"{synth['peak_rss_GB']:.1f}); P@1/3/5 "
+            + ", ".join(f"{m} {_pk(v)}" for m, v in synth["comparison"].items())
+            + f"; {len(copied)} stages copied from "
+            + ", ".join(sorted({r["status"].removeprefix("copied from ") for r in copied}))
+            + "; "
+            + ", ".join(f"{r['stage']} {r['median s']:.0f} s" for r in assigns),
+            "main_job_synth_wiki325k_0.1",
+        )
+    )
     connect = report("connect_main_job")
     on = _row(connect["rows"], session="connect")
     rows.append(

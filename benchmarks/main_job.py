@@ -31,7 +31,9 @@ Spark job descriptions ``eagle_spark.progress.job_step`` sets: ``assign.weightin
 split, each candidate's assignment, refinement rounds, proxy training and scoring, the winner's
 figures); the CPU seconds of the command's processes by kind (the JVM's compiler threads, the rest
 of the JVM, the Python workers, the driver's Python; ``cpu_s``); and the comparison table (P@1/3/5
-per method) of the last run, which every run reproduces (the runs are seeded). Compare timings only within one report: this
+per method) of the last run, which every run reproduces (the runs are seeded); each stage's status in
+the last run (``ran``, or ``copied from`` the stage whose output it copied: see
+:mod:`eagle_spark.pipeline`). Compare timings only within one report: this
 machine's speed varies between days.
 """
 
@@ -195,9 +197,14 @@ def main() -> None:
                 }
             )
 
+    def status(name: str) -> str:  # ran, or copied from another stage (the last run's)
+        row = next(s for s in runs[-1]["stages"] if s["stage"] == name)
+        return row["status"] + (f" from {row['copied_from']}" if row.get("copied_from") else "")
+
     stages = [
         {
             "stage": name,
+            "status": status(name),
             "median s": round(statistics.median(seconds(r, name) for r in runs), 1),
             "runs s": [seconds(r, name) for r in runs],
             "spark jobs": median_of(name, "spark jobs"),
