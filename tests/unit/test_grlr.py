@@ -478,18 +478,21 @@ def _table_rows(spark, folder, table):
 def test_joined_path_equals_cached(spark, small, tmp_path, split_rows):
     """embed.x_access=joined (pairs joined with the groups' member rows, no executor cache) writes
     the same embeddings and top members as the cached path, value for value; with split_rows=60 the
-    heavy labels' chunks go through the join too."""
+    heavy labels' chunks go through the join too, spread over 3 shuffle partitions."""
+    from tests.conftest import shuffle_partitions
+
     agg, (ids, X, groups, label_groups) = small
     out = {}
     for mode in ("cached", "joined"):
-        out[mode] = embed(
-            spark,
-            agg,
-            str(tmp_path / mode),
-            EmbedSettings(
-                iterations=3, tasks=3, batch_rows=150, split_rows=split_rows, x_access=mode
-            ),
-        )
+        with shuffle_partitions(spark, 3):
+            out[mode] = embed(
+                spark,
+                agg,
+                str(tmp_path / mode),
+                EmbedSettings(
+                    iterations=3, tasks=3, batch_rows=150, split_rows=split_rows, x_access=mode
+                ),
+            )
         assert out[mode]["x_access"] == mode
     if split_rows:
         assert out["joined"]["n_heavy_labels"] == 163
