@@ -910,8 +910,9 @@ def report_markdown(report: dict[str, Any]) -> str:
     ]
     for r in report["stages"]:
         mem = "" if r["peak_rss_mb"] is None else f"{r['peak_rss_mb']:.0f}"
+        status = r["status"] + (f" from {r['copied_from']}" if r.get("copied_from") else "")
         lines.append(
-            f"| {r['stage']} | {r['status']} | {r['seconds']:.1f} | {r['rows']} | {mem} | {r['output']} |"
+            f"| {r['stage']} | {status} | {r['seconds']:.1f} | {r['rows']} | {mem} | {r['output']} |"
         )
     lines += [
         "",

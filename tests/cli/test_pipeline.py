@@ -419,6 +419,7 @@ def test_a_method_whose_training_set_is_the_baselines_copies_its_results(spark, 
         assert filecmp.cmpfiles(base, eagle, files, shallow=False)[0] == files
     methods = result["comparison"]["methods"]
     assert methods["eagle"]["P_percent"] == methods["baseline"]["P_percent"]
+    assert "| train_eagle | copied from train_baseline |" in (run / "report.md").read_text()
 
     again = run_pipeline(spark, _settings(run, *given))
     assert {r["status"] for r in again["stages"]} == {"skipped"}
