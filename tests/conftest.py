@@ -24,21 +24,23 @@ SHARED_DATA = ROOT.parent / "shared" / "data"
 # process's Spark compiles up to 64 MB, and the JVM swept and recompiled all along
 # (tests/unit/test_weighted_assignment.py: the JVM's CPU 92 s against 73 s with the cache at
 # 512 MB, reserved address space, and no flushing; its sweeper thread 5.7 s against 0.2 s, its
-# compiler 10.6 s against 6.3 s). One shuffle partition and a default parallelism of 1: the
-# suite's parallelism is pytest-xdist's, a process per core, so a session that also planned two
-# tasks per stage ran four on two cores (the README's test command, one session, 563 tests:
-# 429 s with 2 and 2, 409 s with 2 shuffle partitions and parallelism 1, 400 s with 1 and 2,
-# 344 and 388 s with 1 and 1). Tests of work spread over several tasks ask for them (``tasks=``,
+# compiler 10.6 s against 6.3 s). Tasks per stage (shuffle partitions and default parallelism):
+# the session's 2 cores shared by the pytest processes (PYTEST_XDIST_WORKER_COUNT); under the
+# README's command, a process per core, a session that also planned two tasks per stage ran four on
+# two cores (one session, 563 tests: 429 s with 2 and 2, 409 s with 2 shuffle partitions and
+# parallelism 1, 400 s with 1 and 2, 344, 388 and 387 s with 1 and 1); a single process (the slow
+# suite) plans 2. Tests of work spread over several tasks ask for them (``tasks=``,
 # :func:`shuffle_partitions`). The product keeps Spark's defaults; the slow suite's main job and
 # commands run in processes of their own.
+TASKS_PER_STAGE = max(1, 2 // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
 TEST_SPARK = SparkSettings(
     master="local[2]",
     app_name="eagle-spark-tests",
     driver_memory="3g",
-    shuffle_partitions=1,
+    shuffle_partitions=TASKS_PER_STAGE,
     arrow_batch_rows=1000,
     extra={
-        "spark.default.parallelism": "1",
+        "spark.default.parallelism": str(TASKS_PER_STAGE),
         "spark.ui.enabled": "false",
         "spark.sql.adaptive.enabled": "false",
         "spark.sql.catalogImplementation": "in-memory",
@@ -66,8 +68,9 @@ def spark():
 
 @contextlib.contextmanager
 def shuffle_partitions(spark, n: int):
-    """Run the block with ``spark.sql.shuffle.partitions`` = `n` (the test session's is 1): a test
-    of work spread over a shuffle's partitions asks for several; the setting is restored."""
+    """Run the block with ``spark.sql.shuffle.partitions`` = `n` (the test session's is 1 under
+    pytest-xdist on 2 cores): a test of work spread over a shuffle's partitions asks for several;
+    the setting is restored."""
     old = spark.conf.get("spark.sql.shuffle.partitions")
     spark.conf.set("spark.sql.shuffle.partitions", str(n))
     try:
