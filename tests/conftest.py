@@ -25,16 +25,17 @@ SHARED_DATA = ROOT.parent / "shared" / "data"
 # (tests/unit/test_weighted_assignment.py: the JVM's CPU 92 s against 73 s with the cache at
 # 512 MB, reserved address space, and no flushing; its sweeper thread 5.7 s against 0.2 s, its
 # compiler 10.6 s against 6.3 s). Tasks per stage (shuffle partitions and default parallelism):
-# the session's 2 cores shared by the pytest processes (PYTEST_XDIST_WORKER_COUNT); under the
+# the session's CORES shared by the pytest processes (PYTEST_XDIST_WORKER_COUNT); under the
 # README's command, a process per core, a session that also planned two tasks per stage ran four on
 # two cores (one session, 563 tests: 429 s with 2 and 2, 409 s with 2 shuffle partitions and
 # parallelism 1, 400 s with 1 and 2, 344, 388 and 387 s with 1 and 1); a single process (the slow
 # suite) plans 2. Tests of work spread over several tasks ask for them (``tasks=``,
 # :func:`shuffle_partitions`). The product keeps Spark's defaults; the slow suite's main job and
 # commands run in processes of their own.
-TASKS_PER_STAGE = max(1, 2 // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+CORES = 2  # the test session's local[N]
+TASKS_PER_STAGE = max(1, CORES // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
 TEST_SPARK = SparkSettings(
-    master="local[2]",
+    master=f"local[{CORES}]",
     app_name="eagle-spark-tests",
     driver_memory="3g",
     shuffle_partitions=TASKS_PER_STAGE,
