@@ -310,6 +310,7 @@ class Dataset:
         overwrite: bool = False,
         labels: bool = True,
         idMap: Optional[str] = None,
+        keptShare: float = 1.0,
     ) -> tuple["Dataset", "Dataset"]:
         """Cut the dataset in two by a seeded hash: a share `share` of it held out.
 
@@ -325,13 +326,18 @@ class Dataset:
                 ``by="group"`` and no labels both parts are written in one pass (one numbering of
                 the members, each table read once per part).
             idMap: as :meth:`split_part`, the kept part's renumbering.
+            keptShare: in (0, 1]: the share of the groups not held out that make up the kept part,
+                chosen by a second seeded hash (:func:`_kept_bucket`); the others are in neither
+                part. Only with ``by="group"`` and no labels (a proxy's training set of bounded
+                size: :mod:`eagle_spark.ml.selection`).
         Returns:
             (kept, held) datasets; ids are renumbered (:meth:`from_samples`), the feature and
             label spaces kept.
         Raises:
             ValueError: a share outside (0, 1), an unknown `by`, or ``group`` on a dataset without
-                Y1 / Y2; `idMap` with another `by` or with `labels`; OutputExistsError (a
-                ValueError) as :meth:`from_samples`.
+                Y1 / Y2; `idMap` or a `keptShare` below 1 with another `by` or with `labels`; a
+                `keptShare` outside (0, 1]; OutputExistsError (a ValueError) as
+                :meth:`from_samples`.
         """
         if by == "group" and not labels:
             held = _held_bucket(share, seed, S.GROUP_ID)
@@ -341,10 +347,13 @@ class Dataset:
                 held,
                 overwrite,
                 None if idMap is None else (False, absolute(idMap)),
+                _kept_bucket(keptShare, seed),
             )
             return parts[False], parts[True]
         if idMap is not None:
             raise ValueError("Dataset.split: idMap needs by='group' and labels=False")
+        if keptShare != 1.0:
+            raise ValueError("Dataset.split: keptShare needs by='group' and labels=False")
         return (
             self.split_part(
                 keptPath, share, seed, by, held=False, overwrite=overwrite, labels=labels
@@ -364,6 +373,7 @@ class Dataset:
         overwrite: bool = False,
         labels: bool = True,
         idMap: Optional[str] = None,
+        keptShare: float = 1.0,
     ) -> "Dataset":
         """One part of :meth:`split` (the held-out one when `held`), written to `path`; without the
         true labels Y when `labels` is false (only the groups' labels count then).
@@ -372,12 +382,18 @@ class Dataset:
         there as Parquet: one row per (member, group) of the part, ``sample_id`` and ``group_id``
         of this dataset, ``part_sample_id`` and ``part_group_id`` of the part.
 
+        With `keptShare` below 1 (only ``by="group"`` without labels) the kept part holds that
+        share of the groups not held out, as :meth:`split`'s; the held-out part is unchanged.
+
         Raises:
-            ValueError: as :meth:`split`, or `idMap` with another `by` or with `labels`.
+            ValueError: as :meth:`split`, or `idMap` or `keptShare` below 1 with another `by` or
+                with `labels`.
         """
         path = absolute(path)
         if idMap is not None and (by != "group" or labels):
             raise ValueError("Dataset.split_part: idMap needs by='group' and labels=False")
+        if keptShare != 1.0 and (by != "group" or labels):
+            raise ValueError("Dataset.split_part: keptShare needs by='group' and labels=False")
         in_held = _held_bucket(share, seed, S.GROUP_ID if by == "group" else S.SAMPLE_ID)
         if by not in ("sample", "group"):
             raise ValueError(f"Dataset.split: by must be sample or group, got {by!r}")
@@ -385,7 +401,8 @@ class Dataset:
             self._require_groups()
             if not labels:  # written table by table: no frame of samples is read
                 idm = None if idMap is None else (held, absolute(idMap))
-                return self._group_parts({held: path}, in_held, overwrite, idm)[held]
+                kept = _kept_bucket(keptShare, seed)
+                return self._group_parts({held: path}, in_held, overwrite, idm, kept)[held]
         frame = self.samples()
         groups: dict[str, Any] = {}
         if by == "group":
@@ -420,11 +437,12 @@ class Dataset:
         in_held: Column,
         overwrite: bool,
         id_map: Optional[tuple[bool, str]] = None,
+        in_kept: Optional[Column] = None,
     ) -> dict[bool, "Dataset"]:
         """The parts of a split by group, without Y: ``paths[False]`` gets the groups where
-        `in_held` (a condition on ``group_id``) is false, ``paths[True]`` those where it holds
-        (either may be left out), each with its members' X, Y1 and Y2, written table by table in
-        one pass over both parts.
+        `in_held` (a condition on ``group_id``) is false and `in_kept` (None: always) holds,
+        ``paths[True]`` those where `in_held` holds (either may be left out), each with its
+        members' X, Y1 and Y2, written table by table in one pass over both parts.
 
         A part holds the dataset ``from_samples`` writes from the same rows of ``samples()``: one
         sample per (member, group) row of Y1 (a sample in two of the part's groups is two samples
@@ -451,6 +469,8 @@ class Dataset:
             .where(F.col(S.GROUP_ID).isNotNull())
             .withColumn("_held", in_held)
         )
+        if in_kept is not None:  # the groups in neither part are left out before any count
+            y1 = y1.where(F.col("_held") | in_kept)
         if len(paths) == 1:
             y1 = y1.where(F.col("_held") == F.lit(next(iter(paths))))
         found = {
@@ -566,6 +586,23 @@ def _held_bucket(share: float, seed: int, column: str) -> Column:
         raise ValueError(f"Dataset.split: share must be in (0, 1), got {share}")
     bucket = F.pmod(F.xxhash64(F.lit(seed), F.col(column)), F.lit(10_000))
     return bucket < F.lit(int(round(share * 10_000)))
+
+
+def _kept_bucket(share: float, seed: int) -> Optional[Column]:
+    """Whether a group not held out is in the kept part of a split with ``keptShare`` `share`
+    (:meth:`Dataset.split`): the bucket of xxhash64(seed, group_id, 1) mod 10,000 falls below
+    share x 10,000, a hash other than the held-out one's (:func:`_held_bucket`). None when
+    `share` is 1 (every such group is kept).
+
+    Raises:
+        ValueError: `share` outside (0, 1].
+    """
+    if not 0.0 < share <= 1.0:
+        raise ValueError(f"Dataset.split: keptShare must be in (0, 1], got {share}")
+    if share == 1.0:
+        return None
+    bucket = F.pmod(F.xxhash64(F.lit(seed), F.col(S.GROUP_ID), F.lit(1)), F.lit(10_000))
+    return bucket < F.lit(max(1, int(round(share * 10_000))))
 
 
 __all__ = ["Dataset"]

@@ -6,8 +6,9 @@ assign.soft_weights`); which is best depends on the data (how well a group's mem
 apart, how many labels a sample has). No sample label is needed to choose: a seeded share
 (``assign.held_out``, at most :data:`MAX_HELD_GROUPS` groups) of the groups is held out, each
 candidate (``assign.candidates``) assigns the whole data, a proxy classifier (the label tree
-with one tree, default settings) trains on what it gave the members of the other groups
-(:func:`fit_part`), the proxy predicts the held-out members, and the members' predictions
+with one tree, default settings) trains on what it gave the members of the other groups (at most
+about :data:`MAX_PROXY_GROUPS` of them, a seeded sample on larger data: :func:`fit_part`), the
+proxy predicts the held-out members, and the members' predictions
 are scored against the held-out groups' labels Y2 with their counts
 (:func:`eagle_spark.evaluation.group.group_precisions`, criterion :data:`CRITERION`: the multiset
 precision). The candidate with the best mean of group-level P@1, P@3 and P@5 wins (ties: the
@@ -21,8 +22,8 @@ group's own labels, so a held-out group's labels reach the proxy as the choice o
 member gets a kept group's label, never as a training label: Algorithm 2 assigns each group from
 its own members, so an unrefined candidate gives the kept groups exactly what assigning them
 alone would. Cost: per candidate an assignment of the whole data (the output's, if it wins), a
-one-tree training on the kept groups (about a third of the default three trees') and a
-prediction of the held-out members; a refined candidate (``soft-0.3+r1``) whose unrefined
+one-tree training on the kept groups (about a third of the default three trees' on data of up to
+:data:`MAX_PROXY_GROUPS` groups, a bounded cost above it) and a prediction of the held-out members; a refined candidate (``soft-0.3+r1``) whose unrefined
 settings are also a candidate starts from that candidate's assignment. All other scratch data
 lives in a folder the caller deletes after writing the output.
 
@@ -31,7 +32,7 @@ do not read the label embeddings (the Baseline) are made once and reused (:class
 where every executor reaches the driver's work folder: :func:`held_out_split`):
 ``pipeline --compare`` chooses for EAGLE-0 and for EAGLE on the same aggregated data with the same
 seed, and a refit of GRLR on the same data chooses again. The key is the dataset's folder and its
-manifest (rewriting a folder writes a new manifest), the share and the seed; the parts are loaded
+manifest (rewriting a folder writes a new manifest), the shares and the seed; the parts are loaded
 (and so checked) again at each use, and recomputed when they are gone. Driver threads choosing on
 the same split at once (``pipeline`` runs its methods side by side) take turns to make it and to
 score the Baseline (:func:`split_work`): the first does the work, the others reuse it.
@@ -78,6 +79,16 @@ MAX_HELD_GROUPS = 5000
 """At most about this many groups are held out (the share ``assign.held_out`` shrinks on larger
 data): the candidates' scores are means over the held-out members, whose spread shrinks with
 their number, while predicting them costs each candidate a prediction pass over them."""
+MAX_PROXY_GROUPS = 10 * MAX_HELD_GROUPS
+"""The proxy trains on at most about this many of the groups not held out (a seeded share of them,
+``keptShare`` of :meth:`eagle_spark.ml.Dataset.split`, on larger data): ten times the groups it is
+scored on, so the candidates' scores come from proxies trained on much more than they predict,
+while the choice costs the same on data of any size above it (a proxy tree's training grows
+with its training set; at synthetic Wiki-325K scale 1.0, 439,000 kept groups, it would be about a
+third of the final classifier's training per candidate). Both candidates train on the same groups,
+so the comparison stays paired; how the scores move with the proxy's training set:
+``benchmarks/selection_proxy_size.py`` (its reports on delicious and synthetic Wiki-325K 0.1 are
+in docs/design.md's current figures)."""
 PROXY = TreeSettings(n_trees=1, ranker_C_choice="none")
 """The proxy classifier the candidates are scored with: the label tree of the default settings,
 one tree (a third of the default's training), its rankers at ``tree.C`` (the candidates are
@@ -106,8 +117,9 @@ class Selection(NamedTuple):
     settings: AssignSettings
     """the chosen candidate's ``assign`` settings"""
     record: dict[str, Any]
-    """held_out, seed, proxy, held_out_groups, candidates (name -> group P@1/3/5 in percent and
-    the score), chosen; or skipped and chosen when too few groups were held out"""
+    """held_out, seed, proxy, held_out_groups, proxy_groups (the groups the proxy trained on),
+    candidates (name -> group P@1/3/5 in percent and the score), chosen; or skipped and chosen
+    when too few groups were held out"""
     assigned: Optional[str]
     """the chosen candidate's assignment of the whole data (an ``assign`` output folder inside
     the scratch folder), or None when the caller is to compute it: nothing was scored (the
@@ -142,33 +154,40 @@ class HeldOutSplit:
     scores: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
 
 
-_SPLITS: collections.OrderedDict[tuple[str, str, float, int], HeldOutSplit] = (
+_SPLITS: collections.OrderedDict[tuple[str, str, float, int, float], HeldOutSplit] = (
     collections.OrderedDict()
 )
 _SPLITS_LOCK = threading.Lock()
 
 
-_SPLIT_WORK: dict[tuple[str, str, float, int], threading.Lock] = {}
+_SPLIT_WORK: dict[tuple[str, str, float, int, float], threading.Lock] = {}
 
 
-def _split_key(dataset: Dataset, share: float, seed: int) -> tuple[str, str, float, int]:
-    return (dataset.path, json.dumps(dataset.manifest, sort_keys=True, default=str), share, seed)
+def _split_key(
+    dataset: Dataset, share: float, seed: int, kept_share: float
+) -> tuple[str, str, float, int, float]:
+    manifest = json.dumps(dataset.manifest, sort_keys=True, default=str)
+    return (dataset.path, manifest, share, seed, kept_share)
 
 
-def split_work(dataset: Dataset, share: float, seed: int) -> threading.Lock:
+def split_work(
+    dataset: Dataset, share: float, seed: int, kept_share: float = 1.0
+) -> threading.Lock:
     """The lock a driver thread holds while it makes the held-out split of (`dataset`, `share`,
-    `seed`) or scores a kept candidate on it: methods run side by side
+    `seed`, `kept_share`) or scores a kept candidate on it: methods run side by side
     (:func:`eagle_spark.pipeline.methods_at_once`) then make each split, and score the Baseline
     on it, once; the other thread waits and reuses the result."""
     with _SPLITS_LOCK:
-        return _SPLIT_WORK.setdefault(_split_key(dataset, share, seed), threading.Lock())
+        return _SPLIT_WORK.setdefault(
+            _split_key(dataset, share, seed, kept_share), threading.Lock()
+        )
 
 
 def held_out_split(
-    dataset: Dataset, share: float, seed: int, scratch: str
+    dataset: Dataset, share: float, seed: int, scratch: str, kept_share: float = 1.0
 ) -> tuple[Dataset, Dataset, str, dict]:
-    """The kept and held-out parts of `dataset` by group (share `share` held out, seed `seed`),
-    made once per driver process and reused while the dataset's manifest is unchanged.
+    """The kept and held-out parts of `dataset` by group (share `share` held out, seed `seed`; the
+    kept part a share `kept_share` of the other groups), made once per driver process and reused while the dataset's manifest is unchanged.
 
     Kept only where every executor reaches the driver's work folder
     (:func:`eagle_spark.ml.frames.work_folder`): ``spark.eagle_spark.workDir`` is set, or the
@@ -180,6 +199,7 @@ def held_out_split(
         share: the held-out share of the groups, in (0, 1).
         seed: the split's seed.
         scratch: the caller's scratch folder (used when the split is not kept).
+        kept_share: in (0, 1], ``keptShare`` of :meth:`eagle_spark.ml.Dataset.split`.
     Returns:
         (kept part, held-out part, id map folder, the split's kept score rows by candidate name:
         a dict the caller adds to; see :class:`HeldOutSplit`). Kept parts must not be changed;
@@ -196,7 +216,7 @@ def held_out_split(
     keep = bool(spark.conf.get(WORK_DIR_CONF, None)) or (
         not classic.is_connect(spark) and classic.is_local(spark)
     )
-    key = _split_key(dataset, share, seed)
+    key = _split_key(dataset, share, seed, kept_share)
     with _SPLITS_LOCK:
         kept = _SPLITS.get(key) if keep else None
         if kept is not None:
@@ -225,6 +245,7 @@ def held_out_split(
         by="group",
         labels=False,
         idMap=ids,
+        keptShare=kept_share,
     )
     made = HeldOutSplit(fit.path, held.path, ids)
     if not keep:
@@ -237,7 +258,9 @@ def held_out_split(
     return fit, held, ids, made.scores
 
 
-def choose_assignment(model: GRLRModel, dataset: Dataset, scratch: str) -> Selection:
+def choose_assignment(
+    model: GRLRModel, dataset: Dataset, scratch: str, max_proxy_groups: int = MAX_PROXY_GROUPS
+) -> Selection:
     """Score ``assign.candidates`` on held-out groups of `dataset` and return the best.
 
     Args:
@@ -245,12 +268,20 @@ def choose_assignment(model: GRLRModel, dataset: Dataset, scratch: str) -> Selec
             candidates and the held-out share; its embeddings' manifest the GRLR settings).
         dataset: the aggregated :class:`eagle_spark.ml.Dataset` (X, Y1, Y2) being assigned.
         scratch: a folder to write into (not existing; the caller deletes it).
+        max_proxy_groups: the proxy trains on about this many of the groups not held out at most
+            (:data:`MAX_PROXY_GROUPS`; another value measures how the choice depends on it:
+            ``benchmarks/selection_proxy_size.py``).
     Returns:
         A :class:`Selection`.
     Raises:
         BadInputError (a ValueError): as the stages it runs (e.g. no groups held out).
+        ValueError: `max_proxy_groups` below 1.
     Source: this project (choosing from group labels alone), beyond the paper.
     """
+    if max_proxy_groups < 1:
+        raise ValueError(
+            f"choose_assignment: max_proxy_groups must be >= 1, got {max_proxy_groups}"
+        )
     from eagle_spark.assignment.assign import assign
     from eagle_spark.errors import BadInputError
     from eagle_spark.evaluation.group import multiset_precision
@@ -283,9 +314,12 @@ def choose_assignment(model: GRLRModel, dataset: Dataset, scratch: str) -> Selec
             },
             None,
         )
-    work = split_work(dataset, share, params.held_out_seed)
+    kept_share = min(1.0, max_proxy_groups / (n_groups * (1.0 - share)))
+    work = split_work(dataset, share, params.held_out_seed, kept_share)
     with work, job_step(spark, "select: held-out split"):
-        fit, held, fit_ids, known = held_out_split(dataset, share, params.held_out_seed, scratch)
+        fit, held, fit_ids, known = held_out_split(
+            dataset, share, params.held_out_seed, scratch, kept_share
+        )
     if not held.n_groups or not fit.n_groups:
         raise BadInputError(
             f"assign.weighting=auto: holding out {share:g} of the groups of {dataset.path} leaves "
@@ -351,6 +385,7 @@ def choose_assignment(model: GRLRModel, dataset: Dataset, scratch: str) -> Selec
             "seed": params.held_out_seed,
             "proxy": "label tree, 1 tree, default settings",
             "held_out_groups": held.n_groups,
+            "proxy_groups": fit.n_groups,
             "candidates": rows,
             "chosen": best,
         },

@@ -415,8 +415,10 @@ def test_group_parts_of_overlapping_groups_equal_a_python_twin(spark, tmp_path, 
         for r in read_table(spark, ds.path, "X").collect()
     }
 
-    def twin(held):
-        rows = sorted((s, g) for s, g in y1 if (g in held_groups) == held)
+    def twin(held, keep=None):
+        rows = sorted(
+            (s, g) for s, g in y1 if (g in held_groups) == held and (keep is None or g in keep)
+        )
         number = {g: i for i, g in enumerate(sorted({g for _, g in rows}))}
         return {
             "X": [(i, *x[s]) for i, (s, _) in enumerate(rows)],
@@ -462,6 +464,41 @@ def test_group_parts_of_overlapping_groups_equal_a_python_twin(spark, tmp_path, 
         for flag in (False, True)
         for sample in range(0, n - 2, 3)
     )
+    # keptShare: the kept part holds the groups not held out whose second hash (of seed, group_id
+    # and 1) falls in the share; the held-out part is unchanged
+    second = F.pmod(F.xxhash64(F.lit(seed), F.col("group_id"), F.lit(1)), F.lit(10_000))
+    sampled = {
+        r.group_id
+        for r in spark.createDataFrame([(g,) for g in groups], "group_id long")
+        .where(second < F.lit(5_000))
+        .collect()
+    }
+    assert 0 < len(sampled - held_groups) < len(set(groups) - held_groups)
+    kept_half, held_half = ds.split(
+        str(tmp_path / "kept-half"),
+        str(tmp_path / "held-half"),
+        share,
+        seed,
+        by="group",
+        labels=False,
+        idMap=str(tmp_path / "ids-half"),
+        keptShare=0.5,
+    )
+    want = twin(False, sampled)
+    assert tables(kept_half) == {k: want[k] for k in ("X", "Y1", "Y2")}
+    assert (kept_half.n_samples, kept_half.n_groups) == (len(want["X"]), len(sampled - held_groups))
+    assert tables(held_half) == tables(held)
+    ids = spark.read.parquet(str(tmp_path / "ids-half"))
+    assert sorted(tuple(r) for r in ids.collect()) == want["ids"]
+    alone = ds.split_part(
+        str(tmp_path / "alone-half"), share, seed, "group", False, labels=False, keptShare=0.5
+    )
+    assert tables(alone) == tables(kept_half)
+    for bad, match in ((0.0, "keptShare must be in"), (1.5, "keptShare must be in")):
+        with pytest.raises(ValueError, match=match):
+            ds.split_part(str(tmp_path / "bad"), share, seed, "group", labels=False, keptShare=bad)
+    with pytest.raises(ValueError, match="keptShare needs by='group'"):
+        ds.split(str(tmp_path / "a"), str(tmp_path / "b"), share, seed, keptShare=0.5)
 
 
 def test_stage_progress_is_reported_on_either_session_kind(spark, caplog):

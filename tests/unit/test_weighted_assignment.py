@@ -649,6 +649,47 @@ def test_auto_chooses_the_best_candidate_on_held_out_groups(spark, soft, tmp_pat
     assert rows(out) == rows(again)
 
 
+def test_auto_trains_the_proxy_on_a_seeded_share_of_the_groups_beyond_the_cap(
+    spark, soft, tmp_path, monkeypatch
+):
+    """With more groups not held out than max_proxy_groups, the proxy trains on the share cap /
+    (groups not held out) of them picked by the split's second hash: the record's proxy_groups is
+    the twin's count of the groups whose held-out hash says kept and whose second hash falls in
+    that share; the held-out groups and so the score's data are the uncapped choice's; without a
+    cap the proxy trains on every group not held out (MAX_PROXY_GROUPS is far above 150 groups)."""
+    import collections
+
+    from pyspark.sql import functions as F
+
+    from eagle_spark import Dataset, GRLRModel
+    from eagle_spark.io.tables import read_table
+    from eagle_spark.ml import selection
+
+    monkeypatch.setattr(selection, "_SPLITS", collections.OrderedDict())
+    paths, _ = soft
+    agg = Dataset.load(spark, paths["agg"])
+    settings = AssignSettings(
+        weighting="auto", tasks=2, candidates=("baseline",), held_out=0.3, held_out_seed=5
+    )
+    model = GRLRModel.fromSettings(settings).atFolder(paths["emb"])
+    groups = read_table(spark, agg.path, "Y1").select("group_id").distinct()
+    n_groups = groups.count()
+    held = F.pmod(F.xxhash64(F.lit(5), F.col("group_id")), F.lit(10_000)) < F.lit(3_000)
+    second = F.pmod(F.xxhash64(F.lit(5), F.col("group_id"), F.lit(1)), F.lit(10_000))
+    n_held = groups.where(held).count()
+    full = selection.choose_assignment(model, agg, str(tmp_path / "full")).record
+    assert (full["held_out_groups"], full["proxy_groups"]) == (n_held, n_groups - n_held)
+    cap = 50
+    share = cap / (n_groups * 0.7)
+    n_sampled = groups.where(~held & (second < F.lit(int(round(share * 10_000))))).count()
+    assert 0 < n_sampled < n_groups - n_held
+    capped = selection.choose_assignment(model, agg, str(tmp_path / "capped"), cap).record
+    assert (capped["held_out_groups"], capped["proxy_groups"]) == (n_held, n_sampled)
+    assert capped["chosen"] == "baseline"
+    with pytest.raises(ValueError, match="max_proxy_groups must be >= 1"):
+        selection.choose_assignment(model, agg, str(tmp_path / "none"), 0)
+
+
 def test_a_second_choice_on_the_same_data_reuses_the_split_and_the_baseline_score(
     spark, soft, tmp_path, monkeypatch
 ):

@@ -1,0 +1,96 @@
+"""How ``assign.weighting=auto``'s choice depends on the proxy's training set: the choice made
+with the proxy trained on at most N of the groups not held out, for several N, on the aggregated
+data and GRLR embeddings of a main-job run folder (``pipeline --compare`` leaves both).
+
+    python benchmarks/selection_proxy_size.py --run /tmp/eagle_main_job/run --caps 500 1000 0
+    python benchmarks/selection_proxy_size.py --run /tmp/eagle_main_job_synth/run \\
+        --caps 5000 10000 20000 0 --set spark.driver_memory=8g
+
+N = 0 is no cap (every group not held out). Each choice is made as ``assign`` makes it
+(:func:`eagle_spark.ml.selection.choose_assignment` with the run's ``assign`` settings, its
+candidates and held-out share), from a fresh split: nothing is kept between caps. For each cap
+the report keeps the groups the proxy trained on, every candidate's group-level score, the choice,
+the margin of the winner over the runner-up, and the seconds of the whole choice. The test set is
+never read. Writes ``benchmarks/reports/<report>.json`` (one report per run folder: ``--report``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import shutil
+import sys
+import time
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from _common import write_report  # noqa: E402
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--run", required=True, help="a pipeline run folder (data/, embeddings/)")
+    parser.add_argument("--method", default="eagle0", help="whose embeddings: eagle0 or eagle")
+    parser.add_argument("--caps", nargs="+", type=int, required=True, help="0: no cap")
+    parser.add_argument("--conf", default=str(ROOT / "conf" / "local.yaml"))
+    parser.add_argument("--set", action="append", default=[], help="section.key=value")
+    parser.add_argument("--report", default="selection_proxy_size")
+    parser.add_argument("--work", default="/tmp/eagle_selection_proxy_size")
+    args = parser.parse_args()
+
+    from eagle_spark import Dataset
+    from eagle_spark.ml.grlr import GRLRModel
+    from eagle_spark.ml.selection import selection_score
+    from eagle_spark.session import build_spark
+    from eagle_spark.settings import AssignSettings, Settings
+
+    settings = Settings.load(args.conf, args.set)
+    spark = build_spark(settings.spark)
+    run = pathlib.Path(args.run)
+    dataset = Dataset.load(spark, str(run / "data" / "aggregated"))
+    model = GRLRModel.fromSettings(settings.assign).atFolder(str(run / "embeddings" / args.method))
+    if model.settings(AssignSettings).weighting != "auto":
+        raise SystemExit(f"{args.conf}: assign.weighting is not auto")
+    from eagle_spark.ml.selection import choose_assignment
+
+    rows = []
+    for cap in args.caps:
+        scratch = pathlib.Path(args.work) / f"cap-{cap}"
+        shutil.rmtree(scratch, ignore_errors=True)
+        start = time.perf_counter()
+        found = choose_assignment(model, dataset, str(scratch), cap or 10**12)
+        seconds = time.perf_counter() - start
+        rec = found.record
+        scores = {c: selection_score(r) for c, r in rec["candidates"].items()}
+        ranked = sorted(scores.values(), reverse=True)
+        rows.append(
+            {
+                "cap": cap or "none",
+                "proxy groups": rec["proxy_groups"],
+                "held-out groups": rec["held_out_groups"],
+                **{f"score {c}": round(s, 2) for c, s in scores.items()},
+                "chosen": rec["chosen"],
+                "margin": round(ranked[0] - ranked[1], 2) if len(ranked) > 1 else None,
+                "seconds": round(seconds, 1),
+            }
+        )
+        shutil.rmtree(scratch, ignore_errors=True)
+        print(rows[-1], flush=True)
+    write_report(
+        args.report,
+        rows,
+        {
+            "run": str(run),
+            "dataset": dataset.manifest.get("source", {}),
+            "n_groups": dataset.n_groups,
+            "method": args.method,
+            "settings": list(args.set),
+            "candidates": list(model.settings(AssignSettings).candidates),
+        },
+    )
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()
