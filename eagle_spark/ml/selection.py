@@ -8,8 +8,8 @@ apart, how many labels a sample has). No sample label is needed to choose: a see
 candidate (``assign.candidates``) assigns the whole data, a proxy classifier (the label tree
 with one tree, default settings) trains on what it gave the members of the other groups (at most
 about :data:`MAX_PROXY_GROUPS` of them, a seeded sample on larger data: :func:`fit_part`), the
-proxy predicts the held-out members, and the members' predictions
-are scored against the held-out groups' labels Y2 with their counts
+proxy predicts the held-out members, and the members' predictions are scored against the
+held-out groups' labels Y2 with their counts
 (:func:`eagle_spark.evaluation.group.group_precisions`, criterion :data:`CRITERION`: the multiset
 precision). The candidate with the best mean of group-level P@1, P@3 and P@5 wins (ties: the
 first listed), and its assignment of the whole data is the output: it is not computed again.
@@ -23,8 +23,9 @@ member gets a kept group's label, never as a training label: Algorithm 2 assigns
 its own members, so an unrefined candidate gives the kept groups exactly what assigning them
 alone would. Cost: per candidate an assignment of the whole data (the output's, if it wins), a
 one-tree training on the kept groups (about a third of the default three trees' on data of up to
-:data:`MAX_PROXY_GROUPS` groups, a bounded cost above it) and a prediction of the held-out members; a refined candidate (``soft-0.3+r1``) whose unrefined
-settings are also a candidate starts from that candidate's assignment. All other scratch data
+:data:`MAX_PROXY_GROUPS` groups, a bounded cost above it) and a prediction of the held-out
+members; a refined candidate (``soft-0.3+r1``) whose unrefined settings are also a candidate
+starts from that candidate's assignment. All other scratch data
 lives in a folder the caller deletes after writing the output.
 
 Within one driver process the held-out split of a dataset and the scores of the candidates that
@@ -187,7 +188,8 @@ def held_out_split(
     dataset: Dataset, share: float, seed: int, scratch: str, kept_share: float = 1.0
 ) -> tuple[Dataset, Dataset, str, dict]:
     """The kept and held-out parts of `dataset` by group (share `share` held out, seed `seed`; the
-    kept part a share `kept_share` of the other groups), made once per driver process and reused while the dataset's manifest is unchanged.
+    kept part a share `kept_share` of the other groups), made once per driver process and reused
+    while the dataset's manifest is unchanged.
 
     Kept only where every executor reaches the driver's work folder
     (:func:`eagle_spark.ml.frames.work_folder`): ``spark.eagle_spark.workDir`` is set, or the
