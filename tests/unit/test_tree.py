@@ -116,6 +116,37 @@ def test_tree_from_leaves_numbers_nodes_below_shape_leaves():
         tree_from_leaves(shape, [leaf for leaf in leaves if leaf[1] != "11"], 10)
 
 
+def test_label_representations_normalised_in_place_equal_the_copying_normaliser():
+    """l2_normalize_rows_in_place (the label representations' normaliser: no copies of a matrix of
+    hundreds of millions of values) gives l2_normalize_rows' float64 values bit for bit, whatever
+    the block of rows, and unit rows against a dense numpy twin; empty and all-zero rows stay 0."""
+    from eagle_spark.sparse import l2_normalize_rows, l2_normalize_rows_in_place
+
+    rng = np.random.default_rng(3)
+    M = sp.random(300, 90, density=0.1, format="csr", dtype=np.float64, random_state=4)
+    M = sp.csr_matrix(M.multiply(rng.normal(size=(1, 90))))  # signed values
+    M = sp.csr_matrix(sp.diags((np.arange(300) % 11 != 0).astype(float)) @ M)  # empty rows
+    M.eliminate_zeros()
+    M.data[M.indptr[7] : M.indptr[8]] = 0.0  # a row of stored zeros
+    assert np.diff(M.indptr).min() == 0  # and some rows with nothing stored
+    want = l2_normalize_rows(M, np.float64)
+    dense = M.toarray()
+    norms = np.linalg.norm(dense, axis=1, keepdims=True)
+    twin = np.divide(dense, norms, out=np.zeros_like(dense), where=norms > 0)
+    for block in (1, 5, 64, 10**9):
+        got = l2_normalize_rows_in_place(M.copy(), block)
+        assert np.array_equal(got.data, want.data)
+        assert np.array_equal(got.indices, want.indices)
+        assert np.array_equal(got.indptr, want.indptr)
+        np.testing.assert_allclose(got.toarray(), twin, rtol=1e-12, atol=0)
+    owned = M.copy()
+    assert l2_normalize_rows_in_place(owned) is owned  # in place: the same arrays
+    with pytest.raises(ValueError, match="float CSR"):
+        l2_normalize_rows_in_place(sp.csc_matrix(M))
+    with pytest.raises(ValueError, match="block_nonzeros"):
+        l2_normalize_rows_in_place(M.copy(), 0)
+
+
 def test_heavy_leaves_are_split_until_within_budget(tiny):  # noqa: F811
     """max_leaf_work: every leaf with >= 4 labels has positives x labels within the budget, none
     has more than max_leaf labels; without it the leaves are the shape's (Parabel's)."""

@@ -37,7 +37,7 @@ from eagle_spark.io.parts import folder_version, read_sparse_rows
 from eagle_spark.io.tables import has_table, read_table
 from eagle_spark.kmeans import balanced_2means
 from eagle_spark.settings import TreeSettings
-from eagle_spark.sparse import l2_normalize_rows
+from eagle_spark.sparse import l2_normalize_rows, l2_normalize_rows_in_place
 
 log = logging.getLogger(__name__)
 
@@ -147,7 +147,11 @@ def label_reps(
 ) -> sp.csr_matrix:
     """The L2-normalised label representations the indexer clusters, held once per executor
     (:mod:`eagle_spark.executor_state`): PIFA of the dataset (:func:`pifa`), or the ``label_emb``
-    rows of `label_repr`. Memory per executor: 12 bytes per nonzero (float64 value, int32 id).
+    rows of `label_repr`. Memory per executor: 12 bytes per nonzero (float64 value, int32 id);
+    the building worker holds them once more (normalised in place,
+    :func:`eagle_spark.sparse.l2_normalize_rows_in_place`) plus X and Y as float64 for PIFA's
+    product: at synthetic Wiki-325K 1.0 with the Baseline's labels (12.6 a sample) the
+    representations are the largest thing a worker builds.
 
     Returns:
         (n_labels, d) float64 CSR (read-only arrays), d = n_features for PIFA.
@@ -167,7 +171,10 @@ def label_reps(
         else:
             _, X, Y = load_xy(dataset, n_features, n_labels, normalize)
             reps = pifa(X, Y)
-        return sparse_arrays(l2_normalize_rows(reps, np.float64), "R")
+        reps = sp.csr_matrix(reps, dtype=np.float64)  # a copy only of float32 label_emb values
+        if not reps.data.flags.writeable:  # values read from Parquet without a copy
+            reps.data = np.array(reps.data)
+        return sparse_arrays(l2_normalize_rows_in_place(reps), "R")
 
     return shared_state("reps", key, build, lambda a: sparse_from(a, "R"))
 
