@@ -90,7 +90,9 @@ def split_nodes(
             out.append((int(v), path, lab))
             continue
         node_seed = [seed, int(v)] + [1 + int(c) for c in path]  # [seed, v] for nodes of the shape
-        to_right = balanced_2means(compact_columns(reps[lab])[1], seed=node_seed, max_iter=max_iter)
+        # a root holds every label: its rows are `reps` itself, not a copy of it
+        rows = reps if len(lab) == reps.shape[0] else reps[lab]
+        to_right = balanced_2means(compact_columns(rows)[1], seed=node_seed, max_iter=max_iter)
         if below_leaf and not split_pays(work, lab, to_right):  # halves sharing most samples
             out.append((int(v), path, lab))
             continue
