@@ -2,9 +2,11 @@
 with the proxy trained on at most N of the groups not held out, for several N, on the aggregated
 data and GRLR embeddings of a main-job run folder (``pipeline --compare`` leaves both).
 
-    python benchmarks/selection_proxy_size.py --run /tmp/eagle_main_job/run --caps 500 1000 0
+    python benchmarks/selection_proxy_size.py --run /tmp/eagle_main_job/run \\
+        --caps 250 500 1000 2000 0 --report selection_proxy_size_delicious
     python benchmarks/selection_proxy_size.py --run /tmp/eagle_main_job_synth/run \\
-        --caps 5000 10000 20000 0 --set spark.driver_memory=8g
+        --caps 5000 10000 20000 0 --set spark.driver_memory=8g \\
+        --report selection_proxy_size_wiki325k_0.1
 
 N = 0 is no cap (every group not held out). Each choice is made as ``assign`` makes it
 (:func:`eagle_spark.ml.selection.choose_assignment` with the run's ``assign`` settings, its
@@ -35,13 +37,13 @@ def main() -> None:
     parser.add_argument("--caps", nargs="+", type=int, required=True, help="0: no cap")
     parser.add_argument("--conf", default=str(ROOT / "conf" / "local.yaml"))
     parser.add_argument("--set", action="append", default=[], help="section.key=value")
-    parser.add_argument("--report", default="selection_proxy_size")
+    parser.add_argument("--report", required=True, help="report name under benchmarks/reports")
     parser.add_argument("--work", default="/tmp/eagle_selection_proxy_size")
     args = parser.parse_args()
 
     from eagle_spark import Dataset
     from eagle_spark.ml.grlr import GRLRModel
-    from eagle_spark.ml.selection import selection_score
+    from eagle_spark.ml.selection import choose_assignment, selection_score
     from eagle_spark.session import build_spark
     from eagle_spark.settings import AssignSettings, Settings
 
@@ -52,8 +54,6 @@ def main() -> None:
     model = GRLRModel.fromSettings(settings.assign).atFolder(str(run / "embeddings" / args.method))
     if model.settings(AssignSettings).weighting != "auto":
         raise SystemExit(f"{args.conf}: assign.weighting is not auto")
-    from eagle_spark.ml.selection import choose_assignment
-
     rows = []
     for cap in args.caps:
         scratch = pathlib.Path(args.work) / f"cap-{cap}"
