@@ -60,19 +60,9 @@ def csr_from_arrow(
 
 
 def l2_normalize_rows(matrix: sp.csr_matrix, dtype=np.float32) -> sp.csr_matrix:
-    """Rows scaled to unit L2 norm (all-zero rows stay zero): a CSR copy of `dtype`, computed in it.
-
-    The squares are summed row by row in stored order by scipy's CSR row sums, the arithmetic of
-    ``matrix.multiply(matrix).sum(axis=1)`` without building that elementwise product.
-    """
-    matrix = sp.csr_matrix(matrix, dtype=dtype, copy=True)
-    squares = sp.csr_matrix(
-        (np.square(matrix.data), matrix.indices, matrix.indptr), shape=matrix.shape
-    )
-    norms = np.sqrt(np.asarray(squares.sum(axis=1)).ravel())
-    scale = np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)
-    matrix.data *= np.repeat(scale, np.diff(matrix.indptr)).astype(dtype)
-    return matrix
+    """Rows scaled to unit L2 norm (all-zero rows stay zero): a CSR copy of `dtype`, computed in it
+    (:func:`l2_normalize_rows_in_place` on the copy)."""
+    return l2_normalize_rows_in_place(sp.csr_matrix(matrix, dtype=dtype, copy=True))
 
 
 NORMALIZE_BLOCK = 1 << 24
@@ -83,14 +73,15 @@ three times this many float64 values (400 MB), whatever the matrix's size."""
 def l2_normalize_rows_in_place(
     matrix: sp.csr_matrix, block_nonzeros: int = NORMALIZE_BLOCK
 ) -> sp.csr_matrix:
-    """`matrix` with its rows scaled to unit L2 norm in place (all-zero rows stay zero): the values
-    :func:`l2_normalize_rows` gives in the matrix's own dtype, bit for bit (each row's squares are
-    summed by the same scipy row sum, then scaled by the same factor), without its copies.
+    """`matrix` with its rows scaled to unit L2 norm in place (all-zero rows stay zero), computed
+    in its dtype.
 
-    For a large matrix the caller owns, such as the label representations of a tree (n_labels x
-    n_features, hundreds of millions of values at Wiki-325K scale): :func:`l2_normalize_rows` holds
-    the copy, the squares and two per-value scale arrays next to the input, about four times the
-    input's values; this works through blocks of rows of about `block_nonzeros` values.
+    Each row's squares are summed in stored order by scipy's CSR row sums (the arithmetic of
+    ``matrix.multiply(matrix).sum(axis=1)`` without building that product), and the row is scaled
+    by 1 / its norm. Rows go in blocks of about `block_nonzeros` values, so the temporaries (the
+    squares, the per-value scales) stay bounded however large the matrix is: the label
+    representations of a tree hold hundreds of millions of values at Wiki-325K scale. Every row
+    is computed alone, so the block size never changes a value.
 
     Args:
         matrix: CSR of a float dtype; its ``data`` is overwritten.

@@ -433,15 +433,19 @@ def test_group_parts_of_overlapping_groups_equal_a_python_twin(spark, tmp_path, 
             for name in ("X", "Y1", "Y2")
         }
 
-    kept, held = ds.split(
-        str(tmp_path / "kept"),
-        str(tmp_path / "held"),
-        share,
-        seed,
-        by="group",
-        labels=False,
-        idMap=str(tmp_path / "ids"),
-    )
+    def split(name, **kw):  # the kept part, the held-out part and the id map, named by `name`
+        return ds.split(
+            str(tmp_path / f"kept{name}"),
+            str(tmp_path / f"held{name}"),
+            share,
+            seed,
+            by="group",
+            labels=False,
+            idMap=str(tmp_path / f"ids{name}"),
+            **kw,
+        )
+
+    kept, held = split("")
     for flag, part in ((False, kept), (True, held)):
         want = twin(flag)
         assert (part.n_samples, part.n_groups) == (
@@ -474,16 +478,7 @@ def test_group_parts_of_overlapping_groups_equal_a_python_twin(spark, tmp_path, 
         .collect()
     }
     assert 0 < len(sampled - held_groups) < len(set(groups) - held_groups)
-    kept_half, held_half = ds.split(
-        str(tmp_path / "kept-half"),
-        str(tmp_path / "held-half"),
-        share,
-        seed,
-        by="group",
-        labels=False,
-        idMap=str(tmp_path / "ids-half"),
-        keptShare=0.5,
-    )
+    kept_half, held_half = split("-half", keptShare=0.5)
     want = twin(False, sampled)
     assert tables(kept_half) == {k: want[k] for k in ("X", "Y1", "Y2")}
     assert (kept_half.n_samples, kept_half.n_groups) == (len(want["X"]), len(sampled - held_groups))

@@ -118,8 +118,9 @@ def test_tree_from_leaves_numbers_nodes_below_shape_leaves():
 
 def test_label_representations_normalised_in_place_equal_the_copying_normaliser():
     """l2_normalize_rows_in_place (the label representations' normaliser: no copies of a matrix of
-    hundreds of millions of values) gives l2_normalize_rows' float64 values bit for bit, whatever
-    the block of rows, and unit rows against a dense numpy twin; empty and all-zero rows stay 0."""
+    hundreds of millions of values) gives the same float64 values bit for bit whatever the block
+    of rows (l2_normalize_rows: one block, on a copy), and unit rows against a dense numpy twin;
+    empty and all-zero rows stay 0."""
     from eagle_spark.sparse import l2_normalize_rows, l2_normalize_rows_in_place
 
     rng = np.random.default_rng(3)
