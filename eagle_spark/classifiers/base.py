@@ -53,6 +53,29 @@ def training_set(spark: SparkSession, dataset: str) -> tuple[int, int]:
     return int(manifest["n_features"]), int(manifest["n_labels"])
 
 
+def training_tasks(tasks: int, min_task_work: float, units: int, work: float, cores: int) -> int:
+    """The Spark tasks of a classifier's training stage (``tree`` / ``ova`` ``tasks`` and
+    ``min_task_work``).
+
+    At most `tasks` and `units` (a task trains at least one unit); within that, one task per
+    `min_task_work` of `work`, but never fewer than `cores` (every core gets a task while there are
+    units for it). `min_task_work` 0 gives ``min(tasks, units)``. Which task trains a classifier
+    changes none of its weights.
+
+    Args:
+        tasks: the ``tasks`` setting (>= 1). min_task_work: the ``min_task_work`` setting (>= 0).
+        units: the classifiers' units to deal (tree nodes with children, or labels). work: their
+            estimated liblinear work, nonzeros of X visited per pass summed over the classifiers.
+        cores: the session's task slots (``defaultParallelism``).
+    Returns:
+        The number of tasks, >= 1.
+    """
+    n = max(1, min(tasks, units))
+    if min_task_work <= 0:
+        return n
+    return max(1, min(n, max(cores, int(np.ceil(work / min_task_work)))))
+
+
 def write_metadata(
     spark: SparkSession,
     folder: str,

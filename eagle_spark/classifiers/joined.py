@@ -90,26 +90,34 @@ def load_y(dataset: str, n_labels: int) -> tuple[np.ndarray, sp.csc_matrix]:
 
 def training_access(
     spark: SparkSession, dataset: str, params: TreeSettings | OVASettings, who: str
-) -> str:
-    """Resolve ``<who>.x_access`` for a training set (``cached`` or ``joined``), logged with why.
+) -> tuple[str, int, int]:
+    """Resolve ``<who>.x_access`` for a training set (``cached`` or ``joined``), logged with why,
+    and measure X for it and for the number of training tasks
+    (:func:`eagle_spark.classifiers.base.training_tasks`).
 
-    ``auto`` counts X's nonzeros and rows and picks ``cached`` while the executor cache of X
-    (8 bytes per nonzero: float32 value, int32 id, + 16 per row) fits ``cache_budget`` (see
+    ``auto`` picks ``cached`` while the executor cache of X (8 bytes per nonzero: float32 value,
+    int32 id, + 16 per row) fits ``cache_budget`` (see
     :func:`eagle_spark.grlr.context.choose_x_access` for the budget's default).
-    """
-    from eagle_spark.grlr.context import choose_x_access
 
+    Returns:
+        (``cached`` or ``joined``, X's nonzeros, X's rows), counted by one Spark aggregation.
+    """
+    from eagle_spark.grlr.context import choose_x_access, x_size
+
+    X = read_table(spark, dataset, S.X)
+    nonzeros, rows = x_size(X)
     access, why = choose_x_access(
         spark,
-        read_table(spark, dataset, S.X),
+        X,
         None,
         params.x_access,
         params.cache_budget,
         who,
         bytes_per_nonzero=8,
+        size=(nonzeros, rows),
     )
     log.info("%s: %s training rows (%s)", who, access, why)
-    return access
+    return access, nonzeros, rows
 
 
 def local_rows(

@@ -30,6 +30,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from eagle_spark import schemas as S
+from eagle_spark.classic import default_parallelism
 from eagle_spark.classifiers.base import (
     WEIGHTS,
     WEIGHTS_ARROW,
@@ -39,6 +40,7 @@ from eagle_spark.classifiers.base import (
     load_xy,
     read_metadata,
     training_set,
+    training_tasks,
     unassigned_groups,
     write_metadata,
 )
@@ -309,7 +311,6 @@ def train_ova(
     """
     check_separate(model_path, [dataset])
     n_features, n_labels = training_set(spark, dataset)
-    blocks = max(1, min(params.tasks, n_labels))
     if within_groups is not None and params.negative_fraction >= 1.0:
         within_groups = None  # every sample is a negative already: no need to build U
     groups = (
@@ -319,7 +320,14 @@ def train_ova(
     )
     within = within_groups is not None
     weighted = label_weights_in(spark, dataset)
-    access = training_access(spark, dataset, params, "ova")
+    access, x_nonzeros, _ = training_access(spark, dataset, params, "ova")
+    blocks = training_tasks(  # a label's problem: every row, or its positives and drawn negatives
+        params.tasks,
+        params.min_task_work,
+        n_labels,
+        n_labels * x_nonzeros * params.negative_fraction,
+        default_parallelism(spark),
+    )
     with atomic_output(spark, model_path, overwrite) as tmp:
         if access == "joined":
             rows = _train_joined(

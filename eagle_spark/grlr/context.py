@@ -194,6 +194,14 @@ def cache_bytes(n_nonzeros: int, n_rows: int, n_y1: int, bytes_per_nonzero: int 
     return bytes_per_nonzero * n_nonzeros + 16 * n_rows + 16 * n_y1
 
 
+def x_size(X: DataFrame) -> tuple[int, int]:
+    """(nonzeros, rows) of X, by one Spark aggregation."""
+    from pyspark.sql import functions as F
+
+    stats = X.agg(F.sum(F.size(S.FEAT_IDX)), F.count(F.lit(1))).first()
+    return int(stats[0] or 0), int(stats[1])
+
+
 def choose_x_access(
     spark: SparkSession,
     X: DataFrame,
@@ -202,6 +210,7 @@ def choose_x_access(
     budget: str | None,
     stage: str,
     bytes_per_nonzero: int = 12,
+    size: tuple[int, int] | None = None,
 ) -> tuple[str, str]:
     """Resolve ``x_access`` (``auto`` / ``cached`` / ``joined``) for a stage, and say why.
 
@@ -217,13 +226,13 @@ def choose_x_access(
             ``ova`` (for the log). Y1: None when the cache holds no Y1 (the classifiers').
         bytes_per_nonzero: the cache's bytes per nonzero of X (12: GRLR's float64 values; 8: the
             classifiers' float32).
+        size: X's (nonzeros, rows) when the caller measured them (:func:`x_size`), else measured
+            here under ``auto``.
     Returns:
         (``cached`` or ``joined``, a sentence saying why).
     Raises:
         ValueError: an unknown mode (the settings reject it first).
     """
-    from pyspark.sql import functions as F
-
     from eagle_spark.settings import memory_mib
 
     if mode not in X_ACCESS:
@@ -240,10 +249,8 @@ def choose_x_access(
         )
     else:
         budget_mib, origin = float(DEFAULT_CACHE_BUDGET_MIB), "the default"
-    stats = X.agg(F.sum(F.size(S.FEAT_IDX)), F.count(F.lit(1))).first()
-    need = cache_bytes(
-        int(stats[0] or 0), int(stats[1]), 0 if Y1 is None else Y1.count(), bytes_per_nonzero
-    )
+    nonzeros, rows = x_size(X) if size is None else size
+    need = cache_bytes(nonzeros, rows, 0 if Y1 is None else Y1.count(), bytes_per_nonzero)
     chosen = "cached" if need <= budget_mib * 2**20 else "joined"
     return chosen, (
         f"{stage}.x_access=auto: the executor cache of X{'' if Y1 is None else ' and Y1'} needs ~{need / 2**20:,.0f} MiB, "

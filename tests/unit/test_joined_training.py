@@ -66,7 +66,7 @@ def test_ova_joined_equals_cached(spark, tiny, tmp_path, fraction):  # noqa: F81
             spark,
             tiny["train"],
             out[mode],
-            OVASettings(tasks=3, negative_fraction=fraction, x_access=mode),
+            OVASettings(tasks=3, min_task_work=0, negative_fraction=fraction, x_access=mode),
         )
         assert meta["x_access"] == mode
     _same_model(spark, out["cached"], out["joined"], ["weights"])

@@ -16,7 +16,7 @@ from eagle_spark.io.ingest import ingest
 from eagle_spark.io.tables import read_table
 from eagle_spark.settings import IngestSettings, OVASettings
 from eagle_spark.sparse import l2_normalize_rows
-from tests.conftest import dataset_matrices, delicious_slice
+from tests.conftest import TASKS_PER_STAGE, dataset_matrices, delicious_slice
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +33,7 @@ def tiny(spark, tmp_path_factory):
 @pytest.fixture(scope="module")
 def model(spark, tiny, tmp_path_factory):
     path = str(tmp_path_factory.mktemp("model") / "ova")
-    meta = train_ova(spark, tiny["train"], path, OVASettings(tasks=4))
+    meta = train_ova(spark, tiny["train"], path, OVASettings(tasks=4, min_task_work=0))
     return path, meta
 
 
@@ -49,6 +49,20 @@ def test_weights_are_written_without_dictionary_pages(model):
 
     parts = dictionary_columns(f"{model[0]}/data/weights")
     assert len(parts) == 4 and all(cols == [] for cols in parts.values()), parts
+
+
+def test_the_work_sets_the_tasks_and_no_weight(spark, tiny, model, tmp_path):
+    """A label's problem visits every nonzero of X per pass: 983 x nnz(X) of work; with
+    min_task_work at 1/2.5 of it the labels train in ceil(2.5) = 3 tasks (of 4 allowed), with more
+    work a task than there is in one per core; the same weights as the module's 4 tasks."""
+    _, X, _, _ = dataset_matrices(spark, tiny["train"])
+    work = 983 * X.nnz
+    expected = {work / 2.5: 3, 1e15: min(4, TASKS_PER_STAGE)}
+    for min_task_work, tasks in expected.items():
+        out = str(tmp_path / f"m{tasks}")
+        train_ova(spark, tiny["train"], out, OVASettings(tasks=4, min_task_work=min_task_work))
+        assert len(list(pathlib.Path(out, "data", "weights").glob("part-*"))) == tasks
+        assert weights(spark, out) == weights(spark, model[0])
 
 
 def test_spark_equals_twin(spark, tiny, model):
@@ -129,7 +143,7 @@ def test_save_load_predict_and_determinism(spark, tiny, model, tmp_path, capsys)
         map(tuple, spark.read.parquet(str(tmp_path / "pred_elsewhere" / "predictions")).collect())
     )
     assert a == b and len(a) == 300
-    sampled = OVASettings(tasks=3, negative_fraction=0.5, seed=3)
+    sampled = OVASettings(tasks=3, min_task_work=0, negative_fraction=0.5, seed=3)
     train_ova(spark, tiny["train"], str(tmp_path / "s1"), sampled)
     train_ova(spark, tiny["train"], str(tmp_path / "s2"), sampled)
     assert _digests(tmp_path / "s1") == _digests(tmp_path / "s2")

@@ -37,10 +37,14 @@ def test_overrides_typed():
             "spark.shuffle_partitions=3",
             "ingest.one_based=true",
             "spark.extra.spark.foo=bar",
+            "tree.min_task_work=1e8",  # a string to PyYAML (YAML 1.1), a number to YAML 1.2
+            "ova.min_task_work=.5e-1",
         ]
     )
     assert s.spark.master == "local[2]" and s.spark.shuffle_partitions == 3
     assert s.ingest.one_based is True and s.spark.extra == {"spark.foo": "bar"}
+    assert s.tree.min_task_work == 1e8 and isinstance(s.tree.min_task_work, float)
+    assert s.ova.min_task_work == 0.05
 
 
 @pytest.mark.parametrize(
@@ -63,6 +67,9 @@ def test_overrides_typed():
         ),
         ("aggregate.depth=25", "aggregate.depth must be in [0, 24], got 25"),
         ("embed.lr=-1", "embed.lr must be a finite number > 0, got -1.0"),
+        ("embed.lr=1e", "'embed.lr' must be a number, got '1e'"),
+        ("embed.lr=e8", "'embed.lr' must be a number, got 'e8'"),
+        ("tree.min_task_work=-1e8", "tree.min_task_work must be a finite number >= 0, got -1"),
         ("ova.max_iter=2.5", "'ova.max_iter' must be an integer"),
         (
             "tree.matcher_C=0",

@@ -34,12 +34,15 @@ from eagle_spark.errors import BadInputError
 from eagle_spark.io.ingest import ingest
 from eagle_spark.io.tables import read_table
 from eagle_spark.settings import IngestSettings, TreeSettings
+from tests.conftest import TASKS_PER_STAGE
 from tests.unit.test_ova import tiny  # noqa: F401  (module fixture: 1500 delicious samples)
 
 # max_leaf_work 20000 without the split rule (max_split_shared None): 6 of the 32 leaves of tree 0
 # (positives x labels up to 30,194) are split further, so the module's model has nodes below the
 # shape's leaves and leaves at several depths
-PARAMS = TreeSettings(max_leaf=40, tasks=3, max_leaf_work=20000, max_split_shared=None)
+PARAMS = TreeSettings(
+    max_leaf=40, tasks=3, min_task_work=0, max_leaf_work=20000, max_split_shared=None
+)
 
 
 @pytest.fixture(scope="module")
@@ -197,6 +200,20 @@ def test_deal_balances_bins():
     # heaviest first to the least loaded bin: 5 -> b0, 4 -> b1, 3 -> b1 (7), 3 -> b0 (8), 3 -> b1
     assert deal(np.array([5, 4, 3, 3, 3]), 2) == [[0, 3], [1, 2, 4]]  # loads 8 / 10
     assert deal(np.array([1.0]), 3) == [[0], [], []]
+
+
+def test_training_tasks_hand_worked():
+    from eagle_spark.classifiers.base import training_tasks
+
+    # delicious' Baseline tree: 93 units, 6.06e8 of work, 2 cores: ceil(6.06) = 7 tasks of 16
+    assert training_tasks(16, 1e8, 93, 6.06e8, 2) == 7
+    assert training_tasks(16, 1e8, 93, 3e7, 2) == 2  # little work: still a task per core
+    assert training_tasks(16, 1e8, 93, 3e7, 1) == 1
+    assert training_tasks(16, 1e8, 93, 5e10, 2) == 16  # much work: `tasks` bounds it
+    assert training_tasks(16, 0, 93, 3e7, 2) == 16  # min_task_work 0: always `tasks`
+    assert training_tasks(16, 1e8, 3, 5e10, 8) == 3  # no more tasks than units
+    assert training_tasks(16, 1e8, 0, 0.0, 2) == 1  # nothing to train: one task
+    assert training_tasks(4, 1e8, 93, 3e7, 8) == 4  # the cores never exceed `tasks`
 
 
 def test_place_units_keeps_heavy_units_in_the_first_bins():
@@ -675,7 +692,9 @@ def test_cli_round_trip_and_determinism(spark, tiny, tree_model, tmp_path, capsy
                 "--set",
                 "tree.max_leaf=40",
                 "--set",
-                "tree.tasks=2",
+                "tree.tasks=3",
+                "--set",
+                "tree.min_task_work=1e15",  # more work a task than there is: one task per core
                 "--set",
                 "tree.max_leaf_work=20000",
                 "--set",
@@ -693,6 +712,11 @@ def test_cli_round_trip_and_determinism(spark, tiny, tree_model, tmp_path, capsy
         )
 
     assert rows(path) == rows(str(again))  # same seed, other task count: the same classifiers
+    parts = {
+        m: [len(list(pathlib.Path(f"{m}/data/weights_{t}").glob("part-*"))) for t in range(3)]
+        for m in (path, str(again))
+    }
+    assert parts == {path: [3] * 3, str(again): [min(3, TASKS_PER_STAGE)] * 3}
     assert _digests(f"{path}/data/tree_0") == _digests(f"{again}/data/tree_0")
     assert (
         main(

@@ -22,6 +22,7 @@ from eagle_spark.classifiers.base import (
     load_unassigned,
     load_xy,
     training_set,
+    training_tasks,
     unassigned_groups,
     write_metadata,
 )
@@ -601,7 +602,7 @@ def train_tree(
     )  # X stays off the driver: tasks index and train
     groups = unassigned_groups(spark, dataset, params.unassigned, "tree")
     weighted = label_weights_in(spark, dataset)
-    access = training_access(spark, dataset, params, "tree")
+    access, x_nonzeros, x_rows = training_access(spark, dataset, params, "tree")
     label_freq, _ = label_counts(read_table(spark, dataset, S.Y), n_labels)  # positives per label
     with atomic_output(spark, model_path, overwrite) as tmp:
         meta = _train_tree_into(
@@ -616,6 +617,7 @@ def train_tree(
             access,
             label_freq,
             weighted,
+            x_nonzeros / max(1, x_rows),
         )
     log.info(
         "tree: %d labels, %d trees, depth %d", n_labels, len(meta["n_clusters"]), meta["depth"]
@@ -635,8 +637,11 @@ def _train_tree_into(
     access: str,
     label_freq: np.ndarray,
     weighted: bool = False,
+    row_nonzeros: float = 1.0,
 ) -> dict:
-    """Index, train and write the model into the atomic output's temporary folder `tmp`."""
+    """Index, train and write the model into the atomic output's temporary folder `tmp`.
+    `row_nonzeros`: X's mean nonzeros per row, which turns the joined path's positives into the
+    work :func:`eagle_spark.classifiers.base.training_tasks` counts."""
     pifa_tmp = None
     if (
         access == "joined" and label_repr is None
@@ -698,7 +703,6 @@ def _train_tree_into(
                 units.append((t, node))
                 rows_work.append(label_freq[under[node]].sum())
                 children.append(len(tree.children_of(node)))
-    bins = max(1, min(params.tasks, len(units)))
     task_trees = [(tr.parent, tr.n_clusters) for tr in trees]
     heavy = np.zeros(len(units), dtype=bool)
     auto, how = params.heavy_unit_memory == "auto", ""
@@ -714,8 +718,15 @@ def _train_tree_into(
         if auto:
             how = f" (auto: {HEAVY_AUTO_SHARE:g} x {available / 2**30:.1f} GiB available / {slots} slots)"
     else:  # joined: positives under the node stand for its rows; auto is resolved by each task
-        work = np.asarray(rows_work, dtype=np.float64) * np.asarray(children)
+        work = np.asarray(rows_work, dtype=np.float64) * np.asarray(children) * row_nonzeros
         limit = None if auto else heavy_limit(params)
+    bins = training_tasks(
+        params.tasks,
+        params.min_task_work,
+        len(units),
+        float(work.sum()),
+        default_parallelism(spark),
+    )
     bound = (
         "resolved by each task"
         if auto and access == "joined"
