@@ -382,6 +382,26 @@ def design() -> list[str]:
                 f"joined_training_wiki325k_{scale}",
             )
         )
+    found = report("training_tasks")["rows"]
+
+    def training_set(name: str) -> str:  # "delicious first 600, ..." / "delicious R-4, eagle (...)"
+        if "first" in name:
+            return name.split(",")[0].removeprefix("delicious ") + " samples"
+        return f"its {name.split(', ')[1].split(' ')[0]} assignment"
+
+    rows.append(
+        (
+            "whole fits in as many tasks as the work needs (`min_task_work`) / always `tasks` "
+            "(16), delicious R-4",
+            "; ".join(
+                f"{r['model']} on {training_set(r['training set'])} {r['median s (rule)']:.2f} / "
+                f"{r['median s (fixed)']:.2f} s ({r['tasks (rule)']} / {r['tasks (fixed)']} tasks)"
+                for r in found
+            )
+            + f"; same weights: {all(r['same weights'] for r in found)}",
+            "training_tasks",
+        )
+    )
     integ = report("integrity_cost")
     rows.append(
         (

@@ -8,7 +8,8 @@ The training sets: the first ``--small`` embedded delicious training samples in 
 with the Baseline's assignment (built here), and the Baseline and EAGLE assignments of a main-job
 run folder (``pipeline --compare`` leaves them under ``assigned/``). Each row: the median seconds
 of ``--repeats`` whole fits (``train_tree`` / ``train_ova``: sizing, indexing, training, writing
-the model), the tasks that trained, and whether both models' weights are equal (they must be).
+the model), the tasks that wrote weights (part files of the first weights table: a bin the units
+did not fill writes none), and whether both models' weights are equal (they must be).
 Writes ``benchmarks/reports/<report>.json``.
 """
 

@@ -912,13 +912,13 @@ class LinearSettings(Section):
         "the least estimated liblinear work a training task gets, in nonzeros of X visited per "
         "pass summed over its classifiers; 0: always ``tasks`` tasks.",
         more=(
-            "A training stage runs one task per ``min_task_work`` of its work when that is fewer "
-            "than ``tasks``, but never fewer tasks than the session has cores (nor more than it "
-            "has units). The default is about two seconds of one core's liblinear (the tree on "
-            "delicious' Baseline and EAGLE assignments trained 4-7e7 a second per core), twenty "
-            "times a task's fixed cost (its Python task, part files and scheduling, ~0.1 s): a "
-            "600-sample tree trained in 1.4 s in 2 tasks against 2.2 s in 16. The number of "
-            "tasks changes no weight (each classifier has its own seed)."
+            "A training stage runs one task per ``min_task_work`` of its estimated work, rounded "
+            "up to a multiple of the session's cores, when that is fewer than ``tasks`` (and "
+            "never more tasks than units). The default is about two seconds of one core's "
+            "liblinear (the tree trained 4-7e7 a second per core on delicious' Baseline and "
+            "EAGLE assignments), twenty times a task's fixed cost (its Python task, part files "
+            "and scheduling, ~0.1 s). The number of tasks changes no weight (each classifier has "
+            "its own seed); the times are in benchmarks/reports/training_tasks.json."
         ),
         param="minTaskWork",
         bounds="[0, inf)",

@@ -58,9 +58,10 @@ def training_tasks(tasks: int, min_task_work: float, units: int, work: float, co
     ``min_task_work``).
 
     At most `tasks` and `units` (a task trains at least one unit); within that, one task per
-    `min_task_work` of `work`, but never fewer than `cores` (every core gets a task while there are
-    units for it). `min_task_work` 0 gives ``min(tasks, units)``. Which task trains a classifier
-    changes none of its weights.
+    `min_task_work` of `work`, rounded up to a multiple of `cores` (so that no core waits while
+    another trains one more task: 3 tasks on 2 cores take 2 task lengths, 4 of a third less work
+    each take the same), and so never fewer than `cores`. `min_task_work` 0 gives
+    ``min(tasks, units)``. Which task trains a classifier changes none of its weights.
 
     Args:
         tasks: the ``tasks`` setting (>= 1). min_task_work: the ``min_task_work`` setting (>= 0).
@@ -73,7 +74,9 @@ def training_tasks(tasks: int, min_task_work: float, units: int, work: float, co
     n = max(1, min(tasks, units))
     if min_task_work <= 0:
         return n
-    return max(1, min(n, max(cores, int(np.ceil(work / min_task_work)))))
+    cores = max(1, cores)
+    needed = max(1, int(np.ceil(work / min_task_work)))
+    return min(n, cores * -(-needed // cores))
 
 
 def write_metadata(

@@ -53,14 +53,16 @@ def test_weights_are_written_without_dictionary_pages(model):
 
 def test_the_work_sets_the_tasks_and_no_weight(spark, tiny, model, tmp_path):
     """A label's problem visits every nonzero of X per pass: 983 x nnz(X) of work; with
-    min_task_work at 1/2.5 of it the labels train in ceil(2.5) = 3 tasks (of 4 allowed), with more
-    work a task than there is in one per core; the same weights as the module's 4 tasks."""
+    min_task_work at 1/2.5 of it the labels need ceil(2.5) = 3 tasks (of 8 allowed), rounded up to
+    a multiple of the cores; with more work a task than there is, one per core; the same weights as
+    the module's 4 tasks."""
     _, X, _, _ = dataset_matrices(spark, tiny["train"])
     work = 983 * X.nnz
-    expected = {work / 2.5: 3, 1e15: min(4, TASKS_PER_STAGE)}
+    cores = TASKS_PER_STAGE  # the test session's parallelism
+    expected = {work / 2.5: {1: 3, 2: 4}[cores], 1e15: cores}
     for min_task_work, tasks in expected.items():
-        out = str(tmp_path / f"m{tasks}")
-        train_ova(spark, tiny["train"], out, OVASettings(tasks=4, min_task_work=min_task_work))
+        out = str(tmp_path / f"m{min_task_work:g}")
+        train_ova(spark, tiny["train"], out, OVASettings(tasks=8, min_task_work=min_task_work))
         assert len(list(pathlib.Path(out, "data", "weights").glob("part-*"))) == tasks
         assert weights(spark, out) == weights(spark, model[0])
 

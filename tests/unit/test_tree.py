@@ -205,8 +205,11 @@ def test_deal_balances_bins():
 def test_training_tasks_hand_worked():
     from eagle_spark.classifiers.base import training_tasks
 
-    # delicious' Baseline tree: 93 units, 6.06e8 of work, 2 cores: ceil(6.06) = 7 tasks of 16
-    assert training_tasks(16, 1e8, 93, 6.06e8, 2) == 7
+    # delicious' Baseline tree: 93 units, 6.06e8 of work, 2 cores: ceil(6.06) = 7, rounded up to
+    # a multiple of the cores, 8 tasks of 16
+    assert training_tasks(16, 1e8, 93, 6.06e8, 2) == 8
+    assert training_tasks(16, 1e8, 93, 6.06e8, 3) == 9
+    assert training_tasks(16, 1e8, 93, 6.06e8, 1) == 7
     assert training_tasks(16, 1e8, 93, 3e7, 2) == 2  # little work: still a task per core
     assert training_tasks(16, 1e8, 93, 3e7, 1) == 1
     assert training_tasks(16, 1e8, 93, 5e10, 2) == 16  # much work: `tasks` bounds it
@@ -214,6 +217,8 @@ def test_training_tasks_hand_worked():
     assert training_tasks(16, 1e8, 3, 5e10, 8) == 3  # no more tasks than units
     assert training_tasks(16, 1e8, 0, 0.0, 2) == 1  # nothing to train: one task
     assert training_tasks(4, 1e8, 93, 3e7, 8) == 4  # the cores never exceed `tasks`
+    assert training_tasks(16, 1e8, 93, 15.5e8, 2) == 16  # 16 needed, a multiple of the cores
+    assert training_tasks(15, 1e8, 93, 15.5e8, 2) == 15  # the rounding stays within `tasks`
 
 
 def test_place_units_keeps_heavy_units_in_the_first_bins():
