@@ -694,9 +694,26 @@ class EmbedSettings(Section):
     normalize: bool = setting(True, "L2-normalise the rows of X first (cosine similarity).")
     tasks: int = setting(
         16,
-        "label bins, one Spark task each (balanced by work).",
+        "label bins, at most one Spark task each (balanced by work).",
+        more="Fewer when the aggregated data is small: see ``min_task_work``.",
         param="numTasks",
         bounds="[1, inf)",
+    )
+    min_task_work: float = setting(
+        4e8,
+        "the least estimated GRLR work a task gets, in nonzeros of the candidates' rows visited "
+        "over the iterations (candidate rows x mean nonzeros of a row x (iterations + 1)); 0: "
+        "always ``tasks`` bins.",
+        more=(
+            "The labels are dealt into one bin per ``min_task_work`` of work, rounded up to a "
+            "multiple of the session's cores, when that is fewer than ``tasks``; heavy labels "
+            "(``split_rows``, derived from ``tasks`` itself) are split as before. The default "
+            "is about two seconds of one core's GRLR (2e8 a second on delicious R-4), twenty "
+            "times a task's fixed cost; no embedding changes with it (each label is computed "
+            "alone)."
+        ),
+        param="minTaskWork",
+        bounds="[0, inf)",
     )
     batch_rows: int = setting(
         200_000,

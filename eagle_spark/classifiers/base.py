@@ -53,32 +53,6 @@ def training_set(spark: SparkSession, dataset: str) -> tuple[int, int]:
     return int(manifest["n_features"]), int(manifest["n_labels"])
 
 
-def training_tasks(tasks: int, min_task_work: float, units: int, work: float, cores: int) -> int:
-    """The Spark tasks of a classifier's training stage (``tree`` / ``ova`` ``tasks`` and
-    ``min_task_work``).
-
-    At most `tasks` and `units` (a task trains at least one unit); within that, one task per
-    `min_task_work` of `work`, rounded up to a multiple of `cores` (so that no core waits while
-    another trains one more task: 3 tasks on 2 cores take 2 task lengths, 4 of a third less work
-    each take the same), and so never fewer than `cores`. `min_task_work` 0 gives
-    ``min(tasks, units)``. Which task trains a classifier changes none of its weights.
-
-    Args:
-        tasks: the ``tasks`` setting (>= 1). min_task_work: the ``min_task_work`` setting (>= 0).
-        units: the classifiers' units to deal (tree nodes with children, or labels). work: their
-            estimated liblinear work, nonzeros of X visited per pass summed over the classifiers.
-        cores: the session's task slots (``defaultParallelism``).
-    Returns:
-        The number of tasks, >= 1.
-    """
-    n = max(1, min(tasks, units))
-    if min_task_work <= 0:
-        return n
-    cores = max(1, cores)
-    needed = max(1, int(np.ceil(work / min_task_work)))
-    return min(n, cores * -(-needed // cores))
-
-
 def write_metadata(
     spark: SparkSession,
     folder: str,

@@ -93,7 +93,7 @@ def training_access(
 ) -> tuple[str, int, int]:
     """Resolve ``<who>.x_access`` for a training set (``cached`` or ``joined``), logged with why,
     and measure X for it and for the number of training tasks
-    (:func:`eagle_spark.classifiers.base.training_tasks`).
+    (:func:`eagle_spark.tasks.tasks_for_work`).
 
     ``auto`` picks ``cached`` while the executor cache of X (8 bytes per nonzero: float32 value,
     int32 id, + 16 per row) fits ``cache_budget`` (see

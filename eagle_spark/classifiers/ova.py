@@ -40,7 +40,6 @@ from eagle_spark.classifiers.base import (
     load_xy,
     read_metadata,
     training_set,
-    training_tasks,
     unassigned_groups,
     write_metadata,
 )
@@ -52,6 +51,7 @@ from eagle_spark.io.fs import atomic_output, check_separate
 from eagle_spark.io.parts import PartWriters, folder_version, read_sparse_rows
 from eagle_spark.settings import OVASettings
 from eagle_spark.sparse import csr_from_arrow, l2_normalize_rows
+from eagle_spark.tasks import tasks_for_work
 
 log = logging.getLogger(__name__)
 
@@ -321,7 +321,7 @@ def train_ova(
     within = within_groups is not None
     weighted = label_weights_in(spark, dataset)
     access, x_nonzeros, _ = training_access(spark, dataset, params, "ova")
-    blocks = training_tasks(  # a label's problem: every row, or its positives and drawn negatives
+    blocks = tasks_for_work(  # a label's problem: every row, or its positives and drawn negatives
         params.tasks,
         params.min_task_work,
         n_labels,

@@ -16,7 +16,7 @@ Exact semantics (tested against a numpy twin written from the paper):
 
 Execution (``docs/design.md``): Y2 is exploded into (label, group) pairs; each label's work is the
 number of candidate rows sum_j |N_j|. Labels are dealt round-robin, heaviest first, into
-``tasks`` bins; one ``groupBy(bin).applyInArrow`` task runs all T iterations for its bin's labels,
+``tasks`` bins, fewer when the work is small (``min_task_work``, :func:`eagle_spark.tasks.tasks_for_work`); one ``groupBy(bin).applyInArrow`` task runs all T iterations for its bin's labels,
 in vectorised batches (:class:`eagle_spark.grlr.kernel.LabelBlock`), reading X and Y1 from an
 executor-side cache (:mod:`eagle_spark.grlr.context`) instead of shuffling feature vectors.
 Labels heavier than ``split_rows`` are split into chunks of groups processed by parallel tasks;
@@ -43,6 +43,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from eagle_spark import schemas as S
 from eagle_spark.aggregation.groups import dense_rank
+from eagle_spark.classic import default_parallelism
 from eagle_spark.errors import BadInputError, check_finite
 from eagle_spark.grlr.context import (
     Context,
@@ -50,6 +51,7 @@ from eagle_spark.grlr.context import (
     context_of_members,
     joined_members,
     load_context,
+    x_size,
 )
 from eagle_spark.grlr.kernel import LabelBlock, PairBatch, segment_first_max, select_top_ranked
 from eagle_spark.io.fs import FileSystem, atomic_output, check_separate
@@ -57,6 +59,7 @@ from eagle_spark.io.parts import PartWriter, PartWriters
 from eagle_spark.io.tables import new_manifest, read_table, require_tables, write_manifest
 from eagle_spark.progress import step
 from eagle_spark.settings import EmbedSettings
+from eagle_spark.tasks import tasks_for_work
 
 log = logging.getLogger(__name__)
 
@@ -609,12 +612,20 @@ def embed(
     heavy = work.where(F.col(_ROWS) > split_rows).collect()  # <= 2 * total / split_rows labels
     T = params.iterations
     X = read_table(spark, dataset, S.X)
-    x_access, why = choose_x_access(spark, X, Y1, params.x_access, params.cache_budget, "embed")
+    nonzeros, rows = x_size(X)
+    x_access, why = choose_x_access(
+        spark, X, Y1, params.x_access, params.cache_budget, "embed", size=(nonzeros, rows)
+    )
     log.info("embed: %s path (%s)", x_access, why)
+    n_bins = tasks_for_work(
+        params.tasks,
+        params.min_task_work,
+        n_labels,
+        total_rows * nonzeros / max(1, rows) * (T + 1),
+        default_parallelism(spark),
+    )
     with atomic_output(spark, output_path, overwrite) as tmp:
-        bins = assign_bins(
-            work.where(F.col(_ROWS) <= split_rows), partition_keys(spark, params.tasks)
-        )
+        bins = assign_bins(work.where(F.col(_ROWS) <= split_rows), partition_keys(spark, n_bins))
         pairs = Y2.select(S.GROUP_ID, S.LABEL_ID, S.COUNT)
         light = pairs.join(bins.select(S.LABEL_ID, _BIN), S.LABEL_ID)
         if x_access == "cached":
@@ -622,7 +633,7 @@ def embed(
             # execution from coalescing a small pairs shuffle (few labels, e.g. 10 digits)
             # into one task running every bin in turn
             summaries = (
-                light.repartition(params.tasks, _BIN)
+                light.repartition(n_bins, _BIN)
                 .groupBy(_BIN)
                 .applyInArrow(
                     _embed_task(dataset, tmp, n_features, params), from_arrow_schema(_SUMMARY)

@@ -13,7 +13,7 @@ from eagle_spark.grlr.embedding import embed
 from eagle_spark.io.ingest import ingest
 from eagle_spark.io.tables import read_table
 from eagle_spark.settings import AggregateSettings, AssignSettings, EmbedSettings, IngestSettings
-from tests.conftest import dataset_matrices
+from tests.conftest import TASKS_PER_STAGE, dataset_matrices
 
 
 # ------------------------------------------------------------------ the twin, written from the paper
@@ -89,6 +89,30 @@ def small(spark, tmp_path_factory):
     return agg, structure(spark, agg)
 
 
+def test_the_work_sets_the_bins_and_no_embedding(spark, small, tmp_path):
+    """GRLR's work: candidate rows (a label's groups' members, summed over labels) x X's mean
+    nonzeros per row x (T + 1). With min_task_work at 1/2.5 of it the labels are dealt into
+    ceil(2.5) = 3 bins (of 8 allowed) rounded up to a multiple of the cores, one part file of
+    label_emb each; with more work a bin than there is, one bin per core; the embeddings equal
+    those of 8 bins (min_task_work 0) exactly."""
+    agg, (_, X, groups, label_groups) = small
+    candidate_rows = sum(len(groups[g]) for gs in label_groups.values() for g in gs)
+    work = candidate_rows * np.count_nonzero(X) / X.shape[0] * (2 + 1)
+    cores = TASKS_PER_STAGE  # the test session's parallelism
+    got = {}
+    for min_task_work, bins in ((0, 8), (work / 2.5, {1: 3, 2: 4}[cores]), (1e15, cores)):
+        out = tmp_path / f"emb{min_task_work:g}"
+        params = EmbedSettings(iterations=2, tasks=8, min_task_work=min_task_work)
+        manifest = embed(spark, agg, str(out), params)
+        assert manifest["n_candidate_rows"] == candidate_rows
+        assert len(list((out / "label_emb").glob("part-*"))) == bins
+        got[bins] = emb_dict(spark, str(out), X.shape[1])
+    first = got.pop(8)
+    for other in got.values():
+        assert other.keys() == first.keys()
+        assert all(np.array_equal(other[k], first[k]) for k in first)
+
+
 def emb_dict(spark, folder, d):
     out = {}
     for r in read_table(spark, folder, "label_emb").collect():
@@ -103,7 +127,9 @@ def emb_dict(spark, folder, d):
 @pytest.mark.parametrize("T, split_rows", [(0, 0), (3, 0), (3, 60)])
 def test_spark_equals_twin(spark, small, tmp_path, T, split_rows):
     agg, (ids, X, groups, label_groups) = small
-    params = EmbedSettings(iterations=T, lr=0.1, tasks=3, batch_rows=150, split_rows=split_rows)
+    params = EmbedSettings(
+        iterations=T, lr=0.1, tasks=3, min_task_work=0, batch_rows=150, split_rows=split_rows
+    )
     m = embed(spark, agg, str(tmp_path / "emb"), params)
     if split_rows:
         assert m["n_heavy_labels"] == 163  # the split-and-combine path really ran

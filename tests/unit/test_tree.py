@@ -202,23 +202,23 @@ def test_deal_balances_bins():
     assert deal(np.array([1.0]), 3) == [[0], [], []]
 
 
-def test_training_tasks_hand_worked():
-    from eagle_spark.classifiers.base import training_tasks
+def test_tasks_for_work_hand_worked():
+    from eagle_spark.tasks import tasks_for_work
 
     # delicious' Baseline tree: 93 units, 6.06e8 of work, 2 cores: ceil(6.06) = 7, rounded up to
     # a multiple of the cores, 8 tasks of 16
-    assert training_tasks(16, 1e8, 93, 6.06e8, 2) == 8
-    assert training_tasks(16, 1e8, 93, 6.06e8, 3) == 9
-    assert training_tasks(16, 1e8, 93, 6.06e8, 1) == 7
-    assert training_tasks(16, 1e8, 93, 3e7, 2) == 2  # little work: still a task per core
-    assert training_tasks(16, 1e8, 93, 3e7, 1) == 1
-    assert training_tasks(16, 1e8, 93, 5e10, 2) == 16  # much work: `tasks` bounds it
-    assert training_tasks(16, 0, 93, 3e7, 2) == 16  # min_task_work 0: always `tasks`
-    assert training_tasks(16, 1e8, 3, 5e10, 8) == 3  # no more tasks than units
-    assert training_tasks(16, 1e8, 0, 0.0, 2) == 1  # nothing to train: one task
-    assert training_tasks(4, 1e8, 93, 3e7, 8) == 4  # the cores never exceed `tasks`
-    assert training_tasks(16, 1e8, 93, 15.5e8, 2) == 16  # 16 needed, a multiple of the cores
-    assert training_tasks(15, 1e8, 93, 15.5e8, 2) == 15  # the rounding stays within `tasks`
+    assert tasks_for_work(16, 1e8, 93, 6.06e8, 2) == 8
+    assert tasks_for_work(16, 1e8, 93, 6.06e8, 3) == 9
+    assert tasks_for_work(16, 1e8, 93, 6.06e8, 1) == 7
+    assert tasks_for_work(16, 1e8, 93, 3e7, 2) == 2  # little work: still a task per core
+    assert tasks_for_work(16, 1e8, 93, 3e7, 1) == 1
+    assert tasks_for_work(16, 1e8, 93, 5e10, 2) == 16  # much work: `tasks` bounds it
+    assert tasks_for_work(16, 0, 93, 3e7, 2) == 16  # min_task_work 0: always `tasks`
+    assert tasks_for_work(16, 1e8, 3, 5e10, 8) == 3  # no more tasks than units
+    assert tasks_for_work(16, 1e8, 0, 0.0, 2) == 1  # nothing to train: one task
+    assert tasks_for_work(4, 1e8, 93, 3e7, 8) == 4  # the cores never exceed `tasks`
+    assert tasks_for_work(16, 1e8, 93, 15.5e8, 2) == 16  # 16 needed, a multiple of the cores
+    assert tasks_for_work(15, 1e8, 93, 15.5e8, 2) == 15  # the rounding stays within `tasks`
 
 
 def test_place_units_keeps_heavy_units_in_the_first_bins():

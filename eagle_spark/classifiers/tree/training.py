@@ -22,7 +22,6 @@ from eagle_spark.classifiers.base import (
     load_unassigned,
     load_xy,
     training_set,
-    training_tasks,
     unassigned_groups,
     write_metadata,
 )
@@ -45,6 +44,7 @@ from eagle_spark.io.parts import PartWriter, PartWriters
 from eagle_spark.io.tables import read_table
 from eagle_spark.progress import job_step, step
 from eagle_spark.settings import TreeSettings, memory_mib
+from eagle_spark.tasks import tasks_for_work
 
 log = logging.getLogger(__name__)
 
@@ -641,7 +641,7 @@ def _train_tree_into(
 ) -> dict:
     """Index, train and write the model into the atomic output's temporary folder `tmp`.
     `row_nonzeros`: X's mean nonzeros per row, which turns the joined path's positives into the
-    work :func:`eagle_spark.classifiers.base.training_tasks` counts."""
+    work :func:`eagle_spark.tasks.tasks_for_work` counts."""
     pifa_tmp = None
     if (
         access == "joined" and label_repr is None
@@ -720,7 +720,7 @@ def _train_tree_into(
     else:  # joined: positives under the node stand for its rows; auto is resolved by each task
         work = np.asarray(rows_work, dtype=np.float64) * np.asarray(children) * row_nonzeros
         limit = None if auto else heavy_limit(params)
-    bins = training_tasks(
+    bins = tasks_for_work(
         params.tasks,
         params.min_task_work,
         len(units),
