@@ -707,7 +707,8 @@ class EmbedSettings(Section):
         more=(
             "The labels are dealt into one bin per ``min_task_work`` of work, rounded up to a "
             "multiple of the session's cores, when that is fewer than ``tasks``; heavy labels "
-            "(``split_rows``, derived from ``tasks`` itself) are split as before. The default "
+            "(``split_rows``, derived from ``tasks`` itself) are split as before, and the joined "
+            "path (``x_access``), where a bin's rows are its task's memory, keeps ``tasks``. The default "
             "is about two seconds of one core's GRLR (2e8 a second on delicious R-4), twenty "
             "times a task's fixed cost; no embedding changes with it (each label is computed "
             "alone)."
@@ -931,7 +932,8 @@ class LinearSettings(Section):
         more=(
             "A training stage runs one task per ``min_task_work`` of its estimated work, rounded "
             "up to a multiple of the session's cores, when that is fewer than ``tasks`` (and "
-            "never more tasks than units). The default is about two seconds of one core's "
+            "never more tasks than units); on the joined path (``x_access``) a task's rows are "
+            "its memory, so it keeps ``tasks``. The default is about two seconds of one core's "
             "liblinear (the tree trained 4-7e7 a second per core on delicious' Baseline and "
             "EAGLE assignments), twenty times a task's fixed cost (its Python task, part files "
             "and scheduling, ~0.1 s). The number of tasks changes no weight (each classifier has "

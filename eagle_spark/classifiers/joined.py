@@ -90,7 +90,7 @@ def load_y(dataset: str, n_labels: int) -> tuple[np.ndarray, sp.csc_matrix]:
 
 def training_access(
     spark: SparkSession, dataset: str, params: TreeSettings | OVASettings, who: str
-) -> tuple[str, int, int]:
+) -> tuple[str, int]:
     """Resolve ``<who>.x_access`` for a training set (``cached`` or ``joined``), logged with why,
     and measure X for it and for the number of training tasks
     (:func:`eagle_spark.tasks.tasks_for_work`).
@@ -100,7 +100,7 @@ def training_access(
     :func:`eagle_spark.grlr.context.choose_x_access` for the budget's default).
 
     Returns:
-        (``cached`` or ``joined``, X's nonzeros, X's rows), counted by one Spark aggregation.
+        (``cached`` or ``joined``, X's nonzeros), counted by one Spark aggregation.
     """
     from eagle_spark.grlr.context import choose_x_access, x_size
 
@@ -117,7 +117,7 @@ def training_access(
         size=(nonzeros, rows),
     )
     log.info("%s: %s training rows (%s)", who, access, why)
-    return access, nonzeros, rows
+    return access, nonzeros
 
 
 def local_rows(

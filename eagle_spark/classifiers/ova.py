@@ -320,10 +320,10 @@ def train_ova(
     )
     within = within_groups is not None
     weighted = label_weights_in(spark, dataset)
-    access, x_nonzeros, _ = training_access(spark, dataset, params, "ova")
+    access, x_nonzeros = training_access(spark, dataset, params, "ova")
     blocks = tasks_for_work(  # a label's problem: every row, or its positives and drawn negatives
         params.tasks,
-        params.min_task_work,
+        params.min_task_work if access == "cached" else 0.0,  # joined: `tasks` blocks
         n_labels,
         n_labels * x_nonzeros * params.negative_fraction,
         default_parallelism(spark),

@@ -617,9 +617,9 @@ def embed(
         spark, X, Y1, params.x_access, params.cache_budget, "embed", size=(nonzeros, rows)
     )
     log.info("embed: %s path (%s)", x_access, why)
-    n_bins = tasks_for_work(
+    n_bins = tasks_for_work(  # joined: a bin's groups' rows are its task's memory, so `tasks` bins
         params.tasks,
-        params.min_task_work,
+        params.min_task_work if x_access == "cached" else 0.0,
         n_labels,
         total_rows * nonzeros / max(1, rows) * (T + 1),
         default_parallelism(spark),

@@ -18,6 +18,7 @@ from eagle_spark.classifiers.joined import ProportionalBlocks, load_y
 from eagle_spark.classifiers.ova import _rows_of_block, train_ova
 from eagle_spark.classifiers.tree import train_tree
 from eagle_spark.settings import OVASettings
+from tests.conftest import TASKS_PER_STAGE
 from tests.unit.test_ova import tiny  # noqa: F401  (module fixture: 1500 delicious samples)
 from tests.unit.test_tree import PARAMS, tree_model  # noqa: F401  (the cached path's model)
 
@@ -108,12 +109,16 @@ def test_ova_block_needs_hand_checked(spark, tiny):  # noqa: F811
 def test_auto_picks_joined_beyond_the_budget(spark, tiny, tmp_path, caplog):  # noqa: F811
     with caplog.at_level(logging.INFO, logger="eagle_spark.classifiers.joined"):
         big = train_ova(
-            spark, tiny["train"], str(tmp_path / "a"), OVASettings(tasks=2, cache_budget="4g")
+            spark, tiny["train"], str(tmp_path / "a"), OVASettings(tasks=4, cache_budget="4g")
         )
         small = train_ova(
-            spark, tiny["train"], str(tmp_path / "b"), OVASettings(tasks=2, cache_budget="1k")
+            spark, tiny["train"], str(tmp_path / "b"), OVASettings(tasks=4, cache_budget="1k")
         )
     assert (big["x_access"], small["x_access"]) == ("cached", "joined")
+    # little work: the cached rows train in one task per core; the joined path keeps its 4 blocks
+    # (a block's rows are its task's memory)
+    parts = [len(list((tmp_path / m / "data" / "weights").glob("part-*"))) for m in ("a", "b")]
+    assert parts == [TASKS_PER_STAGE, 4]
     assert (
         "ova: joined training rows (ova.x_access=auto: the executor cache of X needs ~0 MiB, "
         "the budget (ova.cache_budget) is 0 MiB)" in caplog.text

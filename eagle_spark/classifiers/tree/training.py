@@ -602,7 +602,7 @@ def train_tree(
     )  # X stays off the driver: tasks index and train
     groups = unassigned_groups(spark, dataset, params.unassigned, "tree")
     weighted = label_weights_in(spark, dataset)
-    access, x_nonzeros, x_rows = training_access(spark, dataset, params, "tree")
+    access, _ = training_access(spark, dataset, params, "tree")
     label_freq, _ = label_counts(read_table(spark, dataset, S.Y), n_labels)  # positives per label
     with atomic_output(spark, model_path, overwrite) as tmp:
         meta = _train_tree_into(
@@ -617,7 +617,6 @@ def train_tree(
             access,
             label_freq,
             weighted,
-            x_nonzeros / max(1, x_rows),
         )
     log.info(
         "tree: %d labels, %d trees, depth %d", n_labels, len(meta["n_clusters"]), meta["depth"]
@@ -637,11 +636,8 @@ def _train_tree_into(
     access: str,
     label_freq: np.ndarray,
     weighted: bool = False,
-    row_nonzeros: float = 1.0,
 ) -> dict:
-    """Index, train and write the model into the atomic output's temporary folder `tmp`.
-    `row_nonzeros`: X's mean nonzeros per row, which turns the joined path's positives into the
-    work :func:`eagle_spark.tasks.tasks_for_work` counts."""
+    """Index, train and write the model into the atomic output's temporary folder `tmp`."""
     pifa_tmp = None
     if (
         access == "joined" and label_repr is None
@@ -718,11 +714,11 @@ def _train_tree_into(
         if auto:
             how = f" (auto: {HEAVY_AUTO_SHARE:g} x {available / 2**30:.1f} GiB available / {slots} slots)"
     else:  # joined: positives under the node stand for its rows; auto is resolved by each task
-        work = np.asarray(rows_work, dtype=np.float64) * np.asarray(children) * row_nonzeros
+        work = np.asarray(rows_work, dtype=np.float64) * np.asarray(children)
         limit = None if auto else heavy_limit(params)
-    bins = tasks_for_work(
+    bins = tasks_for_work(  # joined: a bin's rows are its task's memory, so `tasks` bins
         params.tasks,
-        params.min_task_work,
+        params.min_task_work if access == "cached" else 0.0,
         len(units),
         float(work.sum()),
         default_parallelism(spark),
