@@ -383,20 +383,12 @@ def design() -> list[str]:
             )
         )
     found = report("training_tasks")["rows"]
-
-    def on(data: str) -> str:  # "delicious first 600, ..." / "delicious R-4, eagle (main job)"
-        if "first" in data:
-            return data.split(",")[0].removeprefix("delicious ") + " samples"
-        if data.count(",") == 1:
-            return f"the {data.split(', ')[1].split(' ')[0]} assignment"
-        return "all samples"
-
     rows.append(
         (
             "whole calls in as many tasks as the work needs (`min_task_work`) / always `tasks` "
-            "(16), delicious R-4",
+            "(16)",
             "; ".join(
-                f"{r['model']} on {on(r['data'])} {r['median s (rule)']:.2f} / "
+                f"{r['model']} on {r['data']}: {r['median s (rule)']:.2f} / "
                 f"{r['median s (fixed)']:.2f} s ({r['tasks (rule)']} / {r['tasks (fixed)']} tasks)"
                 for r in found
             )

@@ -708,10 +708,10 @@ class EmbedSettings(Section):
             "The labels are dealt into one bin per ``min_task_work`` of work, rounded up to a "
             "multiple of the session's cores, when that is fewer than ``tasks``; heavy labels "
             "(``split_rows``, derived from ``tasks`` itself) are split as before, and the joined "
-            "path (``x_access``), where a bin's rows are its task's memory, keeps ``tasks``. The default "
-            "is about two seconds of one core's GRLR (2e8 a second on delicious R-4), twenty "
-            "times a task's fixed cost; no embedding changes with it (each label is computed "
-            "alone)."
+            "path (``x_access``), where a bin's rows are its task's memory, keeps ``tasks``. "
+            "The default is about two seconds of one core's GRLR (2e8 a second on delicious "
+            "R-4), twenty times a task's fixed cost; no embedding changes with it (each label is "
+            "computed alone)."
         ),
         param="minTaskWork",
         bounds="[0, inf)",

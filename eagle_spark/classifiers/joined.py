@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import logging
 import posixpath
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Optional
 
 import numpy as np
 import pyarrow as pa
@@ -89,35 +89,33 @@ def load_y(dataset: str, n_labels: int) -> tuple[np.ndarray, sp.csc_matrix]:
 
 
 def training_access(
-    spark: SparkSession, dataset: str, params: TreeSettings | OVASettings, who: str
-) -> tuple[str, int]:
-    """Resolve ``<who>.x_access`` for a training set (``cached`` or ``joined``), logged with why,
-    and measure X for it and for the number of training tasks
-    (:func:`eagle_spark.tasks.tasks_for_work`).
+    spark: SparkSession,
+    dataset: str,
+    params: TreeSettings | OVASettings,
+    who: str,
+    count_nonzeros: bool = False,
+) -> tuple[str, Optional[int]]:
+    """Resolve ``<who>.x_access`` for a training set (``cached`` or ``joined``), logged with why.
 
-    ``auto`` picks ``cached`` while the executor cache of X (8 bytes per nonzero: float32 value,
-    int32 id, + 16 per row) fits ``cache_budget`` (see
-    :func:`eagle_spark.grlr.context.choose_x_access` for the budget's default).
+    ``auto`` counts X's nonzeros and rows (one Spark aggregation) and picks ``cached`` while the
+    executor cache of X (8 bytes per nonzero: float32 value, int32 id, + 16 per row) fits
+    ``cache_budget`` (see :func:`eagle_spark.grlr.context.choose_x_access` for the budget's
+    default). With `count_nonzeros` a ``cached`` setting counts them too (the caller sizes its
+    tasks by them: :func:`eagle_spark.tasks.tasks_for_work`).
 
     Returns:
-        (``cached`` or ``joined``, X's nonzeros), counted by one Spark aggregation.
+        (``cached`` or ``joined``, X's nonzeros when counted, else None).
     """
     from eagle_spark.grlr.context import choose_x_access, x_size
 
     X = read_table(spark, dataset, S.X)
-    nonzeros, rows = x_size(X)
+    mode = params.x_access
+    size = x_size(X) if mode == "auto" or (count_nonzeros and mode == "cached") else None
     access, why = choose_x_access(
-        spark,
-        X,
-        None,
-        params.x_access,
-        params.cache_budget,
-        who,
-        bytes_per_nonzero=8,
-        size=(nonzeros, rows),
+        spark, X, None, mode, params.cache_budget, who, bytes_per_nonzero=8, size=size
     )
     log.info("%s: %s training rows (%s)", who, access, why)
-    return access, nonzeros
+    return access, None if size is None else size[0]
 
 
 def local_rows(

@@ -320,12 +320,12 @@ def train_ova(
     )
     within = within_groups is not None
     weighted = label_weights_in(spark, dataset)
-    access, x_nonzeros = training_access(spark, dataset, params, "ova")
+    access, x_nonzeros = training_access(spark, dataset, params, "ova", count_nonzeros=True)
     blocks = tasks_for_work(  # a label's problem: every row, or its positives and drawn negatives
         params.tasks,
-        params.min_task_work if access == "cached" else 0.0,  # joined: `tasks` blocks
-        n_labels,
-        n_labels * x_nonzeros * params.negative_fraction,
+        params.min_task_work if x_nonzeros is not None and access == "cached" else 0.0,
+        n_labels,  # joined: `tasks` blocks (a block's rows are its task's memory)
+        n_labels * (x_nonzeros or 0) * params.negative_fraction,
         default_parallelism(spark),
     )
     with atomic_output(spark, model_path, overwrite) as tmp:

@@ -16,9 +16,11 @@ Exact semantics (tested against a numpy twin written from the paper):
 
 Execution (``docs/design.md``): Y2 is exploded into (label, group) pairs; each label's work is the
 number of candidate rows sum_j |N_j|. Labels are dealt round-robin, heaviest first, into
-``tasks`` bins, fewer when the work is small (``min_task_work``, :func:`eagle_spark.tasks.tasks_for_work`); one ``groupBy(bin).applyInArrow`` task runs all T iterations for its bin's labels,
-in vectorised batches (:class:`eagle_spark.grlr.kernel.LabelBlock`), reading X and Y1 from an
-executor-side cache (:mod:`eagle_spark.grlr.context`) instead of shuffling feature vectors.
+``tasks`` bins, fewer when the work is small (``min_task_work``,
+:func:`eagle_spark.tasks.tasks_for_work`); one ``groupBy(bin).applyInArrow`` task runs all T
+iterations for its bin's labels, in vectorised batches
+(:class:`eagle_spark.grlr.kernel.LabelBlock`), reading X and Y1 from an executor-side cache
+(:mod:`eagle_spark.grlr.context`) instead of shuffling feature vectors.
 Labels heavier than ``split_rows`` are split into chunks of groups processed by parallel tasks;
 the driver combines the chunks' partial sums each iteration (T + 3 small jobs for all of them).
 
@@ -612,7 +614,8 @@ def embed(
     heavy = work.where(F.col(_ROWS) > split_rows).collect()  # <= 2 * total / split_rows labels
     T = params.iterations
     X = read_table(spark, dataset, S.X)
-    nonzeros, rows = x_size(X)
+    # X's size decides auto's path and a cached path's bins; the joined path needs neither
+    nonzeros, rows = x_size(X) if params.x_access != "joined" else (0, 0)
     x_access, why = choose_x_access(
         spark, X, Y1, params.x_access, params.cache_budget, "embed", size=(nonzeros, rows)
     )
