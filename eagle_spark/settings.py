@@ -1059,7 +1059,12 @@ class TreeSettings(LinearSettings):
             "most passes. With ``matcher_C_scale`` samples, 10 keeps the P@k of 20 on synthetic "
             "Wiki-325K at scale 0.1 and on bibtex / delicious (means over 5 seeds) and trains "
             "the matchers in ~0.75x the time; at a uniform ``matcher_C`` 2, 10 costs delicious "
-            "0.6 P@1 and 20 does not (runs in the git history of docs/design.md)."
+            "0.6 P@1 and 20 does not (runs in the git history of docs/design.md). Fewer passes "
+            "train faster where the matchers are most of the work and cost P@k: on validation "
+            "splits 7 trains synthetic Wiki-325K 0.1 in 0.88x the time for -0.08 / -0.09 / "
+            "-0.14 P@1/3/5, 5 in 0.80x for -0.12 / -0.07 / -0.19 (and up to -0.26 at scale "
+            "0.05; docs/design.md, Current figures; "
+            "``benchmarks/reports/peers_validation_matcher_passes.json``), so 10 stays."
         ),
         bounds="[1, inf)",
     )
