@@ -328,6 +328,32 @@ def design() -> list[str]:
             "peers_validation_matcher_passes",
         )
     )
+    for name, data in (
+        ("tree_time_delicious", "delicious R-4, Baseline (main job)"),
+        ("tree_time_wiki325k_0.05", "synthetic Wiki-325K 0.05"),
+    ):
+        r = report(name)
+        rows.append(
+            (
+                f"`eagle-spark train --model tree` by step, {data}",
+                f"{r['command_s']:.1f} s: "
+                + ", ".join(f"{st['step']} {st['job s']:.1f}" for st in r["steps"][:-1]),
+                name,
+            )
+        )
+        rows.append(
+            (
+                f"the tree's liblinear calls by unit kind (its first tree again, one core), {data}",
+                "; ".join(
+                    f"{k['unit kind']} {k['liblinear s']:.2f} s ({k['classifiers']:,} "
+                    f"classifiers, {k['ns per nonzero']:.0f} ns per nonzero, one pass "
+                    f"{k['one pass s']:.2f} s)"
+                    for k in r["rows"]
+                )
+                + f"; the units {r['solver']['units s']:.2f} s in all",
+                name,
+            )
+        )
     for scale in ("0.05", "0.1"):
         name = f"peers_synth_wiki325k_{scale}_command"
         r = report(name)["rows"]

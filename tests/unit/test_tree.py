@@ -1127,3 +1127,45 @@ def test_rankers_cost_none_keeps_c(spark, tiny, tree_model, tmp_path):  # noqa: 
 
     assert matchers(tmp_path / "none") == matchers(path)  # the matchers keep their cost
     assert (rankers(tmp_path / "none") == rankers(path)) == (meta["ranker_C"] == PARAMS.C)
+
+
+def test_the_training_names_its_spark_jobs_by_step(spark, tiny, tmp_path, monkeypatch):  # noqa: F811
+    """Each step of the training starts its Spark jobs under ``<description> / <step>``: the
+    training set's checks and label counts, the indexer, the rankers' cost, the unit sizes and
+    the units (what benchmarks/tree_time.py and main_job.py table); the description is restored."""
+    import dataclasses
+
+    from eagle_spark import classic
+    from eagle_spark.classifiers.tree import ranker_cost, training
+
+    seen = []
+
+    def recording(name, fn):
+        def wrapped(*args, **kwargs):
+            seen.append((name, classic.job_description(spark)))
+            return fn(*args, **kwargs)
+
+        return wrapped
+
+    for name in ("label_counts", "index_trees", "unit_nonzeros", "_train_units_task"):
+        monkeypatch.setattr(training, name, recording(name, getattr(training, name)))
+    monkeypatch.setattr(
+        ranker_cost,
+        "choose_ranker_cost",
+        recording("choose_ranker_cost", ranker_cost.choose_ranker_cost),
+    )
+    classic.set_job_description(spark, "train_x")
+    try:
+        train_tree(
+            spark, tiny["train"], str(tmp_path / "m"), dataclasses.replace(PARAMS, n_trees=1)
+        )
+        assert classic.job_description(spark) == "train_x"
+    finally:
+        classic.set_job_description(spark, None)
+    assert seen == [
+        ("label_counts", "train_x / training set"),
+        ("index_trees", "train_x / indexer"),
+        ("choose_ranker_cost", "train_x / rankers' cost"),
+        ("unit_nonzeros", "train_x / unit sizes"),
+        ("_train_units_task", "train_x / units"),
+    ]

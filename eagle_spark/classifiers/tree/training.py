@@ -597,13 +597,12 @@ def train_tree(
             X (named by sample_id); nothing is written.
     """
     check_separate(model_path, [dataset, label_repr])
-    n_features, n_labels = training_set(
-        spark, dataset
-    )  # X stays off the driver: tasks index and train
-    groups = unassigned_groups(spark, dataset, params.unassigned, "tree")
-    weighted = label_weights_in(spark, dataset)
-    access, _ = training_access(spark, dataset, params, "tree")
-    label_freq, _ = label_counts(read_table(spark, dataset, S.Y), n_labels)  # positives per label
+    with job_step(spark, "training set"):  # X stays off the driver: tasks index and train
+        n_features, n_labels = training_set(spark, dataset)
+        groups = unassigned_groups(spark, dataset, params.unassigned, "tree")
+        weighted = label_weights_in(spark, dataset)
+        access, _ = training_access(spark, dataset, params, "tree")
+        label_freq, _ = label_counts(read_table(spark, dataset, S.Y), n_labels)  # per label
     with atomic_output(spark, model_path, overwrite) as tmp:
         meta = _train_tree_into(
             spark,
@@ -638,31 +637,32 @@ def _train_tree_into(
     weighted: bool = False,
 ) -> dict:
     """Index, train and write the model into the atomic output's temporary folder `tmp`."""
-    pifa_tmp = None
-    if (
-        access == "joined" and label_repr is None
-    ):  # PIFA by a join, in a scratch folder of the output
-        from eagle_spark.classifiers.joined import joined_pifa
+    with job_step(spark, "indexer"):
+        pifa_tmp = None
+        if (
+            access == "joined" and label_repr is None
+        ):  # PIFA by a join, in a scratch folder of the output
+            from eagle_spark.classifiers.joined import joined_pifa
 
-        pifa_tmp = joined_pifa(
+            pifa_tmp = joined_pifa(
+                spark,
+                dataset,
+                posixpath.join(tmp, "_pifa"),
+                n_features,
+                n_labels,
+                params.normalize,
+                params.tasks,
+            )
+        trees = index_trees(
             spark,
             dataset,
-            posixpath.join(tmp, "_pifa"),
             n_features,
             n_labels,
-            params.normalize,
-            params.tasks,
+            params,
+            pifa_tmp or label_repr,
+            label_freq,
+            y_only=access == "joined",
         )
-    trees = index_trees(
-        spark,
-        dataset,
-        n_features,
-        n_labels,
-        params,
-        pifa_tmp or label_repr,
-        label_freq,
-        y_only=access == "joined",
-    )
     if pifa_tmp is not None:
         FileSystem(spark).delete(pifa_tmp)
     given, chosen = params, {"ranker_C": params.C}
@@ -703,9 +703,10 @@ def _train_tree_into(
     heavy = np.zeros(len(units), dtype=bool)
     auto, how = params.heavy_unit_memory == "auto", ""
     if access == "cached":  # the units' sizes from the executor cache: a better work estimate
-        nonzeros, available, cpus = unit_nonzeros(
-            spark, dataset, n_features, n_labels, params, task_trees, units
-        )
+        with job_step(spark, "unit sizes"):
+            nonzeros, available, cpus = unit_nonzeros(
+                spark, dataset, n_features, n_labels, params, task_trees, units
+            )
         work = nonzeros * np.asarray(children, dtype=np.float64)  # ~ liblinear's work per pass
         slots = task_slots(spark, cpus)
         limit = heavy_limit(params, available, slots)
@@ -742,34 +743,14 @@ def _train_tree_into(
         b: [units[i] for i in idx]
         for b, idx in enumerate(place_units(work, heavy, bins, executors_known(spark)))
     }
-    if access == "joined":
-        _train_joined(
-            spark,
-            dataset,
-            posixpath.join(tmp, "data"),
-            n_features,
-            n_labels,
-            params,
-            task_trees,
-            units_by_bin,
-            groups,
-            limit,
-            weighted,
-        )
-    else:
-        task = _train_units_task(
-            dataset,
-            posixpath.join(tmp, "data"),
-            n_features,
-            n_labels,
-            params,
-            task_trees,
-            units_by_bin,
-            groups,
-            limit,
-            weighted,
-        )
-        spark.range(0, bins, numPartitions=bins).mapInArrow(task, "trained long").collect()
+    with job_step(spark, "units"):
+        out = posixpath.join(tmp, "data")
+        unit_args = (n_features, n_labels, params, task_trees, units_by_bin, groups, limit)
+        if access == "joined":
+            _train_joined(spark, dataset, out, *unit_args, weighted)
+        else:
+            task = _train_units_task(dataset, out, *unit_args, weighted)
+            spark.range(0, bins, numPartitions=bins).mapInArrow(task, "trained long").collect()
     for t, tree in enumerate(trees):
         writer = PartWriter(posixpath.join(tmp, f"{TREE}_{t}"), "part-00000.parquet", TREE_ARROW)
         n_el = len(tree.parent)
