@@ -576,6 +576,9 @@ def train_tree(
 ) -> dict:
     """Train the label tree and save the model folder (metadata.json, data/tree, data/weights).
 
+    Its Spark jobs are named by step under the caller's job description (``job_step``: training
+    set, indexer, rankers' cost, unit sizes, units), so Spark's UI and event log tell them apart.
+
     Args:
         dataset: dataset with X and Y, on storage every executor reaches.
         model_path: model folder (atomic).
