@@ -108,24 +108,17 @@ def solver(dataset: str, model: pathlib.Path) -> tuple[list[dict], dict]:
     import pyarrow.parquet as pq
 
     import eagle_spark.classifiers.linear as linear
-    from eagle_spark import schemas as S
-    from eagle_spark.classifiers.base import y_matrix
+    from eagle_spark.classifiers.base import load_xy
     from eagle_spark.classifiers.tree.structure import Tree
     from eagle_spark.classifiers.tree.training import train_unit, unit_rows
-    from eagle_spark.io.parts import read_x
     from eagle_spark.settings import TreeSettings
-    from eagle_spark.sparse import l2_normalize_rows
 
     meta = json.loads((model / "metadata.json").read_text())
     if meta.get("label_weights"):
         sys.exit(f"{dataset}: has label weights; give a training set without them")
     params = TreeSettings(**{**meta["params"], "C": meta["ranker_C"]})
-    ids, X = read_x(dataset, meta["n_features"])
-    X = l2_normalize_rows(X) if params.normalize else X
-    yt = pq.read_table(f"{dataset}/{S.Y}").sort_by(S.SAMPLE_ID)
-    if not np.array_equal(ids, np.asarray(yt.column(S.SAMPLE_ID), dtype=np.int64)):
-        sys.exit(f"{dataset}: X and Y do not have the same sample_ids")
-    Y = y_matrix(yt, meta["n_labels"], what=f"{dataset}/Y")
+    # the X / Y the training tasks load (outside Spark: a temporary folder this process removes)
+    _, X, Y = load_xy(dataset, meta["n_features"], meta["n_labels"], params.normalize)
     table = pq.read_table(model / "data" / "tree_0")
     parent = np.full(table.num_rows, -1, dtype=np.int64)
     parent[table.column("node_id").to_numpy()] = table.column("parent_id").to_numpy()

@@ -320,7 +320,9 @@ def train_ova(
     )
     within = within_groups is not None
     weighted = label_weights_in(spark, dataset)
-    access, x_nonzeros = training_access(spark, dataset, params, "ova", count_nonzeros=True)
+    access, x_nonzeros = training_access(
+        spark, dataset, params, "ova", count_nonzeros=params.min_task_work > 0
+    )
     blocks = tasks_for_work(  # a label's problem: every row, or its positives and drawn negatives
         params.tasks,
         params.min_task_work if x_nonzeros is not None and access == "cached" else 0.0,

@@ -614,8 +614,11 @@ def embed(
     heavy = work.where(F.col(_ROWS) > split_rows).collect()  # <= 2 * total / split_rows labels
     T = params.iterations
     X = read_table(spark, dataset, S.X)
-    # X's size decides auto's path and a cached path's bins; the joined path needs neither
-    nonzeros, rows = x_size(X) if params.x_access != "joined" else (0, 0)
+    # X's size decides auto's path and a cached path's bins (unless fixed); else it is not used
+    counted = params.x_access == "auto" or (
+        params.x_access == "cached" and params.min_task_work > 0
+    )
+    nonzeros, rows = x_size(X) if counted else (0, 0)
     x_access, why = choose_x_access(
         spark, X, Y1, params.x_access, params.cache_budget, "embed", size=(nonzeros, rows)
     )
