@@ -10,6 +10,7 @@ import os
 import pathlib
 import platform
 import queue
+import signal
 import subprocess
 import sys
 import threading
@@ -394,12 +395,15 @@ def main_job(
     *extra: str,
     cpu: Optional[CPUByKind] = None,
     memory: Optional[PeakRSS] = None,
-) -> tuple[float, float, subprocess.CompletedProcess]:
+    stop_after: Optional[float] = None,
+) -> tuple[float, float, subprocess.CompletedProcess, bool]:
     """Run the README's main job as a whole command, `python -m eagle_spark.cli pipeline --conf
     conf/local.yaml --compare --output OUTPUT --log-level WARNING EXTRA...`, from the repository's
-    folder: (wall seconds, peak RSS of all its processes in bytes, the finished process); with
-    `cpu`, its processes' CPU seconds by kind are sampled into it; `memory` is the sampler of the
-    peak (default ``PeakRSS(interval=0.5)``; one with ``pss`` also gives the peak PSS)."""
+    folder: (wall seconds, peak RSS of all its processes in bytes, the finished process, whether it
+    was stopped); with `cpu`, its processes' CPU seconds by kind are sampled into it; `memory` is
+    the sampler of the peak (default ``PeakRSS(interval=0.5)``; one with ``pss`` also gives the
+    peak PSS). With `stop_after` (seconds) a command still running then is stopped: SIGTERM to its
+    process group (the driver, its JVM, the Python workers), SIGKILL 60 s later if any is left."""
     root = pathlib.Path(__file__).resolve().parents[1]
     command = [
         sys.executable,
@@ -417,6 +421,25 @@ def main_job(
     ]
     t0 = time.monotonic()
     memory = memory or PeakRSS(interval=0.5)
+    stopped = False
     with memory, cpu or contextlib.nullcontext():
-        done = subprocess.run(command, cwd=root, capture_output=True, text=True)
-    return time.monotonic() - t0, memory.peak_bytes, done
+        proc = subprocess.Popen(
+            command,
+            cwd=root,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,  # its own process group, so that a stop reaches every process
+        )
+        try:
+            out, err = proc.communicate(timeout=stop_after)
+        except subprocess.TimeoutExpired:
+            stopped = True
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                out, err = proc.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                out, err = proc.communicate()
+    done = subprocess.CompletedProcess(command, proc.returncode, out, err)
+    return time.monotonic() - t0, memory.peak_bytes, done, stopped

@@ -29,7 +29,7 @@ SESSIONS = {"classic": [], "connect": ["--remote", "local[2]"]}
 def run_once(work: pathlib.Path, extra: list[str]) -> dict:
     """One whole command into `work`: wall seconds, peak RSS, its comparison table."""
     shutil.rmtree(work, ignore_errors=True)
-    wall, peak, done = main_job(work, *extra)
+    wall, peak, done, _ = main_job(work, *extra)
     if done.returncode != 0:
         sys.exit(f"the main job {extra} failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
     methods = json.loads((work / "comparison.json").read_text())["methods"]

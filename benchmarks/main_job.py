@@ -11,6 +11,7 @@ each stage's wall time from the run's own report, several runs, medians.
     python benchmarks/main_job.py --report main_job_steps     # a report of its own for the steps table
     python benchmarks/main_job.py --data synth:wiki325k:0.1 --runs 1 --set spark.driver_memory=8g
     python benchmarks/main_job.py --data synth:wiki325k:1.0 --runs 1 --set spark.driver_memory=12g
+    python benchmarks/main_job.py --data synth:wiki325k:1.0 --runs 1 --set spark.driver_memory=12g --stop-after 7200
 
 ``--data synth:PRESET:SCALE[:DIFFICULTY]`` runs the same command on a synthetic pair instead of the
 embedded Delicious (``pipeline.dataset`` / ``pipeline.test_dataset``: the whole test set is
@@ -35,6 +36,12 @@ per method) of the last run, which every run reproduces (the runs are seeded); e
 the last run (``ran``, or ``copied from`` the stage whose output it copied: see
 :mod:`eagle_spark.pipeline`). Compare timings only within one report: this
 machine's speed varies between days.
+
+With ``--stop-after SECONDS`` (one run) a command still running then is stopped (its whole process
+group) and the report says ``complete: false``: the stages it finished, from the run's stage
+records, with the one it stopped in (``stopped``, no seconds; its Spark jobs so far counted), the
+peaks and CPU up to the stop, and per method what is known (the assignment's precision once
+assigned, P@k once evaluated).
 """
 
 from __future__ import annotations
@@ -46,6 +53,8 @@ import shutil
 import statistics
 import subprocess
 import sys
+
+from eagle_spark.progress import STEP_SEPARATOR
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
@@ -63,34 +72,83 @@ from _common import (  # noqa: E402
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
-def run_once(work: pathlib.Path, settings: list[str]) -> dict:
+def run_once(work: pathlib.Path, settings: list[str], stop_after: float | None = None) -> dict:
     """One whole `pipeline --compare` command into `work` (with `settings`, ``KEY=VALUE`` each),
     with Spark's event log beside it: its wall seconds, the run's report and comparison, peak RSS,
-    and Spark jobs per pipeline stage."""
+    and Spark jobs per pipeline stage. With `stop_after` (seconds) a command still running then is
+    stopped, and what it finished is read from the run folder (:func:`stopped_run`)."""
     shutil.rmtree(work, ignore_errors=True)
     events = work.parent / "events"
     shutil.rmtree(events, ignore_errors=True)
     overrides = [a for o in [*settings, *event_log_overrides(events)] for a in ("--set", o)]
     cpu, memory = CPUByKind(), PeakRSS(interval=1.0, pss=True)
-    wall, peak, done = main_job(work, *overrides, cpu=cpu, memory=memory)
-    if done.returncode != 0:
+    wall, peak, done, stopped = main_job(
+        work, *overrides, cpu=cpu, memory=memory, stop_after=stop_after
+    )
+    if done.returncode != 0 and not stopped:
         sys.exit(f"the main job failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
-    report = json.loads((work / "report.json").read_text())
-    comparison = json.loads((work / "comparison.json").read_text())
-    logs = [p for p in events.iterdir()]
-    if len(logs) != 1:
-        sys.exit(f"{events}: expected the event log of one application, found {len(logs)}")
-    app_id = logs[0].name.removeprefix("eventlog_v2_")
+    jobs = jobs_by_description(events, _app_id(events))
+    if stopped:
+        stages, comparison = stopped_run(work, jobs)
+        pipeline_s = None
+    else:
+        report = json.loads((work / "report.json").read_text())
+        stages, pipeline_s = report["stages"], round(report["seconds"], 1)
+        comparison = json.loads((work / "comparison.json").read_text())
     return {
+        "stopped": stopped,
         "wall_s": round(wall, 1),
-        "pipeline_s": round(report["seconds"], 1),
+        "pipeline_s": pipeline_s,
         "peak_rss_GB": round(peak / 2**30, 2),
         "peak_pss_GB": round(memory.peak_pss_bytes / 2**30, 2),
         "cpu_s": cpu.seconds,
-        "stages": report["stages"],
+        "stages": stages,
         "comparison": comparison,
-        "jobs": jobs_by_description(events, app_id),
+        "jobs": jobs,
     }
+
+
+def _app_id(events: pathlib.Path) -> str:
+    logs = [p for p in events.iterdir()]
+    if len(logs) != 1:
+        sys.exit(f"{events}: expected the event log of one application, found {len(logs)}")
+    return logs[0].name.removeprefix("eventlog_v2_")
+
+
+def stopped_run(work: pathlib.Path, jobs: dict) -> tuple[list[dict], dict]:
+    """What a stopped run in `work` finished: its stages in the order they finished, from the
+    pipeline's stage records (``_stages/<stage>.json``: seconds, ``ran`` or ``copied`` from
+    another stage), then each stage that had Spark jobs in `jobs` (:func:`jobs_by_description`)
+    but no record, ``stopped`` with no seconds; and the comparison (as ``comparison.json``'s) of
+    what is known per method: its assignment's precision once assigned, P@k once evaluated."""
+    from eagle_spark.pipeline import percent_row
+
+    records = sorted(
+        (json.loads(p.read_text()) for p in (work / "_stages").glob("*.json")),
+        key=lambda r: r["finished_at"],
+    )
+    stages = [
+        {
+            "stage": r["stage"],
+            "status": "ran" if r["copied_from"] is None else "copied",
+            "seconds": r["seconds"],
+            **({"copied_from": r["copied_from"]} if r["copied_from"] else {}),
+        }
+        for r in records
+    ]
+    finished = {r["stage"] for r in records}
+    for name in dict.fromkeys(k.split(STEP_SEPARATOR)[0] for k in jobs):
+        if name not in finished and name not in ("", "pipeline"):
+            stages.append({"stage": name, "status": "stopped", "seconds": None})
+    summaries = {r["stage"]: r["summary"] for r in records}
+    methods = {
+        stage.removeprefix("assign_"): percent_row(
+            summaries.get("evaluate_" + stage.removeprefix("assign_")), summary.get("quality")
+        )
+        for stage, summary in summaries.items()
+        if stage.startswith("assign_")
+    }
+    return stages, {"methods": methods}
 
 
 def synth_pair(spec: str, folder: pathlib.Path) -> tuple[list[str], str]:
@@ -134,6 +192,112 @@ def synth_pair(spec: str, folder: pathlib.Path) -> tuple[list[str], str]:
     )
 
 
+def summarise(name: str, runs: list[dict], command: str, data: str) -> None:
+    """Write report `name` from `runs` (:func:`run_once`'s, one or more of the same `command` on
+    `data`) and print its tables: per stage the medians over the runs, the steps inside the
+    stages, CPU by process kind, the last run's comparison. A stopped run (one alone) gives the
+    stages it finished and ``complete`` false; a stage it stopped in has no seconds."""
+    stopped = any(r["stopped"] for r in runs)
+    if stopped and len(runs) > 1:
+        raise ValueError("a stopped run is reported alone (--stop-after takes --runs 1)")
+    names = [s["stage"] for s in runs[0]["stages"]]
+
+    def seconds(run: dict, name: str) -> float | None:
+        return next(s["seconds"] for s in run["stages"] if s["stage"] == name)
+
+    def median_of(name: str, key: str) -> float:
+        return round(statistics.median(stage_jobs(r["jobs"], name)[key] for r in runs), 2)
+
+    steps = []
+    for stage in names:
+        found = [stage_steps(r["jobs"], stage) for r in runs]
+        for step in found[-1]:
+            steps.append(
+                {"stage": stage, "step": step}
+                | {
+                    key: round(statistics.median(f.get(step, {}).get(key, 0) for f in found), 2)
+                    for key in ("spark jobs", "job s", "task s")
+                }
+            )
+
+    def status(name: str) -> str:  # ran, copied from another stage (the last run's), stopped
+        row = next(s for s in runs[-1]["stages"] if s["stage"] == name)
+        return row["status"] + (f" from {row['copied_from']}" if row.get("copied_from") else "")
+
+    def median_seconds(name: str) -> float | None:
+        found = [seconds(r, name) for r in runs]
+        return None if None in found else round(statistics.median(found), 1)  # type: ignore[type-var]
+
+    stages = [
+        {
+            "stage": stage,
+            "status": status(stage),
+            "median s": median_seconds(stage),
+            "runs s": [seconds(r, stage) for r in runs],
+            "spark jobs": median_of(stage, "spark jobs"),
+            "spark stages": median_of(stage, "spark stages"),
+            "job s": median_of(stage, "job s"),
+            "task s": median_of(stage, "task s"),
+        }
+        for stage in names
+    ]
+    methods = runs[-1]["comparison"]["methods"]
+
+    def total(run: dict, key: str) -> float:
+        return sum(v[key] for v in run["jobs"].values())
+
+    rows = [
+        {
+            "stage": "whole command" + (" (stopped)" if stopped else ""),
+            "median s": round(statistics.median(r["wall_s"] for r in runs), 1),
+            "runs s": [r["wall_s"] for r in runs],
+            "spark jobs": statistics.median(total(r, "spark jobs") for r in runs),
+            "spark stages": statistics.median(total(r, "spark stages") for r in runs),
+            "job s": round(statistics.median(total(r, "job s") for r in runs), 2),
+            "task s": round(statistics.median(total(r, "task s") for r in runs), 2),
+        }
+    ] + stages
+    cpu_s = {
+        kind: round(statistics.median(r["cpu_s"][kind] for r in runs), 1)
+        for kind in CPUByKind.KINDS
+    }
+
+    def at(values: list[float], k: int) -> float | None:
+        return values[k - 1] if len(values) >= k else None
+
+    write_report(
+        name,
+        rows,
+        {
+            "command": command,
+            "data": data,
+            "runs": len(runs),
+            "complete": not stopped,
+            "median_wall_s": rows[0]["median s"],
+            "median_pipeline_s": None
+            if stopped
+            else round(statistics.median(r["pipeline_s"] for r in runs), 1),
+            "peak_rss_GB": max(r["peak_rss_GB"] for r in runs),
+            "peak_pss_GB": max(r["peak_pss_GB"] for r in runs),
+            "cpu_s": cpu_s,
+            "steps": steps,
+            "comparison": {
+                m: {
+                    "P@1": at(v["P_percent"], 1),
+                    "P@3": at(v["P_percent"], 3),
+                    "P@5": at(v["P_percent"], 5),
+                    "assignment precision": v["assignment_precision_percent"],
+                }
+                for m, v in methods.items()
+            },
+        },
+    )
+    print("\nCPU seconds of the command's processes by kind (medians):")
+    print_table([cpu_s | {"all": round(sum(cpu_s.values()), 1)}])
+    print("\nsteps inside the stages (medians; a step's figures include its inner steps'):")
+    print_table(steps)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -157,9 +321,18 @@ def main() -> None:
         metavar="KEY=VALUE",
         help="a setting for every run, as the command's --set (repeatable; kept in the report)",
     )
+    parser.add_argument(
+        "--stop-after",
+        type=float,
+        metavar="SECONDS",
+        help="stop a command still running after this many seconds and report what it finished "
+        "(with --runs 1)",
+    )
     args = parser.parse_args()
     if args.runs < 1:
         parser.error("--runs must be at least 1")
+    if args.stop_after is not None and (args.runs != 1 or args.stop_after <= 0):
+        parser.error("--stop-after takes a positive number of seconds and --runs 1")
     work = pathlib.Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     data_settings, data = [], "delicious (embedded), R-4"
@@ -170,101 +343,19 @@ def main() -> None:
     )
     runs = []
     for i in range(args.runs):
-        found = run_once(work / "run", [*data_settings, *args.set])
+        found = run_once(work / "run", [*data_settings, *args.set], args.stop_after)
         runs.append(found)
         print(
-            f"run {i + 1}/{args.runs}: {found['wall_s']} s (pipeline {found['pipeline_s']} s), "
-            f"peak RSS {found['peak_rss_GB']} GB, PSS {found['peak_pss_GB']} GB",
+            f"run {i + 1}/{args.runs}: {found['wall_s']} s "
+            + ("(stopped)" if found["stopped"] else f"(pipeline {found['pipeline_s']} s)")
+            + f", peak RSS {found['peak_rss_GB']} GB, PSS {found['peak_pss_GB']} GB",
             flush=True,
         )
-    names = [s["stage"] for s in runs[0]["stages"]]
-
-    def seconds(run: dict, name: str) -> float:
-        return next(s["seconds"] for s in run["stages"] if s["stage"] == name)
-
-    def median_of(name: str, key: str) -> float:
-        return round(statistics.median(stage_jobs(r["jobs"], name)[key] for r in runs), 2)
-
-    steps = []
-    for name in names:
-        found = [stage_steps(r["jobs"], name) for r in runs]
-        for step in found[-1]:
-            steps.append(
-                {"stage": name, "step": step}
-                | {
-                    key: round(statistics.median(f.get(step, {}).get(key, 0) for f in found), 2)
-                    for key in ("spark jobs", "job s", "task s")
-                }
-            )
-
-    def status(name: str) -> str:  # ran, or copied from another stage (the last run's)
-        row = next(s for s in runs[-1]["stages"] if s["stage"] == name)
-        return row["status"] + (f" from {row['copied_from']}" if row.get("copied_from") else "")
-
-    stages = [
-        {
-            "stage": name,
-            "status": status(name),
-            "median s": round(statistics.median(seconds(r, name) for r in runs), 1),
-            "runs s": [seconds(r, name) for r in runs],
-            "spark jobs": median_of(name, "spark jobs"),
-            "spark stages": median_of(name, "spark stages"),
-            "job s": median_of(name, "job s"),
-            "task s": median_of(name, "task s"),
-        }
-        for name in names
-    ]
-    methods = runs[-1]["comparison"]["methods"]
-
-    def total(run: dict, key: str) -> float:
-        return sum(v[key] for v in run["jobs"].values())
-
-    rows = [
-        {
-            "stage": "whole command",
-            "median s": round(statistics.median(r["wall_s"] for r in runs), 1),
-            "runs s": [r["wall_s"] for r in runs],
-            "spark jobs": statistics.median(total(r, "spark jobs") for r in runs),
-            "spark stages": statistics.median(total(r, "spark stages") for r in runs),
-            "job s": round(statistics.median(total(r, "job s") for r in runs), 2),
-            "task s": round(statistics.median(total(r, "task s") for r in runs), 2),
-        }
-    ] + stages
-    cpu_s = {
-        kind: round(statistics.median(r["cpu_s"][kind] for r in runs), 1)
-        for kind in CPUByKind.KINDS
-    }
-    write_report(
-        report,
-        rows,
-        {
-            "command": " ".join(
-                ["eagle-spark pipeline --conf conf/local.yaml --compare"]
-                + [f"--set {o}" for o in [*data_settings, *args.set]]
-            ),
-            "data": data,
-            "runs": args.runs,
-            "median_wall_s": rows[0]["median s"],
-            "median_pipeline_s": round(statistics.median(r["pipeline_s"] for r in runs), 1),
-            "peak_rss_GB": max(r["peak_rss_GB"] for r in runs),
-            "peak_pss_GB": max(r["peak_pss_GB"] for r in runs),
-            "cpu_s": cpu_s,
-            "steps": steps,
-            "comparison": {
-                m: {
-                    "P@1": v["P_percent"][0],
-                    "P@3": v["P_percent"][2],
-                    "P@5": v["P_percent"][4],
-                    "assignment precision": v["assignment_precision_percent"],
-                }
-                for m, v in methods.items()
-            },
-        },
+    command = " ".join(
+        ["eagle-spark pipeline --conf conf/local.yaml --compare"]
+        + [f"--set {o}" for o in [*data_settings, *args.set]]
     )
-    print("\nCPU seconds of the command's processes by kind (medians):")
-    print_table([cpu_s | {"all": round(sum(cpu_s.values()), 1)}])
-    print("\nsteps inside the stages (medians; a step's figures include its inner steps'):")
-    print_table(steps)
+    summarise(report, runs, command, data)
 
 
 if __name__ == "__main__":

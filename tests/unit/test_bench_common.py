@@ -270,3 +270,88 @@ def test_cpu_by_kind_counts_a_child_by_its_command_line():
     assert 0.9 <= cpu.seconds["driver python"] <= 1.5, cpu.seconds
     assert cpu.seconds["jvm compilers"] == cpu.seconds["jvm other"] == 0.0
     assert cpu.seconds["python workers"] == 0.0
+
+
+def _record(stage, finished_at, seconds, summary, copied_from=None):
+    return {
+        "stage": stage,
+        "summary": summary,
+        "seconds": seconds,
+        "finished_at": finished_at,
+        "copied_from": copied_from,
+    }
+
+
+def test_a_stopped_run_gives_the_stages_it_finished_and_what_is_known_per_method(tmp_path):
+    """benchmarks/main_job.py's stopped_run on a run folder written by hand: the stage records in
+    the order they finished, the stage with Spark jobs but no record as stopped; per method the
+    assignment's precision (percent) once assigned, P@k once evaluated."""
+    import main_job
+
+    records = tmp_path / "_stages"
+    records.mkdir()
+    for rec in [
+        _record("train_baseline", "2026-01-01T00:30:00Z", 1500.5, {"n_labels": 3}),
+        _record("aggregate", "2026-01-01T00:01:00Z", 54.0, {"n_groups": 2}),
+        _record("assign_baseline", "2026-01-01T00:05:00Z", 224.6, {"quality": {"precision": 0.25}}),
+        _record("evaluate_baseline", "2026-01-01T00:40:00Z", 1.5, {"P": [0.5, 0.25, 0.125]}, None),
+        _record("assign_eagle0", "2026-01-01T00:50:00Z", 300.0, {"quality": {"precision": 0.5}}),
+        _record("train_eagle0", "2026-01-01T00:51:00Z", 2.0, {}, copied_from="train_baseline"),
+    ]:
+        (records / f"{rec['stage']}.json").write_text(json.dumps(rec))
+    fig = {"spark jobs": 1, "spark stages": 1, "job s": 1.0, "task s": 1.0}
+    jobs = {
+        "pipeline": fig,  # the inputs' checks, before any stage
+        "aggregate": fig,
+        "train_baseline / indexer": fig,
+        "embed_eagle": fig,
+        "assign_eagle / select: held-out split": fig,
+    }
+    stages, comparison = main_job.stopped_run(tmp_path, jobs)
+    assert stages == [
+        {"stage": "aggregate", "status": "ran", "seconds": 54.0},
+        {"stage": "assign_baseline", "status": "ran", "seconds": 224.6},
+        {"stage": "train_baseline", "status": "ran", "seconds": 1500.5},
+        {"stage": "evaluate_baseline", "status": "ran", "seconds": 1.5},
+        {"stage": "assign_eagle0", "status": "ran", "seconds": 300.0},
+        {
+            "stage": "train_eagle0",
+            "status": "copied",
+            "seconds": 2.0,
+            "copied_from": "train_baseline",
+        },
+        {"stage": "embed_eagle", "status": "stopped", "seconds": None},
+        {"stage": "assign_eagle", "status": "stopped", "seconds": None},
+    ]
+    assert set(comparison["methods"]) == {"baseline", "eagle0"}
+    baseline, eagle0 = comparison["methods"]["baseline"], comparison["methods"]["eagle0"]
+    assert baseline["P_percent"] == [50.0, 25.0, 12.5]
+    assert baseline["assignment_precision_percent"] == 25.0
+    assert eagle0["P_percent"] == [] and eagle0["assignment_precision_percent"] == 50.0
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc (Linux)")
+def test_main_job_stopped_leaves_no_process_of_its_group(tmp_path):
+    """The real main job stopped after 4 s (its JVM is starting or reading by then): reported as
+    stopped, and none of the processes it started (driver, JVM, Python workers) is left."""
+    import psutil
+
+    seen: set[int] = set()
+
+    class Watch(_common.PeakRSS):  # records the command's processes while it runs
+        def _take(self):
+            for child in psutil.Process().children(recursive=True):
+                try:  # its own process group: not a JVM this test process started before
+                    if os.getpgid(child.pid) != os.getpgrp():
+                        seen.add(child.pid)
+                except ProcessLookupError:
+                    pass
+
+    wall, _, done, stopped = _common.main_job(
+        tmp_path / "run", memory=Watch(interval=0.2), stop_after=4.0
+    )
+    assert stopped and done.returncode != 0
+    assert 4.0 <= wall < 70.0
+    assert seen  # the command did start
+    left = [p for p in seen if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"]
+    assert left == []
