@@ -192,11 +192,15 @@ def synth_pair(spec: str, folder: pathlib.Path) -> tuple[list[str], str]:
     )
 
 
-def summarise(name: str, runs: list[dict], command: str, data: str) -> None:
+def summarise(
+    name: str, runs: list[dict], command: str, data: str, extra: dict | None = None
+) -> None:
     """Write report `name` from `runs` (:func:`run_once`'s, one or more of the same `command` on
     `data`) and print its tables: per stage the medians over the runs, the steps inside the
     stages, CPU by process kind, the last run's comparison. A stopped run (one alone) gives the
-    stages it finished and ``complete`` false; a stage it stopped in has no seconds."""
+    stages it finished and ``complete`` false; a stage it stopped in has no seconds. A run's
+    ``cpu_s`` or ``peak_pss_GB`` None (not sampled) makes the report's None. `extra` is added to
+    the report as it is."""
     stopped = any(r["stopped"] for r in runs)
     if stopped and len(runs) > 1:
         raise ValueError("a stopped run is reported alone (--stop-after takes --runs 1)")
@@ -257,10 +261,14 @@ def summarise(name: str, runs: list[dict], command: str, data: str) -> None:
             "task s": round(statistics.median(total(r, "task s") for r in runs), 2),
         }
     ] + stages
-    cpu_s = {
-        kind: round(statistics.median(r["cpu_s"][kind] for r in runs), 1)
-        for kind in CPUByKind.KINDS
-    }
+    cpu_s = (
+        None  # not sampled (a run adopted after its start: see the report's annotation)
+        if any(r["cpu_s"] is None for r in runs)
+        else {
+            kind: round(statistics.median(r["cpu_s"][kind] for r in runs), 1)
+            for kind in CPUByKind.KINDS
+        }
+    )
 
     def at(values: list[float], k: int) -> float | None:
         return values[k - 1] if len(values) >= k else None
@@ -278,7 +286,9 @@ def summarise(name: str, runs: list[dict], command: str, data: str) -> None:
             if stopped
             else round(statistics.median(r["pipeline_s"] for r in runs), 1),
             "peak_rss_GB": max(r["peak_rss_GB"] for r in runs),
-            "peak_pss_GB": max(r["peak_pss_GB"] for r in runs),
+            "peak_pss_GB": None
+            if any(r["peak_pss_GB"] is None for r in runs)
+            else max(r["peak_pss_GB"] for r in runs),
             "cpu_s": cpu_s,
             "steps": steps,
             "comparison": {
@@ -290,10 +300,12 @@ def summarise(name: str, runs: list[dict], command: str, data: str) -> None:
                 }
                 for m, v in methods.items()
             },
+            **(extra or {}),
         },
     )
-    print("\nCPU seconds of the command's processes by kind (medians):")
-    print_table([cpu_s | {"all": round(sum(cpu_s.values()), 1)}])
+    if cpu_s is not None:
+        print("\nCPU seconds of the command's processes by kind (medians):")
+        print_table([cpu_s | {"all": round(sum(cpu_s.values()), 1)}])
     print("\nsteps inside the stages (medians; a step's figures include its inner steps'):")
     print_table(steps)
 

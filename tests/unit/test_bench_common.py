@@ -330,6 +330,55 @@ def test_a_stopped_run_gives_the_stages_it_finished_and_what_is_known_per_method
     assert eagle0["P_percent"] == [] and eagle0["assignment_precision_percent"] == 50.0
 
 
+def test_a_stopped_run_is_reported_incomplete_with_what_it_finished(tmp_path, monkeypatch):
+    """main_job.summarise on one stopped run: complete false, the whole command's row named so,
+    the stopped stage without seconds but with its Spark figures, P@k None for a method not yet
+    evaluated, and no CPU figures where none were sampled; a stopped run is never a median."""
+    import main_job
+
+    monkeypatch.setattr(_common, "REPORTS", tmp_path)
+
+    def fig(jobs, job_s, task_s):
+        return {"spark jobs": jobs, "spark stages": jobs, "job s": job_s, "task s": task_s}
+
+    run = {
+        "stopped": True,
+        "wall_s": 100.0,
+        "pipeline_s": None,
+        "peak_rss_GB": 9.5,
+        "peak_pss_GB": None,
+        "cpu_s": None,
+        "stages": [
+            {"stage": "assign_baseline", "status": "ran", "seconds": 20.0},
+            {"stage": "train_baseline", "status": "stopped", "seconds": None},
+        ],
+        "comparison": {
+            "methods": {
+                "baseline": {"P_percent": [], "assignment_precision_percent": 25.3},
+            }
+        },
+        "jobs": {
+            "pipeline": fig(2, 5.0, 9.0),
+            "assign_baseline / output": fig(3, 15.0, 28.0),
+            "train_baseline / indexer": fig(2, 60.0, 110.0),
+        },
+    }
+    main_job.summarise("main_job_x", [run], "eagle-spark pipeline ...", "data", {"note": "n"})
+    got = json.loads((tmp_path / "main_job_x.json").read_text())
+    assert got["complete"] is False and got["note"] == "n"
+    assert got["cpu_s"] is None and got["peak_pss_GB"] is None and got["peak_rss_GB"] == 9.5
+    assert got["median_wall_s"] == 100.0 and got["median_pipeline_s"] is None
+    whole, assign, train = got["rows"]
+    assert whole["stage"] == "whole command (stopped)" and whole["task s"] == 147.0
+    assert (assign["status"], assign["median s"], assign["task s"]) == ("ran", 20.0, 28.0)
+    assert (train["status"], train["median s"], train["job s"]) == ("stopped", None, 60.0)
+    assert got["comparison"] == {
+        "baseline": {"P@1": None, "P@3": None, "P@5": None, "assignment precision": 25.3}
+    }
+    with pytest.raises(ValueError, match="reported alone"):
+        main_job.summarise("main_job_y", [run, run], "c", "d")
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc (Linux)")
 def test_main_job_stopped_leaves_no_process_of_its_group(tmp_path):
     """The real main job stopped after 4 s (its JVM is starting or reading by then): reported as
