@@ -183,6 +183,7 @@ def jobs_by_description(
     folder: str | os.PathLike,
     app_id: str,
     window: tuple[float, float] | None = None,
+    until: float | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Per job description (``SparkContext.setJobDescription``: the pipeline names its stages so)
     of application `app_id`, from its event log in `folder`: how many Spark jobs and Spark stages
@@ -190,7 +191,8 @@ def jobs_by_description(
     (``job s``: time the driver waited on Spark), and the tasks' executor run time summed
     (``task s``: core-seconds of work; above ``job s`` when tasks ran in parallel). Jobs without a
     description count under "". With `window` (epoch seconds, start and end) only the jobs
-    submitted inside it count."""
+    submitted inside it count. With `until` (epoch seconds: when a stopped application ended) a job
+    the log never saw end counts its wait up to then (its running tasks' work is not in the log)."""
     found: dict[str, dict[str, Any]] = {}
     started: dict[int, tuple[str, int]] = {}
     stage_of: dict[int, str] = {}
@@ -216,6 +218,9 @@ def jobs_by_description(
             run = (event.get("Task Metrics") or {}).get("Executor Run Time", 0)
             row = found[stage_of[event["Stage ID"]]]
             row["task s"] = round(row["task s"] + run / 1e3, 2)
+    if until is not None:
+        for name, t0 in started.values():
+            found[name]["job s"] = round(found[name]["job s"] + max(0.0, until - t0 / 1e3), 2)
     return found
 
 

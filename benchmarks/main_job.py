@@ -53,6 +53,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import time
 
 from eagle_spark.progress import STEP_SEPARATOR
 
@@ -87,7 +88,7 @@ def run_once(work: pathlib.Path, settings: list[str], stop_after: float | None =
     )
     if done.returncode != 0 and not stopped:
         sys.exit(f"the main job failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
-    jobs = jobs_by_description(events, _app_id(events))
+    jobs = jobs_by_description(events, _app_id(events), until=time.time() if stopped else None)
     if stopped:
         stages, comparison = stopped_run(work, jobs)
         pipeline_s = None

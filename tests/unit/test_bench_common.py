@@ -160,6 +160,19 @@ def test_jobs_by_description_counts_jobs_waits_and_task_seconds_in_a_window(tmp_
         "job s": 4.0,
         "task s": 5.9,
     }
+    # an application stopped while job 4 ran: without `until` its wait is unknown (0), with it
+    # the wait counts up to the stop; of its tasks, those that ended (0.9 s) count
+    running = events + job(4, "train_eagle / units", [5], 60_000, None)[:1] + [task(5, 900)]
+    (tmp_path / "app-4").write_text("".join(json.dumps(e) + "\n" for e in running))
+    assert jobs_by_description(tmp_path, "app-4")["train_eagle / units"]["job s"] == 0.0
+    stopped = jobs_by_description(tmp_path, "app-4", until=75.5)
+    assert stopped["train_eagle / units"] == {
+        "spark jobs": 1,
+        "spark stages": 1,
+        "job s": 15.5,
+        "task s": 0.9,
+    }
+    assert stopped["assign_eagle"] == everything["assign_eagle"]  # ended jobs: as before
 
 
 def test_write_report_replaces_the_report_whole(tmp_path, monkeypatch, capsys):
