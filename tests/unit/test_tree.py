@@ -238,6 +238,26 @@ def test_place_units_keeps_heavy_units_in_the_first_bins():
     assert place_units(work, np.ones(6, bool), 3, 1) == deal(work, 3)
 
 
+def test_nonzeros_under_counts_each_row_once_as_a_dense_twin():
+    """nonzeros_under (a scatter, no sort) == a dense twin: the nonzeros of X's rows having any
+    label under the node, a row with several such labels once; every row for the root; a node
+    whose labels have no positive 0."""
+    from eagle_spark.classifiers.tree.training import nonzeros_under
+
+    rng = np.random.default_rng(3)
+    n, L = 300, 40
+    Yd = rng.random((n, L)) < 0.08  # most rows with several labels
+    Yd[:, 7] = False  # a label without positives
+    row_nnz = rng.integers(0, 9, size=n)
+    under = [np.arange(L), np.arange(0, 20), np.array([3, 4, 5, 11]), np.array([7]), np.array([8])]
+    got = nonzeros_under(under, [2, 0, 1, 3, 4, 1], sp.csc_matrix(Yd.astype(np.float32)), row_nnz)
+    want = [int(row_nnz[Yd[:, under[v]].any(axis=1)].sum()) for v in (2, 0, 1, 3, 4, 1)]
+    want[1] = int(row_nnz.sum())  # node 0: every row
+    assert got.tolist() == want
+    assert got[3] == 0 and 0 < got[0] < got[2] < got[1]
+    assert got.dtype == np.int64
+
+
 def test_unit_nonzeros_count_the_rows_under_each_node(spark, tiny, tree_model):  # noqa: F811
     """The Spark sizing of the units (one task per tree) == a dense twin: nonzeros of X in the
     rows that have a label under the node (every row for a root)."""

@@ -244,15 +244,21 @@ def compact_columns(
     )
 
 
-def rows_with(Y: sp.csc_matrix, labels: np.ndarray) -> np.ndarray:
-    """Ascending ids of the samples (rows of Y) having any of `labels`; O(their nnz), not O(n)."""
-    if len(labels) == 1 and Y.has_sorted_indices:  # one column: already ascending and unique
-        return Y.indices[Y.indptr[labels[0]] : Y.indptr[labels[0] + 1]]
+def positives_of(Y: sp.csc_matrix, labels: np.ndarray) -> np.ndarray:
+    """Sample ids (rows of Y) of every positive of `labels`, column after column: a sample with
+    several of them appears once per label. O(their nnz), not O(n)."""
     starts, ends = Y.indptr[labels], Y.indptr[np.asarray(labels) + 1]
     lengths = ends - starts
     total = int(lengths.sum())
     pos = np.repeat(starts - np.r_[0, np.cumsum(lengths)[:-1]], lengths) + np.arange(total)
-    return np.unique(Y.indices[pos])
+    return Y.indices[pos]
+
+
+def rows_with(Y: sp.csc_matrix, labels: np.ndarray) -> np.ndarray:
+    """Ascending ids of the samples (rows of Y) having any of `labels`; O(their nnz), not O(n)."""
+    if len(labels) == 1 and Y.has_sorted_indices:  # one column: already ascending and unique
+        return Y.indices[Y.indptr[labels[0]] : Y.indptr[labels[0] + 1]]
+    return np.unique(positives_of(Y, labels))
 
 
 def deal(work: np.ndarray, bins: int) -> list[list[int]]:

@@ -35,6 +35,7 @@ from eagle_spark.classifiers.tree.structure import (
     Tree,
     compact_columns,
     deal,
+    positives_of,
     rows_with,
 )
 from eagle_spark.evaluation.metrics import label_counts
@@ -351,6 +352,31 @@ def rows_nonzeros(X: sp.csr_matrix, active: np.ndarray) -> int:
     return int((X.indptr[active + 1] - X.indptr[active]).sum())
 
 
+def nonzeros_under(under: list, nodes: list, Y: sp.csc_matrix, row_nnz: np.ndarray) -> np.ndarray:
+    """Nonzeros of X in each unit's rows: ``rows_nonzeros(X, unit_rows(under, X, Y, v))`` for v in
+    `nodes`, without sorting. Each distinct row among a node's positives counts once, at the
+    position a scatter into a scratch array left in it (whichever of its positions that is), so a
+    node costs O(the positives of its labels) and the scratch is one (n_samples,) int64 array.
+
+    Args:
+        under: labels_under() of the tree. nodes: cluster node ids (0: every row).
+        Y: (n_samples, n_labels) CSC. row_nnz: (n_samples,) nonzeros of each row of X.
+    Returns:
+        (len(nodes),) int64.
+    """
+    last = np.empty(Y.shape[0], dtype=np.int64)  # every entry read below is written first
+    out = np.empty(len(nodes), dtype=np.int64)
+    for i, v in enumerate(nodes):
+        if v == 0:
+            out[i] = int(row_nnz.sum())
+            continue
+        rows = positives_of(Y, under[v])
+        at = np.arange(len(rows))
+        last[rows] = at
+        out[i] = int(row_nnz[rows[last[rows] == at]].sum())
+    return out
+
+
 def unit_memory(X: sp.csr_matrix, active: np.ndarray) -> int:
     """Estimated working memory, bytes, of training a unit on rows `active` of CSR X
     (:data:`UNIT_BYTES_PER_NONZERO` per nonzero of those rows); O(len(active))."""
@@ -363,7 +389,7 @@ def _unit_sizes_task(
     """mapInArrow: tree ids -> (tree, node, nonzeros of the unit's rows, bytes available on the
     task's machine, its CPUs) of every unit of those trees, from the executor cache of X and Y
     (the one training maps next). A task holds one tree's labels_under() and one unit's row ids at
-    a time: O(n_labels x depth + n_samples)."""
+    a time: O(n_labels x depth + n_samples) (:func:`nonzeros_under`)."""
     schema = pa.schema(
         [
             pa.field("tree", pa.int32(), False),
@@ -376,12 +402,13 @@ def _unit_sizes_task(
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         _, X, Y = load_xy(dataset, n_features, n_labels, normalize)
+        row_nnz = np.diff(X.indptr)
         for batch in batches:
             for t in np.asarray(batch.column(0), dtype=np.int64):
                 parent, n_clusters = trees[t]
                 under = Tree(parent, np.zeros(len(parent)), n_clusters, n_labels).labels_under()
                 nodes = nodes_by_tree.get(int(t), [])
-                sizes = [rows_nonzeros(X, unit_rows(under, X, Y, v)) for v in nodes]
+                sizes = nonzeros_under(under, nodes, Y, row_nnz)
                 n = len(nodes)
                 yield pa.RecordBatch.from_arrays(
                     [
@@ -406,7 +433,7 @@ def unit_nonzeros(
     trees: list,
     units: list,
 ) -> tuple[np.ndarray, int, int]:
-    """Nonzeros of X in each unit's rows (:func:`rows_nonzeros`), one Spark task per
+    """Nonzeros of X in each unit's rows (:func:`nonzeros_under`), one Spark task per
     tree on the executor cache of X and Y (cached training rows only), and what the executors'
     machines have for ``heavy_unit_memory: auto``.
 
