@@ -23,6 +23,7 @@ accepts. The rules for two edge cases (docs/design.md, "Aggregated-label data"):
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from pyspark.sql import SparkSession
@@ -72,7 +73,11 @@ def check_dataset(
         F.max(S.SAMPLE_ID).alias("hi"),
         F.max(F.array_max(S.FEAT_IDX)).alias("f_hi"),
         F.min(F.array_min(S.FEAT_IDX)).alias("f_lo"),
-        F.max(_non_finite(S.FEAT_VAL).cast("int")).alias("bad_val"),
+        # Spark orders NaN above every number, so a NaN or +inf value is the largest and a -inf
+        # the smallest: two built-in array aggregates find them (a lambda over every value would
+        # run uncompiled, ~6x slower on synthetic Wiki-325K)
+        F.max(F.array_max(S.FEAT_VAL)).alias("v_hi"),
+        F.min(F.array_min(S.FEAT_VAL)).alias("v_lo"),
     ).first()
     x_path = table_path(dataset, S.X)
     if xs["rows"] != n_samples:
@@ -100,7 +105,9 @@ def check_dataset(
             f"table {x_path}: sample_id {row[S.SAMPLE_ID]} has feature id {bad_id} out of "
             f"range [0, {n_features}) given by {where}"
         )
-    if xs["bad_val"]:
+    if xs["v_hi"] is not None and (
+        math.isnan(xs["v_hi"]) or math.isinf(xs["v_hi"]) or math.isinf(xs["v_lo"])
+    ):
         row = X.where(_non_finite(S.FEAT_VAL)).select(S.SAMPLE_ID).orderBy(S.SAMPLE_ID).first()
         raise BadInputError(
             f"table {x_path}: sample_id {row[S.SAMPLE_ID]} has a NaN or infinite feature value"

@@ -142,10 +142,16 @@ def _no_features(t):
     return {**t, "X": pa.table(x, schema=t["X"].schema)}
 
 
-def _nan_value(t):
-    x = t["X"].to_pydict()
-    x["feat_val"][5] = [float("nan"), 1.0]
-    return {**t, "X": pa.table(x, schema=t["X"].schema)}
+def _bad_value(value):
+    def change(t):
+        x = t["X"].to_pydict()
+        x["feat_val"][5] = [1.0, value]
+        return {**t, "X": pa.table(x, schema=t["X"].schema)}
+
+    return change
+
+
+_nan_value = _bad_value(float("nan"))
 
 
 def _feature_7(t):
@@ -175,6 +181,18 @@ CASES = {
         "column 'group_id' has type string, expected bigint",
     ),
     "NaN feature value": (_nan_value, {}, "/X", "sample_id 5 has a NaN or infinite feature value"),
+    "+inf feature value": (
+        _bad_value(float("inf")),
+        {},
+        "/X",
+        "sample_id 5 has a NaN or infinite feature value",
+    ),
+    "-inf feature value": (
+        _bad_value(float("-inf")),
+        {},
+        "/X",
+        "sample_id 5 has a NaN or infinite feature value",
+    ),
     "feature id out of range": (
         _feature_7,
         {},
