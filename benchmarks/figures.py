@@ -230,6 +230,41 @@ def design() -> list[str]:
             "main_job_synth_wiki325k_0.1",
         )
     )
+    full = report("main_job_synth_wiki325k_1.0")
+    stopped = [r["stage"] for r in full["rows"] if r.get("status") == "stopped"]
+    ran = ", ".join(
+        f"{r['stage']} {r['median s'] / 60:.1f} min"
+        for r in full["rows"]
+        if r.get("status") == "ran"
+    )
+    value = (
+        f"{full['median_wall_s'] / 60:.0f} min, peak PSS {full['peak_pss_GB']:.1f} GB (RSS "
+        f"{full['peak_rss_GB']:.1f}); "
+    )
+    if full["complete"]:
+        value += (
+            "P@1/3/5 "
+            + ", ".join(f"{m} {_pk(v)}" for m, v in full["comparison"].items())
+            + "; "
+            + ran
+        )
+    else:  # where the time went up to the stop: the stages finished, the steps of the stopped one
+        value += f"finished: {ran}; stopped in " + "; ".join(
+            f"{stage}, its steps so far: "
+            + ", ".join(
+                f"{s['step']} {s['job s'] / 60:.1f} min"
+                for s in full["steps"]
+                if s["stage"] == stage and " / " not in s["step"]
+            )
+            for stage in stopped
+        )
+    rows.append(
+        (
+            "main job on synthetic Wiki-325K 1.0 (whole test set), one run",
+            value,
+            "main_job_synth_wiki325k_1.0",
+        )
+    )
     connect = report("connect_main_job")
     on = _row(connect["rows"], session="connect")
     rows.append(
