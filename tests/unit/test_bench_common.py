@@ -399,15 +399,15 @@ def test_main_job_stopped_leaves_no_process_of_its_group(tmp_path):
     import psutil
 
     seen: set[int] = set()
+    # a Spark session this test process runs already (pytest-xdist runs several test files in one
+    # process) has a JVM and Python workers of its own: they are not the command's
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
 
     class Watch(_common.PeakRSS):  # records the command's processes while it runs
         def _take(self):
-            for child in psutil.Process().children(recursive=True):
-                try:  # its own process group: not a JVM this test process started before
-                    if os.getpgid(child.pid) != os.getpgrp():
-                        seen.add(child.pid)
-                except ProcessLookupError:
-                    pass
+            seen.update(
+                p.pid for p in psutil.Process().children(recursive=True) if p.pid not in before
+            )
 
     wall, _, done, stopped = _common.main_job(
         tmp_path / "run", memory=Watch(interval=0.2), stop_after=4.0
