@@ -408,7 +408,8 @@ def main_job(
     was stopped); with `cpu`, its processes' CPU seconds by kind are sampled into it; `memory` is
     the sampler of the peak (default ``PeakRSS(interval=0.5)``; one with ``pss`` also gives the
     peak PSS). With `stop_after` (seconds) a command still running then is stopped: SIGTERM to its
-    process group (the driver, its JVM, the Python workers), SIGKILL 60 s later if any is left."""
+    process group (the driver and its JVM; Spark's Python workers, in a group of their own, end
+    with the JVM), SIGKILL 60 s later if any of the group is left."""
     root = pathlib.Path(__file__).resolve().parents[1]
     command = [
         sys.executable,
