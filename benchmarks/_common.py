@@ -140,6 +140,18 @@ def event_log_overrides(folder: str | os.PathLike) -> list[str]:
     ]
 
 
+def only_app_id(folder: str | os.PathLike) -> str:
+    """The application id of the one Spark event log in `folder` (single file or rolling layout).
+
+    Raises:
+        ValueError: `folder` holds no event log or more than one.
+    """
+    logs = [p.name.removeprefix("eventlog_v2_") for p in pathlib.Path(folder).iterdir()]
+    if len(logs) != 1:
+        raise ValueError(f"{folder}: expected the event log of one application, found {logs}")
+    return logs[0]
+
+
 def _events(folder: str | os.PathLike, app_id: str):
     """The JSON events of application `app_id`'s event log in `folder` (single file or rolling)."""
     single, rolling = pathlib.Path(folder) / app_id, pathlib.Path(folder) / f"eventlog_v2_{app_id}"

@@ -64,6 +64,7 @@ from _common import (  # noqa: E402
     event_log_overrides,
     jobs_by_description,
     main_job,
+    only_app_id,
     print_table,
     stage_jobs,
     stage_steps,
@@ -88,7 +89,7 @@ def run_once(work: pathlib.Path, settings: list[str], stop_after: float | None =
     )
     if done.returncode != 0 and not stopped:
         sys.exit(f"the main job failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
-    jobs = jobs_by_description(events, _app_id(events), until=time.time() if stopped else None)
+    jobs = jobs_by_description(events, only_app_id(events), until=time.time() if stopped else None)
     if stopped:
         stages, comparison = stopped_run(work, jobs)
         pipeline_s = None
@@ -107,13 +108,6 @@ def run_once(work: pathlib.Path, settings: list[str], stop_after: float | None =
         "comparison": comparison,
         "jobs": jobs,
     }
-
-
-def _app_id(events: pathlib.Path) -> str:
-    logs = [p for p in events.iterdir()]
-    if len(logs) != 1:
-        sys.exit(f"{events}: expected the event log of one application, found {len(logs)}")
-    return logs[0].name.removeprefix("eventlog_v2_")
 
 
 def stopped_run(work: pathlib.Path, jobs: dict) -> tuple[list[dict], dict]:

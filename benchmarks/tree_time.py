@@ -39,6 +39,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
     event_log_overrides,
     jobs_by_description,
+    only_app_id,
     print_table,
     stage_steps,
     write_report,
@@ -67,10 +68,7 @@ def command(dataset: str, work: pathlib.Path, cores: int) -> tuple[float, list[d
     seconds = time.monotonic() - t0
     if done.returncode != 0:
         sys.exit(f"{' '.join(args)} failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
-    logs = [p.name.removeprefix("eventlog_v2_") for p in events.iterdir()]
-    if len(logs) != 1:
-        sys.exit(f"{events}: expected one application's event log, found {logs}")
-    steps = stage_steps(jobs_by_description(events, logs[0]), "train")
+    steps = stage_steps(jobs_by_description(events, only_app_id(events)), "train")
     unknown = sorted(set(steps) - set(STEPS) - {"(stage itself)"})
     if unknown or not steps:
         sys.exit(f"{events}: Spark jobs of steps this benchmark does not know: {unknown or steps}")

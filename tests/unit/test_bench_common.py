@@ -417,3 +417,15 @@ def test_main_job_stopped_leaves_no_process_of_its_group(tmp_path):
     assert seen  # the command did start
     left = [p for p in seen if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"]
     assert left == []
+
+
+def test_only_app_id_names_the_one_event_log_or_refuses(tmp_path):
+    from _common import only_app_id
+
+    with pytest.raises(ValueError, match="found \\[\\]"):
+        only_app_id(tmp_path)
+    (tmp_path / "eventlog_v2_local-17").mkdir()  # the rolling layout's folder
+    assert only_app_id(tmp_path) == "local-17"
+    (tmp_path / "local-18").write_text("")  # a second application (single-file layout)
+    with pytest.raises(ValueError, match="expected the event log of one application"):
+        only_app_id(tmp_path)
