@@ -64,6 +64,7 @@ from eagle_spark.io.tables import (
     read_table,
     require_tables,
     table_path,
+    table_rows,
     write_manifest,
     write_table,
 )
@@ -615,10 +616,12 @@ def assign(
                 )
                 written = read_table(spark, tmp, S.ASSIGNMENTS)
                 write_filtered(spark, X, dataset, written, tmp)
-                stats = written.agg(
-                    F.count(F.lit(1)).alias("rows"), F.countDistinct(S.SAMPLE_ID).alias("samples")
-                ).first()
-            n_assignments, samples_with_labels = int(stats["rows"]), int(stats["samples"])
+                # the rows from the footers, the samples from Y (one row per sample, every assigned
+                # sample a row of X): no pass over the assignments for either
+                n_assignments = table_rows(tmp, S.ASSIGNMENTS)
+                samples_with_labels = (
+                    read_table(spark, tmp, S.Y).where(F.size(S.LABEL_IDS) > 0).count()
+                )
         quality = None
         if truth is not None and diagnostics:  # the last round's assignments are the ones written
             with job_step(spark, "quality"):

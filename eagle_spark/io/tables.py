@@ -252,6 +252,33 @@ def parquet_schema(path: str) -> Optional[T.StructType]:
     return T.StructType(fields)
 
 
+def table_rows(dataset: str, name: str) -> int:
+    """Rows of table `name` of `dataset`, summed from its Parquet files' footers (the files Spark
+    reads: not ``_``- or ``.``-prefixed), so counting reads no data and runs no Spark job.
+
+    Raises:
+        BadInputError: the table is missing, or a file's footer cannot be read (the message names
+            the file).
+    """
+    fs, root = resolve(table_path(dataset, name))
+    try:
+        entries = fs.get_file_info(pafs.FileSelector(root))
+    except (OSError, ValueError) as err:
+        raise BadInputError(f"table {table_path(dataset, name)} cannot be listed: {err}") from err
+    rows = 0
+    for entry in entries:
+        if entry.type != pafs.FileType.File or posixpath.basename(entry.path).startswith(
+            ("_", ".")
+        ):
+            continue
+        try:
+            with fs.open_input_file(entry.path) as handle:
+                rows += pq.read_metadata(handle).num_rows
+        except (OSError, pa.ArrowException) as err:
+            raise BadInputError(f"{entry.path}: not a readable Parquet file ({err})") from err
+    return rows
+
+
 def read_parquet(spark: SparkSession, path: str) -> DataFrame:
     """``spark.read.parquet(path)`` with the schema of :func:`parquet_schema` when it can tell it
     (no schema-inference job), else as Spark infers it: the same DataFrame either way."""

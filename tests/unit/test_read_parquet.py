@@ -89,3 +89,27 @@ def test_folders_spark_must_resolve_itself(spark, tmp_path):
     (empty / "_SUCCESS").write_text("")
     assert parquet_schema(str(empty)) is None
     assert parquet_schema(str(tmp_path / "missing")) is None
+
+
+def test_table_rows_sums_the_footers_of_the_files_spark_reads(spark, tmp_path):
+    """table_rows counts what Spark counts (a Spark-written table, and pyarrow parts beside
+    ``_`` / ``.`` files it skips); a missing table or a file that is not Parquet is a
+    BadInputError naming it."""
+    from eagle_spark.errors import BadInputError
+    from eagle_spark.io.tables import table_rows
+
+    spark.range(0, 1234, numPartitions=3).write.parquet(str(tmp_path / "d" / "spark_made"))
+    assert table_rows(str(tmp_path / "d"), "spark_made") == 1234
+    folder = tmp_path / "d" / "parts"
+    folder.mkdir()
+    pq.write_table(pa.table({"a": [1, 2, 3]}), folder / "part-00000.parquet")
+    pq.write_table(pa.table({"a": pa.array([], pa.int64())}), folder / "part-00001.parquet")
+    pq.write_table(pa.table({"a": [4, 5]}), folder / "part-00002.parquet")
+    (folder / "_files.json").write_text("{}")
+    (folder / ".part-00003.parquet.inprogress-1").write_bytes(b"not parquet")
+    assert table_rows(str(tmp_path / "d"), "parts") == 5 == spark.read.parquet(str(folder)).count()
+    with pytest.raises(BadInputError, match="missing"):
+        table_rows(str(tmp_path / "d"), "missing")
+    (folder / "part-00004.parquet").write_bytes(b"PAR1 cut short")
+    with pytest.raises(BadInputError, match="part-00004.parquet: not a readable Parquet file"):
+        table_rows(str(tmp_path / "d"), "parts")
