@@ -321,6 +321,21 @@ def design() -> list[str]:
                 name,
             )
         )
+    name = "peers_synth_wiki325k_0.1_baseline_labels"
+    r = report(name)["rows"]
+    tree, omi = _row(r, model="eagle_spark tree"), _row(r, model="omikuji (Parabel, 3 trees)")
+    rows.append(
+        (
+            "tree / omikuji on the Baseline's labels (every member its R-4 group's labels), synthetic "
+            "Wiki-325K 0.1, first 20,000 test rows: training, the tree's whole command, prediction",
+            f"{tree['train_s']:,.1f} / {omi['train_s']:,.1f} s ({tree['train_s'] / omi['train_s']:.2f}x), "
+            f"command {tree['train_command_s']:,.1f} s "
+            f"({tree['train_command_s'] / omi['train_s']:.2f}x); P@1/3/5 tree {_pk(tree)}, omikuji "
+            f"{_pk(omi)}; prediction {tree['predict_ms_row_core']} / {omi['predict_ms_row_core']} ms "
+            "per row and core",
+            name,
+        )
+    )
     val = report("peers_validation_ranker_cost")["rows"]
     rows.append(
         (
