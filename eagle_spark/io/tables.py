@@ -224,10 +224,9 @@ def parquet_schema(path: str) -> Optional[T.StructType]:
     """
     fs, root = resolve(path)
     try:
-        entries = fs.get_file_info(pafs.FileSelector(root))
+        visible = _visible(fs, root)
     except (OSError, ValueError):
         return None
-    visible = [e for e in entries if not posixpath.basename(e.path).startswith(("_", "."))]
     files = sorted(e.path for e in visible if e.type == pafs.FileType.File)
     if not files or len(files) != len(visible):
         return None
@@ -252,25 +251,34 @@ def parquet_schema(path: str) -> Optional[T.StructType]:
     return T.StructType(fields)
 
 
-def table_rows(dataset: str, name: str) -> int:
-    """Rows of table `name` of `dataset`, summed from its Parquet files' footers (the files Spark
-    reads: not ``_``- or ``.``-prefixed), so counting reads no data and runs no Spark job.
+def _visible(fs: pafs.FileSystem, root: str) -> list[pafs.FileInfo]:
+    """The entries of folder `root` that Spark reads (not ``_``- or ``.``-prefixed).
 
     Raises:
-        BadInputError: the table is missing, or a file's footer cannot be read (the message names
-            the file).
+        OSError, ValueError: the folder cannot be listed.
     """
-    fs, root = resolve(table_path(dataset, name))
+    entries = fs.get_file_info(pafs.FileSelector(root))
+    return [e for e in entries if not posixpath.basename(e.path).startswith(("_", "."))]
+
+
+def table_rows(dataset: str, name: str) -> int:
+    """Rows of table `name` of `dataset`, summed from the footers of the Parquet files Spark reads
+    (:func:`_visible`), so counting reads no data and runs no Spark job.
+
+    Raises:
+        BadInputError: the table is missing, has sub-folders (a layout counted by Spark only), or
+            a file's footer cannot be read (the message names the table or the file).
+    """
+    path = table_path(dataset, name)
+    fs, root = resolve(path)
     try:
-        entries = fs.get_file_info(pafs.FileSelector(root))
+        visible = _visible(fs, root)
     except (OSError, ValueError) as err:
-        raise BadInputError(f"table {table_path(dataset, name)} cannot be listed: {err}") from err
+        raise BadInputError(f"table {path} cannot be listed: {err}") from err
+    if any(e.type != pafs.FileType.File for e in visible):
+        raise BadInputError(f"table {path} has sub-folders: its rows cannot be read from footers")
     rows = 0
-    for entry in entries:
-        if entry.type != pafs.FileType.File or posixpath.basename(entry.path).startswith(
-            ("_", ".")
-        ):
-            continue
+    for entry in visible:
         try:
             with fs.open_input_file(entry.path) as handle:
                 rows += pq.read_metadata(handle).num_rows

@@ -93,8 +93,8 @@ def test_folders_spark_must_resolve_itself(spark, tmp_path):
 
 def test_table_rows_sums_the_footers_of_the_files_spark_reads(spark, tmp_path):
     """table_rows counts what Spark counts (a Spark-written table, and pyarrow parts beside
-    ``_`` / ``.`` files it skips); a missing table or a file that is not Parquet is a
-    BadInputError naming it."""
+    ``_`` / ``.`` files it skips); a missing table, a partitioned one (sub-folders) or a file that
+    is not Parquet is a BadInputError naming it."""
     from eagle_spark.errors import BadInputError
     from eagle_spark.io.tables import table_rows
 
@@ -108,8 +108,13 @@ def test_table_rows_sums_the_footers_of_the_files_spark_reads(spark, tmp_path):
     (folder / "_files.json").write_text("{}")
     (folder / ".part-00003.parquet.inprogress-1").write_bytes(b"not parquet")
     assert table_rows(str(tmp_path / "d"), "parts") == 5 == spark.read.parquet(str(folder)).count()
-    with pytest.raises(BadInputError, match="missing"):
+    with pytest.raises(BadInputError, match="missing cannot be listed"):
         table_rows(str(tmp_path / "d"), "missing")
+    spark.range(4).selectExpr("id", "id % 2 AS p").write.partitionBy("p").parquet(
+        str(tmp_path / "d" / "partitioned")
+    )
+    with pytest.raises(BadInputError, match="partitioned has sub-folders"):
+        table_rows(str(tmp_path / "d"), "partitioned")
     (folder / "part-00004.parquet").write_bytes(b"PAR1 cut short")
     with pytest.raises(BadInputError, match="part-00004.parquet: not a readable Parquet file"):
         table_rows(str(tmp_path / "d"), "parts")
