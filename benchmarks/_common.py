@@ -310,10 +310,34 @@ DATA = pathlib.Path(__file__).resolve().parents[2] / "shared" / "data" / "xc"
 def data_settings(spark: Any, base: Any, name: str, work: str, test: bool = False) -> Any:
     """`base` (Settings) naming data set `name` for the pipeline: ``bibtex`` or another folder of
     ../shared/data/xc (its train.txt.gz, and with `test` its test.txt.gz), or
-    ``synth:<preset>:<scale>`` (the pair generated with seed 0 into `work` when missing). Exits
+    ``synth:<preset>:<scale>`` (the pair generated with seed 0 into `work` when missing), or
+    ``like:<name>`` (the twin of ../shared/data/xc/<name> made by ``synth --like``). Exits
     with a message when ../shared/data lacks the folder."""
-    from eagle_spark.synth import synth
+    from eagle_spark.synth import synth, synth_like
 
+    if name.startswith("like:"):  # a twin (synth --like) of a data set of ../shared/data/xc
+        source = name.split(":", 1)[1]
+        if not (DATA / source).exists():
+            sys.exit(f"{DATA / source} is missing: this benchmark needs ../shared/data")
+        pair = f"{work}/twin_{source}_data"
+        if not pathlib.Path(pair).exists():
+            from eagle_spark.io.ingest import ingest
+
+            real = f"{work}/real_{source}_data"
+            for split in ("train", "test"):
+                if not pathlib.Path(f"{real}/{split}").exists():
+                    ingest(
+                        spark,
+                        str(DATA / source / f"{split}.txt.gz"),
+                        f"{real}/{split}",
+                        base.ingest,
+                    )
+            synth_like(spark, pair, real, seed=0)
+        return base.replace(
+            "pipeline",
+            dataset=f"{pair}/train",
+            **({"test_dataset": f"{pair}/test"} if test else {}),
+        )
     if name.startswith("synth:"):
         _, preset, scale = name.split(":")
         pair = f"{work}/{preset}_{scale}_data"

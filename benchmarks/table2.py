@@ -145,6 +145,22 @@ def chosen(folder: pathlib.Path) -> str | None:
     return selection.get("chosen") if selection else None
 
 
+def result_rows(dataset: str, result: dict[str, Any], out: str) -> list[dict[str, Any]]:
+    """The report rows of one ``experiment table2`` result written under `out`: per grouping the
+    Oracle's row, then a row per method (EAGLE's with the candidate ``auto`` chose)."""
+    from eagle_spark.pipeline import METHOD_NAMES
+
+    rows = []
+    for g_name, methods in result["groupings"].items():
+        folder = pathlib.Path(out) / "groupings" / g_name
+        rows.append(row(dataset, g_name, "oracle", "Oracle", result["oracle"], None))
+        rows += [
+            row(dataset, g_name, m, METHOD_NAMES[m], res, chosen(folder) if m == "eagle" else None)
+            for m, res in methods.items()
+        ]
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -173,7 +189,6 @@ def main() -> None:
         return
 
     from eagle_spark.experiments.xmc import table2
-    from eagle_spark.pipeline import METHOD_NAMES
     from eagle_spark.session import build_spark
     from eagle_spark.settings import Settings
 
@@ -193,20 +208,7 @@ def main() -> None:
             t0 = time.monotonic()
             result = table2(spark, settings, [g], out, methods=args.methods)
             walls[name] = round(walls[name] + time.monotonic() - t0, 1)
-            for g_name, methods in result["groupings"].items():
-                folder = pathlib.Path(out) / "groupings" / g_name
-                rows.append(row(name, g_name, "oracle", "Oracle", result["oracle"], None))
-                rows += [
-                    row(
-                        name,
-                        g_name,
-                        m,
-                        METHOD_NAMES[m],
-                        res,
-                        chosen(folder) if m == "eagle" else None,
-                    )
-                    for m, res in methods.items()
-                ]
+            rows += result_rows(name, result, out)
             write_report(
                 args.report,
                 rows,

@@ -197,12 +197,15 @@ def run_aggregate(
 
 def _synth_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--output", required=True, help="folder for the train/ and test/ datasets")
-    setting_flags(p, "synth", "preset", "scale", "seed", "difficulty")
+    setting_flags(p, "synth", "preset", "like", "scale", "seed", "difficulty")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output")
 
 
 @command(
-    "synth", "Generate a synthetic clean XMC train/test pair of a benchmark's shape.", _synth_args
+    "synth",
+    "Generate a synthetic clean XMC train/test pair of a benchmark's shape, or (--like) a twin "
+    "of a labelled dataset.",
+    _synth_args,
 )
 def run_synth(spark: SparkSession, args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     from eagle_spark.io.tables import read_manifest
@@ -211,6 +214,23 @@ def run_synth(spark: SparkSession, args: argparse.Namespace, settings: Settings)
     p = settings.synth
     Dataset.synth(spark, args.output, overwrite=args.overwrite, **as_params(p))
     pair = read_manifest(spark, args.output)
+    if p.like is not None:
+        model = pair["parameters"]["model"]
+        return {
+            "output": args.output,
+            "like": p.like,
+            "scale": p.scale,
+            **{
+                f"{split}_{k}": v
+                for split, stats in pair["splits"].items()
+                for k, v in stats.items()
+                if k in ("n_samples", "nnz_per_sample", "labels_per_sample")
+            },
+            "n_features": model["n_features"],
+            "n_labels": model["n_labels"],
+            "fitted": {k: model[k] for k in ("cohesion", "signal", "shared", "topic_size")},
+            "fit": {k: v for k, v in pair["fit"].get("oracle", {}).items() if "steps" not in k},
+        }
     return {
         "output": args.output,
         "preset": p.preset,

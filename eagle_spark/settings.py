@@ -660,7 +660,19 @@ class SynthSettings(Section):
         "shape to reproduce: ``wiki325k``, ``eurlex4k``, ``wiki10-31k``, ``amazoncat13k``.",
     )
     scale: float = setting(
-        1.0, "in (0, 1]; sample, feature and label counts are multiplied by it.", bounds="(0, 1]"
+        1.0,
+        "> 0; sample, feature and label counts are multiplied by it (a preset: at most 1).",
+        more="With ``like``, 1 keeps the source's counts and above 1 makes a larger twin.",
+        bounds="(0, inf)",
+    )
+    like: Optional[str] = setting(
+        None,
+        "a labelled dataset (or a train/test pair folder) to make a twin of, instead of a preset.",
+        more=(
+            "The realistic model (``eagle_spark.twin``) is fitted to its statistics: counts, "
+            "label and feature frequency curves, labels and nonzeros per sample, label "
+            "co-occurrence, and the Oracle's P@1 and P@5 on a validation split of it."
+        ),
     )
     seed: int = setting(0, "base seed; the same seed gives byte-identical tables.")
     rows_per_task: int = setting(250_000, "samples generated per Spark task.", bounds="[1, inf)")
@@ -675,6 +687,18 @@ class SynthSettings(Section):
         ),
         bounds="[0, 1]",
     )
+
+    def __post_init__(self) -> None:
+        if self.like is None and self.scale > 1:
+            raise SettingsError(
+                f"synth.scale must be in (0, 1] for a preset, got {self.scale} (a twin made "
+                "with synth.like may be larger)"
+            )
+        if self.like is not None and self.difficulty is not None:
+            raise SettingsError(
+                "synth.difficulty applies to presets; a twin's difficulty is fitted to the "
+                "source (synth.like)"
+            )
 
 
 @section

@@ -52,16 +52,19 @@ from typing import Any, Iterator, Optional
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
+import scipy.sparse as sp
 import scipy.stats
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from eagle_spark import schemas as S
+from eagle_spark.counter_rng import first_distinct, hash_parts, uniform
 from eagle_spark.errors import BadInputError
-from eagle_spark.io.fs import atomic_output
+from eagle_spark.io.fs import FileSystem, atomic_output
 from eagle_spark.io.parts import PartWriters
-from eagle_spark.io.tables import new_manifest, read_table, write_manifest
+from eagle_spark.io.tables import new_manifest, read_manifest, read_table, write_manifest
 
 log = logging.getLogger(__name__)
 
@@ -142,6 +145,18 @@ class Generator:
     def _label_cdf(self) -> np.ndarray:
         return self.label_cdf()
 
+    @functools.cached_property
+    def _feature_cdf(self) -> np.ndarray:
+        return self.feature_cdf()
+
+    def rows(
+        self, split: int, ids: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(label offsets, label ids, feature offsets, feature ids, values) of the rows `ids`:
+        :meth:`labels` then :meth:`features` (what a generation task writes)."""
+        lab_off, labels = self.labels(split, ids, self._label_cdf)
+        return (lab_off, labels, *self.features(split, ids, lab_off, labels, self._feature_cdf))
+
     @property
     def noise_weight(self) -> float:
         """Typical value of a noise word (0.25 for easy data, up to 1.0: as loud as a prototype)."""
@@ -171,20 +186,10 @@ class Generator:
 
     # ---- counter-based randomness ----
     def _hash(self, *parts: np.ndarray | int) -> np.ndarray:
-        h = np.full(
-            np.broadcast(*[np.asarray(p) for p in parts]).shape,
-            np.uint64(self.seed * 0x9E3779B97F4A7C15 % 2**64),
-            dtype=np.uint64,
-        )
-        for i, p in enumerate(parts):
-            h = _splitmix(
-                h
-                ^ (np.asarray(p, dtype=np.uint64) + np.uint64(0x632BE59BD9B4E019 * (i + 1) % 2**64))
-            )
-        return h
+        return hash_parts(self.seed, *parts)
 
     def _uniform(self, *parts: np.ndarray | int) -> np.ndarray:
-        return (self._hash(*parts) >> np.uint64(11)).astype(np.float64) * (1.0 / 2**53)
+        return uniform(self.seed, *parts)
 
     # ---- distributions ----
     def label_cdf(self) -> np.ndarray:
@@ -230,7 +235,6 @@ class Generator:
 
     def labels(self, split: int, ids: np.ndarray, cdf: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Distinct labels of each sample: (offsets int64 (n+1), label ids int64 sorted per row)."""
-        n = len(ids)
         mean_extra = max(self.shape.labels_per_sample - 1.0, 0.0)
         top = int(scipy.stats.poisson.ppf(1 - 1e-12, mean_extra)) + 2 if mean_extra > 0 else 1
         poisson_cdf = (
@@ -243,21 +247,7 @@ class Generator:
             cdf, self._uniform(split, ids[:, None], 1 + np.arange(k)[None, :]), side="right"
         )
         draws = np.minimum(draws, self.shape.n_labels - 1)
-        # keep the first `want` distinct labels of each row, in draw order
-        order = np.argsort(draws, axis=1, kind="stable")
-        sorted_draws = np.take_along_axis(draws, order, axis=1)
-        first_sorted = np.ones_like(sorted_draws, dtype=bool)
-        first_sorted[:, 1:] = sorted_draws[:, 1:] != sorted_draws[:, :-1]
-        first = np.empty_like(first_sorted)
-        np.put_along_axis(first, order, first_sorted, axis=1)
-        keep = first & (np.cumsum(first, axis=1) <= want[:, None])
-        counts = keep.sum(axis=1)
-        labels = np.where(keep, draws, np.iinfo(np.int64).max)
-        labels = np.sort(labels, axis=1)
-        flat = labels[np.arange(k)[None, :] < counts[:, None]]
-        offsets = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(counts, out=offsets[1:])
-        return offsets, flat
+        return first_distinct(draws, want)  # the first `want` distinct, in draw order
 
     def _planted(
         self,
@@ -340,14 +330,6 @@ class Generator:
         return offsets, fids.astype(np.int32), vals.astype(np.float32)
 
 
-def _splitmix(x: np.ndarray) -> np.ndarray:
-    with np.errstate(over="ignore"):
-        x = x + np.uint64(0x9E3779B97F4A7C15)
-        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        return x ^ (x >> np.uint64(31))
-
-
 def scaled_shape(preset: str, scale: float) -> Shape:
     """The preset's shape with counts multiplied by `scale` (ratios per sample unchanged).
 
@@ -382,11 +364,14 @@ _SUMMARY = pa.schema(
 )
 
 
-def _generate_task(gen: Generator, split: int, out: str, batch_rows: int):
-    """mapInArrow function: id batches of one task -> X/Y part files + one summary row."""
+def _generate_task(gen: Any, split: int, out: str, batch_rows: int):
+    """mapInArrow function: id batches of one task -> X/Y part files + one summary row.
+
+    `gen` is a :class:`Generator` or a :class:`eagle_spark.twin.TwinGenerator` (anything with
+    ``rows(split, ids)``). A task holds one batch of `batch_rows` rows at a time and the
+    generator's tables (label and feature cumulative masses: 8 bytes per label and feature)."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        lcdf, fcdf = gen.label_cdf(), gen.feature_cdf()
         rows = nnz = positives = 0
         with PartWriters(out, {S.X: S.X_ARROW, S.Y: S.Y_ARROW}) as writers:
             for batch in batches:
@@ -396,8 +381,7 @@ def _generate_task(gen: Generator, split: int, out: str, batch_rows: int):
                 writers.name(f"part-{int(all_ids[0]):012d}.parquet")
                 for start in range(0, len(all_ids), batch_rows):
                     ids = all_ids[start : start + batch_rows]
-                    lab_off, labels = gen.labels(split, ids, lcdf)
-                    f_off, fids, vals = gen.features(split, ids, lab_off, labels, fcdf)
+                    lab_off, labels, f_off, fids, vals = gen.rows(split, ids)
                     sid = pa.array(ids)
                     writers.write(
                         S.X,
@@ -462,6 +446,60 @@ def _label_stats(spark: SparkSession, dataset: str, n_labels: int) -> dict[str, 
     }
 
 
+def _write_pair(
+    spark: SparkSession,
+    output_path: str,
+    gen: Any,
+    counts: tuple[int, int],
+    n_features: int,
+    n_labels: int,
+    rows_per_task: int,
+    overwrite: bool,
+    source: dict[str, Any],
+    parameters: dict[str, Any],
+    pair_extra: dict[str, Any],
+) -> dict[str, Any]:
+    """Generate ``train`` and ``test`` of `counts` rows with `gen` (one task per `rows_per_task`
+    ids) into `output_path` atomically; each split's manifest gets `source` (plus its split),
+    `parameters` and its statistics; returns the pair's manifest (with `pair_extra`)."""
+    batch_rows = int(spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch") or 10000)
+    splits: dict[str, Any] = {}
+    with atomic_output(spark, output_path, overwrite) as tmp:
+        for split, (name, n) in enumerate((("train", counts[0]), ("test", counts[1]))):
+            out = posixpath.join(tmp, name)
+            tasks = max(1, math.ceil(n / rows_per_task))
+            ids = spark.range(0, n, numPartitions=tasks).withColumnRenamed("id", S.SAMPLE_ID)
+            rows = ids.mapInArrow(
+                _generate_task(gen, split, out, batch_rows), from_arrow_schema(_SUMMARY)
+            ).collect()
+            n_rows = sum(r["rows"] for r in rows)
+            nnz = sum(r["nnz"] for r in rows)
+            pos = sum(r["positives"] for r in rows)
+            stats = {
+                "n_samples": n_rows,
+                "nnz_per_sample": nnz / max(n_rows, 1),
+                "labels_per_sample": pos / max(n_rows, 1),
+                "samples_per_label": pos / n_labels,
+                **_label_stats(spark, out, n_labels),
+            }
+            manifest = new_manifest(
+                "synth",
+                n_samples=n_rows,
+                n_features=n_features,
+                n_labels=n_labels,
+                source={**source, "split": name},
+                parameters=parameters,
+                tables=[S.X, S.Y],
+                stats=stats,
+            )
+            write_manifest(spark, out, manifest)
+            splits[name] = stats
+            log.info("synth %s: %d samples", name, n_rows)
+        pair = new_manifest("synth", source=source, splits=splits, **pair_extra)
+        write_manifest(spark, tmp, pair)
+    return pair
+
+
 def synth(
     spark: SparkSession,
     output_path: str,
@@ -499,62 +537,125 @@ def synth(
     if not 0 <= difficulty <= 1:
         raise BadInputError(f"difficulty must be in [0, 1], got {difficulty}")
     gen = Generator(shape=shape, seed=seed, difficulty=difficulty)
-    batch_rows = int(spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch") or 10000)
-    splits: dict[str, Any] = {}
-    with atomic_output(spark, output_path, overwrite) as tmp:
-        for split, (name, n) in enumerate((("train", shape.n_train), ("test", shape.n_test))):
-            out = posixpath.join(tmp, name)
-            tasks = max(1, math.ceil(n / rows_per_task))
-            ids = spark.range(0, n, numPartitions=tasks).withColumnRenamed("id", S.SAMPLE_ID)
-            rows = ids.mapInArrow(
-                _generate_task(gen, split, out, batch_rows), from_arrow_schema(_SUMMARY)
-            ).collect()
-            n_rows = sum(r["rows"] for r in rows)
-            nnz = sum(r["nnz"] for r in rows)
-            pos = sum(r["positives"] for r in rows)
-            stats = {
-                "n_samples": n_rows,
-                "nnz_per_sample": nnz / n_rows,
-                "labels_per_sample": pos / n_rows,
-                "samples_per_label": pos / shape.n_labels,
-                **_label_stats(spark, out, shape.n_labels),
-            }
-            manifest = new_manifest(
-                "synth",
-                n_samples=n_rows,
-                n_features=shape.n_features,
-                n_labels=shape.n_labels,
-                source={
-                    "generator": "eagle_spark.synth",
-                    "preset": preset,
-                    "scale": scale,
-                    "split": name,
-                },
-                parameters={
-                    "seed": seed,
-                    "rows_per_task": rows_per_task,
-                    "alpha": gen.alpha,
-                    "k0": gen.k0,
-                    "feature_alpha": gen.feature_alpha,
-                    "prototype_size": gen.prototype_size,
-                    "prototype_keep": gen.prototype_keep,
-                    "difficulty": difficulty,
-                    "topic_size": gen.topic_size,
-                    "distractors": gen.distractors,
-                    "noise_weight": gen.noise_weight,
-                },
-                tables=[S.X, S.Y],
-                stats=stats,
-            )
-            write_manifest(spark, out, manifest)
-            splits[name] = stats
-            log.info("synth %s %s: %d samples", preset, name, n_rows)
-        pair = new_manifest(
-            "synth",
-            source={"preset": preset, "scale": scale},
-            parameters={"seed": seed, "difficulty": difficulty},
-            shape=shape.__dict__,
-            splits=splits,
+    return _write_pair(
+        spark,
+        output_path,
+        gen,
+        (shape.n_train, shape.n_test),
+        shape.n_features,
+        shape.n_labels,
+        rows_per_task,
+        overwrite,
+        source={"generator": "eagle_spark.synth", "preset": preset, "scale": scale},
+        parameters={
+            "seed": seed,
+            "rows_per_task": rows_per_task,
+            "alpha": gen.alpha,
+            "k0": gen.k0,
+            "feature_alpha": gen.feature_alpha,
+            "prototype_size": gen.prototype_size,
+            "prototype_keep": gen.prototype_keep,
+            "difficulty": difficulty,
+            "topic_size": gen.topic_size,
+            "distractors": gen.distractors,
+            "noise_weight": gen.noise_weight,
+        },
+        pair_extra={
+            "parameters": {"seed": seed, "difficulty": difficulty},
+            "shape": shape.__dict__,
+        },
+    )
+
+
+def _read_labelled(spark: SparkSession, dataset: str) -> tuple[sp.csr_matrix, sp.csr_matrix, dict]:
+    """(X CSR float32, Y CSR bool, manifest) of a dataset folder with true labels, in the driver
+    (about 12 bytes per nonzero of X and 8 per positive).
+
+    Raises:
+        BadInputError: not a dataset, or a dataset without a Y table (no true labels), naming it.
+    """
+    from eagle_spark.classifiers.base import y_matrix
+    from eagle_spark.io.fs import filesystem_for
+    from eagle_spark.io.parts import read_x
+
+    manifest = read_manifest(spark, dataset)
+    if S.Y not in manifest.get("tables", []):
+        raise BadInputError(
+            f"synth --like: dataset {dataset} has no Y table (true labels); a twin is fitted to "
+            "fully labelled data"
         )
-        write_manifest(spark, tmp, pair)
-    return pair
+    n_features, n_labels = int(manifest["n_features"]), int(manifest["n_labels"])
+    ids, X = read_x(dataset, n_features)
+    fs, root = filesystem_for(dataset)
+    yt = pq.read_table(f"{root}/{S.Y}", filesystem=fs).sort_by(S.SAMPLE_ID)
+    y_ids = np.asarray(yt.column(S.SAMPLE_ID), dtype=np.int64)
+    if not np.array_equal(ids, y_ids):
+        raise BadInputError(f"{dataset}: X and Y do not hold the same sample_ids")
+    Y = y_matrix(yt, n_labels, what=f"{dataset}/Y").tocsr()
+    return X, Y, manifest
+
+
+def synth_like(
+    spark: SparkSession,
+    output_path: str,
+    like: str,
+    scale: float = 1.0,
+    seed: int = 0,
+    rows_per_task: int = 250_000,
+    overwrite: bool = False,
+) -> dict[str, Any]:
+    """Generate a twin of a labelled dataset: ``<output>/train`` and ``<output>/test`` drawn from
+    the realistic model (:mod:`eagle_spark.twin`) fitted to `like`'s statistics.
+
+    `like` is a dataset folder with Y, or a pair folder as ``synth`` writes (``train/`` and
+    ``test/``; the test split's size is then kept). The source's rows are read into the driver
+    (about 12 bytes per nonzero); the fit (:func:`eagle_spark.twin.fit_like`) uses at most
+    :data:`eagle_spark.twin.FIT_ROWS` of them and never a test set.
+
+    Args:
+        like: the source; scale: > 0, multiplies sample, label and feature counts (1 keeps the
+            source's; above 1 sizes data that does not exist yet); the rest as :func:`synth`.
+    Returns:
+        The pair's manifest: ``model`` (every fitted parameter, what :meth:`TwinModel.from_json`
+        reads back), ``fit`` (the fit's targets and steps), the splits' statistics.
+    Raises:
+        BadInputError: `like` is not a dataset or has no Y (naming it), scale not > 0,
+            rows_per_task < 1, fewer than 10 rows.
+        OutputExistsError: the output exists and `overwrite` is false.
+    """
+    from eagle_spark import twin
+
+    if not (math.isfinite(scale) and scale > 0):
+        raise BadInputError(f"synth.scale must be > 0, got {scale}")
+    if rows_per_task < 1:
+        raise BadInputError(f"rows_per_task must be >= 1, got {rows_per_task}")
+    fs = FileSystem(spark)
+    train_path, n_test = like, None
+    if not fs.exists(posixpath.join(like, S.MANIFEST)) and fs.exists(
+        posixpath.join(like, "train", S.MANIFEST)
+    ):
+        train_path = posixpath.join(like, "train")
+        test_path = posixpath.join(like, "test")
+        if fs.exists(posixpath.join(test_path, S.MANIFEST)):
+            n_test = int(read_manifest(spark, test_path)["n_samples"])
+    X, Y, _ = _read_labelled(spark, train_path)
+    if n_test is None:
+        n_test = max(1, -(-X.shape[0] // 4))
+    model, record = twin.fit_like(X, Y, n_test, source=like, seed=seed)
+    if scale != 1:  # a larger vocabulary repeats fewer word draws: fit the draws again
+        model = twin.calibrate_draws(model.scaled(scale), seed=seed)
+    gen = twin.TwinGenerator(model, seed)
+    params = {"seed": seed, "rows_per_task": rows_per_task, "model": model.to_json()}
+    return _write_pair(
+        spark,
+        output_path,
+        gen,
+        (model.n_train, model.n_test),
+        model.n_features,
+        model.n_labels,
+        rows_per_task,
+        overwrite,
+        source={"generator": "eagle_spark.twin", "like": like, "scale": scale},
+        parameters=params,
+        pair_extra={"parameters": params, "fit": record},
+    )

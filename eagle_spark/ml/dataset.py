@@ -266,7 +266,8 @@ class Dataset:
         cls, spark: SparkSession, path: str, overwrite: bool = False, **params: Any
     ) -> tuple["Dataset", "Dataset"]:
         """Generate a synthetic train / test pair of a benchmark's shape
-        (:func:`eagle_spark.synth.synth`) under `path` (``train/``, ``test/``).
+        (:func:`eagle_spark.synth.synth`), or with ``like`` a twin of a labelled dataset
+        (:func:`eagle_spark.synth.synth_like`), under `path` (``train/``, ``test/``).
 
         Args:
             path: the folder to write (atomic).
@@ -277,8 +278,8 @@ class Dataset:
             (train, test) datasets.
         Raises:
             TypeError: an unknown keyword argument.
-            BadInputError (a ValueError): unknown preset, scale out of (0, 1], difficulty out of
-                [0, 1].
+            BadInputError (a ValueError): unknown preset, scale out of (0, 1] for a preset or
+                not > 0, difficulty out of [0, 1], ``like`` not a dataset with true labels.
         """
         s = from_params(SynthSettings, params, "Dataset.synth")
         path = absolute(path)
@@ -286,16 +287,21 @@ class Dataset:
 
         from eagle_spark.synth import synth
 
-        synth(
-            spark,
-            path,
-            s.preset,
-            s.scale,
-            s.seed,
-            s.rows_per_task,
-            overwrite=overwrite,
-            difficulty=s.difficulty,
-        )
+        if s.like is not None:
+            from eagle_spark.synth import synth_like
+
+            synth_like(spark, path, absolute(s.like), s.scale, s.seed, s.rows_per_task, overwrite)
+        else:
+            synth(
+                spark,
+                path,
+                s.preset,
+                s.scale,
+                s.seed,
+                s.rows_per_task,
+                overwrite=overwrite,
+                difficulty=s.difficulty,
+            )
         return cls.load(spark, posixpath.join(path, "train")), cls.load(
             spark, posixpath.join(path, "test")
         )

@@ -110,7 +110,7 @@ def test_bad_arguments(spark, tmp_path, capsys):
     with pytest.raises(BadInputError, match=r"scale must be in \(0, 1\]"):
         scaled_shape("wiki325k", 1.5)
     assert main(["synth", "--output", str(tmp_path / "s"), "--scale", "0"]) == 2
-    assert "synth.scale must be in (0, 1]" in capsys.readouterr().err
+    assert "synth.scale must be a finite number > 0, got 0.0" in capsys.readouterr().err
 
 
 def test_cli_summary(spark, tmp_path, capsys):
