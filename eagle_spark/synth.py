@@ -52,7 +52,6 @@ from typing import Any, Iterator, Optional
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 import scipy.sparse as sp
 import scipy.stats
 from pyspark.sql import SparkSession
@@ -567,16 +566,15 @@ def synth(
     )
 
 
-def _read_labelled(spark: SparkSession, dataset: str) -> tuple[sp.csr_matrix, sp.csr_matrix, dict]:
-    """(X CSR float32, Y CSR bool, manifest) of a dataset folder with true labels, in the driver
-    (about 12 bytes per nonzero of X and 8 per positive).
+def _read_labelled(spark: SparkSession, dataset: str) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+    """(X CSR float32, Y CSR bool) of a dataset folder with true labels, in the driver, read by
+    the classifiers' loader (:func:`eagle_spark.classifiers.base.load_xy`: about 12 bytes per
+    nonzero of X and 8 per positive).
 
     Raises:
         BadInputError: not a dataset, or a dataset without a Y table (no true labels), naming it.
     """
-    from eagle_spark.classifiers.base import y_matrix
-    from eagle_spark.io.fs import filesystem_for
-    from eagle_spark.io.parts import read_x
+    from eagle_spark.classifiers.base import load_xy
 
     manifest = read_manifest(spark, dataset)
     if S.Y not in manifest.get("tables", []):
@@ -584,15 +582,11 @@ def _read_labelled(spark: SparkSession, dataset: str) -> tuple[sp.csr_matrix, sp
             f"synth --like: dataset {dataset} has no Y table (true labels); a twin is fitted to "
             "fully labelled data"
         )
-    n_features, n_labels = int(manifest["n_features"]), int(manifest["n_labels"])
-    ids, X = read_x(dataset, n_features)
-    fs, root = filesystem_for(dataset)
-    yt = pq.read_table(f"{root}/{S.Y}", filesystem=fs).sort_by(S.SAMPLE_ID)
-    y_ids = np.asarray(yt.column(S.SAMPLE_ID), dtype=np.int64)
-    if not np.array_equal(ids, y_ids):
-        raise BadInputError(f"{dataset}: X and Y do not hold the same sample_ids")
-    Y = y_matrix(yt, n_labels, what=f"{dataset}/Y").tocsr()
-    return X, Y, manifest
+    try:
+        _, X, Y = load_xy(dataset, int(manifest["n_features"]), int(manifest["n_labels"]), False)
+    except ValueError as err:  # ids of X and Y differ, a label id out of range
+        raise BadInputError(str(err)) from err
+    return X, Y.tocsr()
 
 
 def synth_like(
@@ -638,7 +632,7 @@ def synth_like(
         test_path = posixpath.join(like, "test")
         if fs.exists(posixpath.join(test_path, S.MANIFEST)):
             n_test = int(read_manifest(spark, test_path)["n_samples"])
-    X, Y, _ = _read_labelled(spark, train_path)
+    X, Y = _read_labelled(spark, train_path)
     if n_test is None:
         n_test = max(1, -(-X.shape[0] // 4))
     model, record = twin.fit_like(X, Y, n_test, source=like, seed=seed)
