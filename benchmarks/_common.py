@@ -340,7 +340,7 @@ def data_settings(spark: Any, base: Any, name: str, work: str, test: bool = Fals
         )
     if name.startswith("synth:"):
         _, preset, scale = name.split(":")
-        pair = f"{work}/{preset}_{scale}_data"
+        pair = f"{work}/{preset}_{scale}_realistic_data"  # not a planted pair of earlier runs
         if not pathlib.Path(pair).exists():
             synth(spark, pair, preset, float(scale), seed=0)
         return base.replace(

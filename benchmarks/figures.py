@@ -89,7 +89,7 @@ def readme() -> list[str]:
         f"- Ingest: {plain['lines']:,} lines ({plain['input_MB']:.0f} MB) in {plain['seconds']} s = "
         f"{plain['lines_per_s']:,} lines/s, peak RSS {plain['peak_rss_GB']} GB (all processes); gzip "
         f"(one task: gzip does not split) {gz['lines_per_s']:,} lines/s (`ingest.json`).",
-        f"- Synthetic Wiki-325K at scale 1.0, the easy data of `--difficulty 0` ({gen['samples']:,} "
+        f"- Planted synthetic Wiki-325K at scale 1.0, its easy data (`--difficulty 0`) ({gen['samples']:,} "
         f"samples): generated in {gen['seconds']} s, aggregated into random groups of 10 in "
         f"{agg['seconds']} s, peak RSS {agg['peak_rss_GB']} GB (`synth_aggregate.json`); GRLR (T=20) + "
         f"EAGLE assignment {both['seconds']:.0f} s (embed {embed['seconds']:.0f} s, assign "
@@ -103,7 +103,7 @@ def readme() -> list[str]:
         f"napkinXC {p1('bibtex', 'napkinXC PLT')} / {p1('delicious', 'napkinXC PLT')}; the tree over "
         f"5 seeds {seed_mean('bibtex'):.2f} / {seed_mean('delicious'):.2f} "
         "(`peers_bibtex_delicious_seeds.json`).",
-        "- The label tree against omikuji (Parabel mode, 3 trees, 2 threads) on calibrated synthetic "
+        "- The label tree against omikuji (Parabel mode, 3 trees, 2 threads) on planted synthetic "
         "Wiki-325K, training as a whole call (at scale 1.0 omikuji trains its trees one by one and "
         "needs swap space on this machine):",
         "",
@@ -126,7 +126,7 @@ def readme() -> list[str]:
     lines += [
         "",
         f"- Learning from group labels, the default (`assign.weighting=auto`) on the test sets of "
-        f"bibtex, delicious and synthetic eurlex4k and wiki10-31k under R-4, R-10 and C-8 "
+        f"bibtex, delicious and planted synthetic eurlex4k and wiki10-31k under R-4, R-10 and C-8 "
         f"({t2['cells']} cells, `table2_targets.json`): EAGLE minus the Baseline "
         f"{_signed(t2['mean EAGLE - Baseline'])} at P@1/3/5, minus EAGLE (paper) "
         f"{_signed(t2['mean EAGLE - EAGLE (paper)'])}; the group-level choice is within 0.5 P@5 of the "
@@ -219,7 +219,7 @@ def design() -> list[str]:
     assigns = [r for r in synth["rows"] if r["stage"].startswith("assign_")]
     rows.append(
         (
-            "main job on synthetic Wiki-325K 0.1 (whole test set), one run",
+            "main job on planted synthetic Wiki-325K 0.1 (whole test set), one run",
             f"{synth['median_wall_s']:.0f} s, peak PSS {synth['peak_pss_GB']:.1f} GB (RSS "
             f"{synth['peak_rss_GB']:.1f}); P@1/3/5 "
             + ", ".join(f"{m} {_pk(v)}" for m, v in synth["comparison"].items())
@@ -260,7 +260,7 @@ def design() -> list[str]:
         )
     rows.append(
         (
-            "main job on synthetic Wiki-325K 1.0 (whole test set), one run",
+            "main job on planted synthetic Wiki-325K 1.0 (whole test set), one run",
             value,
             "main_job_synth_wiki325k_1.0",
         )
@@ -280,7 +280,7 @@ def design() -> list[str]:
     both = _row(grlr, step="embed + assign (EAGLE)")
     rows.append(
         (
-            "GRLR + assignment, synthetic Wiki-325K 1.0 (easy data), cached rows",
+            "GRLR + assignment, planted synthetic Wiki-325K 1.0 (easy data), cached rows",
             f"{both['seconds']:.0f} s, {both['ratio_to_floor']}x the floor",
             "grlr_scale_1.0",
         )
@@ -289,15 +289,15 @@ def design() -> list[str]:
     emb_j = _row(report("grlr_scale_1.0_joined")["rows"], step="embed T=20")
     rows.append(
         (
-            "GRLR + assignment, synthetic Wiki-325K 1.0 (easy data), joined rows",
+            "GRLR + assignment, planted synthetic Wiki-325K 1.0 (easy data), joined rows",
             f"{joined['seconds']:.0f} s, peak PSS {emb_j['peak_pss_GB']} GB, "
             f"{emb_j['shuffle_MB']:,.0f} MB shuffled",
             "grlr_scale_1.0_joined",
         )
     )
     for name, label in (
-        ("grlr_scale_0.1", "GRLR, synthetic Wiki-325K 0.1, cached rows"),
-        ("grlr_scale_0.1_joined", "GRLR, synthetic Wiki-325K 0.1, joined rows"),
+        ("grlr_scale_0.1", "GRLR, planted synthetic Wiki-325K 0.1, cached rows"),
+        ("grlr_scale_0.1_joined", "GRLR, planted synthetic Wiki-325K 0.1, joined rows"),
     ):
         r = _row(report(name)["rows"], step="embed T=20")
         rows.append(
@@ -308,8 +308,8 @@ def design() -> list[str]:
             )
         )
     for name, label in (
-        ("peers_synth_wiki325k_0.1", "tree / omikuji training, synthetic Wiki-325K 0.1"),
-        ("peers_synth_wiki325k_1.0", "tree / omikuji training, synthetic Wiki-325K 1.0"),
+        ("peers_synth_wiki325k_0.1", "tree / omikuji training, planted synthetic Wiki-325K 0.1"),
+        ("peers_synth_wiki325k_1.0", "tree / omikuji training, planted synthetic Wiki-325K 1.0"),
     ):
         r = report(name)["rows"]
         tree, omi = _row(r, model="eagle_spark tree"), _row(r, model="omikuji (Parabel, 3 trees)")
@@ -326,7 +326,7 @@ def design() -> list[str]:
     tree, omi = _row(r, model="eagle_spark tree"), _row(r, model="omikuji (Parabel, 3 trees)")
     rows.append(
         (
-            "tree / omikuji on the Baseline's labels (every member its R-4 group's labels), synthetic "
+            "tree / omikuji on the Baseline's labels (every member its R-4 group's labels), planted synthetic "
             "Wiki-325K 0.1, first 20,000 test rows: training, the tree's whole command, prediction",
             f"{tree['train_s']:,.1f} / {omi['train_s']:,.1f} s ({tree['train_s'] / omi['train_s']:.2f}x), "
             f"command {tree['train_command_s']:,.1f} s "
@@ -380,7 +380,7 @@ def design() -> list[str]:
     )
     for name, data in (
         ("tree_time_delicious", "delicious R-4, Baseline (main job)"),
-        ("tree_time_wiki325k_0.05", "synthetic Wiki-325K 0.05"),
+        ("tree_time_wiki325k_0.05", "planted synthetic Wiki-325K 0.05"),
     ):
         r = report(name)
         rows.append(
@@ -411,7 +411,7 @@ def design() -> list[str]:
         rows.append(
             (
                 "`eagle-spark train --model tree` as a whole command (in-process training) / "
-                f"omikuji training, synthetic Wiki-325K {scale}",
+                f"omikuji training, planted synthetic Wiki-325K {scale}",
                 f"{tree['train_command_s']:,.1f} ({tree['train_s']:,.1f}) / {omi['train_s']:,.1f} s "
                 f"({tree['train_command_s'] / omi['train_s']:.2f}x), P@1/3/5 "
                 + " / ".join(f"{tree[f'P@{k}'] - omi[f'P@{k}']:+.2f}" for k in (1, 3, 5))
@@ -423,7 +423,7 @@ def design() -> list[str]:
     tree, omi = _row(r, model="eagle_spark tree"), _row(r, model="omikuji (Parabel, 3 trees)")
     rows.append(
         (
-            "tree / omikuji prediction, synthetic Wiki-325K 0.1",
+            "tree / omikuji prediction, planted synthetic Wiki-325K 0.1",
             f"{tree['predict_ms_row_core']} / {omi['predict_ms_row_core']} ms per row per core",
             "peers_synth_wiki325k_0.1",
         )
@@ -431,7 +431,7 @@ def design() -> list[str]:
     eur = report("peers_synth_eurlex4k_1.0")["rows"]
     rows.append(
         (
-            "P@1 on synthetic eurlex4k 1.0: tree / one-vs-all / omikuji / napkinXC",
+            "P@1 on planted synthetic eurlex4k 1.0: tree / one-vs-all / omikuji / napkinXC",
             " / ".join(
                 f"{_row(eur, model=m)['P@1']:.2f}"
                 for m in (
@@ -448,7 +448,7 @@ def design() -> list[str]:
     pred, ev = _row(full, step="predict"), _row(full, step="evaluate")
     rows.append(
         (
-            "prediction of the whole synthetic Wiki-325K 1.0 test set",
+            "prediction of the whole planted synthetic Wiki-325K 1.0 test set",
             f"{pred['test_rows']:,} rows in "
             f"{pred['seconds']:,.0f} s, peak PSS {pred['peak_pss_mb'] / 1024:.1f} GB, P@1 {ev['P@1']}",
             "predict_full_1.0",
@@ -475,7 +475,7 @@ def design() -> list[str]:
         c, j = _row(r, x_access="cached"), _row(r, x_access="joined")
         rows.append(
             (
-                f"tree training, cached / joined rows, synthetic Wiki-325K {scale}",
+                f"tree training, cached / joined rows, planted synthetic Wiki-325K {scale}",
                 f"{c['train_s']} / {j['train_s']} s, same model: {j['same_as_first']}",
                 f"joined_training_wiki325k_{scale}",
             )
@@ -520,7 +520,7 @@ def design() -> list[str]:
     )
     for name, label in (
         ("selection_proxy_size_delicious", "delicious R-4"),
-        ("selection_proxy_size_wiki325k_0.1", "synthetic Wiki-325K 0.1 R-4"),
+        ("selection_proxy_size_wiki325k_0.1", "planted synthetic Wiki-325K 0.1 R-4"),
     ):
         found = report(name)["rows"]
         full = _row(found, cap="none")
@@ -543,7 +543,10 @@ def design() -> list[str]:
         )
     for name, label in (
         ("assignment_cost_delicious", "EAGLE's fit, auto / hard, delicious R-4"),
-        ("assignment_cost_wiki325k_0.1", "EAGLE's fit, auto / hard, synthetic Wiki-325K 0.1 R-10"),
+        (
+            "assignment_cost_wiki325k_0.1",
+            "EAGLE's fit, auto / hard, planted synthetic Wiki-325K 0.1 R-10",
+        ),
     ):
         found = report(name)["rows"]
         auto = _row(found, setting="auto")
@@ -568,7 +571,7 @@ def cost() -> list[str]:
     ]
     for name, data in (
         ("assignment_cost_delicious", "delicious R-4"),
-        ("assignment_cost_wiki325k_0.1", "synthetic wiki325k 0.1, R-10"),
+        ("assignment_cost_wiki325k_0.1", "planted synthetic wiki325k 0.1, R-10"),
     ):
         for r in report(name)["rows"]:
             cells = [

@@ -173,7 +173,7 @@ def main() -> None:
         "--difficulty",
         type=float,
         default=None,
-        help="synth difficulty in [0, 1] (default: the preset's calibrated value; 0: the easy data of the reports before 2026-11-23)",
+        help="the planted generator at this difficulty in [0, 1] (default: the realistic preset)",
     )
     ap.add_argument("--tasks", type=int, default=16, help="embed.tasks (label bins)")
     args = ap.parse_args()

@@ -12,6 +12,7 @@ each stage's wall time from the run's own report, several runs, medians.
     python benchmarks/main_job.py --data synth:wiki325k:0.1 --runs 1 --set spark.driver_memory=8g
     python benchmarks/main_job.py --data synth:wiki325k:1.0 --runs 1 --set spark.driver_memory=12g
     python benchmarks/main_job.py --data synth:wiki325k:1.0 --runs 1 --set spark.driver_memory=12g --stop-after 7200
+    python benchmarks/main_job.py --data synth:wiki325k:0.1 --runs 1 --oracle --set spark.driver_memory=8g
 
 ``--data synth:PRESET:SCALE[:DIFFICULTY]`` runs the same command on a synthetic pair instead of the
 embedded Delicious (``pipeline.dataset`` / ``pipeline.test_dataset``: the whole test set is
@@ -36,6 +37,13 @@ per method) of the last run, which every run reproduces (the runs are seeded); e
 the last run (``ran``, or ``copied from`` the stage whose output it copied: see
 :mod:`eagle_spark.pipeline`). Compare timings only within one report: this
 machine's speed varies between days.
+
+With ``--oracle`` (synthetic data) the Oracle, the same classifier trained on the true Y, is
+trained, predicts and is evaluated after the runs by the ``train``, ``predict`` and ``evaluate``
+commands (each timed, with its peak RSS), and the report has each method's P@1 and P@5 over the
+Oracle's (``to_oracle``). Every report of a complete run has, per method ``auto`` chose for, the
+candidate it chose and its selection's seconds against the winner's own training
+(``selection``).
 
 With ``--stop-after SECONDS`` (one run) a command still running then is stopped (its whole process
 group) and the report says ``complete: false``: the stages it finished, from the run's stage
@@ -153,7 +161,7 @@ def synth_pair(spec: str, folder: pathlib.Path) -> tuple[list[str], str]:
     parts = spec.split(":")
     if len(parts) not in (3, 4) or parts[0] != "synth":
         sys.exit(f"--data {spec!r}: expected delicious or synth:PRESET:SCALE[:DIFFICULTY]")
-    pair = folder / "_".join(parts[1:])
+    pair = folder / ("_".join(parts[1:]) + ("" if len(parts) == 4 else "_realistic"))
     if not all((pair / split / "_manifest.json").exists() for split in ("train", "test")):
         command = [
             sys.executable,
@@ -181,21 +189,115 @@ def synth_pair(spec: str, folder: pathlib.Path) -> tuple[list[str], str]:
             sys.exit(f"eagle-spark synth failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
     manifest = json.loads((pair / "train" / "_manifest.json").read_text())
     shape = f"{manifest['n_samples']} train samples, {manifest['n_labels']} labels"
+    generator = (
+        f"planted generator, difficulty {parts[3]}" if len(parts) == 4 else "realistic preset"
+    )
     return (
         [f"pipeline.dataset={pair / 'train'}", f"pipeline.test_dataset={pair / 'test'}"],
-        f"{spec} (seed 0, {shape}), R-4",
+        f"{spec} ({generator}, seed 0, {shape}), R-4",
     )
 
 
+def oracle_run(settings: list[str], work: pathlib.Path) -> dict:
+    """The Oracle beside the compared methods: ``eagle-spark train`` on the training set's true Y
+    (the pipeline's dataset, not aggregated), ``predict`` and ``evaluate`` on its test set, each a
+    whole command (``conf/local.yaml`` and the pipeline's `settings` but the dataset's), timed;
+    P@1/3/5 in percent and the peak RSS of all processes of each command."""
+    given = dict(o.split("=", 1) for o in settings)
+    train, test = given.get("pipeline.dataset"), given.get("pipeline.test_dataset")
+    if not train or not test:
+        sys.exit("--oracle needs a pair with true labels (--data synth:...)")
+    rest = [a for o in settings if not o.startswith("pipeline.") for a in ("--set", o)]
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    base = [sys.executable, "-m", "eagle_spark.cli", "--conf", "conf/local.yaml", *rest]
+    steps = {
+        "train": ["train", "--input", train, "--output", str(work / "model")],
+        "predict": [
+            "predict",
+            "--model",
+            str(work / "model"),
+            "--input",
+            test,
+            "--output",
+            str(work / "predictions"),
+        ],
+        "evaluate": [
+            "evaluate",
+            "--predictions",
+            str(work / "predictions"),
+            "--input",
+            test,
+            "--output",
+            str(work / "metrics"),
+        ],
+    }
+    out: dict = {"seconds": {}, "peak_rss_GB": {}}
+    for name, args in steps.items():
+        memory = PeakRSS(interval=1.0)
+        t0 = time.perf_counter()
+        with memory:
+            done = subprocess.run(
+                [*base, "--log-level", "WARNING", *args], cwd=ROOT, capture_output=True, text=True
+            )
+        if done.returncode != 0:
+            sys.exit(f"oracle {name} failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
+        out["seconds"][name] = round(time.perf_counter() - t0, 1)
+        out["peak_rss_GB"][name] = round(memory.peak_bytes / 2**30, 2)
+    metrics = json.loads((work / "metrics" / "metrics.json").read_text())
+    out.update({f"P@{k}": round(100 * metrics["P"][k - 1], 2) for k in (1, 3, 5)})
+    return out
+
+
+def selection_costs(run_folder: pathlib.Path, steps: list[dict], stages: list[dict]) -> dict:
+    """Per method that ``assign.weighting=auto`` chose for: the candidate chosen (its assignment's
+    manifest), the seconds its selection's Spark jobs took (the ``select ...`` steps of its assign
+    stage, inner steps not counted twice) and the seconds of the winner's own training (its
+    train stage, or the stage that one was copied from), and their ratio."""
+    out = {}
+    by_stage = {s["stage"]: s for s in stages}
+    for stage in by_stage:
+        if not stage.startswith("assign_"):
+            continue
+        method = stage.removeprefix("assign_")
+        manifest = run_folder / "assigned" / method / "_manifest.json"
+        record = json.loads(manifest.read_text()).get("selection") if manifest.exists() else None
+        if not record:
+            continue
+        select_s = sum(
+            s["job s"]
+            for s in steps
+            if s["stage"] == stage and s["step"].startswith("select ") and " / " not in s["step"]
+        )
+        train = by_stage.get("train_" + method, {})
+        source = train.get("status", "").removeprefix("copied from ").strip()
+        if source and source in by_stage:
+            train = by_stage[source]
+        train_s = train.get("median s")
+        out[method] = {
+            "chose": record.get("chosen"),
+            "selection job s": round(select_s, 1),
+            "winner's training s": train_s,
+            "selection / training": round(select_s / train_s, 3) if train_s else None,
+        }
+    return out
+
+
 def summarise(
-    name: str, runs: list[dict], command: str, data: str, extra: dict | None = None
+    name: str,
+    runs: list[dict],
+    command: str,
+    data: str,
+    extra: dict | None = None,
+    run_folder: pathlib.Path | None = None,
 ) -> None:
     """Write report `name` from `runs` (:func:`run_once`'s, one or more of the same `command` on
     `data`) and print its tables: per stage the medians over the runs, the steps inside the
     stages, CPU by process kind, the last run's comparison. A stopped run (one alone) gives the
     stages it finished and ``complete`` false; a stage it stopped in has no seconds. A run's
     ``cpu_s`` or ``peak_pss_GB`` None (not sampled) makes the report's None. `extra` is added to
-    the report as it is."""
+    the report as it is; with `run_folder` (the last run's) the report has ``selection``
+    (:func:`selection_costs`)."""
     stopped = any(r["stopped"] for r in runs)
     if stopped and len(runs) > 1:
         raise ValueError("a stopped run is reported alone (--stop-after takes --runs 1)")
@@ -296,6 +398,11 @@ def summarise(
                 for m, v in methods.items()
             },
             **(extra or {}),
+            **(
+                {"selection": selection_costs(run_folder, steps, stages)}
+                if run_folder is not None and not stopped
+                else {}
+            ),
         },
     )
     if cpu_s is not None:
@@ -335,6 +442,12 @@ def main() -> None:
         help="stop a command still running after this many seconds and report what it finished "
         "(with --runs 1)",
     )
+    parser.add_argument(
+        "--oracle",
+        action="store_true",
+        help="also train, predict and evaluate the Oracle (the classifier on the true Y) and "
+        "report each method's P@k / the Oracle's (synthetic data only)",
+    )
     args = parser.parse_args()
     if args.runs < 1:
         parser.error("--runs must be at least 1")
@@ -362,7 +475,21 @@ def main() -> None:
         ["eagle-spark pipeline --conf conf/local.yaml --compare"]
         + [f"--set {o}" for o in [*data_settings, *args.set]]
     )
-    summarise(report, runs, command, data)
+    extra = {}
+    if args.oracle:
+        oracle = oracle_run([*data_settings, *args.set], work / "oracle")
+        print(f"oracle: {oracle}", flush=True)
+        methods = runs[-1]["comparison"]["methods"]
+        extra["oracle"] = oracle
+        extra["to_oracle"] = {
+            m: {
+                f"P@{k}": round(v["P_percent"][k - 1] / oracle[f"P@{k}"], 3)
+                for k in (1, 5)
+                if len(v["P_percent"]) >= k
+            }
+            for m, v in methods.items()
+        }
+    summarise(report, runs, command, data, extra, work / "run")
 
 
 if __name__ == "__main__":

@@ -235,7 +235,8 @@ def run_synth(spark: SparkSession, args: argparse.Namespace, settings: Settings)
         "output": args.output,
         "preset": p.preset,
         "scale": p.scale,
-        "difficulty": pair["parameters"]["difficulty"],
+        "generator": "planted" if "difficulty" in pair["parameters"] else "realistic",
+        "difficulty": pair["parameters"].get("difficulty"),
         **{
             f"{split}_{k}": v
             for split, stats in pair["splits"].items()

@@ -1,8 +1,19 @@
-"""Synthetic clean XMC train/test pairs with planted structure, at the shapes of real benchmarks.
+"""Synthetic clean XMC train/test pairs at the shapes of real benchmarks.
 
-Model (all randomness is a counter-based hash of (seed, split, sample_id, draw), so any sample can
-be generated alone: output does not depend on partitioning, and reruns and task retries give
-byte-identical files):
+A preset (:data:`PRESETS`: the paper's four data sets by their Table 1 statistics) is drawn by
+one of two generators:
+
+* **realistic** (the default, :func:`synth` without a difficulty): the preset's
+  :class:`eagle_spark.twin.TwinModel` (:func:`preset_model`), built from the published
+  statistics (:func:`eagle_spark.twin.published_model`: labels in co-occurring topics with shared
+  evidence, a power-law label tail, log-normal document lengths) and fitted to Table 1's Oracle
+  P@1 and P@5 (``benchmarks/fit_presets.py``); its behaviour under aggregation is measured
+  against the paper's Table 2 by ``benchmarks/synth_realism.py``.
+* **planted** (``difficulty`` given), the generator of the earlier reports, described below.
+
+The planted model (all randomness is a counter-based hash of (seed, split, sample_id, draw), so
+any sample can be generated alone: output does not depend on partitioning, and reruns and task
+retries give byte-identical files):
 
 * **label frequencies** follow a power law, p_k proportional to (k + 1 + k0)^(-alpha) (label 0 is
   the most frequent);
@@ -77,6 +88,8 @@ class Shape:
         n_features, n_labels: vocabulary and label-set sizes.
         labels_per_sample: mean labels per sample (train).
         nnz_per_sample: mean nonzero features per sample.
+        oracle_precision: P@1 / P@3 / P@5 (points) of a classifier trained on the clean set
+            (the paper's Table 1, "std. precision"): what the realistic preset is fitted to.
     """
 
     n_train: int
@@ -85,14 +98,15 @@ class Shape:
     n_labels: int
     labels_per_sample: float
     nnz_per_sample: float
+    oracle_precision: tuple[float, float, float] = (0.0, 0.0, 0.0)
 
 
 PRESETS: dict[str, Shape] = {
     # Table 1 of the paper and the Extreme Classification Repository's statistics.
-    "wiki325k": Shape(1_778_351, 587_084, 1_617_899, 325_056, 3.19, 42.0),
-    "eurlex4k": Shape(15_539, 3_809, 5_000, 3_993, 5.31, 236.0),
-    "wiki10-31k": Shape(14_146, 6_616, 101_938, 30_938, 18.64, 673.0),
-    "amazoncat13k": Shape(1_186_239, 306_782, 203_882, 13_330, 5.04, 71.0),
+    "wiki325k": Shape(1_778_351, 587_084, 1_617_899, 325_056, 3.19, 42.0, (66.04, 43.63, 33.05)),
+    "eurlex4k": Shape(15_539, 3_809, 5_000, 3_993, 5.31, 236.0, (82.71, 69.42, 58.14)),
+    "wiki10-31k": Shape(14_146, 6_616, 101_938, 30_938, 18.64, 673.0, (84.31, 72.57, 63.39)),
+    "amazoncat13k": Shape(1_186_239, 306_782, 203_882, 13_330, 5.04, 71.0, (93.03, 79.16, 64.52)),
 }
 
 
@@ -499,6 +513,54 @@ def _write_pair(
     return pair
 
 
+PRESET_MODELS = "presets.json"
+"""The presets' fitted realistic models, package data of :mod:`eagle_spark.data` written by
+``benchmarks/fit_presets.py`` (:func:`eagle_spark.twin.published_model` +
+:func:`eagle_spark.twin.fit_published` on each preset's :data:`PRESETS` statistics)."""
+
+
+def preset_model(preset: str, path: Optional[str] = None) -> Any:
+    """The realistic model (:class:`eagle_spark.twin.TwinModel`, scale 1) of a preset, read from
+    :data:`PRESET_MODELS` (or the JSON file `path`) and checked: its counts must be the preset's
+    :data:`PRESETS` counts.
+
+    Raises:
+        BadInputError: unknown preset; the file missing, not JSON, without the preset, or with a
+            model that fails its checks or does not match the preset's counts (naming the file).
+    """
+    import importlib.resources
+    import json
+
+    from eagle_spark.twin import TwinModel
+
+    if preset not in PRESETS:
+        raise BadInputError(f"unknown preset {preset!r}; presets: {', '.join(sorted(PRESETS))}")
+    if path is None:
+        res: Any = importlib.resources.files("eagle_spark.data").joinpath(PRESET_MODELS)
+        what = f"eagle_spark/data/{PRESET_MODELS}"
+    else:
+        import pathlib
+
+        res, what = pathlib.Path(path), path
+    try:
+        obj = json.loads(res.read_text(encoding="utf-8"))
+        entry = obj["presets"][preset]["model"]
+    except FileNotFoundError as err:
+        raise BadInputError(f"{what} is missing: run benchmarks/fit_presets.py") from err
+    except (ValueError, KeyError, TypeError) as err:
+        raise BadInputError(f"{what}: no valid model of preset {preset!r} ({err})") from err
+    model = TwinModel.from_json(entry, what=f"{what}, preset {preset}")
+    shape = PRESETS[preset]
+    want = (shape.n_train, shape.n_test, shape.n_features, shape.n_labels)
+    got = (model.n_train, model.n_test, model.n_features, model.n_labels)
+    if got != want:
+        raise BadInputError(
+            f"{what}: preset {preset!r} has counts {got}, PRESETS says {want}: refit with "
+            "benchmarks/fit_presets.py"
+        )
+    return model
+
+
 def synth(
     spark: SparkSession,
     output_path: str,
@@ -511,28 +573,58 @@ def synth(
 ) -> dict[str, Any]:
     """Generate ``<output>/train`` and ``<output>/test`` datasets (X, Y) of a preset's shape.
 
+    Without `difficulty` the pair is drawn from the preset's realistic model
+    (:func:`preset_model`, :mod:`eagle_spark.twin`: labels in co-occurring topics, shared
+    evidence, a long label tail, fitted to the paper's Table 1 Oracle precision); with it, from
+    the planted-prototype generator of this module's docstring (:class:`Generator`), which the
+    earlier reports used.
+
     Args:
         spark: the active session.
         output_path: folder for the pair (written atomically as a whole).
         preset: one of :data:`PRESETS`.
-        scale: in (0, 1]; sample, feature and label counts are multiplied by it.
+        scale: > 0 (at most 1 with `difficulty`); sample, feature and label counts are
+            multiplied by it.
         seed: base seed (same seed -> byte-identical files).
         rows_per_task: samples generated per Spark task.
         overwrite: replace an existing output.
-        difficulty: in [0, 1]; None: the preset's calibrated default (:data:`DIFFICULTY`);
-            0: the easy data of earlier versions.
+        difficulty: None: the realistic model; in [0, 1]: the planted generator at this
+            difficulty (0: its easy data).
     Returns:
-        Manifest of the pair: the shape, the difficulty, and per split n_samples, nnz_per_sample,
+        Manifest of the pair: ``parameters`` (the realistic model as ``model``, or the planted
+        generator's difficulty), ``shape`` (the counts) and per split n_samples, nnz_per_sample,
         labels_per_sample, samples_per_label and label-frequency statistics.
     Raises:
         BadInputError: unknown preset, scale out of range, rows_per_task < 1, difficulty not in
-            [0, 1].
+            [0, 1], the preset's model file invalid.
         OutputExistsError: the output exists and `overwrite` is false.
     """
-    shape = scaled_shape(preset, scale)
     if rows_per_task < 1:
         raise BadInputError(f"rows_per_task must be >= 1, got {rows_per_task}")
-    difficulty = DIFFICULTY[preset] if difficulty is None else float(difficulty)
+    if difficulty is None:
+        from eagle_spark import twin
+
+        if not (math.isfinite(scale) and scale > 0):
+            raise BadInputError(f"scale must be > 0, got {scale}")
+        model = twin.calibrate_draws(preset_model(preset).scaled(scale), seed=seed)
+        counts = {
+            "n_train": model.n_train,
+            "n_test": model.n_test,
+            "n_features": model.n_features,
+            "n_labels": model.n_labels,
+        }
+        return _write_twin(
+            spark,
+            output_path,
+            model,
+            seed,
+            rows_per_task,
+            overwrite,
+            {"preset": preset, "scale": scale},
+            {"shape": counts},
+        )
+    shape = scaled_shape(preset, scale)
+    difficulty = float(difficulty)
     if not 0 <= difficulty <= 1:
         raise BadInputError(f"difficulty must be in [0, 1], got {difficulty}")
     gen = Generator(shape=shape, seed=seed, difficulty=difficulty)
@@ -561,7 +653,7 @@ def synth(
         },
         pair_extra={
             "parameters": {"seed": seed, "difficulty": difficulty},
-            "shape": shape.__dict__,
+            "shape": {k: v for k, v in shape.__dict__.items() if k != "oracle_precision"},
         },
     )
 
@@ -638,18 +730,43 @@ def synth_like(
     model, record = twin.fit_like(X, Y, n_test, source=like, seed=seed)
     if scale != 1:  # a larger vocabulary repeats fewer word draws: fit the draws again
         model = twin.calibrate_draws(model.scaled(scale), seed=seed)
-    gen = twin.TwinGenerator(model, seed)
+    return _write_twin(
+        spark,
+        output_path,
+        model,
+        seed,
+        rows_per_task,
+        overwrite,
+        {"like": like, "scale": scale},
+        {"fit": record},
+    )
+
+
+def _write_twin(
+    spark: SparkSession,
+    output_path: str,
+    model: Any,
+    seed: int,
+    rows_per_task: int,
+    overwrite: bool,
+    source: dict[str, Any],
+    extra: dict[str, Any],
+) -> dict[str, Any]:
+    """:func:`_write_pair` of a :class:`eagle_spark.twin.TwinModel`: the model's generator and
+    counts, the model in the manifests' ``parameters``, `source` and the pair's `extra`."""
+    from eagle_spark import twin
+
     params = {"seed": seed, "rows_per_task": rows_per_task, "model": model.to_json()}
     return _write_pair(
         spark,
         output_path,
-        gen,
+        twin.TwinGenerator(model, seed),
         (model.n_train, model.n_test),
         model.n_features,
         model.n_labels,
         rows_per_task,
         overwrite,
-        source={"generator": "eagle_spark.twin", "like": like, "scale": scale},
+        source={"generator": "eagle_spark.twin", **source},
         parameters=params,
-        pair_extra={"parameters": params, "fit": record},
+        pair_extra={"parameters": params, **extra},
     )

@@ -278,8 +278,8 @@ class Dataset:
             (train, test) datasets.
         Raises:
             TypeError: an unknown keyword argument.
-            BadInputError (a ValueError): unknown preset, scale out of (0, 1] for a preset or
-                not > 0, difficulty out of [0, 1], ``like`` not a dataset with true labels.
+            BadInputError (a ValueError): unknown preset, scale not > 0 (or above 1 with a
+                difficulty), difficulty out of [0, 1], ``like`` not a dataset with true labels.
         """
         s = from_params(SynthSettings, params, "Dataset.synth")
         path = absolute(path)

@@ -41,10 +41,15 @@ def test_frequency_curve_and_masses_hand_worked():
     assert curve[0] == (0.0, 0.0) and curve[-1] == (1.0, 1.0)
     assert curve[1] == (0.25, 0.5)  # the most frequent item holds half of the occurrences
     np.testing.assert_allclose(T.curve_masses(curve, 4), [0.5, 0.25, 0.125, 0.125])
-    # twice the items: each rank fraction keeps its share, split over two items
-    np.testing.assert_allclose(
-        T.curve_masses(curve, 8), [0.25, 0.25, 0.125, 0.125, 0.0625, 0.0625, 0.0625, 0.0625]
-    )
+    # half the items: rho(r) = r + (4 - 2) (r / 2)^3 = 1.25 at r = 1, so the first holds the
+    # share up to rank 1.25: 0.5 + 0.25 x 0.25 (the second item's slope)
+    np.testing.assert_allclose(T.curve_masses(curve, 2), [0.5625, 0.4375])
+    # twice the items: rho is the inverse of g + (8 - 4) (g / 4)^3, which maps source rank 1 to
+    # 1.0625, so the first item holds 0.5 / 1.0625 = 8/17; rank 4 -> 8, the tail split most
+    m8 = T.curve_masses(curve, 8)
+    np.testing.assert_allclose(m8[0], 8 / 17)
+    np.testing.assert_allclose(m8[-3:], [0.125 * 1.0 / 3.3125] * 3)
+    assert abs(m8.sum() - 1) < 1e-12 and (np.diff(m8) <= 1e-12).all()
 
 
 def test_pair_information_hand_worked():
@@ -235,5 +240,55 @@ def test_synth_like_refuses_a_dataset_without_labels(spark, source, tmp_path, ca
     err = capsys.readouterr().err
     assert "nolabels" in err and "no Y table" in err
     assert not (tmp_path / "t").exists()
-    assert main(["synth", "--output", str(tmp_path / "p"), "--scale", "2"]) == 2
-    assert "synth.scale must be in (0, 1] for a preset" in capsys.readouterr().err
+
+
+def test_label_power_law_hand_worked():
+    """Two labels, 3 positives, a large training set: c1 + c2 = 3 with the rarest c2 = 1 gives
+    c1 = 2 = 2^a x c2, so a = 1 and no offset. With a head cap the counts sum to the positives,
+    the rarest is 1 and the most frequent is in `head` of the samples."""
+    a, k0 = T.label_power_law(2, 3.0, 1000)
+    assert abs(a - 1.0) < 1e-9 and k0 == 0.0
+    assert T.label_power_law(10, 5.0, 100) == (0.0, 0.0)  # fewer positives than labels
+    n_labels, positives, n_train = 500, 20_000.0, 4_000
+    a, k0 = T.label_power_law(n_labels, positives, n_train, head=0.25)
+    w = (np.arange(1, n_labels + 1) + k0) ** -a
+    c = positives * w / w.sum()
+    assert k0 > 0 and abs(c[-1] - 1) < 1e-3 and abs(c[0] - 0.25 * n_train) < 1.0
+    with pytest.raises(BadInputError, match="head in"):
+        T.label_power_law(5, 10.0, 10, head=0)
+
+
+def test_published_model_keeps_the_published_means():
+    """A model from published statistics has their counts and means: labels per sample
+    1 + Poisson (mean 5.31, no sample without a label), log-normal nonzeros of mean 236 capped at
+    a quarter of the vocabulary, the label curve's rarest label at one expected sample."""
+    m = T.published_model(15_539, 3_809, 5_000, 3_993, 5.31, 236.0)
+    assert (m.n_train, m.n_test, m.n_features, m.n_labels) == (15_539, 3_809, 5_000, 3_993)
+    assert m.labels_pmf[0] == 0.0 and abs(m.labels_per_sample - 5.31) < 1e-6
+    assert abs(m.nnz_per_sample - 236.0) < 0.3 and max(m.nnz_quantiles) <= 1_250
+    masses = T.curve_masses(m.label_curve, m.n_labels)
+    positives = 15_539 * 5.31
+    assert 0.5 < masses[-1] * positives < 2.0  # the curve interpolates the power law
+    assert abs(masses[0] * positives / 15_539 - T.PRIOR_HEAD) < 0.02
+    assert m.cohesion == T.PRIOR_COHESION
+
+
+@pytest.mark.parametrize(("n", "d", "n_labels"), [(300, 50, 20), (300, 50, 400), (100, 500, 20)])
+def test_ridge_oracle_equals_a_dense_solve(n, d, n_labels):
+    """Each of the proxy's forms (primal or dual; solved against the labels or the test rows)
+    gives the P@k of a dense float64 ridge solve W = (A^T A + I)^-1 A^T Y on normalised rows."""
+    from sklearn.preprocessing import normalize
+
+    A = sp.random(n, d, 0.1, random_state=1, format="csr")
+    B = sp.random(80, d, 0.1, random_state=3, format="csr")
+    Y = sp.random(n, n_labels, 0.05, random_state=2, format="csr")
+    Yt = sp.random(80, n_labels, 0.05, random_state=4, format="csr")
+    Y.data[:] = 1
+    Yt.data[:] = 1
+    An, Bn = normalize(A), normalize(B)
+    S = Bn @ np.linalg.solve((An.T @ An).toarray() + np.eye(d), (An.T @ Y).toarray())
+    top = np.argsort(-S, axis=1, kind="stable")[:, :5]
+    hits = np.asarray(Yt.tocsr()[np.arange(80)[:, None], top].todense(), dtype=float)
+    got = T.ridge_oracle_precision(A, Y, B, Yt)
+    assert got[1] == pytest.approx(100 * hits[:, 0].mean())
+    assert got[5] == pytest.approx(100 * hits.mean())
