@@ -3,6 +3,7 @@ issue "training that knows what it does not know", on a validation split of the 
 
     python benchmarks/assignment_variants.py [--datasets bibtex delicious] [--groupings R-4 R-10 C]
     python benchmarks/assignment_variants.py --datasets synth:eurlex4k:0.5 --report assignment_variants_synth
+    python benchmarks/assignment_variants.py --frontier --report assignment_variants_pruned
 
 For each data set (../shared/data/xc, or a synthetic preset) the training set is split 80 / 20 by a seeded hash of
 sample_id (``experiment table2 --validation 0.2``: the test sets are never looked at), and the
@@ -18,6 +19,10 @@ and EAGLE's assignments (T = 20) under four variants:
   members weight 1, the others exp(-d / t)), the tree trained on the expected loss;
 * ``top-c+r1`` / ``top-c+r2`` / ``soft T=0.3+r1``: the same assignment followed by 1 or 2 rounds
   of refinement with a one-vs-all classifier (``assign.refine_rounds``);
+* ``soft T=0.3+r1 keep=K``: the same with ``assign.soft_keep=K`` (at most ceil(K x c) members of
+  a group weighted for its label; the soft variants above are unpruned, ``soft_keep=0``);
+  ``--frontier`` runs top-c and these, and the report gives each variant's positives over top-c's
+  (from the assignments' precision and recall: positives = recall x true pairs / precision);
 * ``auto``: the library's default, the assignment chosen on held-out groups (``ml/selection.py``).
 
 EAGLE-0's row uses the first variant's assignment settings.
@@ -45,9 +50,9 @@ VARIANTS = {  # variant -> changes to the assign section, changes to the tree se
     "top-c": ({"multiplicity": True, "weighting": "hard"}, {"unassigned": "negative"}),
     "argmax+ignore": ({"multiplicity": False, "weighting": "hard"}, {"unassigned": "ignore"}),
     "top-c+ignore": ({"multiplicity": True, "weighting": "hard"}, {"unassigned": "ignore"}),
-    "soft T=0.1": ({"weighting": "soft", "temperature": 0.1}, {}),
-    "soft T=0.3": ({"weighting": "soft", "temperature": 0.3}, {}),
-    "soft T=1": ({"weighting": "soft", "temperature": 1.0}, {}),
+    "soft T=0.1": ({"weighting": "soft", "temperature": 0.1, "soft_keep": 0.0}, {}),
+    "soft T=0.3": ({"weighting": "soft", "temperature": 0.3, "soft_keep": 0.0}, {}),
+    "soft T=1": ({"weighting": "soft", "temperature": 1.0, "soft_keep": 0.0}, {}),
     "top-c+r1": (
         {"multiplicity": True, "weighting": "hard", "refine_rounds": 1},
         {"unassigned": "negative"},
@@ -56,9 +61,21 @@ VARIANTS = {  # variant -> changes to the assign section, changes to the tree se
         {"multiplicity": True, "weighting": "hard", "refine_rounds": 2},
         {"unassigned": "negative"},
     ),
-    "soft T=0.3+r1": ({"weighting": "soft", "temperature": 0.3, "refine_rounds": 1}, {}),
+    "soft T=0.3+r1": (
+        {"weighting": "soft", "temperature": 0.3, "refine_rounds": 1, "soft_keep": 0.0},
+        {},
+    ),
+    **{
+        f"soft T=0.3+r1 keep={k:g}": (
+            {"weighting": "soft", "temperature": 0.3, "refine_rounds": 1, "soft_keep": k},
+            {},
+        )
+        for k in (1.0, 1.5, 2.0, 3.0)
+    },
     "auto": ({"weighting": "auto"}, {}),
 }
+FRONTIER = ("top-c", *(v for v in VARIANTS if v.startswith("soft T=0.3+r1")))
+"""``--frontier``: the pruned soft weighting's positives against P@k (hard top-c as the unit)."""
 
 
 def main() -> None:
@@ -80,6 +97,9 @@ def main() -> None:
         choices=list(VARIANTS),
         help="the EAGLE variants to train (default: all)",
     )
+    parser.add_argument(
+        "--frontier", action="store_true", help="the pruning frontier's variants (FRONTIER)"
+    )
     parser.add_argument("--validation", type=float, default=0.2)
     parser.add_argument("--work", default="/tmp/eagle_assignment_variants")
     parser.add_argument("--master", default="local[2]")
@@ -87,9 +107,11 @@ def main() -> None:
         "--difficulty",
         type=float,
         default=None,
-        help="synth difficulty in [0, 1] (default: the preset's calibrated value; 0: the easy data of the reports before 2026-11-23)",
+        help="the planted generator at this difficulty in [0, 1] (default: the realistic preset)",
     )
     args = parser.parse_args()
+    if args.frontier:
+        args.variants = list(FRONTIER)
 
     from eagle_spark.experiments import xmc
     from eagle_spark.session import build_spark
@@ -102,7 +124,8 @@ def main() -> None:
     for name in args.datasets:
         if name.startswith("synth:"):  # synth:<preset>:<scale>, generated once into the work folder
             _, preset, scale = name.split(":")
-            pair = f"{args.work}/{preset}_{scale}_d{args.difficulty}_data"
+            kind = "realistic" if args.difficulty is None else f"d{args.difficulty}"
+            pair = f"{args.work}/{preset}_{scale}_{kind}_data"
             if not pathlib.Path(pair).exists():
                 synth(spark, pair, preset, float(scale), seed=0, difficulty=args.difficulty)
             settings = base.replace(
@@ -151,10 +174,32 @@ def main() -> None:
                         **{f"P@{k}": e["P_percent"][k - 1] for k in (1, 3, 5)},
                         "PSP@5": e["PSP_percent"][4],
                         "assignment precision": e.get("assignment_precision_percent"),
+                        "assignment recall": e.get("assignment_recall_percent"),
                         "seconds": seconds,
                     }
                 )
             first = False
+    for r in rows:  # positives over hard top-c's: recall / precision, the true pairs cancel
+        hard = next(
+            (
+                x
+                for x in rows
+                if x["dataset"] == r["dataset"]
+                and x["grouping"] == r["grouping"]
+                and x["variant"] == "EAGLE top-c"
+            ),
+            None,
+        )
+        ok = hard and r.get("assignment precision") and hard.get("assignment precision")
+        r["positives / top-c"] = (
+            round(
+                (r["assignment recall"] / r["assignment precision"])
+                / (hard["assignment recall"] / hard["assignment precision"]),
+                3,
+            )
+            if ok and r.get("assignment recall") and hard.get("assignment recall")
+            else None
+        )
     summary = []
     for variant in args.variants:
         diffs = {k: [] for k in ("P@1", "P@3", "P@5")}
@@ -170,10 +215,16 @@ def main() -> None:
             )
             for k in diffs:
                 diffs[k].append(r[k] - b[k])
+        ratios = [
+            r["positives / top-c"]
+            for r in rows
+            if r["variant"] == f"EAGLE {variant}" and r.get("positives / top-c") is not None
+        ]
         summary.append(
             {
                 "variant": variant,
                 **{f"mean {k} - Baseline": round(sum(v) / len(v), 2) for k, v in diffs.items()},
+                "max positives / top-c": max(ratios) if ratios else None,
             }
         )
     write_report(

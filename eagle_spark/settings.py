@@ -842,6 +842,19 @@ class AssignSettings(Section):
         ),
         bounds="(0, inf)",
     )
+    soft_keep: float = setting(
+        0.0,
+        "with ``soft``, at most ceil(soft_keep x c) members of a group get a weight for its "
+        "label, the heaviest; 0: every member above the weight floor.",
+        more=(
+            "The rest, what the weights call least likely, stay negatives, so a soft "
+            "assignment has at most soft_keep x the hard one's positives (the paper's point: "
+            "assignment cuts the Baseline's false positives). 1 keeps the top-c members with "
+            "their weights. The frontier of positives against P@k on validation splits is "
+            'docs/experiments.md, "Pruned soft weighting".'
+        ),
+        bounds="[0, inf)",
+    )
     candidates: tuple[str, ...] = setting(
         ("baseline", "soft-0.3+r1"),
         "with ``auto``, the assignments to choose from: ``baseline``, ``hard`` (top-c) and "
@@ -906,6 +919,10 @@ class AssignSettings(Section):
         )
         for name in self.candidates:
             candidate_changes(name)
+        _check(
+            self.soft_keep == 0 or self.soft_keep >= 1,
+            f"assign.soft_keep must be 0 (no cap) or >= 1, got {self.soft_keep}",
+        )
 
 
 @section

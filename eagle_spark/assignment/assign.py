@@ -103,7 +103,11 @@ label (it bounds the rows a soft assignment adds; exp(-d / T) < 1e-3 is d > 6.9 
 
 
 def soft_weights(
-    scores: np.ndarray, ptr: np.ndarray, take: np.ndarray, temperature: float
+    scores: np.ndarray,
+    ptr: np.ndarray,
+    take: np.ndarray,
+    temperature: float,
+    keep: float = 0.0,
 ) -> np.ndarray:
     """Weighted assignment: each candidate's weight for its pair's label.
 
@@ -115,13 +119,16 @@ def soft_weights(
     set to 0 below :data:`MIN_WEIGHT`. A member tied with the c-th best (within
     :data:`SCORE_RTOL`) gets 1 as well, and so does every member of a pair whose scores all tie. As the
     temperature goes to 0 this is the hard top-c assignment, as it grows every member's weight goes
-    to 1: the Baseline.
+    to 1: the Baseline. With `keep` > 0 at most ceil(keep x c) members of a pair keep a weight,
+    those of the largest weights (ties to the earlier candidate): the rest, what the weights say
+    is least likely, stay negatives, so the positives are at most `keep` x the hard assignment's.
 
     Args:
         scores: (n_candidates,) float, <e_k, x_i> of each pair's candidates, pair after pair.
         ptr: (n_pairs + 1,) int, candidate offsets of the pairs.
         take: (n_pairs,) int >= 1, c of each pair (the list-merge count, or 1).
         temperature: > 0.
+        keep: 0 (no cap) or >= 1, the cap on a pair's weighted members as a multiple of c.
     Returns:
         (n_candidates,) float64 weights in {0} U [MIN_WEIGHT, 1].
     Source: this project (beyond the paper's Algorithm 2, section 3.3, which is the hard end).
@@ -147,6 +154,12 @@ def soft_weights(
         d = np.where(spread[pair_of] > tol[pair_of], gap / spread[pair_of], 0.0)
     soft = np.exp(-d / temperature)
     weights = np.maximum(weights, np.where(soft >= MIN_WEIGHT, soft, 0.0))
+    if keep > 0:
+        cap = np.ceil(keep * np.asarray(take, dtype=np.float64) - 1e-9).astype(np.int64)
+        order = np.lexsort((np.arange(len(weights)), -weights, pair_of))  # by pair, heaviest first
+        rank = np.empty(len(weights), dtype=np.int64)
+        rank[order] = np.arange(len(weights)) - np.repeat(ptr[:-1], sizes)
+        weights[rank >= cap[pair_of]] = 0.0
     return weights
 
 
@@ -214,7 +227,7 @@ def _assign_file(ctx: Context, key: tuple, pairs: pa.Table, params: AssignSettin
         want = counts[lo:hi] if params.multiplicity else np.ones(hi - lo, dtype=np.int64)
         columns = []
         if params.weighting == "soft":
-            weights = soft_weights(scores, ptr, want, params.temperature)
+            weights = soft_weights(scores, ptr, want, params.temperature, params.soft_keep)
             chosen = np.flatnonzero(weights > 0)
             columns = [pa.array(weights[chosen].astype(np.float32))]
         else:

@@ -53,6 +53,31 @@ def test_soft_weights_edge_cases():
     assert soft_weights(np.zeros(0), np.array([0]), np.zeros(0, int), 1.0).shape == (0,)
 
 
+def test_soft_keep_prunes_to_the_heaviest_members_by_hand():
+    """Scores 3 / 2 / 1 / 0 (range 3) at temperature 1: weights 1, e^-1/3, e^-2/3, e^-1. With
+    soft_keep 2 and c = 1 the two heaviest keep theirs; c = 2 keeps ceil(1.5 x 2) = 3 with
+    soft_keep 1.5 (and c = 1 ceil(1.5) = 2); 0 keeps all; a group of 2 is not cut by a cap of 2."""
+    scores, ptr = np.array([3.0, 2.0, 1.0, 0.0, 0.4, 0.9]), np.array([0, 4, 6])
+    w = [1.0, math.exp(-1 / 3), math.exp(-2 / 3), math.exp(-1.0)]
+    np.testing.assert_allclose(
+        soft_weights(scores, ptr, np.array([1, 1]), 1.0, 2.0),
+        [w[0], w[1], 0, 0, math.exp(-1.0), 1.0],
+    )
+    np.testing.assert_allclose(
+        soft_weights(scores, ptr, np.array([2, 1]), 1.0, 1.5),
+        [1.0, 1.0, math.exp(-1 / 3), 0, math.exp(-1.0), 1],  # 3rd: 1 of the range 3 below
+    )
+    np.testing.assert_allclose(
+        soft_weights(scores, ptr, np.array([1, 1]), 1.0, 0.0), [*w, math.exp(-1.0), 1.0]
+    )
+    # keep 1: the top-c members alone, as hard
+    np.testing.assert_allclose(
+        soft_weights(scores, ptr, np.array([1, 1]), 1.0, 1.0), [1, 0, 0, 0, 0, 1]
+    )
+    with pytest.raises(SettingsError, match="assign.soft_keep must be 0"):
+        AssignSettings(soft_keep=0.5)
+
+
 def test_weighting_settings_are_checked():
     assert AssignSettings().weighting == "auto"
     with pytest.raises(SettingsError, match="assign.weighting"):
