@@ -69,6 +69,13 @@ _STORAGE_CAUSES = (
     (errno.EROFS, "Read-only file system", "the file system is read-only"),
     (errno.EACCES, "Permission denied", "permission denied"),
     (None, "AccessDeniedException", "permission denied"),
+    (errno.ENOTDIR, "Not a directory", "a parent of it is a file, not a folder"),
+    (None, "ParentNotDirectoryException", "a parent of it is a file, not a folder"),
+    (
+        None,
+        "Mkdirs failed to create",
+        "its folder cannot be created (permission denied, read-only, or a parent is a file)",
+    ),
 )
 _JAVA_PATH = re.compile(r"(?:file:)?(/[^\s:'\"()]+)")
 
@@ -76,9 +83,11 @@ _JAVA_PATH = re.compile(r"(?:file:)?(/[^\s:'\"()]+)")
 def storage_error(exc: BaseException, path: str | None = None) -> StorageError | None:
     """The :class:`StorageError` a failure amounts to, or None when storage is not the cause.
 
-    Looks at `exc` and its causes: an ``OSError`` whose errno is ENOSPC, EDQUOT, EROFS or EACCES,
-    or a Spark / Py4J error whose text carries Java's phrase for one of them (``No space left on
-    device``, ``Read-only file system``, ``Permission denied``, ``AccessDeniedException``).
+    Looks at `exc` and its causes: an ``OSError`` whose errno is ENOSPC, EDQUOT, EROFS, EACCES or
+    ENOTDIR, or an error (Spark, Py4J, pyarrow) whose text carries the phrase for one of them
+    (``No space left on device``, ``Read-only file system``, ``Permission denied``,
+    ``AccessDeniedException``, ``Not a directory``, Hadoop's ``ParentNotDirectoryException`` and
+    ``Mkdirs failed to create``).
 
     Args:
         exc: the failure.

@@ -61,6 +61,7 @@ from typing import Any, Callable, Iterator, Optional
 from pyspark.sql import SparkSession
 
 from eagle_spark import schemas as S
+from eagle_spark.assignment.assign import choice_of
 from eagle_spark.errors import BadInputError, strict_json
 from eagle_spark.io.fs import (
     FileSystem,
@@ -527,6 +528,7 @@ def _run_stages(
         "grouping": grouping,
         "seconds": seconds,
         "stages": pipe.rows,
+        "assignment_used": {m: r.get("assignment_used") for m, r in results.items()},
         "delta": delta,
         "settings": settings.to_dict(),
     }
@@ -733,6 +735,7 @@ def _run_method(
         )
     )
     out["assignment"] = summary.get("quality")
+    out["assignment_used"] = choice_of(summary)  # what auto chose, or why it could not
     if p.until == "assign":
         return out
     return {**out, **classify(pipe, method, assigned, test_data, train_data)}
@@ -841,7 +844,7 @@ def _comparison(results: dict[str, dict[str, Any]], grouping: str, until: str) -
     methods = {
         method: {
             "name": METHOD_NAMES[method],
-            **percent_row(res.get("metrics"), res.get("assignment")),
+            **percent_row(res.get("metrics"), res.get("assignment"), res.get("assignment_used")),
         }
         for method, res in results.items()
     }
@@ -849,12 +852,17 @@ def _comparison(results: dict[str, dict[str, Any]], grouping: str, until: str) -
 
 
 def percent_row(
-    metrics: Optional[dict[str, Any]], quality: Optional[dict[str, Any]]
+    metrics: Optional[dict[str, Any]],
+    quality: Optional[dict[str, Any]],
+    used: Optional[str] = None,
 ) -> dict[str, Any]:
     """One column of the comparison: P / nDCG / PSP @1..k and assignment precision / recall, in
-    percent rounded to 2 decimals (None where not known, e.g. no true Y)."""
+    percent rounded to 2 decimals (None where not known, e.g. no true Y), and `used`: what
+    ``assign.weighting=auto`` chose or why it could not
+    (:func:`eagle_spark.assignment.assign.choice_of`; None: not chosen)."""
     metrics, quality = metrics or {}, quality or {}
     return {
+        "assignment_used": used,
         "P_percent": [round(100 * v, 2) for v in metrics.get("P", [])],
         "nDCG_percent": [round(100 * v, 2) for v in metrics.get("nDCG", [])],
         "PSP_percent": [round(100 * v, 2) for v in metrics.get("PSP", [])],
@@ -894,6 +902,12 @@ def comparison_markdown(comparison: dict[str, Any]) -> str:
                 f"| {first} | {label} | " + " | ".join(f"{c[key]:.2f}" for c in cols) + " |"
             )
             first = ""
+    if any(c.get("assignment_used") for c in cols):
+        lines.append(
+            f"| {first} | assignment used | "
+            + " | ".join(c.get("assignment_used") or "–" for c in cols)
+            + " |"
+        )
     return "\n".join(lines)
 
 
@@ -914,6 +928,12 @@ def report_markdown(report: dict[str, Any]) -> str:
         lines.append(
             f"| {r['stage']} | {status} | {r['seconds']:.1f} | {r['rows']} | {mem} | {r['output']} |"
         )
+    used = {m: u for m, u in (report.get("assignment_used") or {}).items() if u}
+    if used:
+        lines += [
+            "",
+            "assignment used: " + "; ".join(f"{METHOD_NAMES[m]} {u}" for m, u in used.items()),
+        ]
     lines += [
         "",
         "Peak RSS is the driver's process tree (in local mode: driver, JVM and Python workers); "

@@ -918,11 +918,27 @@ class AssignSettings(Section):
             "assign.candidates must name at least one candidate, each once",
         )
         for name in self.candidates:
-            candidate_changes(name)
+            check_candidate(name, "assign.candidates")
         _check(
             self.soft_keep == 0 or self.soft_keep >= 1,
             f"assign.soft_keep must be 0 (no cap) or >= 1, got {self.soft_keep}",
         )
+
+
+def check_candidate(name: str, key: str) -> dict[str, Any]:
+    """:func:`candidate_changes` of `name`, each change checked against the bounds and choices
+    the ``assign`` setting it sets declares (so ``hard+r99`` is refused here, naming `key`, the
+    setting the user wrote, not later as ``assign.refine_rounds``).
+
+    Raises:
+        SettingsError: `name` is not a candidate, or sets a value its setting refuses.
+    """
+    declared = {item.name: item for item in declarations(AssignSettings)}
+    changes = candidate_changes(name)
+    for name_of, value in changes.items():
+        complaint = _complaint(declared[name_of], value)
+        _check(complaint is None, f"{key}: {name!r} sets assign.{name_of}, which {complaint}")
+    return changes
 
 
 @section
@@ -1466,7 +1482,7 @@ class ExperimentSettings(Section):
         _check(len(self.groupings) >= 1, "experiment.groupings must name at least one grouping")
         _check(len(self.candidates) >= 1, "experiment.candidates must name at least one")
         for name in self.candidates:
-            candidate_changes(name)
+            check_candidate(name, "experiment.candidates")
         if self.criterion is not None:
             from eagle_spark.evaluation.group import CRITERIA
 

@@ -34,7 +34,7 @@ import logging
 import os
 import posixpath
 import urllib.parse
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
 
 import numpy as np
 import pyarrow as pa
@@ -572,6 +572,7 @@ def assign(
     if params.method == "eagle" and embeddings is None:
         raise BadInputError("method 'eagle' needs embeddings (the output folder of embed)")
     X = read_table(spark, dataset, S.X)
+    asked = params  # what the manifest's parameters keep; `used` says what auto chose
     with atomic_output(spark, output_path, overwrite) as tmp:
         selection, chosen, chosen_rounds = None, None, None
         if auto and select is not None:  # (auto without select raised above)
@@ -652,7 +653,8 @@ def assign(
             samples_with_labels=samples_with_labels,
             quality=quality,
             source=source,
-            parameters=params.to_dict(),
+            parameters=asked.to_dict(),
+            used=params.to_dict() if selection is not None else None,
             selection=selection,
             refinement=rounds,
             tables=[S.X, S.Y, S.ASSIGNMENTS],
@@ -668,6 +670,19 @@ def assign(
             quality["recall"],
         )
     return manifest
+
+
+def choice_of(manifest: Mapping[str, Any]) -> Optional[str]:
+    """What ``weighting=auto`` did, as the comparison and the tables say it: ``auto: <candidate>
+    (on N held-out groups)``, or ``auto could not choose (<why>): <fallback>``; None when the
+    assignment was not chosen (another weighting, the Baseline)."""
+    selection = manifest.get("selection")
+    if not isinstance(selection, dict):
+        return None
+    if selection.get("skipped"):
+        return f"auto could not choose ({selection['skipped']}): {selection.get('chosen')}"
+    held = selection.get("held_out_groups")
+    return f"auto: {selection.get('chosen')}" + (f" (on {held:,} held-out groups)" if held else "")
 
 
 def _first_round(

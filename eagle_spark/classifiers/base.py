@@ -24,7 +24,7 @@ from eagle_spark.executor_state import shared_state, sparse_arrays, sparse_from
 from eagle_spark.io.fs import FileSystem, restore_interrupted
 from eagle_spark.io.integrity import check_folder
 from eagle_spark.io.parts import filesystem_for, folder_version, read_x
-from eagle_spark.io.tables import read_manifest, read_table
+from eagle_spark.io.tables import read_manifest, read_table, used_parameters
 from eagle_spark.sparse import l2_normalize_rows
 
 log = logging.getLogger(__name__)
@@ -257,10 +257,7 @@ def groups_source(spark: SparkSession, dataset: str) -> Optional[str]:
         BadInputError: the assignment's source dataset is gone or lacks Y1 / Y2.
     """
     manifest = read_manifest(spark, dataset)
-    if (
-        manifest.get("kind") != "assign"
-        or (manifest.get("parameters") or {}).get("method") != "eagle"
-    ):
+    if manifest.get("kind") != "assign" or used_parameters(manifest).get("method") != "eagle":
         return None
     source = (manifest.get("source") or {}).get("dataset")
     fs = FileSystem(spark)
@@ -272,9 +269,9 @@ def groups_source(spark: SparkSession, dataset: str) -> Optional[str]:
     return source
 
 
-PROVENANCE_KEYS = ("created_at", "parameters", "selection", "quality", "refinement")
+PROVENANCE_KEYS = ("created_at", "parameters", "used", "selection", "quality", "refinement")
 """Manifest keys of a training dataset that say how it was made, not what it holds: left out of
-:func:`training_identity` (of ``parameters`` only ``method`` is kept, which
+:func:`training_identity` (of the settings used only ``method`` is kept, which
 :func:`groups_source` reads)."""
 
 
@@ -303,7 +300,7 @@ def training_identity(spark: SparkSession, dataset: str) -> Optional[str]:
         return None
     manifest = read_manifest(spark, dataset)
     kept = {k: v for k, v in manifest.items() if k not in PROVENANCE_KEYS}
-    kept["method"] = (manifest.get("parameters") or {}).get("method")
+    kept["method"] = used_parameters(manifest).get("method")
     tables: dict[str, list] = {}
     for rel in sorted(listing["files"]):
         entry = listing["files"][rel]

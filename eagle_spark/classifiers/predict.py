@@ -13,6 +13,7 @@ from eagle_spark.classic import default_parallelism, num_partitions
 from eagle_spark.errors import BadInputError
 from eagle_spark.io.fs import FileSystem, atomic_output, check_separate, restore_interrupted
 from eagle_spark.io.tables import (
+    manifest_token,
     new_manifest,
     read_manifest,
     read_parquet,
@@ -115,6 +116,7 @@ def predict(
 
     check_separate(output_path, [model_path, dataset])
     manifest = read_manifest(spark, dataset)
+    token = manifest_token(spark, dataset)  # evaluate checks its --input against it
     X = read_table(spark, dataset, S.X)
     X = split_for_prediction(spark, X, int(manifest.get("n_samples") or X.count()), params.tasks)
     cls = model_class(spark, model_path)
@@ -130,7 +132,7 @@ def predict(
             "predict",
             n_samples=n,
             top_k=params.top_k,
-            source={"model": model_path, "dataset": dataset},
+            source={"model": model_path, "dataset": dataset, "dataset_token": token},
             parameters=params.to_dict(),
             tables=[PREDICTIONS],
         )

@@ -274,8 +274,9 @@ def decrement(oracle: float, value: float) -> float:
 
 
 def table2_markdown(result: dict[str, Any]) -> str:
-    """Table 2's layout: rows grouping x (P@1, P@3, P@5, PSP@5, assignment precision / recall),
-    columns Oracle, Baseline, EAGLE-0, EAGLE (every value in percent)."""
+    """Table 2's layout: rows grouping x (P@1, P@3, P@5, PSP@5, assignment precision / recall,
+    and what ``assign.weighting=auto`` chose or why it could not), columns Oracle, Baseline,
+    EAGLE-0, EAGLE (every value in percent)."""
     methods = [m for m in METHODS if any(m in rows for rows in result["groupings"].values())]
     header = ["Oracle"] + [METHOD_NAMES[m] for m in methods]
     lines = [
@@ -302,6 +303,9 @@ def table2_markdown(result: dict[str, Any]) -> str:
         ):
             cells = [None] + [rows.get(m, {}).get(key) for m in methods]
             lines.append(f"| | {label} | " + " | ".join(fmt(c) for c in cells) + " |")
+        used = [rows.get(m, {}).get("assignment_used") for m in methods]
+        if any(used):  # what auto chose in this grouping, or why it could not
+            lines.append("| | assignment used | – | " + " | ".join(u or "–" for u in used) + " |")
     return "\n".join(lines)
 
 

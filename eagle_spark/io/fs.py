@@ -22,7 +22,14 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 from pyspark.sql import SparkSession
 
-from eagle_spark.errors import BadInputError, OutputExistsError, innermost_cause, spark_condition
+from eagle_spark.errors import (
+    BadInputError,
+    OutputExistsError,
+    StorageError,
+    innermost_cause,
+    spark_condition,
+    storage_error,
+)
 from eagle_spark.io import integrity
 from eagle_spark.io.parts import filesystem_for
 
@@ -409,6 +416,25 @@ def _leftovers(fs: "FileSystem", path: str, started_ms: int) -> list[str]:
     return out
 
 
+def probe_writable(tmp: str, path: str) -> None:
+    """Create and remove the folder `tmp` (beside the output `path`, its parents made), so a
+    file system that refuses the write (permission, read-only, a parent that is a file, quota)
+    is one :class:`eagle_spark.errors.StorageError` naming `path` before any Spark job, whichever
+    layer would have met it first (pyarrow.fs, Spark's writer, Hadoop's ``Mkdirs failed``).
+
+    Raises:
+        StorageError (exit 2): the folder cannot be created.
+    """
+    fs, p = resolve(tmp)
+    try:
+        fs.create_dir(p, recursive=True)
+        fs.delete_dir(p)
+    except OSError as err:
+        known = storage_error(err, path)
+        said = " ".join(str(err).split())  # one line
+        raise (known or StorageError(f"cannot write {path}: {said}")) from None
+
+
 @contextlib.contextmanager
 def atomic_output(spark: SparkSession, path: str, overwrite: bool = False) -> Iterator[str]:
     """Write an output beside `path` and move it into place only when the block succeeds.
@@ -435,6 +461,8 @@ def atomic_output(spark: SparkSession, path: str, overwrite: bool = False) -> It
         OutputExistsError: `path` exists and `overwrite` is false (checked before and after the
             block, so no work is wasted and a concurrent writer is not clobbered), or another
             writer committed to `path` while this one was writing.
+        StorageError: the file system refuses to create the temporary sibling
+            (:func:`probe_writable`, before the block runs).
     """
     fs = FileSystem(spark)
     restore_interrupted(fs, path)
@@ -442,6 +470,7 @@ def atomic_output(spark: SparkSession, path: str, overwrite: bool = False) -> It
         raise OutputExistsError(f"output {path} exists", path=path, existed=True)
     started_ms = int(time.time() * 1000)
     tmp = sibling(path, _tag("tmp", started_ms))
+    probe_writable(tmp, path)
     try:
         yield tmp
         if not fs.exists(tmp):

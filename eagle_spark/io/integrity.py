@@ -22,6 +22,14 @@ re-reads every Parquet footer. The statistics let a reader compare a manifest's 
 Not listed: the list itself, the folder's own ``_manifest.json`` (whose facts are checked against
 the statistics instead), hidden files (``.``-prefixed: checksum sidecars, in-progress parts).
 Outside readers (Spark, pandas, Polars, DuckDB) skip ``_``-prefixed files, so tables read as before.
+
+A list is complete or the folder is refused. The commit also writes ``"file_list": "_files.json"``
+into the folder's descriptor (:data:`DESCRIPTORS`: the manifest, a model's ``metadata.json``, a
+saved stage's Spark ML metadata), the file a reader needs anyway, so a listed folder whose list
+was removed is refused rather than read unchecked; and every file of a listed folder (not only
+of the tables the list names) must be in the list. A folder whose descriptor does not say so
+(written by another tool, or by an eagle_spark before lists were marked) is described from its
+files as they are.
 """
 
 from __future__ import annotations
@@ -51,6 +59,12 @@ CHECKSUM_ON_READ = 1 << 20
 ``eagle-spark verify`` (on read their size is checked, and their readers check each footer)."""
 
 _UNLISTED = ("_manifest.json",)
+MARK = "file_list"
+"""The descriptor key that says the folder's files were listed (its value: :data:`FILES`)."""
+DESCRIPTORS = ("_manifest.json", "metadata.json", "metadata")
+"""Where a folder says what it is, first found first: a dataset's (predictions', embeddings',
+metrics') manifest, a model folder's ``metadata.json``, a saved pyspark.ml stage's ``metadata/``
+(Spark ML's one-line JSON part file)."""
 _CHUNK = 8 << 20
 
 
@@ -196,7 +210,10 @@ def record(folder: str) -> Optional[dict[str, Any]]:
     """Write ``<folder>/_files.json`` describing `folder` (no-op when `folder` is a file).
 
     Called on the temporary sibling of an atomic commit, after everything is written and before
-    the rename. Cost: one read of every byte (CRC-32, ~1 GB/s) and one footer per Parquet file.
+    the rename. First the folder's JSON descriptor (``_manifest.json`` or ``metadata.json``) gets
+    ``"file_list": "_files.json"`` (:data:`MARK`; a saved stage's Spark ML metadata carries it
+    from its writer). Cost: one read of every byte (CRC-32, ~1 GB/s) and one footer per Parquet
+    file.
 
     Returns:
         The list written, or None for a file.
@@ -204,10 +221,67 @@ def record(folder: str) -> Optional[dict[str, Any]]:
     fs, root = filesystem_for(folder)
     if fs.get_file_info(root).type != pafs.FileType.Directory:
         return None
+    _mark(fs, root)
     listing = describe(folder)
     with fs.open_output_stream(posixpath.join(root, FILES)) as out:
         out.write((strict_json(listing, indent=1, sort_keys=True) + "\n").encode("utf-8"))
     return listing
+
+
+def _mark(fs: pafs.FileSystem, root: str) -> None:
+    """Write :data:`MARK` into the first JSON descriptor file of `root` that exists."""
+    for name in DESCRIPTORS[:2]:
+        path = posixpath.join(root, name)
+        try:
+            with fs.open_input_stream(path) as stream:
+                raw = stream.read()
+        except FileNotFoundError:
+            continue
+        try:
+            data = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise BadInputError(f"{path} is not valid JSON: {err}") from None
+        if isinstance(data, dict) and data.get(MARK) != FILES:
+            data[MARK] = FILES
+            with fs.open_output_stream(path) as out:
+                out.write((strict_json(data, indent=2, sort_keys=True) + "\n").encode("utf-8"))
+        return
+
+
+def claims_list(folder: str) -> Optional[str]:
+    """The descriptor of `folder` that says its files were listed (:data:`MARK`), or None.
+
+    Read: ``_manifest.json``, else ``metadata.json``, else the first part file of ``metadata/``
+    (one JSON line); a descriptor that is not JSON says nothing here (its reader reports it).
+    """
+    fs, root = filesystem_for(folder)
+    for name in DESCRIPTORS:
+        path = posixpath.join(root, name)
+        info = fs.get_file_info(path)
+        if info.type == pafs.FileType.NotFound:
+            continue
+        one_line = info.type == pafs.FileType.Directory
+        if one_line:
+            parts = sorted(
+                i.path
+                for i in fs.get_file_info(pafs.FileSelector(path))
+                if i.type == pafs.FileType.File and posixpath.basename(i.path).startswith("part-")
+            )
+            if not parts:
+                return None
+            path = parts[0]
+        try:
+            with fs.open_input_stream(path) as stream:
+                text = stream.read().decode("utf-8")
+            if one_line:  # Spark ML writes its metadata as one JSON line
+                text = text.splitlines()[0] if text else ""
+            data = json.loads(text)
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            return None
+        if isinstance(data, dict) and data.get(MARK) == FILES:
+            return posixpath.join(folder.rstrip("/"), posixpath.relpath(path, root))
+        return None
+    return None
 
 
 def _table(rel: str) -> str:
@@ -257,17 +331,18 @@ def check_folder(folder: str, what: str = "folder", full: bool = False) -> Optio
         full: also compare every file's CRC-32 and every Parquet file's footer row count (what
             ``eagle-spark verify`` does); otherwise only files up to :data:`CHECKSUM_ON_READ`
             bytes are checksummed.
-    A folder without a list (tables a user wrote with another tool, or an output of an earlier
-    eagle_spark) is described from its files as they are (sizes and Parquet footers, logged), so
-    its manifest is still checked by :func:`check_counts`; ``eagle-spark verify --record`` writes a
-    list for it.
+    A folder without a list whose descriptor does not claim one (tables a user wrote with another
+    tool, or an output of an earlier eagle_spark) is described from its files as they are (sizes
+    and Parquet footers, logged), so its manifest is still checked by :func:`check_counts`;
+    ``eagle-spark verify --record`` writes a list for it.
 
     Returns:
         The file list (for :func:`check_counts`), or None when `folder` is a file.
     Raises:
-        BadInputError: the folder does not exist, its list is missing or bad, or a file is
-            missing, has another size or checksum, has a damaged footer, or is not listed but lies
-            inside one of its tables (the message names the folder, the table and the file).
+        BadInputError: the folder does not exist; its list is bad, or missing while its
+            descriptor says it was listed (:func:`claims_list`); a file is missing, has another
+            size or checksum, has a damaged footer, or is not listed (the message names the
+            folder, the table and the file).
     """
     fs, root = filesystem_for(folder)
     kind = fs.get_file_info(root).type
@@ -277,6 +352,14 @@ def check_folder(folder: str, what: str = "folder", full: bool = False) -> Optio
         return None
     listing = read_list(folder, what)
     if listing is None:
+        marked = claims_list(folder)
+        if marked is not None:
+            raise BadInputError(
+                f"{what} {folder} has no file list {FILES}, but {marked} says eagle_spark "
+                "listed its files at commit: the list was removed, so the folder cannot be "
+                "checked (write it again from its inputs; if its files are known good, "
+                f"`eagle-spark verify --input {folder} --record` lists them as they are now)"
+            )
         if full:
             raise BadInputError(
                 f"{what} {folder} has no file list {FILES} to verify against "
@@ -288,7 +371,6 @@ def check_folder(folder: str, what: str = "folder", full: bool = False) -> Optio
         return describe(folder, checksums=False)
     listed = listing["files"]
     actual = _files(fs, root)
-    tables = {posixpath.dirname(rel) for rel in listed}
 
     def fail(rel: str, why: str) -> BadInputError:
         return BadInputError(
@@ -319,9 +401,8 @@ def check_folder(folder: str, what: str = "folder", full: bool = False) -> Optio
                 raise fail(rel, f"has a footer that cannot be read ({err})") from None
             if rows != entry["rows"]:
                 raise fail(rel, f"has {rows} rows, its file list says {entry['rows']}")
-    for rel in sorted(set(actual) - set(listed)):
-        if posixpath.dirname(rel) in tables:
-            raise fail(rel, f"is not in its file list {FILES} (a file added to the table)")
+    for rel in sorted(set(actual) - set(listed)):  # a list is complete or the folder is refused
+        raise fail(rel, f"is not in its file list {FILES} (added, or left out of the list)")
     return listing
 
 
@@ -432,11 +513,16 @@ def verify_folder(folder: str, what: str = "folder") -> dict[str, Any]:
     Returns:
         ``{"folder", "files", "bytes", "rows"}`` of the verified folder.
     Raises:
-        BadInputError: as :func:`check_folder` and :func:`check_counts`; a manifest that is not JSON.
+        BadInputError: as :func:`check_folder` and :func:`check_counts`; a list that lists no
+            file; a manifest that is not JSON.
     """
     listing = check_folder(folder, what, full=True)
     if listing is None:
         raise BadInputError(f"{what} {folder} is a file, not a committed folder")
+    if not listing["files"]:
+        raise BadInputError(
+            f"{what} {folder}: its file list {FILES} lists no file (an empty list checks nothing)"
+        )
     fs, root = filesystem_for(folder)
     try:
         with fs.open_input_stream(posixpath.join(root, "_manifest.json")) as stream:

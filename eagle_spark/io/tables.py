@@ -22,7 +22,7 @@ from pyspark.sql import types as T
 from eagle_spark import schemas as S
 from eagle_spark.errors import BadInputError, strict_json
 from eagle_spark.io.fs import FileSystem, resolve, restore_interrupted
-from eagle_spark.io.integrity import check_counts, check_folder
+from eagle_spark.io.integrity import MARK, check_counts, check_folder
 
 
 def table_path(dataset: str, name: str) -> str:
@@ -54,6 +54,31 @@ def write_manifest(spark: SparkSession, folder: str, manifest: Mapping[str, Any]
     """Write ``<folder>/_manifest.json`` (pretty JSON, sorted keys)."""
     text = strict_json(manifest, indent=2, sort_keys=True) + "\n"
     FileSystem(spark).write_bytes(posixpath.join(folder, S.MANIFEST), text.encode("utf-8"))
+
+
+def used_parameters(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """The settings a stage's output was made with: for an ``assign`` output of
+    ``weighting=auto``, what it chose (``used``), else what was asked (``parameters``); {} when
+    the manifest has neither."""
+    return dict(manifest.get("used") or manifest.get("parameters") or {})
+
+
+def manifest_token(spark: SparkSession, folder: str) -> str:
+    """What identifies one commit of `folder`: the SHA-256 (hex) of its ``_manifest.json`` bytes.
+
+    A copy of the folder keeps it; writing the folder again (even from the same inputs) changes
+    it, as the manifest records when it was written.
+
+    Raises:
+        BadInputError: the folder has no manifest.
+    """
+    import hashlib
+
+    path = posixpath.join(folder, S.MANIFEST)
+    try:
+        return hashlib.sha256(FileSystem(spark).read_bytes(path)).hexdigest()
+    except FileNotFoundError:
+        raise BadInputError(f"{path} is missing: {folder} is not an eagle_spark dataset") from None
 
 
 def read_manifest(spark: SparkSession, folder: str, what: str = "dataset") -> dict[str, Any]:
@@ -89,6 +114,7 @@ def read_manifest(spark: SparkSession, folder: str, what: str = "dataset") -> di
     listing = check_folder(folder, what)
     if listing is not None:
         check_counts(folder, manifest, listing, what)
+    manifest.pop(MARK, None)  # the integrity layer's mark, not a fact of the data
     return manifest
 
 

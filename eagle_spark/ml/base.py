@@ -344,8 +344,10 @@ class ParamsWriter(MLWriter):
 
     def _extra(self) -> dict[str, Any]:
         from eagle_spark import __version__
+        from eagle_spark.io.integrity import FILES, MARK
 
-        return {"eagle_spark_version": __version__}
+        # the commit lists the folder's files: the metadata says so (a removed list is damage)
+        return {"eagle_spark_version": __version__, MARK: FILES}
 
     def _save_data(self, spark: SparkSession, tmp: str) -> None:
         pass

@@ -24,6 +24,9 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
+import logging
+import os
+import re
 import shutil
 import tempfile
 import threading
@@ -48,6 +51,8 @@ WORK_DIR_CONF = "spark.eagle_spark.workDir"
 ROWS = "rows"
 """Folder of a materialised dataset holding the caller's rows with :data:`KEY` (a name Spark does
 not take for hidden: it skips a path component starting with ``_`` or ``.``)."""
+
+log = logging.getLogger(__name__)
 
 KEY = "_eagle_sample"
 """The internal sample id column of a materialised frame's rows (never in a returned frame)."""
@@ -110,8 +115,45 @@ def tag(df: DataFrame, source: Source) -> DataFrame:
     return df
 
 
+WORK_PREFIX = "eagle_spark-ml-"
+"""The driver's work folder is ``<temporary dir>/eagle_spark-ml-<pid>-<random>``: the pid says
+whose it is, so a later driver removes those of drivers that were killed (:func:`sweep_dead_work`)."""
+
+
+def sweep_dead_work(root: str) -> list[str]:
+    """Remove the work folders (:data:`WORK_PREFIX`) below `root` whose driver process is gone
+    from this host (killed before its exit handler ran), and log each one.
+
+    A folder whose pid is alive (this driver, a concurrent one, or a reused pid) is kept, and so
+    is one without a pid in its name.
+
+    Returns:
+        The folders removed.
+    """
+    from eagle_spark.io.fs import pid_alive
+
+    removed: list[str] = []
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return removed
+    for name in names:
+        m = re.fullmatch(re.escape(WORK_PREFIX) + r"(\d+)-\w+", name)
+        if m is None or pid_alive(int(m.group(1))):
+            continue
+        path = os.path.join(root, name)
+        shutil.rmtree(path, ignore_errors=True)
+        if not os.path.exists(path):
+            removed.append(path)
+            log.info("removed %s, the work folder of driver %s, which is gone", path, m.group(1))
+    return removed
+
+
 def work_folder(spark: SparkSession, kind: str) -> str:
     """A new, not yet existing folder for a temporary dataset or an unsaved model.
+
+    The first call of a driver process makes its work folder (and removes those of killed
+    drivers: :func:`sweep_dead_work`); it is deleted when the process exits.
 
     Args:
         spark: the active session (its ``spark.eagle_spark.workDir`` setting, if any, is used).
@@ -124,7 +166,8 @@ def work_folder(spark: SparkSession, kind: str) -> str:
     if not base:
         with _driver_work_lock:  # driver threads (the pipeline's methods) share one folder
             if _driver_work is None:
-                _driver_work = tempfile.mkdtemp(prefix="eagle_spark-ml-")
+                sweep_dead_work(tempfile.gettempdir())
+                _driver_work = tempfile.mkdtemp(prefix=f"{WORK_PREFIX}{os.getpid()}-")
                 atexit.register(shutil.rmtree, _driver_work, True)
             base = _driver_work
     return f"{absolute(base).rstrip('/')}/{kind}-{uuid.uuid4().hex[:12]}"
@@ -232,6 +275,17 @@ def _label_ids(col: str) -> F.Column:
     return F.coalesce(F.col(col), F.array()).cast(T.ArrayType(T.IntegerType()))
 
 
+def _row_named(rows: DataFrame, key: int) -> str:
+    """How a message names the frame's row of internal id `key`: its position in the frame's
+    order and, when the frame has a ``sample_id`` column, that value (one small job)."""
+    said = f"row {key} of the frame (0-based, in its order)"
+    if S.SAMPLE_ID in rows.columns:
+        found = rows.where(F.col(KEY) == key).select(S.SAMPLE_ID).first()
+        if found is not None:
+            said = f"the sample with sample_id {found[0]!r} ({said})"
+    return said
+
+
 def materialise(
     df: DataFrame,
     columns: Mapping[str, str],
@@ -259,7 +313,8 @@ def materialise(
     Returns:
         The :class:`Source` of the written folder, keyed by the internal id.
     Raises:
-        ValueError: a feature id beyond `n_features` or negative, a negative label id or one beyond
+        ValueError: a feature value that is NaN or infinite (naming the sample), a feature id
+            beyond `n_features` or negative, a negative label id or one beyond
             `n_labels`, a label column without any label id (every array empty or null: checked by
             the first job on the labels, before any training), members of one group with different
             ``group_labels`` (names the group), or no rows.
@@ -290,10 +345,19 @@ def materialise(
             F.coalesce(S.FEAT_VAL, F.array()).cast(T.ArrayType(T.FloatType())).alias(S.FEAT_VAL),
             "_size",
         )
+        non_finite = F.exists(S.FEAT_VAL, lambda v: F.isnan(v) | (F.abs(v) == F.lit(float("inf"))))
         agg = x.agg(
-            F.max("_size"), F.max(F.array_max(S.FEAT_IDX)), F.min(F.array_min(S.FEAT_IDX))
+            F.max("_size"),
+            F.max(F.array_max(S.FEAT_IDX)),
+            F.min(F.array_min(S.FEAT_IDX)),
+            F.min(F.when(non_finite, F.col(S.SAMPLE_ID))),  # the first non-finite row
         ).collect()[0]
         size, hi, lo = agg[0], agg[1], agg[2]
+        if agg[3] is not None:
+            raise ValueError(
+                f"{where}: features column {feat!r} holds a NaN or infinite value (or one beyond "
+                f"float32's range) in {_row_named(rows, int(agg[3]))}; features must be finite"
+            )
         if lo is not None and lo < 0:
             raise ValueError(f"{where}: features column {feat!r} holds a negative feature id {lo}")
         width = (

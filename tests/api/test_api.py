@@ -6,6 +6,7 @@ from __future__ import annotations
 import doctest
 import math
 import os
+import pathlib
 import re
 
 import pytest
@@ -165,6 +166,27 @@ def test_grlr_on_an_in_memory_frame(spark, r4, stages):
     assert got == stages["Y_filter"]
 
 
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), 1e39])
+def test_a_non_finite_feature_in_a_frame_is_refused_naming_the_sample(spark, tmp_path, bad):
+    """NaN, infinity, or a value beyond float32 (which becomes infinity) in a frame's features:
+    a ValueError naming the sample before anything trains (not a task failure blaming a setting)."""
+    rows = [
+        (10, SparseVector(4, [0, 2], [1.0, 0.5]), [1]),
+        (11, SparseVector(4, [1, 3], [0.5, bad]), [0]),
+        (12, SparseVector(4, [0], [2.0]), [1]),
+    ]
+    frame = spark.createDataFrame(rows, ["sample_id", "features", "labels"])
+    with pytest.raises(
+        ValueError,
+        match=r"features column 'features' holds a NaN or infinite value .* in the sample with "
+        r"sample_id 11 \(row 1 of the frame",
+    ):
+        Dataset.from_samples(frame, str(tmp_path / "d"))
+    assert not (tmp_path / "d").exists()
+    with pytest.raises(ValueError, match="sample_id 11"):
+        LabelTreeClassifier(numTrees=1).fit(frame)
+
+
 def test_baseline_method_gives_every_member_its_group_labels(spark, r4):
     samples = r4.samples(labelsCol=None)
     model = GRLR(maxIter=0).fit(samples).setMethod("baseline")
@@ -256,6 +278,11 @@ def test_save_load_and_pipeline(spark, r4, test_set, tmp_path):
         OneVsRestXMCModel.load(one)
     with pytest.raises(BadInputError, match="not a saved eagle_spark stage"):
         GRLRModel.load(str(tmp_path))
+    # the saved stage's Spark ML metadata says its files were listed: without its list it is
+    # refused, not loaded unchecked
+    (pathlib.Path(one) / "_files.json").unlink()
+    with pytest.raises(BadInputError, match=r"has no file list _files.json, but .*metadata/part-"):
+        LabelTreeModel.load(one)
 
 
 @pytest.mark.parametrize(
@@ -665,3 +692,46 @@ def test_readme_from_python_runs_as_written(tmp_path, connect):
     printed = ast.literal_eval(last_line_of([str(script)], tmp_path, env, 1200))  # a dict
     assert printed["P@1"] == pytest.approx(60.13, abs=0.005)
     assert (tmp_path / "runs" / "py" / "tree" / "metadata").is_dir()
+
+
+def test_a_killed_drivers_work_folder_is_removed_by_the_next_driver(tmp_path):
+    """A driver killed (SIGKILL: no exit handler runs) leaves its work folder, held-out splits and
+    all; the next driver's first work folder removes it, and keeps a live driver's."""
+    import subprocess
+    import sys
+    import textwrap
+
+    from eagle_spark.ml.frames import WORK_PREFIX, sweep_dead_work
+
+    script = textwrap.dedent(
+        """
+        import os, pathlib, signal
+        from eagle_spark.ml.frames import work_folder
+
+        class Conf:
+            def get(self, key, default=None):
+                return default
+
+        class Session:
+            conf = Conf()
+
+        folder = pathlib.Path(work_folder(Session(), "held-out-split"))
+        folder.mkdir()
+        (folder / "part.parquet").write_bytes(b"x" * 100)
+        print(folder.parent, flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+        """
+    )
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == -9, done.stderr
+    left = pathlib.Path(done.stdout.strip())
+    assert left.parent == tmp_path and left.name.startswith(WORK_PREFIX) and left.exists()
+    live = tmp_path / f"{WORK_PREFIX}{os.getpid()}-abc123"
+    live.mkdir()
+    foreign = tmp_path / f"{WORK_PREFIX}abc123"  # no pid in the name: not ours to judge
+    foreign.mkdir()
+    assert sweep_dead_work(str(tmp_path)) == [str(left)]
+    assert not left.exists() and live.exists() and foreign.exists()

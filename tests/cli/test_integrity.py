@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -152,7 +153,6 @@ def trained(spark, tmp_path_factory):
 
 
 def _copy(src: pathlib.Path, dst: pathlib.Path) -> pathlib.Path:
-    import shutil
 
     if dst.exists():
         shutil.rmtree(dst)
@@ -371,7 +371,6 @@ def test_case_5_n_samples_disagreeing_with_x_is_refused(trained, tmp_path, capsy
 
 @pytest.mark.parametrize("damage", ["tree folder removed", "n_trees edited", "file added"])
 def test_case_6_damaged_model_is_refused_naming_model_and_file(trained, tmp_path, capsys, damage):
-    import shutil
 
     model = _copy(trained / "model", tmp_path / "model")
     if damage == "tree folder removed":
@@ -398,6 +397,75 @@ def test_case_6_damaged_model_is_refused_naming_model_and_file(trained, tmp_path
     )
     line = _error_line(capsys.readouterr().err, "predict")
     assert code == 2 and f"model {model}" in line and expected in line, line
+
+
+def _predict_argv(model, data, out) -> list[str]:
+    return ["predict", "--model", str(model), "--input", str(data), "--output", str(out)]
+
+
+def _predict(model, data, out) -> int:
+    """`eagle-spark predict` of `model` on `data` into `out`; its exit code."""
+    return main(_predict_argv(model, data, out))
+
+
+def test_a_removed_file_list_is_refused_not_read_unchecked(trained, tmp_path, capsys):
+    """A model whose list was deleted and one of whose weights parts was swapped for another's:
+    its metadata.json says the commit listed it, so predict refuses it instead of predicting."""
+
+    model = _copy(trained / "model", tmp_path / "model")
+    assert json.loads((model / "metadata.json").read_text())["file_list"] == "_files.json"
+    (model / "_files.json").unlink()
+    parts = sorted((model / "data" / "weights_0").glob("*.parquet"))
+    other = sorted((model / "data" / "weights_1").glob("*.parquet"))[0]
+    shutil.copy(other, parts[0])
+    out = tmp_path / "o"
+    code = _predict(model, trained / "test", out)
+    line = _error_line(capsys.readouterr().err, "predict")
+    assert code == 2 and f"model {model} has no file list _files.json" in line, line
+    assert f"{model}/metadata.json says eagle_spark listed its files" in line
+    assert not out.exists()
+    # a dataset's manifest carries the same mark; so does a saved pyspark.ml stage (test_api)
+    data = _copy(trained / "test", tmp_path / "test")
+    assert json.loads((data / "_manifest.json").read_text())["file_list"] == "_files.json"
+    (data / "_files.json").unlink()
+    assert main(["verify", "--input", str(data)]) == 2
+    assert f"{data}/_manifest.json says eagle_spark" in _error_line(
+        capsys.readouterr().err, "verify"
+    )
+
+
+def test_a_list_that_omits_a_table_is_refused(trained, tmp_path, capsys):
+    """A test set whose list lost X's entries and whose X was swapped for another X: every file of
+    a listed folder must be listed, so verify, predict and evaluate refuse it."""
+
+    data = _copy(trained / "test", tmp_path / "test")
+    path = data / "_files.json"
+    listing = json.loads(path.read_text())
+    listing["files"] = {r: e for r, e in listing["files"].items() if not r.startswith("X/")}
+    path.write_text(json.dumps(listing))
+    shutil.rmtree(data / "X")
+    shutil.copytree(trained / "train" / "X", data / "X")
+    assert main(["verify", "--input", str(data)]) == 2
+    line = _error_line(capsys.readouterr().err, "verify")
+    assert f"dataset {data}" in line or f"folder {data}" in line, line
+    assert "table X: file X/" in line and "is not in its file list" in line
+    code = _predict(trained / "model", data, tmp_path / "p")
+    assert code == 2 and "is not in its file list" in _error_line(
+        capsys.readouterr().err, "predict"
+    )
+    assert not (tmp_path / "p").exists()
+    code = main(["evaluate", "--predictions", str(trained / "pred"), "--input", str(data)])
+    assert code == 2 and "is not in its file list" in _error_line(
+        capsys.readouterr().err, "evaluate"
+    )
+
+
+def test_verify_refuses_an_empty_list(tmp_path, capsys):
+    folder = tmp_path / "empty"
+    folder.mkdir()
+    (folder / "_files.json").write_text(json.dumps({"format_version": 1, "files": {}}))
+    assert main(["verify", "--input", str(folder)]) == 2
+    assert "lists no file" in _error_line(capsys.readouterr().err, "verify")
 
 
 def test_altered_parquet_of_the_same_size_is_found_by_verify(trained, tmp_path, capsys):
@@ -544,6 +612,47 @@ def test_evaluate_checks_the_predictions_folder(trained, tmp_path, capsys):
     )
 
 
+def test_evaluate_refuses_predictions_of_another_dataset(trained, tmp_path, capsys):
+    """Predictions of the test set against the training set: the manifest they were made on is
+    not --input's (exit 2 naming both); a byte copy of the test set is the same commit."""
+    pred, test = trained / "pred", trained / "test"
+    code = main(["evaluate", "--predictions", str(pred), "--input", str(trained / "train")])
+    line = _error_line(capsys.readouterr().err, "evaluate")
+    assert code == 2 and f"predictions {pred} and dataset {trained / 'train'}" in line, line
+    assert f"made on '{test}'" in line
+    copy = _copy(test, tmp_path / "test")
+    assert main(["evaluate", "--predictions", str(pred), "--input", str(copy)]) == 0
+
+
+def test_evaluate_refuses_another_tools_predictions_beyond_the_dataset(trained, tmp_path, capsys):
+    """Predictions without a manifest (another tool's) of 120 samples against a 50-sample set:
+    more rows than samples and ids beyond its Y are exit 2, not P@k over a mismatch."""
+    from tests.conftest import delicious_slice
+
+    pred = _copy(trained / "pred", tmp_path / "pred")
+    (pred / "_manifest.json").unlink()
+    small = tmp_path / "small"
+    assert (
+        main(["ingest", "--input", delicious_slice(tmp_path, "test", 50), "--output", str(small)])
+        == 0
+    )
+    capsys.readouterr()
+    code = main(["evaluate", "--predictions", str(pred), "--input", str(small)])
+    line = _error_line(capsys.readouterr().err, "evaluate")
+    assert code == 2 and "120 predicted rows, the dataset has n_samples=50" in line, line
+
+
+def test_evaluate_refuses_an_empty_test_set(trained, tmp_path, capsys):
+    header_only = tmp_path / "empty.txt"
+    header_only.write_text("0 500 983\n")
+    empty = tmp_path / "empty"
+    assert main(["ingest", "--input", str(header_only), "--output", str(empty)]) == 0
+    capsys.readouterr()
+    code = main(["evaluate", "--predictions", str(trained / "pred"), "--input", str(empty)])
+    line = _error_line(capsys.readouterr().err, "evaluate")
+    assert code == 2 and f"dataset {empty} has no samples" in line, line
+
+
 def test_n_groups_disagreeing_with_y1_is_refused(trained, tmp_path, capsys):
     """The aggregated data's manifest against Y1's distinct group ids, recorded at commit."""
     agg = tmp_path / "agg"
@@ -569,3 +678,124 @@ def test_n_groups_disagreeing_with_y1_is_refused(trained, tmp_path, capsys):
     code = main(["embed", "--input", str(agg), "--output", str(tmp_path / "emb")])
     line = _error_line(capsys.readouterr().err, "embed")
     assert code == 2 and "says n_groups=99 but table Y1 has 100 distinct group_id" in line
+
+
+# ------------------------------------------------------------------ one storage-error path
+def _refused_commands(trained, agg, out):
+    txt = str(trained / "test.txt")
+    return {
+        "ingest": ["ingest", "--input", txt, "--output", out],
+        "export": ["export", "--input", str(trained / "test"), "--output", f"{out}.txt"],
+        "aggregate": ["aggregate", "--input", str(trained / "train"), "--output", out],
+        "synth": ["synth", "--preset", "eurlex4k", "--scale", "0.01", "--output", out],
+        "embed": ["embed", "--input", agg, "--output", out, "--set", "embed.iterations=1"],
+        "assign": ["assign", "--input", agg, "--method", "baseline", "--output", out],
+        "train": ["train", "--input", str(trained / "train"), "--output", out, "--model", "tree"],
+        "predict": _predict_argv(trained / "model", trained / "test", out),
+        "evaluate": [
+            "evaluate",
+            "--predictions",
+            str(trained / "pred"),
+            "--input",
+            str(trained / "test"),
+            "--output",
+            out,
+        ],
+        "pipeline": [
+            "pipeline",
+            "--dataset",
+            str(trained / "train"),
+            "--test-dataset",
+            str(trained / "test"),
+            "--output",
+            out,
+        ],
+        "experiment": [
+            "experiment",
+            "table2",
+            "--dataset",
+            str(trained / "train"),
+            "--test-dataset",
+            str(trained / "test"),
+            "--groupings",
+            "R-4",
+            "--output",
+            out,
+        ],
+        "summary": [
+            "verify",
+            "--input",
+            str(trained / "test"),
+            "--summary",
+            f"{out}.json",
+        ],
+    }
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "ingest",
+        "export",
+        "aggregate",
+        "synth",
+        "embed",
+        "assign",
+        "train",
+        "predict",
+        "evaluate",
+        "pipeline",
+        "experiment",
+        "summary",
+    ],
+)
+def test_a_refused_write_is_exit_2_in_one_line_naming_the_path(trained, tmp_path, capsys, command):
+    """The output's parent is a regular file, which every layer (pyarrow.fs, Spark's writer,
+    Hadoop) refuses as it refuses a read-only or forbidden folder: each command ends in exit 2
+    and one error line naming the output, before any Spark job, with nothing written."""
+    agg = trained / "agg4"
+    if not agg.exists():
+        assert main(["aggregate", "--input", str(trained / "train"), "--output", str(agg)]) == 0
+    if not (trained / "test.txt").exists():
+        assert (
+            main(
+                ["export", "--input", str(trained / "test"), "--output", str(trained / "test.txt")]
+            )
+            == 0
+        )
+    capsys.readouterr()
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a folder\n")
+    out = str(blocker / "out")
+    argv = _refused_commands(trained, str(agg), out)[command]
+    code = main(argv)
+    err = capsys.readouterr().err
+    name = argv[0]
+    line = _error_line(err, name)
+    assert code == 2, err
+    assert "cannot write " in line and str(blocker) in line, line
+    if command != "summary":  # the summary file's own message says "File exists" (its parent)
+        assert "a parent of it is a file, not a folder" in line, line
+    assert "Traceback" not in err and "at org.apache" not in err
+    assert blocker.read_text() == "not a folder\n"
+
+
+def test_hadoops_refusals_are_storage_errors_naming_the_path():
+    """What Spark's writer raises through Hadoop when a folder cannot be made (a read-only or
+    forbidden parent, as a non-root user meets it) is the same one-line refusal."""
+    from eagle_spark.errors import storage_error
+
+    java = (
+        "py4j.protocol.Py4JJavaError: An error occurred while calling o81.parquet.\n"
+        ": java.io.IOException: Mkdirs failed to create file:/data/ro/.agg.tmp-1/Y1/_temporary/0 "
+        "(exists=false, cwd=file:/home/u)\n\tat org.apache.hadoop.fs.ChecksumFileSystem.create"
+    )
+    err = storage_error(RuntimeError(java), "/data/ro/agg")
+    assert str(err).startswith(
+        "cannot write /data/ro/.agg.tmp-1/Y1/_temporary/0: its folder cannot be created "
+        "(permission denied, read-only, or a parent is a file)"
+    )
+    parent = storage_error(
+        RuntimeError("org.apache.hadoop.fs.ParentNotDirectoryException: /data/f is not a directory")
+    )
+    assert "/data/f: a parent of it is a file, not a folder" in str(parent)

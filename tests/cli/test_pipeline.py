@@ -56,8 +56,21 @@ def test_compare_writes_table2_layout_consistent_with_stage_outputs(spark, compa
         "P@5",
         "assignment precision",
         "assignment recall",
+        "assignment used",
     ]
     assert md[2].startswith("| R-4 | P@1 |")
+    # what auto chose is in the table, the run report and the manifest (asked and used apart)
+    for method in ("eagle0", "eagle"):
+        manifest = json.loads((run / "assigned" / method / "_manifest.json").read_text())
+        chosen = manifest["selection"]["chosen"]
+        held = manifest["selection"]["held_out_groups"]
+        assert comparison["methods"][method]["assignment_used"] == (
+            f"auto: {chosen} (on {held:,} held-out groups)"
+        )
+        assert manifest["parameters"]["weighting"] == "auto"
+        assert manifest["used"]["weighting"] != "auto" and manifest["used"]["candidates"]
+        assert f"auto: {chosen}" in md[-1] and f"auto: {chosen}" in (run / "report.md").read_text()
+    assert comparison["methods"]["baseline"]["assignment_used"] is None
 
     # every number of the table is the one its stage wrote ...
     for method, row in comparison["methods"].items():
@@ -91,7 +104,11 @@ def test_compare_writes_table2_layout_consistent_with_stage_outputs(spark, compa
     )
     assert m["baseline"]["assignment_recall_percent"] == 100.0
     # every value of comparison.json is in percent, and its key says so
-    assert all(key == "name" or key.endswith("_percent") for row in m.values() for key in row)
+    assert all(
+        key in ("name", "assignment_used") or key.endswith("_percent")
+        for row in m.values()
+        for key in row
+    )
 
 
 def test_every_table_is_readable_as_a_folder_by_polars(compare_run):

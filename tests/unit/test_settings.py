@@ -479,3 +479,45 @@ def test_declared_ranges_are_checked_on_construction_and_become_flag_choices():
     with pytest.raises(SystemExit):
         p.parse_args(["--loss", "hinge"])
     assert p.parse_args(["--loss", "logistic"]).loss == "logistic"
+
+
+def test_a_candidate_is_checked_against_the_settings_it_sets_naming_the_users_key(tmp_path):
+    """``hard+r99`` parses, but sets assign.refine_rounds=99 outside [0, 10]: refused at load,
+    naming assign.candidates (the key written), before any session (the CLI exits 2 in a process
+    that never starts a JVM, and nothing is written)."""
+    import subprocess
+    import sys
+
+    from eagle_spark.errors import SettingsError
+    from eagle_spark.settings import AssignSettings, ExperimentSettings, Settings
+
+    with pytest.raises(
+        SettingsError,
+        match=r"assign\.candidates: 'hard\+r99' sets assign\.refine_rounds, which must be in "
+        r"\[0, 10\], got 99",
+    ):
+        Settings.load(None, ["assign.candidates=[baseline, hard+r99]"])
+    with pytest.raises(SettingsError, match=r"experiment\.candidates: 'soft-0\.3\+r11'"):
+        ExperimentSettings(candidates=("soft-0.3+r11",))
+    assert AssignSettings(candidates=("hard+r10", "soft-0.3+r1")).candidates[0] == "hard+r10"
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "eagle_spark",
+            "assign",
+            "--input",
+            str(tmp_path / "agg"),
+            "--output",
+            str(out),
+            "--set",
+            "assign.candidates=[hard+r99]",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "'hard+r99' sets assign.refine_rounds" in done.stderr.strip().splitlines()[-1]
+    assert "SparkSession" not in done.stderr and not out.exists()

@@ -3,6 +3,7 @@ solver against scikit-learn's public estimators, the expected-loss problem, and 
 and one-vs-all / tree training on Spark against independent numpy / scipy twins."""
 
 import dataclasses
+import json
 import math
 
 import numpy as np
@@ -524,7 +525,11 @@ def test_bad_label_weights_are_refused_by_name(spark, soft, tmp_path):
     )
     shutil.rmtree(bad / "Y")
     broken.write.parquet(str(bad / "Y"))
-    (bad / "_files.json").unlink()  # Y rewritten by another tool: the folder has no file list now
+    # Y rewritten by another tool, which wrote the manifest anew: no file list, none claimed
+    (bad / "_files.json").unlink()
+    manifest = json.loads((bad / "_manifest.json").read_text())
+    manifest.pop("file_list")
+    (bad / "_manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(BadInputError, match=rf"sample_id {victim}: label_weights must hold"):
         train_ova(spark, str(bad), str(tmp_path / "m"), OVASettings(tasks=2))
     assert not (tmp_path / "m").exists()
@@ -656,7 +661,8 @@ def test_auto_chooses_the_best_candidate_on_held_out_groups(spark, soft, tmp_pat
     from eagle_spark.settings import candidate_changes
 
     chosen = AssignSettings(tasks=2, **candidate_changes(best))
-    assert out.manifest["parameters"]["weighting"] == chosen.weighting
+    assert out.manifest["parameters"]["weighting"] == "auto"  # what was asked
+    assert out.manifest["used"]["weighting"] == chosen.weighting  # what it chose
     again = (
         GRLRModel.fromSettings(chosen)
         .atFolder(paths["emb"])
@@ -862,7 +868,14 @@ def test_auto_on_too_few_groups_falls_back_to_hard(spark, tmp_path):
         and sel["candidates"] == {}
         and str(MIN_HELD_GROUPS) in sel["skipped"]
     )
-    assert out.manifest["parameters"]["weighting"] == "hard" and out.manifest["n_assignments"] == 4
+    # the manifest keeps what was asked and what was used; the tables' text says why
+    assert out.manifest["parameters"]["weighting"] == "auto"
+    assert out.manifest["used"]["weighting"] == "hard" and out.manifest["n_assignments"] == 4
+    from eagle_spark.assignment.assign import choice_of
+
+    assert choice_of(out.manifest) == (
+        f"auto could not choose (4 groups: fewer than {MIN_HELD_GROUPS} would be held out): hard"
+    )
 
 
 def test_positive_weights_equal_a_dense_twin():
