@@ -935,9 +935,9 @@ def check_candidate(name: str, key: str) -> dict[str, Any]:
     """
     declared = {item.name: item for item in declarations(AssignSettings)}
     changes = candidate_changes(name)
-    for name_of, value in changes.items():
-        complaint = _complaint(declared[name_of], value)
-        _check(complaint is None, f"{key}: {name!r} sets assign.{name_of}, which {complaint}")
+    for setting_name, value in changes.items():
+        complaint = _complaint(declared[setting_name], value)
+        _check(complaint is None, f"{key}: {name!r} sets assign.{setting_name}, which {complaint}")
     return changes
 
 
