@@ -23,7 +23,7 @@ import logging
 import os
 import sys
 import time
-from typing import Sequence
+from typing import Any, Sequence
 
 from eagle_spark import __version__
 from eagle_spark.errors import (
@@ -44,39 +44,66 @@ from eagle_spark.settings import Settings
 log = logging.getLogger("eagle_spark")
 
 
-def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--conf", metavar="FILE", help="YAML settings file (see --print-defaults)")
+AFTER = "_after_command"
+"""Prefix of the destinations of the options given after the command (:func:`_common`)."""
+
+
+def _common(parser: argparse.ArgumentParser, after_command: bool = False) -> None:
+    """The options every command takes, before or after its name.
+
+    argparse copies a subcommand's whole namespace over the main parser's, so an option declared
+    on both with a default would reset a value given before the command (``eagle-spark --conf F
+    train ...`` would run on the defaults). After the command (`after_command`) the options
+    therefore have no default (``argparse.SUPPRESS``) and ``--set`` lands in its own list, which
+    :func:`_merge_after_command` appends to the one given before.
+    """
+    unset: dict[str, Any] = {"default": argparse.SUPPRESS} if after_command else {}
+    parser.add_argument(
+        "--conf", metavar="FILE", help="YAML settings file (see --print-defaults)", **unset
+    )
     parser.add_argument(
         "--set",
         metavar="KEY=VALUE",
         action="append",
-        default=[],
-        dest="overrides",
+        dest=f"{AFTER}_overrides" if after_command else "overrides",
         help="override one setting, e.g. --set spark.master=local[2] (repeatable)",
+        **(unset or {"default": []}),
     )
     parser.add_argument(
         "--remote",
         metavar="URL",
-        default=None,
         help="run on a Spark Connect server: sc://host:port (or local[N]: a Connect server in "
         "this process); the same as --set spark.remote=URL",
+        **(unset or {"default": None}),
     )
     parser.add_argument(
-        "--print-defaults", action="store_true", help="print the settings in force as YAML and exit"
+        "--print-defaults",
+        action="store_true",
+        help="print the settings in force as YAML and exit",
+        **unset,
     )
     parser.add_argument(
         "--log-level",
-        default="INFO",
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
         help="eagle_spark's log level on stderr (default INFO; WARNING hides progress)",
+        **(unset or {"default": "INFO"}),
     )
     parser.add_argument(
         "--summary",
         metavar="FILE",
-        default=None,
         help="write the JSON summary to FILE (a local path of the driver, written "
         "atomically) instead of stdout, which then stays empty",
+        **(unset or {"default": None}),
     )
+
+
+def _merge_after_command(args: argparse.Namespace) -> argparse.Namespace:
+    """`args` with the ``--set`` options given after the command appended to those given before
+    it (later ones win, as on one command line)."""
+    after = vars(args).pop(f"{AFTER}_overrides", None)
+    if after:
+        args.overrides = [*getattr(args, "overrides", []), *after]
+    return args
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -92,7 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (help_text, add_arguments, _) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
-        _common(p)
+        _common(p, after_command=True)
         add_arguments(p)
     return parser
 
@@ -115,7 +142,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             only.add_argument("command", nargs="?", choices=list(COMMANDS))
             args, _ = only.parse_known_args(argv)
         else:
-            args = parser.parse_args(argv)
+            args = _merge_after_command(parser.parse_args(argv))
     except SystemExit as exc:  # argparse: --help/--version exit 0, bad usage exits 2
         return int(exc.code or 0)
     configure_logging(args.log_level)

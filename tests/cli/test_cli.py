@@ -26,6 +26,32 @@ def test_print_defaults_merges_conf_and_set(capsys, tmp_path):
     assert yaml.safe_load(capsys.readouterr().out)["ova"]["C"] == 0.25
 
 
+def test_options_before_the_command_are_kept(capsys, tmp_path):
+    """argparse lets a subcommand's defaults overwrite what was given before its name: --conf,
+    --set and --log-level before ``train`` must survive, and --set before and after add up."""
+    from eagle_spark.cli import _merge_after_command, build_parser
+
+    args = _merge_after_command(
+        build_parser().parse_args(
+            ["--conf", "c.yaml", "--set", "tree.C=1", "--log-level", "WARNING", "train"]
+            + ["--input", "x", "--output", "y", "--set", "tree.C=2", "--summary", "s.json"]
+        )
+    )
+    assert (args.conf, args.overrides, args.log_level, args.summary) == (
+        "c.yaml",
+        ["tree.C=1", "tree.C=2"],
+        "WARNING",
+        "s.json",
+    )
+    after = build_parser().parse_args(["train", "--input", "x", "--output", "y"])
+    assert (after.conf, after.overrides, after.log_level) == (None, [], "INFO")
+    conf = tmp_path / "bad.yaml"
+    conf.write_text("tree:\n  n_trees: 0\n")
+    # the conf given before the command is read (and refused) before any JVM starts
+    assert main(["--conf", str(conf), "train", "--input", "x", "--output", "y"]) == 2
+    assert "tree.n_trees must be >= 1" in capsys.readouterr().err
+
+
 def test_bad_usage_exits_2(capsys):
     assert main([]) == 2
     assert main(["no-such-command"]) == 2
