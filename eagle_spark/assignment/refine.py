@@ -102,9 +102,16 @@ def classifier_scorer(
         negative_fraction=fraction,
     )
     model = posixpath.join(folder, "model")
-    train_ova(spark, assigned, model, params, within_groups=groups)
+    meta = train_ova(spark, assigned, model, params, within_groups=groups)
     scorer = posixpath.join(folder, "scorer")
     weights = read_parquet(spark, posixpath.join(model, "data", "weights"))
+    if "label_map" in meta:  # trained on the labels present: their ids back
+        from eagle_spark.classifiers.labels import LABEL_INDEX
+
+        ids = read_parquet(spark, posixpath.join(model, meta["label_map"]))
+        weights = weights.withColumnRenamed(S.LABEL_ID, LABEL_INDEX).join(
+            F.broadcast(ids), LABEL_INDEX
+        )
     write_table(
         weights.select(
             S.LABEL_ID,

@@ -44,6 +44,13 @@ from eagle_spark.classifiers.base import (
     write_metadata,
 )
 from eagle_spark.classifiers.joined import ProportionalBlocks, training_access
+from eagle_spark.classifiers.labels import (
+    LabelSpace,
+    labels_present,
+    model_label_ids,
+    trained_labels,
+    write_label_map,
+)
 from eagle_spark.classifiers.linear import check_weights, expected_loss_problem, train_binary
 from eagle_spark.errors import BadInputError, check_finite_scores
 from eagle_spark.executor_state import shared_state, sparse_arrays, sparse_from
@@ -320,6 +327,44 @@ def train_ova(
     )
     within = within_groups is not None
     weighted = label_weights_in(spark, dataset)
+    with (
+        atomic_output(spark, model_path, overwrite) as tmp,
+        labels_present(
+            spark, dataset, n_labels, posixpath.join(tmp, "_labels"), "ova", groups
+        ) as space,
+    ):
+        counts = _train_into(spark, space, tmp, n_features, params, weighted, within)
+        counts["n_labels_without_positives"] += n_labels - space.n_labels  # the empty ones
+        meta = write_metadata(
+            spark,
+            tmp,
+            "OVAModel",
+            params.to_dict(),
+            n_features,
+            n_labels,
+            **counts,
+            **space.metadata(n_labels),
+            source={"dataset": dataset},
+            label_weights=weighted,
+            within_groups=within_groups,
+        )
+        write_label_map(spark, tmp, space)
+    log.info("ova: %d labels, %d weights", n_labels, meta["n_weights"])
+    return meta
+
+
+def _train_into(
+    spark: SparkSession,
+    space: LabelSpace,
+    tmp: str,
+    n_features: int,
+    params: OVASettings,
+    weighted: bool,
+    within: bool,
+) -> dict:
+    """Train every label of `space` into ``<tmp>/data``; returns the metadata's counts
+    (n_labels_without_positives, n_weights, x_access)."""
+    dataset, groups, n_labels = space.dataset, space.groups, space.n_labels
     access, x_nonzeros = training_access(
         spark, dataset, params, "ova", count_nonzeros=params.min_task_work > 0
     )
@@ -330,55 +375,20 @@ def train_ova(
         n_labels * (x_nonzeros or 0) * params.negative_fraction,
         default_parallelism(spark),
     )
-    with atomic_output(spark, model_path, overwrite) as tmp:
-        if access == "joined":
-            rows = _train_joined(
-                spark,
-                dataset,
-                posixpath.join(tmp, "data"),
-                n_features,
-                n_labels,
-                params,
-                blocks,
-                groups,
-                weighted,
-                within,
-            )
-        else:
-            rows = (
-                spark.range(0, blocks, numPartitions=blocks)
-                .mapInArrow(
-                    _train_task(
-                        dataset,
-                        posixpath.join(tmp, "data"),
-                        n_features,
-                        n_labels,
-                        params,
-                        blocks,
-                        groups,
-                        weighted,
-                        within,
-                    ),
-                    from_arrow_schema(_SUMMARY),
-                )
-                .collect()
-            )
-        meta = write_metadata(
-            spark,
-            tmp,
-            "OVAModel",
-            params.to_dict(),
-            n_features,
-            n_labels,
-            n_labels_without_positives=sum(r["no_positive"] for r in rows),
-            n_weights=sum(r["weights"] for r in rows),
-            source={"dataset": dataset},
-            x_access=access,
-            label_weights=weighted,
-            within_groups=within_groups,
+    args = (dataset, posixpath.join(tmp, "data"), n_features, n_labels, params, blocks, groups)
+    if access == "joined":
+        rows = _train_joined(spark, *args, weighted, within)
+    else:
+        rows = (
+            spark.range(0, blocks, numPartitions=blocks)
+            .mapInArrow(_train_task(*args, weighted, within), from_arrow_schema(_SUMMARY))
+            .collect()
         )
-    log.info("ova: %d labels, %d weights", n_labels, meta["n_weights"])
-    return meta
+    return {
+        "n_labels_without_positives": sum(r["no_positive"] for r in rows),
+        "n_weights": sum(r["weights"] for r in rows),
+        "x_access": access,
+    }
 
 
 PRED_SCHEMA = from_arrow_schema(S.PREDICTIONS_ARROW)
@@ -447,11 +457,12 @@ def predict_ova(
             f"the data has {n_features} features, beyond the model's n_features="
             f"{meta['n_features']}"
         )
-    m_features, n_labels = meta["n_features"], meta["n_labels"]
+    m_features, n_labels = meta["n_features"], trained_labels(meta)
     normalize = meta["params"]["normalize"]
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         W, bias = _load_weights(model_path, m_features, n_labels)
+        label_ids = model_label_ids(model_path, meta)  # a compacted model's ids, else None
         for batch in batches:
             for lo in range(0, batch.num_rows, batch_rows):
                 part = batch.slice(lo, batch_rows)
@@ -460,6 +471,7 @@ def predict_ova(
                 scores = np.asarray((Xb @ W).todense()) + bias
                 check_finite_scores(scores, part.column(0), "predict")
                 labels, vals = top_k(scores, k)
+                labels = labels if label_ids is None else label_ids[labels]
                 offsets = pa.array(np.arange(0, labels.size + 1, labels.shape[1], dtype=np.int32))
                 yield pa.RecordBatch.from_arrays(
                     [

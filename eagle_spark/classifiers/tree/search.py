@@ -15,6 +15,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from eagle_spark import schemas as S
 from eagle_spark.classifiers.base import WEIGHTS, read_metadata
+from eagle_spark.classifiers.labels import model_label_ids, trained_labels
 from eagle_spark.classifiers.ova import PRED_SCHEMA
 from eagle_spark.classifiers.tree.scoring import feature_major, node_scores, rows_per_block
 from eagle_spark.classifiers.tree.structure import TREE, Tree
@@ -74,7 +75,7 @@ def load_model(model_path: str, meta: dict) -> list[tuple[Tree, sp.csc_matrix, n
                     a[f"parent{t}"],
                     a[f"level{t}"],
                     int(meta["n_clusters"][t]),
-                    int(meta["n_labels"]),
+                    trained_labels(meta),
                 ),
                 sparse_from(a, f"W{t}", "csc"),
                 a[f"bias{t}"],
@@ -256,6 +257,7 @@ def predict_tree(
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         models = load_model(model_path, meta)
+        label_ids = model_label_ids(model_path, meta)  # a compacted model's ids, else None
         for batch in batches:
             for lo in range(0, batch.num_rows, batch_rows):
                 part = batch.slice(lo, batch_rows)
@@ -270,6 +272,8 @@ def predict_tree(
                 lengths = (labels >= 0).sum(axis=1)
                 offsets = pa.array(np.r_[0, np.cumsum(lengths)].astype(np.int32))
                 keep = labels >= 0
+                if label_ids is not None:
+                    labels = np.where(keep, label_ids[np.maximum(labels, 0)], -1)
                 yield pa.RecordBatch.from_arrays(
                     [
                         part.column(0),

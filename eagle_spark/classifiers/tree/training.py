@@ -26,6 +26,7 @@ from eagle_spark.classifiers.base import (
     write_metadata,
 )
 from eagle_spark.classifiers.joined import training_access
+from eagle_spark.classifiers.labels import labels_present, write_label_map
 from eagle_spark.classifiers.linear import check_weights, expected_loss_problem, train_binary
 from eagle_spark.classifiers.ova import weights_batch
 from eagle_spark.classifiers.tree.indexer import index_trees
@@ -631,22 +632,33 @@ def train_tree(
         n_features, n_labels = training_set(spark, dataset)
         groups = unassigned_groups(spark, dataset, params.unassigned, "tree")
         weighted = label_weights_in(spark, dataset)
-        access, _ = training_access(spark, dataset, params, "tree")
-        label_freq, _ = label_counts(read_table(spark, dataset, S.Y), n_labels)  # per label
     with atomic_output(spark, model_path, overwrite) as tmp:
-        meta = _train_tree_into(
-            spark,
-            dataset,
-            tmp,
-            params,
-            label_repr,
-            n_features,
-            n_labels,
-            groups,
-            access,
-            label_freq,
-            weighted,
-        )
+        with labels_present(
+            spark, dataset, n_labels, posixpath.join(tmp, "_labels"), "tree", groups, label_repr
+        ) as space:
+            with job_step(spark, "training set"):
+                access, _ = training_access(spark, space.dataset, params, "tree")
+                label_freq, _ = label_counts(read_table(spark, space.dataset, S.Y), space.n_labels)
+            meta = _train_tree_into(
+                spark,
+                space.dataset,
+                tmp,
+                params,
+                space.label_repr,
+                n_features,
+                space.n_labels,
+                space.groups,
+                access,
+                label_freq,
+                weighted,
+                recorded={
+                    "n_labels": n_labels,
+                    "source": {"dataset": dataset},
+                    "label_repr": label_repr or "pifa",
+                    **space.metadata(n_labels),
+                },
+            )
+            write_label_map(spark, tmp, space)
     log.info(
         "tree: %d labels, %d trees, depth %d", n_labels, len(meta["n_clusters"]), meta["depth"]
     )
@@ -665,8 +677,11 @@ def _train_tree_into(
     access: str,
     label_freq: np.ndarray,
     weighted: bool = False,
+    recorded: Optional[dict] = None,
 ) -> dict:
-    """Index, train and write the model into the atomic output's temporary folder `tmp`."""
+    """Index, train and write the model into the atomic output's temporary folder `tmp`;
+    `recorded` overrides the metadata's n_labels, source and label_repr (the caller's, when the fit
+    ran on a compact copy, :mod:`eagle_spark.classifiers.labels`) and adds its keys."""
     with job_step(spark, "indexer"):
         pifa_tmp = None
         if (
@@ -802,19 +817,23 @@ def _train_tree_into(
             )
         )
         writer.close()
+    extra = {
+        "label_repr": label_repr or "pifa",
+        "source": {"dataset": dataset},
+        **(recorded or {}),
+    }
     return write_metadata(
         spark,
         tmp,
         "TreeModel",
         given.to_dict(),
         n_features,
-        n_labels,
+        int(extra.pop("n_labels", n_labels)),
         n_trees=len(trees),
         n_clusters=[tr.n_clusters for tr in trees],
         depth=int(max(tr.level.max() for tr in trees)),
-        label_repr=label_repr or "pifa",
-        source={"dataset": dataset},
         x_access=access,
         label_weights=weighted,
+        **extra,
         **chosen,
     )
