@@ -217,17 +217,53 @@ def design() -> list[str]:
     synth = report("main_job_synth_wiki325k_0.1")
     copied = [r for r in synth["rows"] if r.get("status", "").startswith("copied")]
     assigns = [r for r in synth["rows"] if r["stage"].startswith("assign_")]
+    oracle = synth.get("oracle")
+    value = (
+        f"{synth['median_wall_s']:.0f} s, peak PSS {synth['peak_pss_GB']:.1f} GB (RSS "
+        f"{synth['peak_rss_GB']:.1f}); P@1/3/5 "
+        + ", ".join(f"{m} {_pk(v)}" for m, v in synth["comparison"].items())
+    )
+    if oracle:  # the Oracle trained beside it: each method's P@1 as a share of the Oracle's
+        value += (
+            f"; Oracle {_pk(oracle)} (its `train` {oracle['seconds']['train']:.0f} s); P@1 / "
+            "Oracle's: " + ", ".join(f"{m} {v['P@1']:.2f}" for m, v in synth["to_oracle"].items())
+        )
+    for method, chosen in (synth.get("selection") or {}).items():
+        value += (
+            f"; {method}'s `auto` chose {chosen['chose']}, selection "
+            f"{chosen['selection job s']:.0f} s = {chosen['selection / training']:.2f} x the "
+            "winner's training"
+        )
+    if copied:
+        value += f"; {len(copied)} stages copied from " + ", ".join(
+            sorted({r["status"].removeprefix("copied from ") for r in copied})
+        )
+    value += "; " + ", ".join(f"{r['stage']} {r['median s']:.0f} s" for r in assigns)
     rows.append(
         (
-            "main job on planted synthetic Wiki-325K 0.1 (whole test set), one run",
-            f"{synth['median_wall_s']:.0f} s, peak PSS {synth['peak_pss_GB']:.1f} GB (RSS "
-            f"{synth['peak_rss_GB']:.1f}); P@1/3/5 "
-            + ", ".join(f"{m} {_pk(v)}" for m, v in synth["comparison"].items())
-            + f"; {len(copied)} stages copied from "
-            + ", ".join(sorted({r["status"].removeprefix("copied from ") for r in copied}))
-            + "; "
-            + ", ".join(f"{r['stage']} {r['median s']:.0f} s" for r in assigns),
+            "main job (`--compare`) on realistic synthetic Wiki-325K 0.1 (whole test set), one run"
+            if oracle
+            else "main job on planted synthetic Wiki-325K 0.1 (whole test set), one run",
+            value,
             "main_job_synth_wiki325k_0.1",
+        )
+    )
+    stray = report("labels_present")["rows"]
+    rows.append(
+        (
+            "one stray label id on a 45-label frame (10^5, 10^7, 2^31 - 2): the fit's time over "
+            "the fit without it, labels trained",
+            "; ".join(
+                f"{est} "
+                + ", ".join(
+                    f"{r['x without']:.2f}x"
+                    for r in stray
+                    if r["estimator"] == est and r["stray id"]
+                )
+                + f" ({max(r['labels trained'] for r in stray if r['estimator'] == est)} labels)"
+                for est in dict.fromkeys(r["estimator"] for r in stray)
+            ),
+            "labels_present",
         )
     )
     full = report("main_job_synth_wiki325k_1.0")
@@ -601,6 +637,58 @@ def cost() -> list[str]:
                 + " | ".join(shown)
                 + f" | {r.get('chosen') or '-'} | `{name}.json` |"
             )
+    return lines
+
+
+def cost_model() -> list[str]:
+    """docs/design.md's cost model table (``benchmarks/cost_model.py``'s report): per stage the
+    fitted exponent, the check against a measured run and the predictions."""
+    r = report("cost_model")
+    scales = ", ".join(f"{v:g}" for v in r["fitted"].values())
+    check = r.get("check")
+    full = r["predictions"].get("1")
+    cores = [k.split()[0] for k in (full or {}) if k.endswith("cores total s (lower bound)")]
+    head = "| stage | seconds ~ scale^b: b |"
+    rule = "|---|---|"
+    if check:
+        head += f" predicted / measured at {check['scale']:g} (s) | error |"
+        rule += "---|---|"
+    if full:
+        head += " scale 1.0, this machine (s) |" + "".join(
+            f" scale 1.0, {c} cores (s, lower bound) |" for c in cores
+        )
+        rule += "---|" * (1 + len(cores))
+    lines = [
+        f"Fitted on the main job's runs at scales {scales} (`cost_model.json`; "
+        f"{r['machine_cpus']} cores).",
+        "",
+        head,
+        rule,
+    ]
+    by_stage = {row["stage"]: row for row in r["rows"]}
+    for stage, fitted in r["model"].items():
+        cells = [stage, f"{fitted['b']:.2f}"]
+        if check:
+            row = by_stage.get(stage, {})
+            predicted = next((v for k, v in row.items() if k.startswith("predicted s")), None)
+            measured, error = row.get("measured s"), row.get("error")
+            cells.append(
+                "-"
+                if predicted is None or measured is None
+                else f"{predicted:,.0f} / {measured:,.0f}"
+            )
+            cells.append("-" if error is None else f"{100 * error:+.0f}%")
+        if full:
+            cells.append(f"{full['this machine s'][stage]:,.0f}")
+            for c in cores:
+                cells.append(f"{full[f'{c} cores s (lower bound)'].get(stage, float('nan')):,.0f}")
+        lines.append("| " + " | ".join(cells) + " |")
+    if check:
+        lines.append(
+            f"| total (stages summed) | | {check['total predicted s']:,.0f} / "
+            f"{check['total measured s']:,.0f} | {100 * check['total error']:+.0f}% |"
+            + (" |" * (1 + len(cores)) if full else "")
+        )
     return lines
 
 
