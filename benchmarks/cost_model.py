@@ -1,0 +1,189 @@
+"""A cost model of the main job, from its runs at several scales, to full scale and to a cluster.
+
+    python benchmarks/cost_model.py --fit main_job_synth_wiki325k_0.05 main_job_synth_wiki325k_0.1 \
+        [--check main_job_synth_wiki325k_0.3] \
+        [--speedup main_job_synth_wiki325k_0.05_local1 main_job_synth_wiki325k_0.05] \
+        [--predict 1.0] [--cores 32 128] [--report cost_model]
+
+Each ``--fit`` report is one ``benchmarks/main_job.py --data synth:PRESET:SCALE`` run. On the
+presets every count of the data (samples, nonzeros of X, positives of Y, labels) is proportional to
+the scale (``eagle-spark synth --scale``), so a stage's work is proportional to scale^b for some b:
+1 for a pass over the rows, 2 for a one-vs-all (labels x samples), between for a tree. Per stage
+that ran in every fitted run (a stage copied from another, when ``auto`` chose the Baseline, is
+not fitted), the model is ``seconds = a x scale^b``, fitted by least squares on the logarithms
+(two runs: the line through both). ``--check`` compares the prediction with a measured run, per
+stage and in total (the relative error). Stages run side by side in the main job, so the total is
+the sum of the stages' seconds against the sum of the measured ones.
+
+``--speedup LOCAL1 LOCAL2``: two runs of one scale with ``spark.master=local[1]`` and the default
+(the machine's cores, ``machine.cpus`` of the report). Per stage the speed-up S = t1 / t2 gives
+the parallel share p by Amdahl's law (t(c) = t1 ((1 - p) + p / c), so p = (1 - 1 / S) / (1 - 1 /
+cpus), clipped to [0, 1]); a stage's time on c cores at the predicted scale is then its
+single-core time ``t1 = S x t`` times ((1 - p) + p / c). This ignores what a cluster adds (network
+shuffle, executors' start-up, skew) and what it removes (memory per executor): a lower bound of
+the wall time, stated as such in the report.
+
+The report ``benchmarks/reports/<--report>.json`` holds the fitted (a, b) per stage, the check's
+rows and the predictions; ``benchmarks/figures.py`` puts its table in ``docs/design.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import pathlib
+import re
+import sys
+
+import numpy as np
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from _common import REPORTS, write_report  # noqa: E402
+
+SCALE = re.compile(r"synth:[a-z0-9-]+:([0-9.]+)")
+
+
+def load(name: str) -> dict:
+    """Report `name` with its ``scale`` (from its data description) and its stages' seconds.
+
+    Raises:
+        SystemExit: the report is missing, stopped, or not of a synthetic preset.
+    """
+    path = REPORTS / f"{name}.json"
+    if not path.exists():
+        sys.exit(f"no report {path}")
+    report = json.loads(path.read_text())
+    found = SCALE.match(report.get("data", ""))
+    if not found:
+        sys.exit(f"{name}: not a run on a synthetic preset (data {report.get('data')!r})")
+    if report.get("complete") is False:
+        sys.exit(f"{name}: a stopped run cannot be fitted")
+    stages = {
+        r["stage"]: r["median s"]
+        for r in report["rows"]
+        if r["stage"] != "whole command" and r.get("status") == "ran" and r["median s"]
+    }
+    return {
+        "name": name,
+        "scale": float(found.group(1)),
+        "stages": stages,
+        "cpus": report["machine"]["cpus"],
+    }
+
+
+def fit(runs: list[dict]) -> dict[str, dict]:
+    """{stage: {"a": seconds at scale 1, "b": exponent}} for each stage that ran in every run."""
+    if len({r["scale"] for r in runs}) < 2:
+        sys.exit("--fit needs runs at two scales at least")
+    common = set.intersection(*(set(r["stages"]) for r in runs))
+    out = {}
+    for stage in sorted(common, key=list(runs[0]["stages"]).index):
+        x = np.log([r["scale"] for r in runs])
+        y = np.log([r["stages"][stage] for r in runs])
+        b, log_a = np.polyfit(x, y, 1)
+        out[stage] = {"a": round(float(math.exp(log_a)), 2), "b": round(float(b), 3)}
+    return out
+
+
+def predict(model: dict[str, dict], scale: float) -> dict[str, float]:
+    """Seconds per stage at `scale` on the fitted runs' machine."""
+    return {s: m["a"] * scale ** m["b"] for s, m in model.items()}
+
+
+def parallel_share(one: dict, many: dict) -> dict[str, float]:
+    """Per stage the parallel share p of Amdahl's law from a local[1] run and a run on the
+    machine's cores (the same scale)."""
+    if one["scale"] != many["scale"]:
+        sys.exit("--speedup: the two runs must be of one scale")
+    cpus = many["cpus"]
+    out = {}
+    for stage in set(one["stages"]) & set(many["stages"]):
+        speedup = one["stages"][stage] / many["stages"][stage]
+        out[stage] = min(1.0, max(0.0, (1 - 1 / speedup) / (1 - 1 / cpus)))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--fit", nargs="+", required=True, help="main_job reports to fit")
+    parser.add_argument("--check", default=None, help="a main_job report to compare with")
+    parser.add_argument("--speedup", nargs=2, default=None, metavar=("LOCAL1", "LOCAL_N"))
+    parser.add_argument("--predict", type=float, nargs="+", default=[1.0])
+    parser.add_argument("--cores", type=int, nargs="+", default=[32, 128])
+    parser.add_argument("--report", default="cost_model")
+    args = parser.parse_args()
+
+    runs = [load(n) for n in args.fit]
+    model = fit(runs)
+    extra: dict = {
+        "fitted": {r["name"]: r["scale"] for r in runs},
+        "model": model,
+        "machine_cpus": runs[0]["cpus"],
+    }
+    rows = []
+    if args.check:
+        check = load(args.check)
+        guess = predict(model, check["scale"])
+        for stage, seconds in guess.items():
+            measured = check["stages"].get(stage)
+            rows.append(
+                {
+                    "stage": stage,
+                    "b": model[stage]["b"],
+                    f"predicted s at {check['scale']:g}": round(seconds, 1),
+                    "measured s": measured,
+                    "error": None if measured is None else round(seconds / measured - 1, 3),
+                }
+            )
+        both = [s for s in guess if s in check["stages"]]
+        total_guess = sum(guess[s] for s in both)
+        total_measured = sum(check["stages"][s] for s in both)
+        extra["check"] = {
+            "report": args.check,
+            "scale": check["scale"],
+            "total predicted s": round(total_guess, 1),
+            "total measured s": round(total_measured, 1),
+            "total error": round(total_guess / total_measured - 1, 3),
+            "largest stage error": max(abs(r["error"]) for r in rows if r["error"] is not None),
+        }
+    share = None
+    if args.speedup:
+        one, many = load(args.speedup[0]), load(args.speedup[1])
+        share = parallel_share(one, many)
+        extra["parallel_share"] = {s: round(p, 3) for s, p in share.items()}
+    predictions = {}
+    for scale in args.predict:
+        here = predict(model, scale)
+        entry: dict = {
+            "this machine s": {s: round(v, 1) for s, v in here.items()},
+            "this machine total s": round(sum(here.values()), 1),
+        }
+        if share is not None:
+            cpus = runs[0]["cpus"]
+            for cores in args.cores:
+                on = {}
+                for stage, seconds in here.items():
+                    p = share.get(stage)
+                    if p is None:
+                        continue
+                    t1 = seconds * ((1 - p) + p / cpus) ** -1  # this machine's time on one core
+                    on[stage] = round(t1 * ((1 - p) + p / cores), 1)
+                entry[f"{cores} cores s (lower bound)"] = on
+                entry[f"{cores} cores total s (lower bound)"] = round(sum(on.values()), 1)
+        predictions[f"{scale:g}"] = entry
+    extra["predictions"] = predictions
+    if not rows:  # no check: the fitted model as the table
+        rows = [{"stage": s, "a (s at scale 1)": m["a"], "b": m["b"]} for s, m in model.items()]
+    write_report(args.report, rows, extra)
+    for scale, entry in predictions.items():
+        print(f"scale {scale}: this machine {entry['this machine total s']:.0f} s", end="")
+        for cores in args.cores:
+            key = f"{cores} cores total s (lower bound)"
+            if key in entry:
+                print(f"; {cores} cores >= {entry[key]:.0f} s", end="")
+        print()
+
+
+if __name__ == "__main__":
+    main()
