@@ -44,7 +44,13 @@ from _common import REPORTS, write_report  # noqa: E402
 SCALE = re.compile(r"synth:[a-z0-9-]+:([0-9.]+)")
 
 
-def load(name: str) -> dict:
+MEASURE = "task s"
+"""What is fitted: a stage's Spark task seconds (core-seconds of work). The main job runs its
+methods side by side, so a stage's wall seconds include waiting for cores another method holds
+(``--measure "median s"`` fits those instead)."""
+
+
+def load(name: str, measure: str = MEASURE) -> dict:
     """Report `name` with its ``scale`` (from its data description) and its stages' seconds.
 
     Raises:
@@ -60,9 +66,9 @@ def load(name: str) -> dict:
     if report.get("complete") is False:
         sys.exit(f"{name}: a stopped run cannot be fitted")
     stages = {
-        r["stage"]: r["median s"]
+        r["stage"]: r[measure]
         for r in report["rows"]
-        if r["stage"] != "whole command" and r.get("status") == "ran" and r["median s"]
+        if r["stage"] != "whole command" and r.get("status") == "ran" and r.get(measure)
     }
     return {
         "name": name,
@@ -112,18 +118,20 @@ def main() -> None:
     parser.add_argument("--predict", type=float, nargs="+", default=[1.0])
     parser.add_argument("--cores", type=int, nargs="+", default=[32, 128])
     parser.add_argument("--report", default="cost_model")
+    parser.add_argument("--measure", default=MEASURE, choices=[MEASURE, "median s"])
     args = parser.parse_args()
 
-    runs = [load(n) for n in args.fit]
+    runs = [load(n, args.measure) for n in args.fit]
     model = fit(runs)
     extra: dict = {
         "fitted": {r["name"]: r["scale"] for r in runs},
         "model": model,
         "machine_cpus": runs[0]["cpus"],
+        "measure": args.measure,
     }
     rows = []
     if args.check:
-        check = load(args.check)
+        check = load(args.check, args.measure)
         guess = predict(model, check["scale"])
         for stage, seconds in guess.items():
             measured = check["stages"].get(stage)
@@ -149,7 +157,7 @@ def main() -> None:
         }
     share = None
     if args.speedup:
-        one, many = load(args.speedup[0]), load(args.speedup[1])
+        one, many = load(args.speedup[0], args.measure), load(args.speedup[1], args.measure)
         share = parallel_share(one, many)
         extra["parallel_share"] = {s: round(p, 3) for s, p in share.items()}
     predictions = {}

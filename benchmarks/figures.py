@@ -644,7 +644,7 @@ def cost_model() -> list[str]:
     """docs/design.md's cost model table (``benchmarks/cost_model.py``'s report): per stage the
     fitted exponent, the check against a measured run and the predictions."""
     r = report("cost_model")
-    scales = ", ".join(f"{v:g}" for v in r["fitted"].values())
+    scales = ", ".join(f"{v:g} (`{name}.json`)" for name, v in r["fitted"].items())
     check = r.get("check")
     full = r["predictions"].get("1")
     cores = [k.split()[0] for k in (full or {}) if k.endswith("cores total s (lower bound)")]
@@ -660,7 +660,9 @@ def cost_model() -> list[str]:
         rule += "---|" * (1 + len(cores))
     lines = [
         f"Fitted on the main job's runs at scales {scales} (`cost_model.json`; "
-        f"{r['machine_cpus']} cores).",
+        f"{r['machine_cpus']} cores); the seconds are the stages' {r.get('measure', 'task s')} "
+        "(Spark task core-seconds: the stages run side by side, so wall seconds include waiting "
+        "for cores).",
         "",
         head,
         rule,
@@ -696,6 +698,7 @@ BLOCKS: dict[str, tuple[pathlib.Path, Callable[[], list[str]]]] = {
     "measured": (ROOT / "README.md", readme),
     "current": (ROOT / "docs" / "design.md", design),
     "cost": (ROOT / "docs" / "experiments.md", cost),
+    "cost_model": (ROOT / "docs" / "design.md", cost_model),
 }
 
 
