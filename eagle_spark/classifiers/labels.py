@@ -29,7 +29,7 @@ from typing import Any, Iterator, Mapping, Optional
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from eagle_spark import schemas as S
@@ -174,7 +174,8 @@ def labels_present(
         fs.delete(scratch)
 
 
-def _map_frame(spark: SparkSession, scratch: str):  # -> DataFrame
+def _map_frame(spark: SparkSession, scratch: str) -> DataFrame:
+    """The renumbering :func:`_write_map` wrote: DataFrame[label_index int, label_id int]."""
     return read_parquet(spark, posixpath.join(scratch, "label_map"))
 
 
