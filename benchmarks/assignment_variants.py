@@ -21,8 +21,12 @@ and EAGLE's assignments (T = 20) under four variants:
   of refinement with a one-vs-all classifier (``assign.refine_rounds``);
 * ``soft T=0.3+r1 keep=K``: the same with ``assign.soft_keep=K`` (at most ceil(K x c) members of
   a group weighted for its label; the soft variants above are unpruned, ``soft_keep=0``);
-  ``--frontier`` runs top-c and these, and the report gives each variant's positives over top-c's
-  (from the assignments' precision and recall: positives = recall x true pairs / precision);
+  ``soft T=0.3+r1 budget=B``: the same with ``assign.soft_budget=B`` (every round's positives at
+  most B x the hard assignment's, the lightest pairs of the whole assignment dropped first);
+  ``--frontier`` runs top-c and these, and the report gives each variant's assigned weight over
+  top-c's (``positives / top-c``, from the assignments' precision and recall: weight = recall x
+  true pairs / precision) and its assigned (sample, label) pairs over top-c's (``pairs / top-c``,
+  the rows the classifier trains on, what ``soft_budget`` bounds);
 * ``auto``: the library's default, the assignment chosen on held-out groups (``ml/selection.py``).
 
 EAGLE-0's row uses the first variant's assignment settings.
@@ -50,9 +54,18 @@ VARIANTS = {  # variant -> changes to the assign section, changes to the tree se
     "top-c": ({"multiplicity": True, "weighting": "hard"}, {"unassigned": "negative"}),
     "argmax+ignore": ({"multiplicity": False, "weighting": "hard"}, {"unassigned": "ignore"}),
     "top-c+ignore": ({"multiplicity": True, "weighting": "hard"}, {"unassigned": "ignore"}),
-    "soft T=0.1": ({"weighting": "soft", "temperature": 0.1, "soft_keep": 0.0}, {}),
-    "soft T=0.3": ({"weighting": "soft", "temperature": 0.3, "soft_keep": 0.0}, {}),
-    "soft T=1": ({"weighting": "soft", "temperature": 1.0, "soft_keep": 0.0}, {}),
+    "soft T=0.1": (
+        {"weighting": "soft", "temperature": 0.1, "soft_keep": 0.0, "soft_budget": 0.0},
+        {},
+    ),
+    "soft T=0.3": (
+        {"weighting": "soft", "temperature": 0.3, "soft_keep": 0.0, "soft_budget": 0.0},
+        {},
+    ),
+    "soft T=1": (
+        {"weighting": "soft", "temperature": 1.0, "soft_keep": 0.0, "soft_budget": 0.0},
+        {},
+    ),
     "top-c+r1": (
         {"multiplicity": True, "weighting": "hard", "refine_rounds": 1},
         {"unassigned": "negative"},
@@ -62,15 +75,34 @@ VARIANTS = {  # variant -> changes to the assign section, changes to the tree se
         {"unassigned": "negative"},
     ),
     "soft T=0.3+r1": (
-        {"weighting": "soft", "temperature": 0.3, "refine_rounds": 1, "soft_keep": 0.0},
+        {
+            "weighting": "soft",
+            "temperature": 0.3,
+            "refine_rounds": 1,
+            "soft_keep": 0.0,
+            "soft_budget": 0.0,
+        },
         {},
     ),
     **{
         f"soft T=0.3+r1 keep={k:g}": (
-            {"weighting": "soft", "temperature": 0.3, "refine_rounds": 1, "soft_keep": k},
+            {
+                "weighting": "soft",
+                "temperature": 0.3,
+                "refine_rounds": 1,
+                "soft_keep": k,
+                "soft_budget": 0.0,
+            },
             {},
         )
         for k in (1.0, 1.5, 2.0, 3.0)
+    },
+    **{
+        f"soft T=0.3+r1 budget={b:g}": (
+            {"weighting": "soft", "temperature": 0.3, "refine_rounds": 1, "soft_budget": b},
+            {},
+        )
+        for b in (1.5, 2.0, 3.0)
     },
     "auto": ({"weighting": "auto"}, {}),
 }
@@ -175,6 +207,7 @@ def main() -> None:
                         "PSP@5": e["PSP_percent"][4],
                         "assignment precision": e.get("assignment_precision_percent"),
                         "assignment recall": e.get("assignment_recall_percent"),
+                        "assignment pairs": e.get("assignment_pairs"),
                         "seconds": seconds,
                     }
                 )
@@ -200,6 +233,11 @@ def main() -> None:
             if ok and r.get("assignment recall") and hard.get("assignment recall")
             else None
         )
+        r["pairs / top-c"] = (  # the positives the classifier trains on: rows, not weight
+            round(r["assignment pairs"] / hard["assignment pairs"], 3)
+            if hard and r.get("assignment pairs") and hard.get("assignment pairs")
+            else None
+        )
     summary = []
     for variant in args.variants:
         diffs = {k: [] for k in ("P@1", "P@3", "P@5")}
@@ -220,11 +258,17 @@ def main() -> None:
             for r in rows
             if r["variant"] == f"EAGLE {variant}" and r.get("positives / top-c") is not None
         ]
+        pairs = [
+            r["pairs / top-c"]
+            for r in rows
+            if r["variant"] == f"EAGLE {variant}" and r.get("pairs / top-c") is not None
+        ]
         summary.append(
             {
                 "variant": variant,
                 **{f"mean {k} - Baseline": round(sum(v) / len(v), 2) for k, v in diffs.items()},
                 "max positives / top-c": max(ratios) if ratios else None,
+                "max pairs / top-c": max(pairs) if pairs else None,
             }
         )
     write_report(

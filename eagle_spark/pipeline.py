@@ -857,7 +857,8 @@ def percent_row(
     used: Optional[str] = None,
 ) -> dict[str, Any]:
     """One column of the comparison: P / nDCG / PSP @1..k and assignment precision / recall, in
-    percent rounded to 2 decimals (None where not known, e.g. no true Y), and `used`: what
+    percent rounded to 2 decimals (None where not known, e.g. no true Y), the assigned (sample,
+    label) pairs (the training set's positives; None without the true Y), and `used`: what
     ``assign.weighting=auto`` chose or why it could not
     (:func:`eagle_spark.assignment.assign.choice_of`; None: not chosen)."""
     metrics, quality = metrics or {}, quality or {}
@@ -868,6 +869,7 @@ def percent_row(
         "PSP_percent": [round(100 * v, 2) for v in metrics.get("PSP", [])],
         "assignment_precision_percent": _percent(quality.get("precision")),
         "assignment_recall_percent": _percent(quality.get("recall")),
+        "assignment_pairs": quality.get("assigned_pairs"),
     }
 
 

@@ -855,6 +855,20 @@ class AssignSettings(Section):
         ),
         bounds="[0, inf)",
     )
+    soft_budget: float = setting(
+        0.0,
+        "with ``soft``, the positives of every round's assignment at most soft_budget x the hard "
+        "assignment's (sum over Y2's pairs of min(c, group size)); 0: no budget.",
+        more=(
+            "The lightest pairs go first, under one weight threshold for the whole assignment "
+            "(:func:`eagle_spark.assignment.budget.within_budget`): the top-c members keep "
+            "weight 1 and the budget's rest goes to the heaviest other pairs wherever they are, "
+            "so data whose soft assignment is within the budget is not changed at all. "
+            "The frontier of positives against P@k on validation splits is docs/experiments.md, "
+            '"Pruned soft weighting".'
+        ),
+        bounds="[0, inf)",
+    )
     candidates: tuple[str, ...] = setting(
         ("baseline", "soft-0.3+r1"),
         "with ``auto``, the assignments to choose from: ``baseline``, ``hard`` (top-c) and "
@@ -922,6 +936,10 @@ class AssignSettings(Section):
         _check(
             self.soft_keep == 0 or self.soft_keep >= 1,
             f"assign.soft_keep must be 0 (no cap) or >= 1, got {self.soft_keep}",
+        )
+        _check(
+            self.soft_budget == 0 or self.soft_budget >= 1,
+            f"assign.soft_budget must be 0 (no budget) or >= 1, got {self.soft_budget}",
         )
 
 

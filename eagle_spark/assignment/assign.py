@@ -44,7 +44,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from eagle_spark import schemas as S
-from eagle_spark.assignment.refine import refine, round_records
+from eagle_spark.assignment.refine import budgeted, refine, round_records
 from eagle_spark.errors import BadInputError, check_finite
 from eagle_spark.grlr.context import (
     Context,
@@ -585,6 +585,7 @@ def assign(
             truth = true_pairs(read_table(spark, dataset, S.Y), read_table(spark, dataset, S.Y1))
         last_quality = None  # the last round's, when the rounds' figures were computed
         rounds = None
+        budget = None  # without refinement, what the soft budget pruned
         fs = FileSystem(spark)
         if chosen is not None:  # the selection's winner wrote this very output: its tables move
             winner = read_manifest(spark, chosen, what="assign")
@@ -620,6 +621,11 @@ def assign(
                     truth,
                     diagnostics,
                 )
+            elif params.weighting == "soft" and params.soft_budget > 0:
+                with job_step(spark, "budget"):
+                    assignments, budget = budgeted(
+                        spark, dataset, assignments, params, posixpath.join(tmp, "_budget", "a")
+                    )
             with job_step(spark, "output"):  # (without refinement, the assignment's jobs too)
                 write_table(
                     assignments.repartition(
@@ -657,10 +663,15 @@ def assign(
             used=params.to_dict() if selection is not None else None,
             selection=selection,
             refinement=rounds,
+            budget=budget,
             tables=[S.X, S.Y, S.ASSIGNMENTS],
         )
         write_manifest(spark, tmp, manifest)
-        for scratch in ("_select", "_refine"):  # read by the tables written above, now unused
+        for scratch in (
+            "_select",
+            "_refine",
+            "_budget",
+        ):  # read by the tables written above, now unused
             fs.delete(posixpath.join(tmp, scratch))
     if quality:
         log.info(

@@ -38,6 +38,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from eagle_spark import schemas as S
+from eagle_spark.assignment.budget import hard_positives, within_budget
 from eagle_spark.io.tables import (
     new_manifest,
     read_manifest,
@@ -166,14 +167,18 @@ def refine(
             scratch folder afterwards).
     Returns:
         (the last round's assignments, read back from the scratch folder; one record per round:
-        ``round`` and ``scorer`` (``embedding`` or ``classifier``), with `diagnostics` the figures
+        ``round`` and ``scorer`` (``embedding`` or ``classifier``), ``budget`` (what
+        :func:`budgeted` pruned) under a soft budget, with `diagnostics` the figures
         of :func:`round_records`; with `diagnostics` and `truth` the last round's quality as
         :func:`eagle_spark.assignment.assign.assignment_quality` gives it, else None).
     """
     from eagle_spark.assignment.assign import eagle_assignments, write_training_set
 
+    budgets: dict[int, Optional[dict[str, Any]]] = {}
     with job_step(spark, "round 0"):
-        current = _materialise(assignments, posixpath.join(scratch, "assign_0"), spark)
+        current, budgets[0] = budgeted(
+            spark, dataset, assignments, params, posixpath.join(scratch, "assign_0")
+        )
     step = dataclasses.replace(params, refine_rounds=0)
     for r in range(1, params.refine_rounds + 1):
         assigned = posixpath.join(scratch, f"round_{r - 1}")
@@ -198,25 +203,29 @@ def refine(
                 params.tasks,
             )
         with job_step(spark, f"round {r}: assignments"):
-            current = _materialise(
+            current, budgets[r] = budgeted(
+                spark,
+                dataset,
                 eagle_assignments(
                     spark, dataset, scorer, step, n_features, OVASettings().normalize
                 ),
+                step,
                 posixpath.join(scratch, f"assign_{r}"),
-                spark,
             )
         log.info("refine: round %d assigned", r)
+    last: Optional[dict[str, float]] = None
     if diagnostics:
         with job_step(spark, "rounds' figures"):
-            return (current, *round_records(spark, scratch, params.refine_rounds, truth))
-    return (
-        current,
-        [
+            records, last = round_records(spark, scratch, params.refine_rounds, truth)
+    else:
+        records = [
             {"round": r, "scorer": "classifier" if r else "embedding"}
             for r in range(params.refine_rounds + 1)
-        ],
-        None,
-    )
+        ]
+    for record in records:
+        if budgets.get(record["round"]) is not None:
+            record["budget"] = budgets[record["round"]]
+    return current, records, last
 
 
 def round_records(
@@ -321,6 +330,29 @@ def round_records(
         records.append(record)
         log.info("refine: round %d: %s", r, record)
     return records, last
+
+
+def budgeted(
+    spark: SparkSession,
+    dataset: str,
+    assignments: DataFrame,
+    params: AssignSettings,
+    path: str,
+) -> tuple[DataFrame, Optional[dict[str, Any]]]:
+    """Write `assignments` to the Parquet folder `path` (which must not exist) and read them back,
+    pruned first to ``params.soft_budget`` (:func:`eagle_spark.assignment.budget.within_budget`)
+    when the weighting is soft with a budget: then the unpruned ones go to ``<path>_all``.
+
+    Returns:
+        (the assignments read from `path`; the budget's record, None without a budget).
+    """
+    if params.weighting != "soft" or params.soft_budget <= 0:
+        return _materialise(assignments, path, spark), None
+    every = _materialise(assignments, path + "_all", spark)
+    kept, record = within_budget(
+        every, params.soft_budget, hard_positives(spark, dataset, params.multiplicity)
+    )
+    return _materialise(kept, path, spark), record
 
 
 def _materialise(assignments: DataFrame, path: str, spark: SparkSession) -> DataFrame:

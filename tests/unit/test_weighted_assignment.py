@@ -176,7 +176,8 @@ def soft(spark, tmp_path_factory):
 
     root = tmp_path_factory.mktemp("weighted")
     paths = {
-        n: str(root / n) for n in ("train", "agg", "emb", "soft", "hard", "sharp", "flat", "base")
+        n: str(root / n)
+        for n in ("train", "agg", "emb", "soft", "hard", "sharp", "flat", "base", "budget")
     }
     ingest(spark, delicious_slice(root, "train", 600), paths["train"], IngestSettings())
     aggregate(spark, paths["train"], paths["agg"], AggregateSettings(group_size=4))
@@ -187,6 +188,7 @@ def soft(spark, tmp_path_factory):
         "sharp": AssignSettings(weighting="soft", temperature=1e-4, tasks=2),
         "flat": AssignSettings(weighting="soft", temperature=1e6, tasks=2),
         "base": AssignSettings(method="baseline"),
+        "budget": AssignSettings(weighting="soft", temperature=0.3, tasks=2, soft_budget=1.5),
     }
     manifests = {
         name: assign(spark, paths["agg"], paths[name], p, embeddings=paths["emb"])
@@ -259,6 +261,77 @@ def test_soft_assign_equals_the_twin(spark, soft):
     q = manifests["soft"]["quality"]
     assert q["precision"] == pytest.approx(q["correct_weight"] / q["assigned_weight"])
     assert q["assigned_pairs"] == len(got)
+
+
+def _hard_positives_twin(spark, paths):
+    """Sum over Y2's pairs of min(count, group size), with plain Python."""
+    from eagle_spark.io.tables import read_table
+
+    size: dict = {}
+    for r in read_table(spark, paths["agg"], "Y1").collect():
+        size[r.group_id] = size.get(r.group_id, 0) + 1
+    return sum(
+        min(r["count"], size[r.group_id]) for r in read_table(spark, paths["agg"], "Y2").collect()
+    )
+
+
+def test_within_budget_by_hand(spark):
+    """Weights 1, 1, 0.9, 0.8, 0.5, 0.2, 0.1 with 2 hard positives: budget 2 keeps the two of
+    weight 1 and the 4 - 2 = 2 heaviest others; budget 1 keeps only the weight-1 pairs; budget 5
+    (10 >= 7 pairs) drops nothing; without weights, or below 1, it refuses."""
+    from eagle_spark.assignment.budget import within_budget
+
+    rows = [(0, 1, i, 0.0, w) for i, w in enumerate([1.0, 1.0, 0.9, 0.8, 0.5, 0.2, 0.1])]
+    df = spark.createDataFrame(
+        rows, "group_id long, label_id int, sample_id long, score float, weight float"
+    )
+
+    def kept(budget):
+        out, record = within_budget(df, budget, 2)
+        return sorted(r.sample_id for r in out.collect()), record
+
+    got, record = kept(2.0)
+    assert got == [0, 1, 2, 3]
+    assert record["weight_one"] == 2 and record["light"] == 5 and record["hard_positives"] == 2
+    assert record["threshold"] == pytest.approx(0.5)
+    assert kept(1.0)[0] == [0, 1] and kept(1.0)[1]["threshold"] == 1.0
+    assert kept(5.0)[0] == list(range(7)) and kept(5.0)[1]["threshold"] == 0.0
+    assert kept(2.5)[0] == [0, 1, 2, 3, 4]  # floor(5) - 2 = 3 light pairs
+    with pytest.raises(ValueError, match="budget must be >= 1"):
+        within_budget(df, 0.5, 2)
+    with pytest.raises(ValueError, match="no weight column"):
+        within_budget(df.drop("weight"), 2.0, 2)
+
+
+def test_soft_budget_keeps_the_heaviest_pairs_of_the_twin(spark, soft):
+    """soft_budget 1.5 on delicious 600 in groups of 4: the assign stage keeps the twin's weight-1
+    pairs and its floor(1.5 x hard positives) - (weight-1 pairs) heaviest others (a pair whose
+    float32 weight ties within 1e-6 with the last one kept may go either way), at most 1.5 x the
+    hard positives, and the manifest records the budget."""
+    from eagle_spark.io.tables import read_table
+
+    paths, manifests = soft
+    want = _twin_weights(spark, paths, 0.3)
+    n_hard = _hard_positives_twin(spark, paths)
+    ones = {k for k, w in want.items() if w >= 1.0}
+    light = sorted((w, k) for k, w in want.items() if w < 1.0)[::-1]
+    k = math.floor(1.5 * n_hard) - len(ones)
+    assert 0 < k < len(light)  # the budget binds on this data
+    cut = light[k - 1][0]
+    got = {
+        (r.group_id, r.label_id, r.sample_id)
+        for r in read_table(spark, paths["budget"], "assignments").collect()
+    }
+    assert len(got) <= math.floor(1.5 * n_hard)
+    assert ones <= got
+    assert {key for w, key in light if w > cut + 1e-6} <= got
+    assert not {key for w, key in light if w < cut - 1e-6} & got
+    budget = manifests["budget"]["budget"]
+    assert budget["hard_positives"] == n_hard and budget["budget"] == 1.5
+    assert budget["weight_one"] == len(ones) and budget["light"] == len(light)
+    assert manifests["soft"]["budget"] is None
+    with pytest.raises(SettingsError, match="assign.soft_budget"):
+        AssignSettings(soft_budget=0.5)
 
 
 def test_soft_assign_ends_are_hard_and_the_baseline(spark, soft):
@@ -1002,3 +1075,27 @@ def test_auto_keeps_the_refined_winner_and_its_rounds_figures(spark, soft, tmp_p
         )
 
     assert rows(out) == rows(direct)
+
+
+def test_soft_budget_holds_in_every_refinement_round(spark, soft, tmp_path):
+    """With refinement, each round's assignment is pruned to the budget before the next round's
+    scorer trains on it: every round's record carries its budget and the written assignment has at
+    most 1.5 x the hard positives."""
+    from eagle_spark.assignment.assign import assign
+    from eagle_spark.io.tables import read_table
+
+    paths, _ = soft
+    params = AssignSettings(
+        weighting="soft", temperature=0.3, refine_rounds=1, tasks=2, soft_budget=1.5
+    )
+    manifest = assign(spark, paths["agg"], str(tmp_path / "r1"), params, embeddings=paths["emb"])
+    n_hard = _hard_positives_twin(spark, paths)
+    rounds = manifest["refinement"]
+    assert [r["round"] for r in rounds] == [0, 1]
+    for r in rounds:
+        assert r["budget"]["hard_positives"] == n_hard
+        assert r["n_assignments"] <= math.floor(1.5 * n_hard)
+        assert r["budget"]["weight_one"] + r["budget"]["light"] > r["n_assignments"]
+    n = read_table(spark, str(tmp_path / "r1"), "assignments").count()
+    assert n == manifest["n_assignments"] == rounds[-1]["n_assignments"]
+    assert manifest["budget"] is None  # with refinement the rounds say it
