@@ -233,6 +233,11 @@ def design() -> list[str]:
             f"; {method}'s `auto` chose {chosen['chose']}, selection "
             f"{chosen['selection job s']:.0f} s = {chosen['selection / training']:.2f} x the "
             "winner's training"
+            + (
+                f" ({chosen['selection / training, task s']:.2f} x in task seconds)"
+                if chosen.get("selection / training, task s") is not None
+                else ""
+            )
         )
     if copied:
         value += f"; {len(copied)} stages copied from " + ", ".join(
@@ -694,10 +699,49 @@ def cost_model() -> list[str]:
     return lines
 
 
+def frontier() -> list[str]:
+    """docs/experiments.md's pruning frontier (``assignment_variants.py`` on validation splits):
+    per variant its assigned pairs over hard top-c's (the rows the classifier trains on), the mean
+    P@k over the Baseline's and against the unpruned soft weighting, and its worst cell."""
+    r = report("assignment_variants_budget")
+    unpruned = "soft T=0.3+r1"
+    rows = [x for x in r["rows"] if x["variant"].startswith("EAGLE ")]
+    cells = sorted({(x["dataset"], x["grouping"]) for x in rows})
+
+    def at(variant: str, cell: tuple[str, str]) -> dict[str, Any]:
+        return _row(r["rows"], dataset=cell[0], grouping=cell[1], variant=variant)
+
+    lines = [
+        "| variant | max / mean pairs over top-c's | mean P@1 / P@3 / P@5 − Baseline "
+        "| mean P@1 / P@3 / P@5 − unpruned | worst cell's P@1 − unpruned |",
+        "|---|---|---|---|---|",
+    ]
+    for summary in r["summary"]:
+        variant = summary["variant"]
+        pairs = [at(f"EAGLE {variant}", c).get("pairs / top-c") for c in cells]
+        pairs = [p for p in pairs if p is not None]
+        vs = {
+            k: [at(f"EAGLE {variant}", c)[k] - at(f"EAGLE {unpruned}", c)[k] for c in cells]
+            for k in ("P@1", "P@3", "P@5")
+        }
+        worst = min(zip(vs["P@1"], cells))
+        lines.append(
+            f"| {variant} | "
+            + (f"{max(pairs):.2f} / {sum(pairs) / len(pairs):.2f}" if pairs else "-")
+            + " | "
+            + " / ".join(f"{summary[f'mean {k} - Baseline']:+.2f}" for k in ("P@1", "P@3", "P@5"))
+            + " | "
+            + " / ".join(f"{sum(v) / len(v):+.2f}" for v in vs.values())
+            + f" | {worst[0]:+.2f} ({worst[1][0]} {worst[1][1]}) |"
+        )
+    return lines
+
+
 BLOCKS: dict[str, tuple[pathlib.Path, Callable[[], list[str]]]] = {
     "measured": (ROOT / "README.md", readme),
     "current": (ROOT / "docs" / "design.md", design),
     "cost": (ROOT / "docs" / "experiments.md", cost),
+    "frontier": (ROOT / "docs" / "experiments.md", frontier),
     "cost_model": (ROOT / "docs" / "design.md", cost_model),
 }
 

@@ -253,7 +253,9 @@ def selection_costs(run_folder: pathlib.Path, steps: list[dict], stages: list[di
     """Per method that ``assign.weighting=auto`` chose for: the candidate chosen (its assignment's
     manifest), the seconds its selection's Spark jobs took (the ``select ...`` steps of its assign
     stage, inner steps not counted twice) and the seconds of the winner's own training (its
-    train stage, or the stage that one was copied from), and their ratio."""
+    train stage, or the stage that one was copied from), and their ratio; the same in Spark task
+    seconds (core-seconds: when the methods' stages run side by side, a job's wall seconds include
+    waiting for the cores the other method holds, its task seconds do not)."""
     out = {}
     by_stage = {s["stage"]: s for s in stages}
     for stage in by_stage:
@@ -264,11 +266,13 @@ def selection_costs(run_folder: pathlib.Path, steps: list[dict], stages: list[di
         record = json.loads(manifest.read_text()).get("selection") if manifest.exists() else None
         if not record:
             continue
-        select_s = sum(
-            s["job s"]
+        select = [
+            s
             for s in steps
             if s["stage"] == stage and s["step"].startswith("select ") and " / " not in s["step"]
-        )
+        ]
+        select_s = sum(s["job s"] for s in select)
+        select_task_s = sum(s["task s"] for s in select)
         train = by_stage.get("train_" + method, {})
         source = train.get("status", "").removeprefix("copied from ").strip()
         if source and source in by_stage:
@@ -279,6 +283,11 @@ def selection_costs(run_folder: pathlib.Path, steps: list[dict], stages: list[di
             "selection job s": round(select_s, 1),
             "winner's training s": train_s,
             "selection / training": round(select_s / train_s, 3) if train_s else None,
+            "selection task s": round(select_task_s, 1),
+            "winner's training task s": train.get("task s"),
+            "selection / training, task s": (
+                round(select_task_s / train["task s"], 3) if train.get("task s") else None
+            ),
         }
     return out
 

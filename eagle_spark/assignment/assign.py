@@ -685,14 +685,17 @@ def assign(
 
 def choice_of(manifest: Mapping[str, Any]) -> Optional[str]:
     """What ``weighting=auto`` did, as the comparison and the tables say it: ``auto: <candidate>
-    (on N held-out groups)``, or ``auto could not choose (<why>): <fallback>``; None when the
-    assignment was not chosen (another weighting, the Baseline)."""
+    (on N held-out groups)`` or ``(on all N groups in k folds)``, or ``auto could not choose
+    (<why>): <fallback>``; None when the assignment was not chosen (another weighting, the
+    Baseline)."""
     selection = manifest.get("selection")
     if not isinstance(selection, dict):
         return None
     if selection.get("skipped"):
         return f"auto could not choose ({selection['skipped']}): {selection.get('chosen')}"
-    held = selection.get("held_out_groups")
+    held, folds = selection.get("held_out_groups"), selection.get("folds")
+    if held and folds:
+        return f"auto: {selection.get('chosen')} (on all {held:,} groups in {folds} folds)"
     return f"auto: {selection.get('chosen')}" + (f" (on {held:,} held-out groups)" if held else "")
 
 

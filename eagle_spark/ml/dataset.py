@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -317,6 +317,7 @@ class Dataset:
         labels: bool = True,
         idMap: Optional[str] = None,
         keptShare: float = 1.0,
+        heldGroups: Optional[Sequence[int]] = None,
     ) -> tuple["Dataset", "Dataset"]:
         """Cut the dataset in two by a seeded hash: a share `share` of it held out.
 
@@ -336,17 +337,32 @@ class Dataset:
                 chosen by a second seeded hash (:func:`_kept_bucket`); the others are in neither
                 part. Only with ``by="group"`` and no labels (a proxy's training set of bounded
                 size: :mod:`eagle_spark.ml.selection`).
+            heldGroups: the group ids to hold out, instead of the share and the seed's hash
+                (only with ``by="group"``, no labels and `keptShare` 1: the folds of
+                :func:`eagle_spark.ml.selection.group_folds`).
         Returns:
             (kept, held) datasets; ids are renumbered (:meth:`from_samples`), the feature and
             label spaces kept.
         Raises:
             ValueError: a share outside (0, 1), an unknown `by`, or ``group`` on a dataset without
                 Y1 / Y2; `idMap` or a `keptShare` below 1 with another `by` or with `labels`; a
-                `keptShare` outside (0, 1]; OutputExistsError (a ValueError) as
+                `keptShare` outside (0, 1]; `heldGroups` with another `by`, with `labels`,
+                with a `keptShare` below 1 or empty; OutputExistsError (a ValueError) as
                 :meth:`from_samples`.
         """
+        if heldGroups is not None:
+            if by != "group" or labels or keptShare != 1.0:
+                raise ValueError(
+                    "Dataset.split: heldGroups needs by='group', labels=False and keptShare 1"
+                )
+            if len(heldGroups) == 0:
+                raise ValueError("Dataset.split: heldGroups is empty")
         if by == "group" and not labels:
-            held = _held_bucket(share, seed, S.GROUP_ID)
+            held = (
+                _held_bucket(share, seed, S.GROUP_ID)
+                if heldGroups is None
+                else F.col(S.GROUP_ID).isin([int(g) for g in heldGroups])
+            )
             self._require_groups()
             parts = self._group_parts(
                 {False: absolute(keptPath), True: absolute(heldPath)},

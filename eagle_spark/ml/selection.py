@@ -13,6 +13,8 @@ held-out groups' labels Y2 with their counts
 (:func:`eagle_spark.evaluation.group.group_precisions`, criterion :data:`CRITERION`: the multiset
 precision). The candidate with the best mean of group-level P@1, P@3 and P@5 wins (ties: the
 first listed), and its assignment of the whole data is the output: it is not computed again.
+When the share would hold out fewer than :data:`MIN_HELD_GROUPS` groups (small data), every group
+is scored in k folds instead, each held out once while the proxy trains on the others.
 
 What the held-out groups reach: the label embeddings are those GRLR fitted on all the groups,
 held-out ones included (fitting them again without the held-out groups would double GRLR's cost),
@@ -48,7 +50,7 @@ import json
 import logging
 import posixpath
 import threading
-from typing import TYPE_CHECKING, Any, NamedTuple, Optional
+from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Sequence
 
 import numpy as np
 
@@ -71,11 +73,38 @@ label for more members than hold it; the union-based ``max`` / ``sum`` favour th
 members all predict their group's popular labels (measured with ``experiment select`` on the
 training sets of bibtex and delicious: docs/experiments.md)."""
 MIN_HELD_GROUPS = 20
-"""With fewer groups than this held out (small data), the candidates are not scored: the
-:data:`FALLBACK` is used, and the record says why."""
+"""With fewer groups than this held out by the share (small data), every group is scored instead,
+in k folds (:func:`group_folds`, k = round(1 / share) within [2, :data:`MAX_FOLDS`], at most the
+number of groups): each fold is held out once while a proxy trains on the others, and a
+candidate's score pools the folds' held-out members (the record has ``folds``)."""
+MAX_FOLDS = 10
+"""At most this many folds (a proxy training per fold and candidate)."""
 FALLBACK = "hard"
-"""The assignment used when there are too few groups to choose (whether or not it is a candidate):
-the paper's EAGLE (Algorithm 2, top-c with ``assign.multiplicity``)."""
+"""The assignment used when no group can be held out (a dataset of one group; whether or not it
+is a candidate): the paper's EAGLE (Algorithm 2, top-c with ``assign.multiplicity``); the record
+says why."""
+
+
+def group_folds(group_ids: Sequence[int], k: int, seed: int) -> list[list[int]]:
+    """The groups in `k` folds whose sizes differ by at most one: the distinct ids sorted, put in a
+    seeded random order (numpy's default generator of `seed`), the i-th to fold i mod k.
+
+    Args:
+        group_ids: the group ids (any order; repeats count once).
+        k: the number of folds, in [1, the number of distinct ids].
+        seed: ``assign.held_out_seed``.
+    Returns:
+        k lists of group ids, each sorted; every id in exactly one.
+    Raises:
+        ValueError: `k` outside [1, distinct ids].
+    """
+    ids = sorted({int(g) for g in group_ids})
+    if not 1 <= k <= len(ids):
+        raise ValueError(f"group_folds: k must be in [1, {len(ids)}], got {k}")
+    order = np.random.default_rng(seed).permutation(len(ids))
+    return [sorted(ids[j] for j in order[f::k]) for f in range(k)]
+
+
 MAX_HELD_GROUPS = 5000
 """At most about this many groups are held out (the share ``assign.held_out`` shrinks on larger
 data): the candidates' scores are means over the held-out members, whose spread shrinks with
@@ -119,9 +148,10 @@ class Selection(NamedTuple):
     settings: AssignSettings
     """the chosen candidate's ``assign`` settings"""
     record: dict[str, Any]
-    """held_out, seed, proxy, held_out_groups, proxy_groups (the groups the proxy trained on),
-    candidates (name -> group P@1/3/5 in percent and the score), chosen; or skipped and chosen
-    when too few groups were held out"""
+    """held_out, seed, proxy, held_out_groups (the groups scored), proxy_groups (the groups the
+    proxy trained on; with ``folds`` one count per fold), folds (when every group was scored in
+    folds: :data:`MIN_HELD_GROUPS`), candidates (name -> group P@1/3/5 in percent and the score),
+    chosen; or skipped and chosen when no group could be held out"""
     assigned: Optional[str]
     """the chosen candidate's assignment of the whole data (an ``assign`` output folder inside
     the scratch folder), or None when the caller is to compute it: nothing was scored (the
@@ -300,38 +330,71 @@ def choose_assignment(
     n_groups = int(dataset.n_groups or 0)
     share = min(params.held_out, MAX_HELD_GROUPS / n_groups) if n_groups else params.held_out
     fallback = FALLBACK
+    folds: Optional[list[list[int]]] = None
     if n_groups * share < MIN_HELD_GROUPS:
-        log.warning(
-            "assign auto: %d groups are too few to hold out %d of them; using %s",
+        k = min(n_groups, max(2, min(MAX_FOLDS, round(1 / share))))
+        if k < 2:
+            log.warning(
+                "assign auto: %d group(s): none can be held out to score on; using %s",
+                n_groups,
+                fallback,
+            )
+            return Selection(
+                dataclasses.replace(params, **candidate_changes(fallback)),
+                {
+                    "held_out": share,
+                    "skipped": f"{n_groups} group(s): none can be held out to score on",
+                    "candidates": {},
+                    "chosen": fallback,
+                },
+                None,
+            )
+        groups = [
+            int(r[0])
+            for r in read_table(spark, dataset.path, S.Y1).select(S.GROUP_ID).distinct().collect()
+        ]
+        folds = group_folds(groups, k, params.held_out_seed)
+        log.info(
+            "assign auto: %d groups, fewer than %d held out at %.3g: scoring on all of them in "
+            "%d folds",
             n_groups,
             MIN_HELD_GROUPS,
-            fallback,
+            share,
+            k,
         )
-        return Selection(
-            dataclasses.replace(params, **candidate_changes(fallback)),
-            {
-                "held_out": share,
-                "skipped": f"{n_groups} groups: fewer than {MIN_HELD_GROUPS} would be held out",
-                "candidates": {},
-                "chosen": fallback,
-            },
-            None,
-        )
-    kept_share = min(1.0, max_proxy_groups / (n_groups * (1.0 - share)))
-    work = split_work(dataset, share, params.held_out_seed, kept_share)
-    with work, job_step(spark, "select: held-out split"):
-        fit, held, fit_ids, known = held_out_split(
-            dataset, share, params.held_out_seed, scratch, kept_share
-        )
-    if not held.n_groups or not fit.n_groups:
-        raise BadInputError(
-            f"assign.weighting=auto: holding out {share:g} of the groups of {dataset.path} leaves "
-            f"{fit.n_groups or 0} to fit and {held.n_groups or 0} to score; give more groups or "
-            "another assign.held_out"
-        )
+    splits: list[tuple[Dataset, Dataset, DataFrame]] = []
+    work: contextlib.AbstractContextManager[Any]
+    known: dict[str, dict[str, float]] = {}  # scores kept with the split (not for folds)
+    if folds is None:
+        kept_share = min(1.0, max_proxy_groups / (n_groups * (1.0 - share)))
+        work = split_work(dataset, share, params.held_out_seed, kept_share)
+        with work, job_step(spark, "select: held-out split"):
+            fit, held, fit_ids, known = held_out_split(
+                dataset, share, params.held_out_seed, scratch, kept_share
+            )
+        if not held.n_groups or not fit.n_groups:
+            raise BadInputError(
+                f"assign.weighting=auto: holding out {share:g} of the groups of {dataset.path} "
+                f"leaves {fit.n_groups or 0} to fit and {held.n_groups or 0} to score; give "
+                "more groups or another assign.held_out"
+            )
+        splits.append((fit, held, read_parquet(spark, fit_ids)))
+    else:
+        work = contextlib.nullcontext()
+        with job_step(spark, "select: folds"):
+            for f, fold in enumerate(folds):
+                ids_path = posixpath.join(scratch, f"fold-{f}", "fit_ids")
+                fit, held = dataset.split(
+                    posixpath.join(scratch, f"fold-{f}", "fit"),
+                    posixpath.join(scratch, f"fold-{f}", "held"),
+                    0.5,
+                    by="group",
+                    labels=False,
+                    idMap=ids_path,
+                    heldGroups=fold,
+                )
+                splits.append((fit, held, read_parquet(spark, ids_path)))
     emb = model._require_data()  # GRLR of all the groups (see the module docstring)
-    Y1, Y2 = read_table(spark, held.path, S.Y1), read_table(spark, held.path, S.Y2)
-    ids = read_parquet(spark, fit_ids)
     rows: dict[str, Any] = {}
     done: dict[AssignSettings, str] = {}  # a candidate's settings -> its assigned folder
     rounds: dict[str, Optional[str]] = {}  # a candidate's name -> the folder its rounds are in
@@ -362,21 +425,34 @@ def choose_assignment(
                     rounds_scratch=rounds[name],
                 )
             done[chosen] = assigned
-            with job_step(spark, f"select {name}: proxy training set"):
-                training = fit_part(spark, fit, ids, assigned, posixpath.join(scratch, f"fit-{i}"))
-            with job_step(spark, f"select {name}: proxy training"):
-                proxy = LabelTreeClassifier.fromSettings(PROXY).fitDataset(
-                    training, posixpath.join(scratch, f"model-{i}")
-                )
-            preds = posixpath.join(scratch, f"predictions-{i}")
-            with job_step(spark, f"select {name}: proxy prediction and score"):
-                proxy.transformDataset(held, preds)
-                found = multiset_precision(
-                    read_parquet(spark, posixpath.join(preds, "predictions")), Y1, Y2, max(K)
-                )
-            rows[name] = {f"{CRITERION} P@{k}": round(100 * found[k - 1], 2) for k in K}
+            found, members = np.zeros(len(K)), 0
+            for f, (fit, held, ids) in enumerate(splits):
+                tag = f"{i}" if folds is None else f"{i}-fold-{f}"
+                with job_step(spark, f"select {name}: proxy training set"):
+                    training = fit_part(
+                        spark, fit, ids, assigned, posixpath.join(scratch, f"fit-{tag}")
+                    )
+                with job_step(spark, f"select {name}: proxy training"):
+                    proxy = LabelTreeClassifier.fromSettings(PROXY).fitDataset(
+                        training, posixpath.join(scratch, f"model-{tag}")
+                    )
+                preds = posixpath.join(scratch, f"predictions-{tag}")
+                with job_step(spark, f"select {name}: proxy prediction and score"):
+                    proxy.transformDataset(held, preds)
+                    Y1 = read_table(spark, held.path, S.Y1)
+                    part = multiset_precision(
+                        read_parquet(spark, posixpath.join(preds, "predictions")),
+                        Y1,
+                        read_table(spark, held.path, S.Y2),
+                        max(K),
+                    )
+                    n = Y1.count()  # the part's members: its precision's denominator
+                found += n * np.asarray([part[k - 1] for k in K])
+                members += n
+            found = found / max(members, 1)
+            rows[name] = {f"{CRITERION} P@{k}": round(100 * found[j], 2) for j, k in enumerate(K)}
             rows[name]["score"] = round(selection_score(rows[name]), 3)
-            if chosen.method == "baseline":  # reads no embedding or other assign setting
+            if chosen.method == "baseline" and folds is None:  # reads no embedding or setting
                 known[name] = dict(rows[name])
             log.info("assign auto: candidate %s: score %.2f", name, rows[name]["score"])
     best = max(params.candidates, key=lambda c: (rows[c]["score"], -params.candidates.index(c)))
@@ -387,8 +463,13 @@ def choose_assignment(
             "held_out": share,
             "seed": params.held_out_seed,
             "proxy": "label tree, 1 tree, default settings",
-            "held_out_groups": held.n_groups,
-            "proxy_groups": fit.n_groups,
+            "held_out_groups": sum(int(h.n_groups or 0) for _, h, _ in splits),
+            "proxy_groups": (
+                splits[0][0].n_groups
+                if folds is None
+                else [int(f.n_groups or 0) for f, _, _ in splits]
+            ),
+            **({"folds": len(folds)} if folds is not None else {}),
             "candidates": rows,
             "chosen": best,
         },
@@ -438,8 +519,11 @@ __all__ = [
     "HeldOutSplit",
     "MAX_KEPT_SPLITS",
     "PROXY",
+    "MAX_FOLDS",
+    "MIN_HELD_GROUPS",
     "Selection",
     "choose_assignment",
+    "group_folds",
     "fit_part",
     "held_out_split",
     "precision_row",

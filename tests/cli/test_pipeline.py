@@ -103,9 +103,11 @@ def test_compare_writes_table2_layout_consistent_with_stage_outputs(spark, compa
         > m["baseline"]["assignment_precision_percent"]
     )
     assert m["baseline"]["assignment_recall_percent"] == 100.0
-    # every value of comparison.json is in percent, and its key says so
+    # every value of comparison.json is in percent, and its key says so, but the assigned pairs
+    # (a count: the positives the classifier trained on)
+    assert m["baseline"]["assignment_pairs"] >= m["eagle"]["assignment_pairs"] > 0
     assert all(
-        key in ("name", "assignment_used") or key.endswith("_percent")
+        key in ("name", "assignment_used", "assignment_pairs") or key.endswith("_percent")
         for row in m.values()
         for key in row
     )

@@ -922,33 +922,120 @@ def test_y_matrix_refuses_label_ids_out_of_range():
     )
 
 
-def test_auto_on_too_few_groups_falls_back_to_hard(spark, tmp_path):
-    """Four groups: fewer than MIN_HELD_GROUPS would be held out, so auto scores nothing, assigns
-    as hard top-c does and records why."""
+def test_auto_on_one_group_falls_back_to_hard(spark, tmp_path):
+    """One group: none can be held out, so auto scores nothing, assigns as hard top-c does and
+    records why."""
     from pyspark.ml.linalg import SparseVector
 
     from eagle_spark import GRLR, Dataset
-    from eagle_spark.ml.selection import MIN_HELD_GROUPS
 
-    rows = [(SparseVector(4, [i % 4], [1.0]), i // 2, [i // 2]) for i in range(8)]
+    rows = [(SparseVector(4, [i % 4], [1.0]), 0, [0, 1]) for i in range(3)]
     frame = spark.createDataFrame(rows, ["features", "group_id", "group_labels"])
     ds = Dataset.from_samples(frame, str(tmp_path / "ds"))
     model = GRLR(maxIter=1, numTasks=2, assignTasks=2).fitDataset(ds, str(tmp_path / "emb"))
     out = model.transformDataset(ds, str(tmp_path / "auto"))
     sel = out.manifest["selection"]
-    assert (
-        sel["chosen"] == "hard"
-        and sel["candidates"] == {}
-        and str(MIN_HELD_GROUPS) in sel["skipped"]
-    )
+    assert sel["chosen"] == "hard" and sel["candidates"] == {} and "1 group" in sel["skipped"]
     # the manifest keeps what was asked and what was used; the tables' text says why
     assert out.manifest["parameters"]["weighting"] == "auto"
-    assert out.manifest["used"]["weighting"] == "hard" and out.manifest["n_assignments"] == 4
+    assert out.manifest["used"]["weighting"] == "hard" and out.manifest["n_assignments"] == 2
     from eagle_spark.assignment.assign import choice_of
 
     assert choice_of(out.manifest) == (
-        f"auto could not choose (4 groups: fewer than {MIN_HELD_GROUPS} would be held out): hard"
+        "auto could not choose (1 group(s): none can be held out to score on): hard"
     )
+
+
+def test_group_folds_by_hand():
+    """12 groups in 5 folds: sizes 3, 3, 2, 2, 2, every group once, the same folds for the same
+    seed whatever the ids' order, other folds for another seed; k outside [1, 12] refused."""
+    from eagle_spark.ml.selection import group_folds
+
+    ids = [7, 3, 11, 0, 5, 9, 1, 2, 10, 4, 8, 6, 3]  # 3 twice
+    folds = group_folds(ids, 5, 0)
+    assert sorted(len(f) for f in folds) == [2, 2, 2, 3, 3]
+    assert sorted(g for f in folds for g in f) == list(range(12))
+    assert folds == group_folds(sorted(set(ids))[::-1], 5, 0)
+    assert folds != group_folds(ids, 5, 1)
+    assert group_folds(ids, 1, 0) == [list(range(12))]
+    for bad in (0, 13):
+        with pytest.raises(ValueError, match="k must be in"):
+            group_folds(ids, bad, 0)
+
+
+def _multiset_twin(members, predictions, counts, k):
+    """Plain-Python multiset precision numerators: for j = 1..k, the sum over groups and labels of
+    min(members of the group with the label in their top j, the label's count)."""
+    sums = []
+    for j in range(1, k + 1):
+        n = {}
+        for sample, group in members.items():
+            for label in predictions.get(sample, [])[:j]:
+                n[(group, label)] = n.get((group, label), 0) + 1
+        sums.append(sum(min(v, counts.get(key, 0)) for key, v in n.items()))
+    return sums
+
+
+def test_auto_on_few_groups_scores_every_group_once_in_folds(spark, tmp_path):
+    """12 groups of 2 (held out at 0.2 that is 2.4 groups, fewer than MIN_HELD_GROUPS): every
+    group is held out in exactly one of 5 folds, each fold's proxy trained on the other 12 - |fold|
+    groups, and each candidate's score equals a plain-Python multiset P@1/3/5 pooled over the
+    folds' members from the proxies' own predictions; the choice is the twin's best."""
+    from pyspark.ml.linalg import SparseVector
+
+    from eagle_spark import GRLR, Dataset
+    from eagle_spark.io.tables import read_parquet, read_table
+    from eagle_spark.ml.selection import choose_assignment, group_folds, selection_score
+
+    rows = [
+        (
+            SparseVector(6, {i % 6: 1.0, (i * 5 + 1) % 6: 0.5}),
+            i // 2,
+            sorted({(i - i % 2) % 6, (i - i % 2 + 1) % 6, (i - i % 2 + 2) % 6}),
+        )
+        for i in range(24)
+    ]
+    frame = spark.createDataFrame(rows, ["features", "group_id", "group_labels"])
+    ds = Dataset.from_samples(frame, str(tmp_path / "ds"))
+    model = GRLR(maxIter=1, numTasks=2, assignTasks=2).fitDataset(ds, str(tmp_path / "emb"))
+    scratch = str(tmp_path / "select")
+    found = choose_assignment(model, Dataset.load(spark, ds.path), scratch)
+    record = found.record
+    assert record["folds"] == 5 and record["held_out_groups"] == 12
+    groups = [r.group_id for r in read_table(spark, ds.path, "Y1").collect()]
+    folds = group_folds(groups, 5, 0)
+    assert sorted(record["proxy_groups"]) == sorted(12 - len(f) for f in folds)
+    held_groups = []
+    for f in range(5):
+        ids = read_parquet(spark, f"{scratch}/fold-{f}/fit_ids").collect()
+        held = Dataset.load(spark, f"{scratch}/fold-{f}/held")
+        held_groups += [f] * held.n_groups
+        assert not {r.group_id for r in ids} & set(folds[f])  # the proxy never sees its fold
+    assert len(held_groups) == 12
+    twin = {}
+    for i, name in enumerate(("baseline", "soft-0.3+r1")):
+        sums, n_members = [0, 0, 0, 0, 0], 0
+        for f in range(5):
+            held = f"{scratch}/fold-{f}/held"
+            members = {r.sample_id: r.group_id for r in read_table(spark, held, "Y1").collect()}
+            counts = {
+                (r.group_id, r.label_id): r["count"]
+                for r in read_table(spark, held, "Y2").collect()
+            }
+            preds = {
+                r.sample_id: list(r.label_ids)
+                for r in read_parquet(
+                    spark, f"{scratch}/predictions-{i}-fold-{f}/predictions"
+                ).collect()
+            }
+            sums = [a + b for a, b in zip(sums, _multiset_twin(members, preds, counts, 5))]
+            n_members += len(members)
+        row = {f"multiset P@{k}": 100 * sums[k - 1] / (k * n_members) for k in (1, 3, 5)}
+        for key, value in row.items():
+            assert record["candidates"][name][key] == pytest.approx(value, abs=0.006)
+        twin[name] = selection_score(row)
+    best = max(twin, key=lambda c: (round(twin[c], 3), c == "baseline"))
+    assert record["chosen"] == best
 
 
 def test_positive_weights_equal_a_dense_twin():
