@@ -177,18 +177,21 @@ def soft(spark, tmp_path_factory):
     root = tmp_path_factory.mktemp("weighted")
     paths = {
         n: str(root / n)
-        for n in ("train", "agg", "emb", "soft", "hard", "sharp", "flat", "base", "budget")
+        for n in ("train", "agg", "emb", "soft", "hard", "sharp", "flat", "base", "budget", "kept")
     }
     ingest(spark, delicious_slice(root, "train", 600), paths["train"], IngestSettings())
     aggregate(spark, paths["train"], paths["agg"], AggregateSettings(group_size=4))
     embed(spark, paths["agg"], paths["emb"], EmbedSettings(iterations=2, tasks=2))
     runs = {
-        "soft": AssignSettings(weighting="soft", temperature=0.3, tasks=2),
+        "soft": AssignSettings(weighting="soft", temperature=0.3, tasks=2, soft_keep=0.0),
         "hard": AssignSettings(tasks=2, weighting="hard"),
-        "sharp": AssignSettings(weighting="soft", temperature=1e-4, tasks=2),
-        "flat": AssignSettings(weighting="soft", temperature=1e6, tasks=2),
+        "sharp": AssignSettings(weighting="soft", temperature=1e-4, tasks=2, soft_keep=0.0),
+        "flat": AssignSettings(weighting="soft", temperature=1e6, tasks=2, soft_keep=0.0),
         "base": AssignSettings(method="baseline"),
-        "budget": AssignSettings(weighting="soft", temperature=0.3, tasks=2, soft_budget=1.5),
+        "budget": AssignSettings(
+            weighting="soft", temperature=0.3, tasks=2, soft_keep=0.0, soft_budget=1.5
+        ),
+        "kept": AssignSettings(weighting="soft", tasks=2, soft_keep=2.0),
     }
     manifests = {
         name: assign(spark, paths["agg"], paths[name], p, embeddings=paths["emb"])
@@ -261,6 +264,36 @@ def test_soft_assign_equals_the_twin(spark, soft):
     q = manifests["soft"]["quality"]
     assert q["precision"] == pytest.approx(q["correct_weight"] / q["assigned_weight"])
     assert q["assigned_pairs"] == len(got)
+
+
+def test_default_soft_keep_keeps_each_labels_heaviest_members_of_the_twin(spark, soft):
+    """soft_keep 2 on delicious 600 in groups of 4: for each (group, label) pair the
+    twin's ceil(2 c) heaviest members (c its count) keep their weights, the others are dropped
+    (of members tied in weight at the cut, either may be kept)."""
+    from eagle_spark.io.tables import read_table
+
+    paths, _ = soft
+    want = _twin_weights(spark, paths, 0.3)
+    count = {
+        (r.group_id, r.label_id): r["count"]
+        for r in read_table(spark, paths["agg"], "Y2").collect()
+    }
+    by_pair: dict = {}
+    for (g, k, m), w in want.items():
+        by_pair.setdefault((g, k), []).append((-w, m))
+    got = {
+        (r.group_id, r.label_id, r.sample_id): r.weight
+        for r in read_table(spark, paths["kept"], "assignments").collect()
+    }
+    assert len(got) < len(want)  # the cap binds on groups of 4
+    assert set(got) <= set(want)
+    got_pair: dict = {}
+    for (g, k, _), w in got.items():
+        got_pair.setdefault((g, k), []).append(w)
+    assert got_pair.keys() == by_pair.keys()
+    for pair, members in by_pair.items():  # members of equal weight may go either way
+        top = sorted(-w for w, _ in members)[::-1][: math.ceil(2 * count[pair])]
+        np.testing.assert_allclose(sorted(got_pair[pair])[::-1], top, rtol=2e-3, atol=2e-3)
 
 
 def _hard_positives_twin(spark, paths):
@@ -1109,7 +1142,7 @@ def test_selection_trains_the_proxy_on_the_whole_assignment_of_the_kept_groups(
             for label, w in labels.items():
                 assert w == pytest.approx(twin[sample][label], rel=1e-6)
         settings = {
-            "soft": AssignSettings(weighting="soft", temperature=0.3, tasks=2),
+            "soft": AssignSettings(weighting="soft", temperature=0.3, tasks=2, soft_keep=0.0),
             "hard": AssignSettings(tasks=2, weighting="hard"),
             "base": AssignSettings(method="baseline"),
         }[name]
