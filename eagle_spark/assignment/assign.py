@@ -667,11 +667,8 @@ def assign(
             tables=[S.X, S.Y, S.ASSIGNMENTS],
         )
         write_manifest(spark, tmp, manifest)
-        for scratch in (
-            "_select",
-            "_refine",
-            "_budget",
-        ):  # read by the tables written above, now unused
+        # the scratch folders were read by the tables written above, now unused
+        for scratch in ("_select", "_refine", "_budget"):
             fs.delete(posixpath.join(tmp, scratch))
     if quality:
         log.info(

@@ -175,9 +175,14 @@ def refine(
     from eagle_spark.assignment.assign import eagle_assignments, write_training_set
 
     budgets: dict[int, Optional[dict[str, Any]]] = {}
+    n_hard = (  # one count for every round
+        hard_positives(spark, dataset, params.multiplicity)
+        if params.weighting == "soft" and params.soft_budget > 0
+        else None
+    )
     with job_step(spark, "round 0"):
         current, budgets[0] = budgeted(
-            spark, dataset, assignments, params, posixpath.join(scratch, "assign_0")
+            spark, dataset, assignments, params, posixpath.join(scratch, "assign_0"), n_hard
         )
     step = dataclasses.replace(params, refine_rounds=0)
     for r in range(1, params.refine_rounds + 1):
@@ -211,6 +216,7 @@ def refine(
                 ),
                 step,
                 posixpath.join(scratch, f"assign_{r}"),
+                n_hard,
             )
         log.info("refine: round %d assigned", r)
     last: Optional[dict[str, float]] = None
@@ -338,10 +344,14 @@ def budgeted(
     assignments: DataFrame,
     params: AssignSettings,
     path: str,
+    n_hard: Optional[int] = None,
 ) -> tuple[DataFrame, Optional[dict[str, Any]]]:
     """Write `assignments` to the Parquet folder `path` (which must not exist) and read them back,
     pruned first to ``params.soft_budget`` (:func:`eagle_spark.assignment.budget.within_budget`)
     when the weighting is soft with a budget: then the unpruned ones go to ``<path>_all``.
+
+    `n_hard`: :func:`eagle_spark.assignment.budget.hard_positives` of `dataset` when the caller
+    knows it (the rounds of one refinement share it), else computed here.
 
     Returns:
         (the assignments read from `path`; the budget's record, None without a budget).
@@ -349,9 +359,9 @@ def budgeted(
     if params.weighting != "soft" or params.soft_budget <= 0:
         return _materialise(assignments, path, spark), None
     every = _materialise(assignments, path + "_all", spark)
-    kept, record = within_budget(
-        every, params.soft_budget, hard_positives(spark, dataset, params.multiplicity)
-    )
+    if n_hard is None:
+        n_hard = hard_positives(spark, dataset, params.multiplicity)
+    kept, record = within_budget(every, params.soft_budget, n_hard)
     return _materialise(kept, path, spark), record
 
 
