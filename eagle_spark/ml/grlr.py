@@ -116,7 +116,7 @@ class GRLR(Estimator, _GRLRParams, Persistent):
         ...     [("a", SparseVector(3, [0], [1.0]), 7, [0, 1]), ("b", SparseVector(3, [1], [1.0]), 7, [0, 1]),
         ...      ("c", SparseVector(3, [1, 2], [1.0, 1.0]), 9, [1])],
         ...     ["name", "features", "group_id", "group_labels"])
-        >>> model = GRLR(maxIter=20, stepSize=0.1).fit(samples)
+        >>> model = GRLR(maxIter=20, stepSize=0.1, weighting="hard").fit(samples)  # Algorithm 2
         >>> model.labelEmbeddings.count()
         2
         >>> assigned = model.transform(samples)

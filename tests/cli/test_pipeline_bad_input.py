@@ -100,6 +100,8 @@ def good_run(spark, tmp_path_factory):
             "assign",
             "--set",
             "embed.iterations=2",
+            "--set",
+            "assign.weighting=hard",  # Algorithm 2: one member per (group, label)
         ]
     )
     assert code == 0
@@ -275,6 +277,8 @@ def test_group_members_without_features_are_accepted(good_run, capsys):
             "assign",
             "--set",
             "embed.iterations=2",
+            "--set",
+            "assign.weighting=hard",
         ]
     )
     assert code == 0, capsys.readouterr().err
