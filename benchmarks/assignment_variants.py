@@ -27,6 +27,10 @@ and EAGLE's assignments (T = 20) under four variants:
   top-c's (``positives / top-c``, from the assignments' precision and recall: weight = recall x
   true pairs / precision) and its assigned (sample, label) pairs over top-c's (``pairs / top-c``,
   the rows the classifier trains on, what ``soft_budget`` bounds);
+* ``soft T=0.3+r1x3`` / ``soft T=0.3+r3x3`` (and ``keep=2``): the refinement cross-fitted in 3
+  folds over the groups (``assign.refine_folds``: a group's members scored by a classifier that
+  never trained on its labels), 1 round, or up to 3 stopping once a round changes at most 1% of
+  its pairs and weights (``assign.refine_tolerance=0.01``);
 * ``auto``: the library's default, the assignment chosen on held-out groups (``ml/selection.py``).
 
 EAGLE-0's row uses the first variant's assignment settings.
@@ -95,18 +99,43 @@ VARIANTS = {  # variant -> changes to the assign section, changes to the tree se
             },
             {},
         )
-        for k in (1.0, 1.5, 2.0, 3.0)
+        for k in (1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
     },
     **{
         f"soft T=0.3+r1 budget={b:g}": (
-            {"weighting": "soft", "temperature": 0.3, "refine_rounds": 1, "soft_budget": b},
+            {
+                "weighting": "soft",
+                "temperature": 0.3,
+                "refine_rounds": 1,
+                "soft_keep": 0.0,
+                "soft_budget": b,
+            },
             {},
         )
         for b in (1.5, 2.0, 3.0)
     },
+    **{
+        f"soft T=0.3+r{n}x3{' keep=2' if keep else ''}": (
+            {
+                "weighting": "soft",
+                "temperature": 0.3,
+                "refine_rounds": n,
+                "refine_folds": 3,
+                "refine_tolerance": 0.01,
+                "soft_keep": keep,
+                "soft_budget": 0.0,
+            },
+            {},
+        )
+        for n in (1, 3)
+        for keep in (0.0, 2.0)
+    },
     "auto": ({"weighting": "auto"}, {}),
 }
-FRONTIER = ("top-c", *(v for v in VARIANTS if v.startswith("soft T=0.3+r1")))
+FRONTIER = (
+    "top-c",
+    *(v for v in VARIANTS if v == "soft T=0.3+r1" or v.startswith("soft T=0.3+r1 ")),
+)
 """``--frontier``: the pruned soft weighting's positives against P@k (hard top-c as the unit)."""
 
 

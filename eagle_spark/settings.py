@@ -162,26 +162,33 @@ def _check(condition: bool, message: str) -> None:
 def candidate_changes(name: str) -> dict[str, Any]:
     """The ``assign`` settings of a candidate of ``assign.candidates``: ``baseline``, ``hard``
     (Algorithm 2's top-c) or ``soft-<T>`` (soft weighting at temperature T > 0); ``hard`` and
-    ``soft-<T>`` may end in ``+r<N>``: N rounds of refinement with the classifier (0 without).
+    ``soft-<T>`` may end in ``+r<N>``: N rounds of refinement with the classifier (0 without),
+    in-sample, or ``+r<N>x<k>``: cross-fitted in k folds over the groups (``refine_folds``).
 
     Raises:
         SettingsError: any other name.
     """
     if name == "baseline":
         return {"method": "baseline", "weighting": "hard", "refine_rounds": 0}
-    m = re.fullmatch(r"(hard|soft-(\d+(?:\.\d+)?))(?:\+r(\d+))?", name)
+    m = re.fullmatch(r"(hard|soft-(\d+(?:\.\d+)?))(?:\+r(\d+)(?:x(\d+))?)?", name)
     _check(
         m is not None and (m.group(2) is None or float(m.group(2)) > 0),
         f"assign.candidates: {name!r} is not baseline, hard or soft-<temperature> (e.g. soft-0.3), "
-        "optionally with +r<rounds> of refinement (e.g. hard+r1)",
+        "optionally with +r<rounds> of refinement (e.g. hard+r1), cross-fitted with "
+        "+r<rounds>x<folds> (e.g. soft-0.3+r2x3)",
     )
     if m is None:  # _check raised above; this tells the type checker
         raise SettingsError(f"assign.candidates: {name!r}")
     changes: dict[str, Any] = {"method": "eagle", "weighting": "hard", "refine_rounds": 0}
     if m.group(2) is not None:
         changes |= {"weighting": "soft", "temperature": float(m.group(2))}
+    _check(
+        m.group(4) is None or int(m.group(4)) >= 2,
+        f"assign.candidates: {name!r}: cross-fitting needs at least 2 folds",
+    )
     if m.group(3) is not None:
         changes["refine_rounds"] = int(m.group(3))
+        changes["refine_folds"] = int(m.group(4)) if m.group(4) is not None else 0
     return changes
 
 
@@ -889,7 +896,10 @@ class AssignSettings(Section):
         bounds="(0, 0.9]",
     )
     held_out_seed: int = setting(
-        0, "with ``auto``, the seed of the held-out groups' hash.", bounds="[0, inf)"
+        0,
+        "with ``auto``, the seed of the held-out groups' hash; with ``refine_folds``, of the "
+        "folds'.",
+        bounds="[0, inf)",
     )
     refine_rounds: int = setting(
         0,
@@ -902,6 +912,32 @@ class AssignSettings(Section):
             "(``hard+r1``)."
         ),
         bounds="[0, 10]",
+    )
+    refine_folds: int = setting(
+        0,
+        "with refinement, 0: in-sample (a round's classifier trains on every group); k in "
+        "[2, 10]: cross-fitted, a fold's members scored by a classifier of the other k - 1 folds.",
+        more=(
+            "In-sample, the scorer of a group has learned that group's own previous assignment "
+            "and tends to confirm it; cross-fitted, it never saw the group's labels "
+            "(:func:`eagle_spark.assignment.refine.cross_fitted_assignments`), at k trainings "
+            "on (k - 1) / k of the samples a round. A label no other fold's members were "
+            "assigned keeps its previous round's assignment in that fold. A candidate of "
+            "``auto`` may set it (``soft-0.3+r2x3``: two cross-fitted rounds in 3 folds)."
+        ),
+        bounds="[0, 10]",
+    )
+    refine_tolerance: float = setting(
+        0.0,
+        "with refinement, stop before ``refine_rounds`` once a round changes at most this share "
+        "of the pairs (and, weighted, their weights by at most this on average), in [0, 1).",
+        more=(
+            "A round's change is the share of its distinct (sample, label) pairs the previous "
+            "round did not have, and under soft weighting also the mean absolute change of a "
+            "pair's weight (:func:`eagle_spark.assignment.refine.round_records`); 0 stops only "
+            "when a round changed nothing. The manifest's rounds say where it stopped."
+        ),
+        bounds="[0, 1)",
     )
     tasks: int = setting(
         16, "label bins, one Spark task each.", param="assignTasks", bounds="[1, inf)"
@@ -941,6 +977,15 @@ class AssignSettings(Section):
             self.soft_budget == 0 or self.soft_budget >= 1,
             f"assign.soft_budget must be 0 (no budget) or >= 1, got {self.soft_budget}",
         )
+        _check(
+            self.refine_folds != 1,
+            "assign.refine_folds must be 0 (in-sample) or 2-10 folds, got 1",
+        )
+
+    def unrefined(self) -> "AssignSettings":
+        """These settings without refinement (the refinement's own settings back to their
+        defaults, which then play no part): the first round of a refined assignment."""
+        return dataclasses.replace(self, refine_rounds=0, refine_folds=0, refine_tolerance=0.0)
 
 
 def check_candidate(name: str, key: str) -> dict[str, Any]:

@@ -29,12 +29,11 @@ pyarrow; candidates' features come from the executor cache (:mod:`eagle_spark.gr
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import posixpath
 import urllib.parse
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, cast
 
 import numpy as np
 import pyarrow as pa
@@ -45,7 +44,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from eagle_spark import schemas as S
 from eagle_spark.assignment.refine import budgeted, refine, round_records
-from eagle_spark.errors import BadInputError, check_finite
+from eagle_spark.errors import BadInputError, SettingsError, check_finite
 from eagle_spark.grlr.context import (
     Context,
     choose_x_access,
@@ -255,10 +254,14 @@ def eagle_assignments(
     params: AssignSettings,
     n_features: int,
     normalize: bool,
+    pairs: Optional[DataFrame] = None,
 ) -> DataFrame:
     """DataFrame[group_id, label_id, sample_id, score] of Algorithm 2 (see the module docstring),
     with a ``weight`` column and every member of weight >= :data:`MIN_WEIGHT` under ``soft``
     weighting (:func:`soft_weights`).
+
+    `pairs`: the rows of Y2 (group_id, label_id, count) to assign, None: all of Y2 (the
+    cross-fitted refinement assigns one fold's groups at a time).
 
     The embeddings never go through Spark's row format: a label's embedding lives in one part file
     of ``label_emb`` (part files are label-disjoint), only (label_id, file) is read by Spark, and the
@@ -270,7 +273,7 @@ def eagle_assignments(
     """
     if not has_table(spark, embeddings, S.LABEL_EMB):
         raise BadInputError(f"{embeddings} has no {S.LABEL_EMB} table (run embed first)")
-    Y2 = read_table(spark, dataset, S.Y2)
+    Y2 = read_table(spark, dataset, S.Y2) if pairs is None else pairs
     where = read_table(spark, embeddings, S.LABEL_EMB).select(
         S.LABEL_ID, F.input_file_name().alias(_FILE)
     )
@@ -390,13 +393,17 @@ def y_filter(X: DataFrame, assignments: DataFrame) -> DataFrame:
 
 
 def write_filtered(
-    spark: SparkSession, X: DataFrame, x_from: str, assignments: DataFrame, path: str
+    spark: SparkSession, X: DataFrame, x_from: Optional[str], assignments: DataFrame, path: str
 ) -> None:
     """Write the tables a classifier trains on into folder `path`: Y = :func:`y_filter` of
     `assignments` (with ``label_weights`` when weighted) and X, a byte copy of dataset `x_from`'s
-    (whose rows `X` are). No manifest: the caller writes its own."""
+    (whose rows `X` are), or with `x_from` None the rows of `X` written anew (a subset: the
+    cross-fitted refinement's folds). No manifest: the caller writes its own."""
     write_table(y_filter(X, assignments).sortWithinPartitions(S.SAMPLE_ID), path, S.Y)
-    FileSystem(spark).copy(table_path(x_from, S.X), table_path(path, S.X))
+    if x_from is None:
+        write_table(X.sortWithinPartitions(S.SAMPLE_ID), path, S.X)
+    else:
+        FileSystem(spark).copy(table_path(x_from, S.X), table_path(path, S.X))
 
 
 def write_training_set(
@@ -592,9 +599,10 @@ def assign(
             source, rounds = winner["source"], winner.get("refinement")
             if rounds and diagnostics and chosen_rounds is not None:
                 with job_step(spark, "rounds' figures"):
-                    rounds, last_quality = round_records(
+                    figures, last_quality = round_records(
                         spark, chosen_rounds, len(rounds) - 1, truth
                     )
+                    rounds = [old | new for old, new in zip(rounds, figures)]  # budget, folds
             for table in (S.X, S.Y, S.ASSIGNMENTS):
                 fs.rename(table_path(chosen, table), table_path(tmp, table))
             written = read_table(spark, tmp, S.ASSIGNMENTS)
@@ -707,11 +715,19 @@ def _first_round(
     checking that it assigned `dataset` with `embeddings` and `params` without refinement."""
     manifest = read_manifest(spark, first_round, what="assign")
     source = manifest.get("source") or {}
-    want = dataclasses.replace(params, refine_rounds=0).to_dict()
+    want = params.unrefined().to_dict()
+    try:  # made without rounds: its refinement settings played no part
+        made: Optional[dict[str, Any]] = (
+            cast(AssignSettings, AssignSettings.from_dict(manifest.get("parameters")))
+            .unrefined()
+            .to_dict()
+        )
+    except SettingsError:
+        made = None
     if (
         _canonical(str(source.get("dataset"))) != _canonical(dataset)
         or _canonical(str(source.get("embeddings"))) != _canonical(str(embeddings))
-        or manifest.get("parameters") != want
+        or made != want
     ):
         raise BadInputError(
             f"assign: {first_round} was not assigned from {dataset} with {embeddings} and the "

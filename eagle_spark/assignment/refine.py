@@ -22,6 +22,12 @@ weights depend on it. The classifier's weights are written in the layout of labe
 assignment itself is the same code (:func:`eagle_spark.assignment.assign.eagle_assignments`) with
 another scorer.
 
+With ``assign.refine_folds`` k the rounds are cross-fitted (:func:`cross_fitted_assignments`): the
+groups fall in k seeded folds and a fold's members are scored by a classifier trained on the
+other folds' samples and assignments only, so no scorer has seen the labels of the groups it
+scores. With ``assign.refine_tolerance`` the rounds stop early once one changes at most that
+share of its pairs (:func:`converged`).
+
 Memory: what ``train --model ova`` and the assignment keep (once per executor: X as CSR, the
 labels of the round's Y and the (member, group label) pairs it lacks, ~5 bytes each); the rounds run one after another and keep nothing between them but the
 previous round's assignments, on disk in the scratch folder.
@@ -29,7 +35,6 @@ previous round's assignments, on disk in the scratch folder.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import posixpath
 from typing import Any, Optional
@@ -43,6 +48,8 @@ from eagle_spark.io.tables import (
     new_manifest,
     read_manifest,
     read_parquet,
+    read_table,
+    table_rows,
     write_manifest,
     write_table,
 )
@@ -151,7 +158,9 @@ def refine(
     truth: Optional[DataFrame] = None,
     diagnostics: bool = True,
 ) -> tuple[DataFrame, list[dict[str, Any]], Optional[dict[str, float]]]:
-    """Run ``params.refine_rounds`` rounds of refinement on the first round's `assignments`.
+    """Run ``params.refine_rounds`` rounds of refinement on the first round's `assignments`
+    (in-sample, or cross-fitted in ``params.refine_folds`` folds), fewer when a round is within
+    ``params.refine_tolerance`` of the one before (:func:`converged`).
 
     Args:
         dataset: the aggregated dataset (X, Y1, Y2).
@@ -167,7 +176,8 @@ def refine(
             scratch folder afterwards).
     Returns:
         (the last round's assignments, read back from the scratch folder; one record per round:
-        ``round`` and ``scorer`` (``embedding`` or ``classifier``), ``budget`` (what
+        ``round`` and ``scorer`` (``embedding`` or ``classifier``), ``folds`` when
+        cross-fitted, ``stopped`` on the last when the tolerance ended the rounds, ``budget`` (what
         :func:`budgeted` pruned) under a soft budget, with `diagnostics` the figures
         of :func:`round_records`; with `diagnostics` and `truth` the last round's quality as
         :func:`eagle_spark.assignment.assign.assignment_quality` gives it, else None).
@@ -184,66 +194,235 @@ def refine(
         current, budgets[0] = budgeted(
             spark, dataset, assignments, params, posixpath.join(scratch, "assign_0"), n_hard
         )
-    step = dataclasses.replace(params, refine_rounds=0)
+    step = params.unrefined()
+    folds = (
+        _materialise(
+            group_folds_frame(spark, dataset, params.refine_folds, params.held_out_seed),
+            posixpath.join(scratch, "folds"),
+            spark,
+        )
+        if params.refine_folds
+        else None
+    )
+    done, stopped = 0, None
     for r in range(1, params.refine_rounds + 1):
-        assigned = posixpath.join(scratch, f"round_{r - 1}")
-        with job_step(spark, f"round {r}: training set"):
-            write_training_set(
-                spark,
-                X,
-                dataset,
-                current,
-                assigned,
-                "refine-round",
-                {"n_samples": n_samples, "n_features": n_features, "n_labels": n_labels},
-            )
-        with job_step(spark, f"round {r}: one-vs-all scorer"):
-            scorer = classifier_scorer(
-                spark,
-                assigned,
-                dataset,
-                posixpath.join(scratch, f"classifier_{r}"),
-                n_features,
-                n_labels,
-                params.tasks,
+        if folds is not None:
+            with job_step(spark, f"round {r}: cross-fitted in {params.refine_folds} folds"):
+                scored = cross_fitted_assignments(
+                    spark,
+                    dataset,
+                    X,
+                    current,
+                    folds,
+                    step,
+                    posixpath.join(scratch, f"cross_{r}"),
+                    n_features,
+                    n_labels,
+                )
+        else:
+            assigned = posixpath.join(scratch, f"round_{r - 1}")
+            with job_step(spark, f"round {r}: training set"):
+                write_training_set(
+                    spark,
+                    X,
+                    dataset,
+                    current,
+                    assigned,
+                    "refine-round",
+                    {"n_samples": n_samples, "n_features": n_features, "n_labels": n_labels},
+                )
+            with job_step(spark, f"round {r}: one-vs-all scorer"):
+                scorer = classifier_scorer(
+                    spark,
+                    assigned,
+                    dataset,
+                    posixpath.join(scratch, f"classifier_{r}"),
+                    n_features,
+                    n_labels,
+                    params.tasks,
+                )
+            scored = eagle_assignments(
+                spark, dataset, scorer, step, n_features, OVASettings().normalize
             )
         with job_step(spark, f"round {r}: assignments"):
             current, budgets[r] = budgeted(
-                spark,
-                dataset,
-                eagle_assignments(
-                    spark, dataset, scorer, step, n_features, OVASettings().normalize
-                ),
-                step,
-                posixpath.join(scratch, f"assign_{r}"),
-                n_hard,
+                spark, dataset, scored, step, posixpath.join(scratch, f"assign_{r}"), n_hard
             )
         log.info("refine: round %d assigned", r)
+        done = r
+        if r < params.refine_rounds:
+            with job_step(spark, f"round {r}: change"):
+                change = round_records(spark, scratch, r, first=r - 1)[0][-1]
+            if converged(change, params.refine_tolerance):
+                stopped = r
+                log.info(
+                    "refine: stopped after round %d of %d: %s within the tolerance %g",
+                    r,
+                    params.refine_rounds,
+                    change,
+                    params.refine_tolerance,
+                )
+                break
     last: Optional[dict[str, float]] = None
     if diagnostics:
         with job_step(spark, "rounds' figures"):
-            records, last = round_records(spark, scratch, params.refine_rounds, truth)
+            records, last = round_records(spark, scratch, done, truth)
     else:
         records = [
-            {"round": r, "scorer": "classifier" if r else "embedding"}
-            for r in range(params.refine_rounds + 1)
+            {"round": r, "scorer": "classifier" if r else "embedding"} for r in range(done + 1)
         ]
     for record in records:
         if budgets.get(record["round"]) is not None:
             record["budget"] = budgets[record["round"]]
+        if record["round"] and params.refine_folds:
+            record["folds"] = params.refine_folds
+    if stopped is not None:
+        records[-1]["stopped"] = (
+            f"converged: changed at most the tolerance {params.refine_tolerance:g}"
+        )
     return current, records, last
 
 
+def converged(change: dict[str, Any], tolerance: float) -> bool:
+    """Whether a round's `change` (a :func:`round_records` record: ``changed`` and, weighted,
+    ``weight_change``) is within `tolerance` (``assign.refine_tolerance``): both at most it."""
+    return change["changed"] <= tolerance and change.get("weight_change", 0.0) <= tolerance
+
+
+FOLD = "_fold"
+"""The fold column of :func:`group_folds_frame`."""
+
+
+def group_folds_frame(spark: SparkSession, dataset: str, k: int, seed: int) -> DataFrame:
+    """DataFrame[group_id, _fold]: each group of `dataset`'s Y1 and Y2 in one of `k` folds by a
+    seeded hash (pmod(xxhash64(group_id, seed), k)): the cross-fitted refinement's folds, about
+    equal in size on many groups, the same on every run and partitioning.
+
+    Raises:
+        ValueError: `k` below 2.
+    """
+    if k < 2:
+        raise ValueError(f"group_folds_frame: k must be >= 2, got {k}")
+    groups = (
+        read_table(spark, dataset, S.Y1)
+        .select(S.GROUP_ID)
+        .unionByName(read_table(spark, dataset, S.Y2).select(S.GROUP_ID))
+        .distinct()
+    )
+    return groups.select(
+        S.GROUP_ID,
+        F.pmod(F.xxhash64(S.GROUP_ID, F.lit(seed)), F.lit(k)).cast("int").alias(FOLD),
+    )
+
+
+def cross_fitted_assignments(
+    spark: SparkSession,
+    dataset: str,
+    X: DataFrame,
+    current: DataFrame,
+    folds: DataFrame,
+    params: AssignSettings,
+    scratch: str,
+    n_features: int,
+    n_labels: int,
+) -> DataFrame:
+    """One cross-fitted round: for each fold f of `folds`, train the one-vs-all scorer
+    (:func:`classifier_scorer`) on the samples of no group of f with their `current`
+    assignments, and assign f's groups with it; a (group, label) pair of f whose label that
+    scorer cannot know (no sample outside f was assigned it: the scorer saw no positive of it)
+    keeps its `current` rows.
+
+    So the classifier that scores a group never saw that group's labels nor its members: the
+    in-sample round's scorer has learned the group's own previous assignment and tends to
+    confirm it (multiple-instance EM's self-confirmation; cross-fitting as in double machine
+    learning, Chernozhukov et al. 2018).
+
+    Args:
+        dataset: the aggregated dataset (X, Y1, Y2); X: its X table.
+        current: the previous round's assignments (group_id, label_id, sample_id, score[,
+            weight]).
+        folds: :func:`group_folds_frame` of `dataset` (materialised).
+        params: the round's assignment settings (no refinement).
+        scratch: a folder that must not exist: fold f's training set in ``train_<f>``, its
+            classifier and scorer in ``classifier_<f>``.
+    Returns:
+        The round's assignments (lazy; the scorers are trained when this returns), the same
+        columns as `current`.
+    Memory: each fold's training is :func:`classifier_scorer`'s on (k - 1) / k of the samples
+        (once per executor: that fold's X and Y); the folds train one after another.
+    """
+    from functools import reduce
+
+    from eagle_spark.assignment.assign import eagle_assignments, write_filtered
+
+    Y1 = read_table(spark, dataset, S.Y1)
+    Y2 = read_table(spark, dataset, S.Y2)
+    k = int(folds.agg(F.max(FOLD)).first()[0]) + 1
+    parts = []
+    for f in range(k):
+        held_groups = folds.where(F.col(FOLD) == f).select(S.GROUP_ID)
+        held_samples = Y1.join(held_groups, S.GROUP_ID, "left_semi").select(S.SAMPLE_ID)
+        train = posixpath.join(scratch, f"train_{f}")
+        X_f = X.join(held_samples, S.SAMPLE_ID, "left_anti")
+        with job_step(spark, f"fold {f}: training set"):
+            taught = current.join(held_samples, S.SAMPLE_ID, "left_anti")
+            write_filtered(spark, X_f, None, taught, train)
+            write_manifest(
+                spark,
+                train,
+                new_manifest(
+                    "refine-fold",
+                    n_samples=table_rows(train, S.X),
+                    n_features=n_features,
+                    n_labels=n_labels,
+                    source={"dataset": dataset, "fold": f, "folds": k},
+                    tables=[S.X, S.Y],
+                ),
+            )
+        with job_step(spark, f"fold {f}: one-vs-all scorer"):
+            scorer = classifier_scorer(
+                spark,
+                train,
+                dataset,
+                posixpath.join(scratch, f"classifier_{f}"),
+                n_features,
+                n_labels,
+                params.tasks,
+            )
+        known = taught.select(S.LABEL_ID).distinct()  # labels with a positive to learn from
+        pairs = Y2.join(held_groups, S.GROUP_ID, "left_semi")
+        parts.append(
+            eagle_assignments(
+                spark,
+                dataset,
+                scorer,
+                params,
+                n_features,
+                OVASettings().normalize,
+                pairs=pairs.join(known, S.LABEL_ID, "left_semi"),
+            ).select(*current.columns)
+        )
+        unscored = pairs.join(known, S.LABEL_ID, "left_anti").select(S.GROUP_ID, S.LABEL_ID)
+        parts.append(current.join(unscored, [S.GROUP_ID, S.LABEL_ID], "left_semi"))
+    return reduce(DataFrame.unionByName, parts)
+
+
 def round_records(
-    spark: SparkSession, scratch: str, rounds: int, truth: Optional[DataFrame] = None
+    spark: SparkSession,
+    scratch: str,
+    rounds: int,
+    truth: Optional[DataFrame] = None,
+    first: int = 0,
 ) -> tuple[list[dict[str, Any]], Optional[dict[str, float]]]:
-    """The figures of the rounds :func:`refine` left in `scratch` (rounds 0 .. `rounds`), all in
-    one Spark aggregation: every round's assignment rows and the true pairs are grouped by
+    """The figures of the rounds :func:`refine` left in `scratch` (rounds `first` .. `rounds`),
+    all in one Spark aggregation: every round's assignment rows and the true pairs are grouped by
     (sample, label) once, and each figure is a sum over those groups.
 
     Args:
         truth: the true (sample, label) pairs (:func:`eagle_spark.assignment.assign.true_pairs`,
             each pair once), or None.
+        first: the first round read (its record has no change: the round before is not read);
+            :func:`refine` reads two rounds to check its tolerance.
     Returns:
         (one record per round: ``round``, ``scorer`` (``embedding`` or ``classifier``),
         ``n_assignments`` (assignment rows), from round 1 ``changed`` (share of the round's
@@ -257,11 +436,12 @@ def round_records(
 
     from eagle_spark.assignment.assign import quality_of
 
-    parts, weighted = [], []
-    for r in range(rounds + 1):
+    parts, weighted = [], {}
+    span = range(first, rounds + 1)
+    for r in span:
         current = read_parquet(spark, posixpath.join(scratch, f"assign_{r}"))
-        weighted.append(S.WEIGHT in current.columns)
-        weight = F.col(S.WEIGHT).cast("double") if weighted[-1] else F.lit(1.0)
+        weighted[r] = S.WEIGHT in current.columns
+        weight = F.col(S.WEIGHT).cast("double") if weighted[r] else F.lit(1.0)
         parts.append(
             current.select(S.SAMPLE_ID, S.LABEL_ID, F.lit(r).alias("_r"), weight.alias("_w"))
         )
@@ -274,19 +454,19 @@ def round_records(
                 F.lit(None).cast("double").alias("_w"),
             )
         )
-    in_round = [F.col("_r") == r for r in range(rounds + 1)]
+    in_round = {r: F.col("_r") == r for r in span}
     pairs = (
         reduce(DataFrame.unionByName, parts)
         .groupBy(S.SAMPLE_ID, S.LABEL_ID)
         .agg(
-            *[F.count(F.when(cond, 1)).alias(f"_n{r}") for r, cond in enumerate(in_round)],
-            *[F.max(F.when(cond, F.col("_w"))).alias(f"_w{r}") for r, cond in enumerate(in_round)],
+            *[F.count(F.when(cond, 1)).alias(f"_n{r}") for r, cond in in_round.items()],
+            *[F.max(F.when(cond, F.col("_w"))).alias(f"_w{r}") for r, cond in in_round.items()],
             F.max(F.when(F.col("_r") == -1, True)).alias("_true"),
         )
     )
     is_true = F.col("_true").isNotNull()
     figures = [F.count("_true").alias("n_true")]
-    for r in range(rounds + 1):
+    for r in span:
         now = F.col(f"_w{r}")
         figures += [
             F.sum(f"_n{r}").alias(f"rows{r}"),
@@ -295,7 +475,7 @@ def round_records(
             F.sum(now).alias(f"w{r}"),
             F.sum(F.when(is_true, now)).alias(f"w_hits{r}"),
         ]
-        if r:
+        if r > first:
             before = F.col(f"_w{r - 1}")
             either = now.isNotNull() | before.isNotNull()
             figures += [
@@ -310,14 +490,14 @@ def round_records(
             ]
     row = pairs.agg(*figures).first()
     records, last = [], None
-    for r in range(rounds + 1):
+    for r in span:
         record: dict[str, Any] = {
             "round": r,
             "scorer": "classifier" if r else "embedding",
             "n_assignments": int(row[f"rows{r}"] or 0),
         }
         n = int(row[f"pairs{r}"])
-        if r:
+        if r > first:
             record["changed"] = round(int(row[f"new{r}"]) / n, 6) if n else 0.0
             if weighted[r] and weighted[r - 1]:  # soft: the pairs barely change, their weights do
                 either = int(row[f"either{r}"])

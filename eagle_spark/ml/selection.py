@@ -408,7 +408,7 @@ def choose_assignment(
                 continue
             assigned = posixpath.join(scratch, f"assigned-{i}")
             rounds[name] = posixpath.join(scratch, f"rounds-{i}") if chosen.refine_rounds else None
-            unrefined = done.get(dataclasses.replace(chosen, refine_rounds=0))
+            unrefined = done.get(chosen.unrefined())
             with job_step(spark, f"select {name}: assign"):
                 assign(
                     spark,
@@ -424,7 +424,7 @@ def choose_assignment(
                     diagnostics=False,
                     rounds_scratch=rounds[name],
                 )
-            done[chosen] = assigned
+            done[chosen.unrefined() if not chosen.refine_rounds else chosen] = assigned
             found, members = np.zeros(len(K)), 0
             for f, (fit, held, ids) in enumerate(splits):
                 tag = f"{i}" if folds is None else f"{i}-fold-{f}"

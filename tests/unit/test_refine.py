@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import pathlib
+from typing import Optional
 
 import numpy as np
 import pyarrow as pa
@@ -78,9 +79,16 @@ def _write(folder: pathlib.Path, tables: dict[str, pa.Table], manifest: dict) ->
     return str(folder)
 
 
-def _folders(tmp_path: pathlib.Path) -> tuple[str, str, dict[int, list[int]]]:
-    """(the planted aggregated dataset, embeddings holding EMB, the true labels)."""
-    tables, truth = _planted()
+def _folders(
+    tmp_path: pathlib.Path,
+    planted: Optional[tuple[dict[str, pa.Table], dict[int, list[int]]]] = None,
+) -> tuple[str, str, dict[int, list[int]]]:
+    """(the planted aggregated dataset, embeddings holding EMB, the true labels); `planted`:
+    other tables and truth (:func:`_planted`'s by default), with EMB[2] = A's feature when they
+    have a label 2."""
+    tables, truth = planted or _planted()
+    n_groups = N_EASY + N_HARD + N_DECOY
+    n_labels = max(max(v) for v in truth.values()) + 1
     dataset = _write(
         tmp_path / "agg",
         tables,
@@ -88,8 +96,8 @@ def _folders(tmp_path: pathlib.Path) -> tuple[str, str, dict[int, list[int]]]:
             "kind": "aggregate",
             "n_samples": len(truth),
             "n_features": 3,
-            "n_labels": 2,
-            "n_groups": N_EASY + N_HARD + N_DECOY,
+            "n_labels": n_labels,
+            "n_groups": n_groups,
         },
     )
     emb = _write(
@@ -97,16 +105,16 @@ def _folders(tmp_path: pathlib.Path) -> tuple[str, str, dict[int, list[int]]]:
         {
             "label_emb": pa.table(
                 {
-                    "label_id": pa.array([0, 1], pa.int32()),
-                    "emb_idx": pa.array([[0, 2], [1]], INTS),
-                    "emb_val": pa.array([[1.0, 1.2], [1.0]], FLOATS),
-                    "n_groups": pa.array([N_EASY + N_HARD, N_EASY + N_HARD + N_DECOY], pa.int32()),
+                    "label_id": pa.array([0, 1, 2][:n_labels], pa.int32()),
+                    "emb_idx": pa.array([[0, 2], [1], [0]][:n_labels], INTS),
+                    "emb_val": pa.array([[1.0, 1.2], [1.0], [1.0]][:n_labels], FLOATS),
+                    "n_groups": pa.array([N_EASY + N_HARD, n_groups, 1][:n_labels], pa.int32()),
                 }
             )
         },
         {
             "kind": "embed",
-            "n_labels": 2,
+            "n_labels": n_labels,
             "n_features": 3,
             "parameters": {"normalize": True, "iterations": 1, "prune_below": 0.0},
         },
@@ -190,15 +198,32 @@ def test_refine_rounds_setting_is_checked():
         "method": "eagle",
         "weighting": "hard",
         "refine_rounds": 2,
+        "refine_folds": 0,
     }
     assert candidate_changes("soft-0.3+r1") == {
         "method": "eagle",
         "weighting": "soft",
         "temperature": 0.3,
         "refine_rounds": 1,
+        "refine_folds": 0,
+    }
+    assert candidate_changes("soft-0.3+r2x3") == {
+        "method": "eagle",
+        "weighting": "soft",
+        "temperature": 0.3,
+        "refine_rounds": 2,
+        "refine_folds": 3,
     }
     with pytest.raises(SettingsError):
         candidate_changes("baseline+r1")
+    with pytest.raises(SettingsError, match="at least 2 folds"):
+        candidate_changes("hard+r1x1")
+    with pytest.raises(SettingsError, match="refine_folds must be 0"):
+        AssignSettings(refine_folds=1)
+    with pytest.raises(SettingsError, match="refine_tolerance"):
+        AssignSettings(refine_tolerance=1.0)
+    refined = AssignSettings(refine_rounds=2, refine_folds=3, refine_tolerance=0.1)
+    assert refined.unrefined() == AssignSettings()
 
 
 def test_soft_refinement_records_the_weights_change(spark, tmp_path):
@@ -373,3 +398,100 @@ def test_round_figures_by_hand(spark, tmp_path):
         {"round": 0, "scorer": "embedding", "n_assignments": 3},
         {"round": 1, "scorer": "classifier", "n_assignments": 2, "changed": 0.5},
     ]
+
+
+def _with_private_label(tmp_path: pathlib.Path) -> tuple[str, str, dict[int, list[int]]]:
+    """The planted data with label 2 held by group 0 alone (truly its member A, sample 0), and
+    an embedding for it that scores A first."""
+    tables, truth = _planted()
+    truth[0] = [0, 2]
+    tables["Y"] = tables["Y"].set_column(
+        1, "label_ids", pa.array([truth[i] for i in range(len(truth))], INTS)
+    )
+    extra = pa.table(
+        {
+            "group_id": pa.array([0], pa.int64()),
+            "label_id": pa.array([2], pa.int32()),
+            "count": pa.array([1], pa.int32()),
+        }
+    )
+    tables["Y2"] = pa.concat_tables([tables["Y2"], extra])
+    return _folders(tmp_path, (tables, truth))
+
+
+def test_cross_fitted_round_never_lets_a_group_see_its_own_labels(spark, tmp_path):
+    """refine_folds 2 on the planted data: each fold's training set is exactly the samples of the
+    other fold's groups with their round-0 labels (a plain-Python twin built from the folds read
+    back), so the scorer of group 0's fold never saw a positive of label 2, which only group 0
+    holds, and (0, 2) keeps its round-0 member; the round still corrects the 4 hard groups."""
+    from eagle_spark.assignment.assign import assign
+    from eagle_spark.settings import AssignSettings
+
+    dataset, emb, _ = _with_private_label(tmp_path)
+    rounds = tmp_path / "rounds"
+    manifest = assign(
+        spark,
+        dataset,
+        str(tmp_path / "x1"),
+        AssignSettings(weighting="hard", refine_rounds=1, refine_folds=2, tasks=2),
+        embeddings=emb,
+        rounds_scratch=str(rounds),
+    )
+    first, second = manifest["refinement"]
+    assert second["folds"] == 2 and "folds" not in first
+    assert first["precision"] == pytest.approx(65 / 69)  # round 0: 4 hard groups' label 0 wrong
+    assert second["precision"] == pytest.approx(1.0)
+    assert second["changed"] == pytest.approx(4 / 69, abs=1e-6)
+
+    fold_of = {r["group_id"]: r["_fold"] for r in pq.read_table(rounds / "folds").to_pylist()}
+    assert set(fold_of) == set(range(N_EASY + N_HARD + N_DECOY))
+    assert set(fold_of.values()) == {0, 1}
+    round_0 = pq.read_table(rounds / "assign_0").to_pylist()
+    for f in (0, 1):
+        train = rounds / "cross_1" / f"train_{f}"
+        want = {}  # the twin: members of the other fold's groups, with their round-0 labels
+        for g, fold in fold_of.items():
+            if fold != f:
+                for sid in (2 * g, 2 * g + 1):
+                    want[sid] = sorted({r["label_id"] for r in round_0 if r["sample_id"] == sid})
+        got = {
+            r["sample_id"]: sorted(r["label_ids"]) for r in pq.read_table(train / "Y").to_pylist()
+        }
+        assert got == want
+        x_ids = sorted(pq.read_table(train / "X").column("sample_id").to_pylist())
+        assert x_ids == sorted(want)
+        taught = {k for labels in got.values() for k in labels}
+        assert (2 in taught) == (fold_of[0] != f)  # only a fold without group 0 learns label 2
+    final = pq.read_table(tmp_path / "x1" / "assignments").to_pylist()
+    assert [r["sample_id"] for r in final if r["label_id"] == 2] == [0]
+
+
+def test_rounds_stop_at_the_tolerance(spark, tmp_path):
+    """Hard refinement of the planted data changes 4 / 68 pairs in round 1 and none in round 2:
+    with 3 rounds asked and tolerance 0 the rounds stop after round 2, with tolerance 0.1 after
+    round 1 (4 / 68 = 0.059 <= 0.1); the last record says why and the output is that round's."""
+    from eagle_spark.assignment.assign import assign
+    from eagle_spark.settings import AssignSettings
+
+    dataset, emb, _ = _folders(tmp_path)
+    zero = assign(
+        spark,
+        dataset,
+        str(tmp_path / "t0"),
+        AssignSettings(weighting="hard", refine_rounds=3, tasks=2),
+        embeddings=emb,
+    )
+    assert [r["round"] for r in zero["refinement"]] == [0, 1, 2]
+    assert zero["refinement"][1]["changed"] == pytest.approx(4 / 68, abs=1e-6)
+    assert zero["refinement"][2]["changed"] == 0.0
+    assert "stopped" in zero["refinement"][2] and "stopped" not in zero["refinement"][1]
+    loose = assign(
+        spark,
+        dataset,
+        str(tmp_path / "t1"),
+        AssignSettings(weighting="hard", refine_rounds=3, refine_tolerance=0.1, tasks=2),
+        embeddings=emb,
+    )
+    assert [r["round"] for r in loose["refinement"]] == [0, 1]
+    assert "stopped" in loose["refinement"][1]
+    assert loose["quality"]["precision"] == pytest.approx(1.0)
