@@ -183,6 +183,13 @@ def main() -> None:
     parser.add_argument(
         "--markdown", action="store_true", help="print the report's tables and exit"
     )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help="a setting other than the library's default (e.g. assign.soft_keep=0), repeatable",
+    )
     args = parser.parse_args()
     if args.markdown:
         print(markdown(json.loads((REPORTS / f"{args.report}.json").read_text())))
@@ -192,7 +199,7 @@ def main() -> None:
     from eagle_spark.session import build_spark
     from eagle_spark.settings import Settings
 
-    base = Settings.load(str(ROOT / "conf" / "local.yaml"))
+    base = Settings.load(str(ROOT / "conf" / "local.yaml"), args.set)
     spark = build_spark(base.spark)
     # the report keeps the data sets this run does not rerun (one report, each data set's rows
     # replaced by its latest run)
@@ -219,6 +226,7 @@ def main() -> None:
                     "classifier": "tree (conf/local.yaml)",
                     "done": list(walls),
                     "wall_s": walls,
+                    "assign": base.assign.to_dict(),  # the assign settings it measured
                     "targets": targets(rows),
                 },
                 table=False,

@@ -850,15 +850,20 @@ class AssignSettings(Section):
         bounds="(0, inf)",
     )
     soft_keep: float = setting(
-        0.0,
+        2.0,
         "with ``soft``, at most ceil(soft_keep x c) members of a group get a weight for its "
         "label, the heaviest; 0: every member above the weight floor.",
         more=(
             "The rest, what the weights call least likely, stay negatives, so a soft "
             "assignment has at most soft_keep x the hard one's positives (the paper's point: "
             "assignment cuts the Baseline's false positives). 1 keeps the top-c members with "
-            "their weights. The frontier of positives against P@k on validation splits is "
-            'docs/experiments.md, "Pruned soft weighting".'
+            "their weights. Unpruned (0), the refined soft weighting trained on 3.5 to 14 times "
+            "hard's (sample, label) pairs on validation splits of bibtex and delicious (R-4, "
+            "R-10, C-8), nearly the Baseline's rows; the default is the point of the frontier "
+            "of pairs against P@k that the rule 'the most accurate mean P@1/3/5 among the "
+            "points with at most 2x hard's pairs in every cell' picks "
+            "(benchmarks/reports/assignment_variants_budget.json and "
+            'assignment_variants_keep.json; docs/experiments.md, "Pruned soft weighting").'
         ),
         bounds="[0, inf)",
     )

@@ -687,7 +687,9 @@ def test_api_soft_weights_through_fit_transform_save_load(spark, soft, tmp_path)
     model = GRLR(maxIter=2, numTasks=2, weighting="soft", temperature=0.3).fit(samples)
     assigned = model.transform(samples)
     assert {"labels", "label_weights"} <= set(assigned.columns)
-    want = _label_weights(read_table(spark, paths["soft"], "Y").collect(), "label_ids")
+    want = _label_weights(  # the default soft_keep 2: the "kept" assign stage's
+        read_table(spark, paths["kept"], "Y").collect(), "label_ids"
+    )
     got = _label_weights(assigned.select("sample_id", "labels", "label_weights").collect())
     assert got.keys() == want.keys()
     for sample in want:
