@@ -4,7 +4,10 @@ them in the pipeline) with each assignment setting, against the hard top-c assig
     python benchmarks/assignment_cost.py                                   # delicious (embedded), R-4
     python benchmarks/assignment_cost.py --data synth:wiki325k:0.1 --group-size 10 --report assignment_cost_wiki325k_0.1
 
-For each setting (``hard``, ``soft`` at T = 0.3, the same refined once, ``auto``) one pipeline run (``pipeline.methods=
+For each setting (``hard``; ``soft`` at T = 0.3, the same refined once, at the default
+``soft_keep`` and unpruned, cross-fitted in 3 folds for up to 3 rounds (tolerance 0.01); the
+posterior weighting refined once; ``auto`` with the default candidates, unpruned, and choosing
+between the Baseline and the cross-fitted refinement) one pipeline run (``pipeline.methods=
 [eagle]``, until train, conf/local.yaml) in a folder of its own, so every stage runs: the
 aggregated data are made once and shared (``pipeline.dataset`` with ``aggregate=false``). The
 report has each stage's wall seconds (the pipeline's own stage timings), the fit's total, its
@@ -26,11 +29,36 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from _common import jobs_by_description, print_table, write_report  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-SETTINGS = {
+SETTINGS = {  # setting -> changes to the assign section (soft: the default soft_keep unless named)
     "hard": {"weighting": "hard"},
     "soft T=0.3": {"weighting": "soft", "temperature": 0.3},
     "soft T=0.3+r1": {"weighting": "soft", "temperature": 0.3, "refine_rounds": 1},
+    "soft T=0.3+r1 unpruned": {
+        "weighting": "soft",
+        "temperature": 0.3,
+        "refine_rounds": 1,
+        "soft_keep": 0.0,
+    },
+    "soft T=0.3+r3x3": {
+        "weighting": "soft",
+        "temperature": 0.3,
+        "refine_rounds": 3,
+        "refine_folds": 3,
+        "refine_tolerance": 0.01,
+    },
+    "post T=0.3+r1": {
+        "weighting": "soft",
+        "posterior": True,
+        "temperature": 0.3,
+        "refine_rounds": 1,
+    },
     "auto": {"weighting": "auto"},
+    "auto unpruned": {"weighting": "auto", "soft_keep": 0.0},
+    "auto cross-fitted": {
+        "weighting": "auto",
+        "candidates": ("baseline", "soft-0.3+r3x3"),
+        "refine_tolerance": 0.01,
+    },
 }
 
 
@@ -98,7 +126,7 @@ def main() -> None:
         stages = {r["stage"]: r["seconds"] for r in result["stages"]}
         fit = sum(stages.get(s, 0.0) for s in ("embed_eagle", "assign_eagle", "train_eagle"))
         chosen = None
-        if name == "auto":
+        if name.startswith("auto"):
             manifest = Dataset.load(
                 spark, str(pathlib.Path(settings.pipeline.output) / "assigned" / "eagle")
             ).manifest

@@ -31,6 +31,9 @@ and EAGLE's assignments (T = 20) under four variants:
   folds over the groups (``assign.refine_folds``: a group's members scored by a classifier that
   never trained on its labels), 1 round, or up to 3 stopping once a round changes at most 1% of
   its pairs and weights (``assign.refine_tolerance=0.01``);
+* ``post T=t+r1 keep=2`` (and ``+r1x3``): posterior weights (``assign.posterior``: a member's
+  probability of holding the label given that c members of its group do, the first round's odds
+  exp(-d / t), the refinement round's from a logistic-loss scorer), pruned as the default;
 * ``auto``: the library's default, the assignment chosen on held-out groups (``ml/selection.py``).
 
 EAGLE-0's row uses the first variant's assignment settings.
@@ -129,6 +132,21 @@ VARIANTS = {  # variant -> changes to the assign section, changes to the tree se
         )
         for n in (1, 3)
         for keep in (0.0, 2.0)
+    },
+    **{
+        f"post T={t:g}+r1{x} keep=2": (
+            {
+                "weighting": "soft",
+                "posterior": True,
+                "temperature": t,
+                "refine_rounds": 1,
+                "refine_folds": 3 if x else 0,
+                "soft_keep": 2.0,
+                "soft_budget": 0.0,
+            },
+            {},
+        )
+        for t, x in ((0.1, ""), (0.3, ""), (1.0, ""), (0.3, "x3"))
     },
     "auto": ({"weighting": "auto"}, {}),
 }

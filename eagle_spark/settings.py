@@ -161,8 +161,9 @@ def _check(condition: bool, message: str) -> None:
 
 def candidate_changes(name: str) -> dict[str, Any]:
     """The ``assign`` settings of a candidate of ``assign.candidates``: ``baseline``, ``hard``
-    (Algorithm 2's top-c) or ``soft-<T>`` (soft weighting at temperature T > 0); ``hard`` and
-    ``soft-<T>`` may end in ``+r<N>``: N rounds of refinement with the classifier (0 without),
+    (Algorithm 2's top-c), ``soft-<T>`` (soft weighting at temperature T > 0) or ``post-<T>``
+    (posterior weighting, ``posterior``, the first round at temperature T); each but
+    ``baseline`` may end in ``+r<N>``: N rounds of refinement with the classifier (0 without),
     in-sample, or ``+r<N>x<k>``: cross-fitted in k folds over the groups (``refine_folds``).
 
     Raises:
@@ -170,25 +171,34 @@ def candidate_changes(name: str) -> dict[str, Any]:
     """
     if name == "baseline":
         return {"method": "baseline", "weighting": "hard", "refine_rounds": 0}
-    m = re.fullmatch(r"(hard|soft-(\d+(?:\.\d+)?))(?:\+r(\d+)(?:x(\d+))?)?", name)
+    m = re.fullmatch(r"(hard|(soft|post)-(\d+(?:\.\d+)?))(?:\+r(\d+)(?:x(\d+))?)?", name)
     _check(
-        m is not None and (m.group(2) is None or float(m.group(2)) > 0),
-        f"assign.candidates: {name!r} is not baseline, hard or soft-<temperature> (e.g. soft-0.3), "
-        "optionally with +r<rounds> of refinement (e.g. hard+r1), cross-fitted with "
-        "+r<rounds>x<folds> (e.g. soft-0.3+r2x3)",
+        m is not None and (m.group(3) is None or float(m.group(3)) > 0),
+        f"assign.candidates: {name!r} is not baseline, hard, soft-<temperature> (e.g. soft-0.3) "
+        "or post-<temperature>, optionally with +r<rounds> of refinement (e.g. hard+r1), "
+        "cross-fitted with +r<rounds>x<folds> (e.g. soft-0.3+r2x3)",
     )
     if m is None:  # _check raised above; this tells the type checker
         raise SettingsError(f"assign.candidates: {name!r}")
-    changes: dict[str, Any] = {"method": "eagle", "weighting": "hard", "refine_rounds": 0}
-    if m.group(2) is not None:
-        changes |= {"weighting": "soft", "temperature": float(m.group(2))}
+    changes: dict[str, Any] = {
+        "method": "eagle",
+        "weighting": "hard",
+        "posterior": False,
+        "refine_rounds": 0,
+    }
+    if m.group(3) is not None:
+        changes |= {
+            "weighting": "soft",
+            "posterior": m.group(2) == "post",
+            "temperature": float(m.group(3)),
+        }
     _check(
-        m.group(4) is None or int(m.group(4)) >= 2,
+        m.group(5) is None or int(m.group(5)) >= 2,
         f"assign.candidates: {name!r}: cross-fitting needs at least 2 folds",
     )
-    if m.group(3) is not None:
-        changes["refine_rounds"] = int(m.group(3))
-        changes["refine_folds"] = int(m.group(4)) if m.group(4) is not None else 0
+    if m.group(4) is not None:
+        changes["refine_rounds"] = int(m.group(4))
+        changes["refine_folds"] = int(m.group(5)) if m.group(5) is not None else 0
     return changes
 
 
@@ -848,6 +858,18 @@ class AssignSettings(Section):
             "gets exp(-d / temperature)."
         ),
         bounds="(0, inf)",
+    )
+    posterior: bool = setting(
+        False,
+        "with ``soft``, a member's weight is its posterior of holding the label given that c "
+        "members of the group hold it, instead of exp(-d / temperature).",
+        more=(
+            "The E-step of multiple-instance EM "
+            "(:func:`eagle_spark.assignment.assign.posterior_weights`): the first round's "
+            "odds are exp(-d / temperature), the refinement rounds' the logistic-loss "
+            "classifier's, which are trained for it and need no temperature. A candidate of "
+            "``auto`` may set it (``post-0.3+r1``)."
+        ),
     )
     soft_keep: float = setting(
         2.0,

@@ -9,7 +9,9 @@
   1, every other member with a weight exp(-d / temperature) that falls with its score's distance d
   below the c-th best (:func:`soft_weights`); the assignments and Y_filter carry the weights
   (``weight``, ``label_weights``) and the classifiers train on the expected loss
-  (:func:`eagle_spark.classifiers.linear.expected_loss_problem`).
+  (:func:`eagle_spark.classifiers.linear.expected_loss_problem`). With ``posterior`` the weights
+  are instead each member's posterior of holding the label given that c members of the group hold
+  it (:func:`posterior_weights`; a pair's weights sum to c).
 
 Output: a dataset whose ``Y`` is Y_filter (sample_id, sorted label_ids; samples of X that received
 no label have an empty list), whose ``X`` is a byte copy of the input's, plus ``assignments/``
@@ -153,41 +155,106 @@ def soft_weights(
         d = np.where(spread[pair_of] > tol[pair_of], gap / spread[pair_of], 0.0)
     soft = np.exp(-d / temperature)
     weights = np.maximum(weights, np.where(soft >= MIN_WEIGHT, soft, 0.0))
-    if keep > 0:
-        cap = np.ceil(keep * np.asarray(take, dtype=np.float64) - 1e-9).astype(np.int64)
-        order = np.lexsort((np.arange(len(weights)), -weights, pair_of))  # by pair, heaviest first
-        rank = np.empty(len(weights), dtype=np.int64)
-        rank[order] = np.arange(len(weights)) - np.repeat(ptr[:-1], sizes)
-        weights[rank >= cap[pair_of]] = 0.0
+    return _keep_heaviest(weights, ptr, take, keep)
+
+
+def _keep_heaviest(weights: np.ndarray, ptr: np.ndarray, take: np.ndarray, keep: float):
+    """`weights` with at most ceil(keep x c) members of each pair left, the heaviest (ties to the
+    earlier candidate); keep 0: `weights` as they are."""
+    if keep <= 0 or len(weights) == 0:
+        return weights
+    sizes = np.diff(ptr)
+    pair_of = np.repeat(np.arange(len(sizes)), sizes)
+    cap = np.ceil(keep * np.asarray(take, dtype=np.float64) - 1e-9).astype(np.int64)
+    order = np.lexsort((np.arange(len(weights)), -weights, pair_of))  # by pair, heaviest first
+    rank = np.empty(len(weights), dtype=np.int64)
+    rank[order] = np.arange(len(weights)) - np.repeat(ptr[:-1], sizes)
+    weights[rank >= cap[pair_of]] = 0.0
     return weights
 
 
-def _assign_task(dataset: str, n_features: int, normalize: bool, params: AssignSettings):
+def posterior_weights(
+    scores: np.ndarray,
+    ptr: np.ndarray,
+    take: np.ndarray,
+    temperature: Optional[float],
+    keep: float = 0.0,
+) -> np.ndarray:
+    """Posterior assignment: each candidate's probability of holding its pair's label given that
+    take[p] of the pair's members hold it (:func:`eagle_spark.assignment.posterior.inclusion_probabilities`,
+    the E-step of multiple-instance EM), set to 0 below :data:`MIN_WEIGHT`, at most
+    ceil(keep x c) members kept as in :func:`soft_weights`.
+
+    The members' log-odds are the scores themselves when `temperature` is None (a logistic-loss
+    classifier's w_k . x_i, the refinement rounds of ``assign.posterior``), else the scores'
+    distance below the pair's best as a share of its score range, over `temperature` (the
+    embedding's <e_k, x_i>, which has no probabilistic scale: the first round). A pair's weights
+    sum to min(c, size) before the floor and the cap; all-tied scores give every member c / size.
+
+    Args:
+        scores: (n_candidates,) float, pair after pair; ptr: (n_pairs + 1,) offsets;
+        take: (n_pairs,) int >= 1, c of each pair; temperature: > 0, or None;
+        keep: 0 (no cap) or >= 1.
+    Returns:
+        (n_candidates,) float64 weights in {0} U [MIN_WEIGHT, 1].
+    Source: this project (section 3.3's Algorithm 2 takes this posterior's mode).
+    """
+    from eagle_spark.assignment.posterior import inclusion_probabilities
+
+    scores = np.asarray(scores, dtype=np.float64)
+    if temperature is None:
+        eta = scores
+    else:
+        sizes = np.diff(ptr)
+        pair_of = np.repeat(np.arange(len(sizes)), sizes)
+        starts = ptr[:-1][sizes > 0]
+        s_max, s_min = np.zeros(len(sizes)), np.zeros(len(sizes))
+        if len(scores):
+            s_max[sizes > 0] = np.maximum.reduceat(scores, starts)
+            s_min[sizes > 0] = np.minimum.reduceat(scores, starts)
+        spread = s_max - s_min
+        tol = SCORE_RTOL * np.maximum(np.abs(s_max), np.abs(s_min))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            d = np.where((spread > tol)[pair_of], (s_max[pair_of] - scores) / spread[pair_of], 0.0)
+        eta = -d / temperature
+    weights = inclusion_probabilities(eta, ptr, take)
+    weights[weights < MIN_WEIGHT] = 0.0
+    return _keep_heaviest(weights, ptr, take, keep)
+
+
+def _assign_task(
+    dataset: str, n_features: int, normalize: bool, params: AssignSettings, log_odds: bool
+):
     """applyInArrow function (cached path): the pairs whose labels' embeddings sit in one part file
     -> assignments, the candidates' rows from the executor cache."""
 
     def run(key: tuple, pairs: pa.Table) -> pa.Table:
         if pairs.num_rows == 0:
             return _out_schema(params).empty_table()
-        return _assign_file(load_context(dataset, n_features, normalize), key, pairs, params)
+        ctx = load_context(dataset, n_features, normalize)
+        return _assign_file(ctx, key, pairs, params, log_odds)
 
     return run
 
 
-def _assign_task_joined(n_features: int, normalize: bool, params: AssignSettings):
+def _assign_task_joined(n_features: int, normalize: bool, params: AssignSettings, log_odds: bool):
     """cogroup applyInArrow function (joined path): one part file's pairs and their groups' member
     rows -> assignments."""
 
     def run(key: tuple, pairs: pa.Table, members: pa.Table) -> pa.Table:
         if pairs.num_rows == 0:
             return _out_schema(params).empty_table()
-        return _assign_file(context_of_members(members, n_features, normalize), key, pairs, params)
+        ctx = context_of_members(members, n_features, normalize)
+        return _assign_file(ctx, key, pairs, params, log_odds)
 
     return run
 
 
-def _assign_file(ctx: Context, key: tuple, pairs: pa.Table, params: AssignSettings) -> pa.Table:
-    """Algorithm 2 for the pairs of the labels stored in part file key[0] of ``label_emb``."""
+def _assign_file(
+    ctx: Context, key: tuple, pairs: pa.Table, params: AssignSettings, log_odds: bool
+) -> pa.Table:
+    """Algorithm 2 for the pairs of the labels stored in part file key[0] of ``label_emb``
+    (`log_odds`: the embeddings are a logistic-loss classifier's, see :func:`posterior_weights`)."""
     pairs = pairs.sort_by([(S.LABEL_ID, "ascending"), (S.GROUP_ID, "ascending")])
     labels = np.asarray(pairs.column(S.LABEL_ID), dtype=np.int64)
     groups = np.asarray(pairs.column(S.GROUP_ID), dtype=np.int64)
@@ -225,7 +292,13 @@ def _assign_file(ctx: Context, key: tuple, pairs: pa.Table, params: AssignSettin
         )
         want = counts[lo:hi] if params.multiplicity else np.ones(hi - lo, dtype=np.int64)
         columns = []
-        if params.weighting == "soft":
+        if params.weighting == "soft" and params.posterior:
+            weights = posterior_weights(
+                scores, ptr, want, None if log_odds else params.temperature, params.soft_keep
+            )
+            chosen = np.flatnonzero(weights > 0)
+            columns = [pa.array(weights[chosen].astype(np.float32))]
+        elif params.weighting == "soft":
             weights = soft_weights(scores, ptr, want, params.temperature, params.soft_keep)
             chosen = np.flatnonzero(weights > 0)
             columns = [pa.array(weights[chosen].astype(np.float32))]
@@ -255,13 +328,16 @@ def eagle_assignments(
     n_features: int,
     normalize: bool,
     pairs: Optional[DataFrame] = None,
+    log_odds: bool = False,
 ) -> DataFrame:
     """DataFrame[group_id, label_id, sample_id, score] of Algorithm 2 (see the module docstring),
     with a ``weight`` column and every member of weight >= :data:`MIN_WEIGHT` under ``soft``
-    weighting (:func:`soft_weights`).
+    weighting (:func:`soft_weights`, or :func:`posterior_weights` with ``posterior``).
 
     `pairs`: the rows of Y2 (group_id, label_id, count) to assign, None: all of Y2 (the
-    cross-fitted refinement assigns one fold's groups at a time).
+    cross-fitted refinement assigns one fold's groups at a time). `log_odds`: the embeddings
+    are a logistic-loss classifier's weights, so a score is a log-odds (the posterior weighting
+    uses it without a temperature).
 
     The embeddings never go through Spark's row format: a label's embedding lives in one part file
     of ``label_emb`` (part files are label-disjoint), only (label_id, file) is read by Spark, and the
@@ -293,7 +369,7 @@ def eagle_assignments(
     log.info("assign: %s path (%s)", x_access, why)
     if x_access == "cached":
         return pairs.groupBy(_FILE).applyInArrow(
-            _assign_task(dataset, n_features, normalize, params),
+            _assign_task(dataset, n_features, normalize, params, log_odds),
             from_arrow_schema(_out_schema(params)),
         )
     members = joined_members(
@@ -303,7 +379,7 @@ def eagle_assignments(
         pairs.groupBy(_FILE)
         .cogroup(members.groupBy(_FILE))
         .applyInArrow(
-            _assign_task_joined(n_features, normalize, params),
+            _assign_task_joined(n_features, normalize, params, log_odds),
             from_arrow_schema(_out_schema(params)),
         )
     )

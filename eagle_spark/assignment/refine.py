@@ -17,8 +17,9 @@ rank a group's members, and without the draw a label costs all n samples (at Wik
 labels, hours). Trained on k's groups alone (no sample outside them) the scorer ranks worse:
 on validation splits of bibtex and delicious, soft T=0.3 refined once lost 4.0 / 2.7 / 1.9 points
 of P@1 / P@3 / P@5 against all negatives (docs/experiments.md). The bias b_k is left out: within a (group, label)
-pair it shifts every member's score alike, and neither the top-c choice nor the range-relative soft
-weights depend on it. The classifier's weights are written in the layout of label embeddings, so the
+pair it shifts every member's score alike, and neither the top-c choice, the range-relative soft
+weights nor the posterior weights (``assign.posterior``, whose scorer trains with the logistic loss
+so that w_k . x_i is a log-odds, :func:`scorer_loss`) depend on it. The classifier's weights are written in the layout of label embeddings, so the
 assignment itself is the same code (:func:`eagle_spark.assignment.assign.eagle_assignments`) with
 another scorer.
 
@@ -73,6 +74,12 @@ def negative_fraction(n_labels: int, n_samples: int) -> float:
     return 1.0 if work <= NEGATIVE_BUDGET else NEGATIVE_BUDGET / work
 
 
+def scorer_loss(params: AssignSettings) -> str:
+    """The refinement scorer's loss: logistic under ``assign.posterior`` (the posterior weights
+    read its scores as log-odds), else the one-vs-all default (squared hinge)."""
+    return "logistic" if params.weighting == "soft" and params.posterior else OVASettings().loss
+
+
 def classifier_scorer(
     spark: SparkSession,
     assigned: str,
@@ -82,6 +89,7 @@ def classifier_scorer(
     n_labels: int,
     tasks: int,
     seed: int = 0,
+    loss: Optional[str] = None,
 ) -> str:
     """Train one-vs-all on the dataset `assigned` (X, Y = an assignment's Y_filter, with
     ``label_weights`` when weighted), negatives drawn and weights pruned as the module docstring
@@ -94,6 +102,7 @@ def classifier_scorer(
             ``folder/scorer``.
         n_features, n_labels: the data's sizes.
         tasks: Spark tasks of the training (``assign.tasks``).
+        loss: the solver's loss (:func:`scorer_loss`), None: the one-vs-all default.
     Returns:
         The scorer folder: ``label_emb`` (label_id, emb_idx = the weights' feature ids, emb_val =
         their values, n_groups 0) and a manifest whose ``parameters.normalize`` is the
@@ -108,6 +117,7 @@ def classifier_scorer(
         tasks=tasks,
         seed=seed,
         negative_fraction=fraction,
+        loss=loss or OVASettings().loss,
     )
     model = posixpath.join(folder, "model")
     meta = train_ova(spark, assigned, model, params, within_groups=groups)
@@ -240,9 +250,16 @@ def refine(
                     n_features,
                     n_labels,
                     params.tasks,
+                    loss=scorer_loss(params),
                 )
             scored = eagle_assignments(
-                spark, dataset, scorer, step, n_features, OVASettings().normalize
+                spark,
+                dataset,
+                scorer,
+                step,
+                n_features,
+                OVASettings().normalize,
+                log_odds=params.posterior,
             )
         with job_step(spark, f"round {r}: assignments"):
             current, budgets[r] = budgeted(
@@ -388,6 +405,7 @@ def cross_fitted_assignments(
                 n_features,
                 n_labels,
                 params.tasks,
+                loss=scorer_loss(params),
             )
         known = taught.select(S.LABEL_ID).distinct()  # labels with a positive to learn from
         pairs = Y2.join(held_groups, S.GROUP_ID, "left_semi")
@@ -400,6 +418,7 @@ def cross_fitted_assignments(
                 n_features,
                 OVASettings().normalize,
                 pairs=pairs.join(known, S.LABEL_ID, "left_semi"),
+                log_odds=params.posterior,
             ).select(*current.columns)
         )
         unscored = pairs.join(known, S.LABEL_ID, "left_anti").select(S.GROUP_ID, S.LABEL_ID)

@@ -197,12 +197,14 @@ def test_refine_rounds_setting_is_checked():
     assert candidate_changes("hard+r2") == {
         "method": "eagle",
         "weighting": "hard",
+        "posterior": False,
         "refine_rounds": 2,
         "refine_folds": 0,
     }
     assert candidate_changes("soft-0.3+r1") == {
         "method": "eagle",
         "weighting": "soft",
+        "posterior": False,
         "temperature": 0.3,
         "refine_rounds": 1,
         "refine_folds": 0,
@@ -210,6 +212,7 @@ def test_refine_rounds_setting_is_checked():
     assert candidate_changes("soft-0.3+r2x3") == {
         "method": "eagle",
         "weighting": "soft",
+        "posterior": False,
         "temperature": 0.3,
         "refine_rounds": 2,
         "refine_folds": 3,

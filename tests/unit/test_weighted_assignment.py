@@ -200,11 +200,10 @@ def soft(spark, tmp_path_factory):
     return paths, manifests
 
 
-def _twin_weights(spark, paths, temperature):
-    """{(group, label, sample): weight} from the stored embeddings, X, Y1 and Y2 with plain Python
-    loops: scores <e_k, x_i / |x_i|>, the top-count members (ties to the smallest sample_id) get 1,
-    the others exp(-((s_c - s_i) / (s_max - s_min)) / T), dropped below 1e-3; score differences
-    below 1e-6 of the largest |score| are ties."""
+def _twin_scores(spark, paths):
+    """[(group, label, count, the group's members by sample_id, their scores)] for every row of
+    Y2, from the stored embeddings, X and Y1 with plain Python loops: scores <e_k, x_i / |x_i|>
+    rounded to float32 as the embeddings are stored."""
     from eagle_spark.io.tables import read_table
     from tests.conftest import dataset_matrices
 
@@ -220,22 +219,32 @@ def _twin_weights(spark, paths, temperature):
     members: dict = {}
     for r in read_table(spark, paths["agg"], "Y1").collect():
         members.setdefault(r.group_id, []).append(r.sample_id)
-    out = {}
+    out = []
     for r in read_table(spark, paths["agg"], "Y2").collect():
         group = sorted(members[r.group_id])
         s = [float(np.float32(X[row[m]] @ emb[r.label_id])) for m in group]
+        out.append((r.group_id, r.label_id, r["count"], group, s))
+    return out
+
+
+def _twin_weights(spark, paths, temperature):
+    """{(group, label, sample): weight} of :func:`_twin_scores`: the top-count members (ties to
+    the smallest sample_id) get 1, the others exp(-((s_c - s_i) / (s_max - s_min)) / T), dropped
+    below 1e-3; score differences below 1e-6 of the largest |score| are ties."""
+    out = {}
+    for g, k, count, group, s in _twin_scores(spark, paths):
         order = sorted(range(len(group)), key=lambda i: (-s[i], group[i]))
-        s_c = s[order[min(r["count"], len(group)) - 1]]
+        s_c = s[order[min(count, len(group)) - 1]]
         spread, tol = max(s) - min(s), 1e-6 * max(abs(v) for v in s)
         for i, m in enumerate(group):
-            if i in order[: r["count"]]:
+            if i in order[:count]:
                 w = 1.0
             else:
                 gap = s_c - s[i] if s_c - s[i] > tol else 0.0
                 d = gap / spread if spread > tol else 0.0
                 w = math.exp(-d / temperature)
             if w >= 1e-3:
-                out[(r.group_id, r.label_id, m)] = w
+                out[(g, k, m)] = w
     return out
 
 
@@ -294,6 +303,64 @@ def test_default_soft_keep_keeps_each_labels_heaviest_members_of_the_twin(spark,
     for pair, members in by_pair.items():  # members of equal weight may go either way
         top = sorted(-w for w, _ in members)[::-1][: math.ceil(2 * count[pair])]
         np.testing.assert_allclose(sorted(got_pair[pair])[::-1], top, rtol=2e-3, atol=2e-3)
+
+
+def test_posterior_assign_equals_the_enumeration_twin(spark, soft, tmp_path, monkeypatch):
+    """``assign.posterior`` on delicious 600 in groups of 4: the first round's weights are, pair by
+    pair, the probability of each member under 'count members hold the label' with odds
+    exp(-d / 0.3) (d the score's distance below the best over the pair's range), listed over
+    every subset of the members in plain Python; a refinement round trains its scorer with the
+    logistic loss and its weights still sum to min(count, size) per pair."""
+    import itertools
+
+    from eagle_spark.assignment import refine
+    from eagle_spark.assignment.assign import assign
+    from eagle_spark.io.tables import read_table
+
+    paths, _ = soft
+    want = {}
+    for g, k, count, group, s in _twin_scores(spark, paths):
+        spread = max(s) - min(s)
+        d = [(max(s) - v) / spread if spread > 1e-6 * max(map(abs, s)) else 0.0 for v in s]
+        c = min(count, len(group))
+        total, q = 0.0, [0.0] * len(group)
+        for subset in itertools.combinations(range(len(group)), c):
+            p = math.exp(sum(-d[i] / 0.3 for i in subset))
+            total += p
+            for i in subset:
+                q[i] += p
+        for i, m in enumerate(group):
+            if q[i] / total >= 1e-3:
+                want[(g, k, m)] = q[i] / total
+    params = AssignSettings(weighting="soft", posterior=True, temperature=0.3, tasks=2, soft_keep=0)
+    assign(spark, paths["agg"], str(tmp_path / "post"), params, embeddings=paths["emb"])
+    got = {
+        (r.group_id, r.label_id, r.sample_id): r.weight
+        for r in read_table(spark, str(tmp_path / "post"), "assignments").collect()
+    }
+    assert set(got) == set(want)
+    np.testing.assert_allclose(
+        [got[k] for k in sorted(want)], [want[k] for k in sorted(want)], rtol=2e-3, atol=2e-3
+    )
+
+    losses = []
+    plain = refine.classifier_scorer
+
+    def recording(*args, **kwargs):
+        losses.append(kwargs.get("loss"))
+        return plain(*args, **kwargs)
+
+    monkeypatch.setattr(refine, "classifier_scorer", recording)
+    refined = dataclasses.replace(params, refine_rounds=1)
+    assign(spark, paths["agg"], str(tmp_path / "post_r1"), refined, embeddings=paths["emb"])
+    assert losses == ["logistic"]
+    count = {(g, k): min(c, len(group)) for g, k, c, group, _ in _twin_scores(spark, paths)}
+    sums: dict = {}
+    for r in read_table(spark, str(tmp_path / "post_r1"), "assignments").collect():
+        sums[(r.group_id, r.label_id)] = sums.get((r.group_id, r.label_id), 0.0) + r.weight
+    assert sums.keys() == count.keys()
+    for pair, c in count.items():  # the floor drops at most 3 members' weights below 1e-3
+        assert c - 3e-3 - 1e-4 * c <= sums[pair] <= c * (1 + 1e-4), pair
 
 
 def _hard_positives_twin(spark, paths):
@@ -917,11 +984,21 @@ def test_candidate_names_are_checked():
     assert candidate_changes("soft-0.25") == {
         "method": "eagle",
         "weighting": "soft",
+        "posterior": False,
         "temperature": 0.25,
         "refine_rounds": 0,
     }
+    assert candidate_changes("post-0.3+r2x3") == {
+        "method": "eagle",
+        "weighting": "soft",
+        "posterior": True,
+        "temperature": 0.3,
+        "refine_rounds": 2,
+        "refine_folds": 3,
+    }
+    assert candidate_changes("hard+r1")["posterior"] is False
     assert candidate_changes("baseline")["method"] == "baseline"
-    for bad in ("soft", "soft-0", "medium", "soft--1"):
+    for bad in ("soft", "soft-0", "medium", "soft--1", "post", "post-0", "baseline+r1"):
         with pytest.raises(SettingsError, match="assign.candidates"):
             candidate_changes(bad)
     with pytest.raises(SettingsError, match="assign.held_out"):
