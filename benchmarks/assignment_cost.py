@@ -54,6 +54,10 @@ SETTINGS = {  # setting -> changes to the assign section (soft: the default soft
     },
     "auto": {"weighting": "auto"},
     "auto unpruned": {"weighting": "auto", "soft_keep": 0.0},
+    "auto @t0": {
+        "weighting": "auto",
+        "candidates": ("baseline", "soft-0.3+r1", "soft-0.3+r1@t0"),
+    },
     "auto cross-fitted": {
         "weighting": "auto",
         "candidates": ("baseline", "soft-0.3+r3x3"),
@@ -113,7 +117,7 @@ def main() -> None:
     for name in args.settings:
         settings = base.replace("assign", **SETTINGS[name]).replace(
             "pipeline",
-            output=str(work / name.replace(" ", "_").replace("=", "")),
+            output=str(work / name.replace(" ", "_").replace("=", "").replace("@", "")),
             dataset=agg.path,
             aggregate=False,
             methods=("eagle",),

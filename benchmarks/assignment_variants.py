@@ -149,6 +149,12 @@ VARIANTS = {  # variant -> changes to the assign section, changes to the tree se
         for t, x in ((0.1, ""), (0.3, ""), (1.0, ""), (0.3, "x3"))
     },
     "auto": ({"weighting": "auto"}, {}),
+    # GRLR's iterations chosen on held-out groups too: the default candidates and the refined
+    # soft one on EAGLE-0's embeddings (T = 0)
+    "auto @t0": (
+        {"weighting": "auto", "candidates": ("baseline", "soft-0.3+r1", "soft-0.3+r1@t0")},
+        {},
+    ),
 }
 FRONTIER = (
     "top-c",

@@ -763,12 +763,146 @@ def frontier() -> list[str]:
     return lines
 
 
+def recovered(report_name: str) -> list[str]:
+    """A table of ``assignment_variants.py``'s report `report_name` (validation splits): per EAGLE
+    variant its largest assigned pairs over hard top-c's in any cell, the mean P@1/3/5 over the
+    Baseline's, the mean share of the Oracle - Baseline gap it recovers ((EAGLE - Baseline) /
+    (Oracle - Baseline), cells whose gap is above 0.5 points), and the seconds of its runs summed
+    over the data sets (the benchmark times one run per data set and variant, all groupings; the
+    first variant's also trains the Baseline, EAGLE-0 and the Oracle: not shown)."""
+    r = report(report_name)
+    rows = r["rows"]
+    cells = sorted({(x["dataset"], x["grouping"]) for x in rows})
+    lines = [
+        "| variant | max pairs / top-c | mean P@1 / P@3 / P@5 − Baseline "
+        "| recovered share of Oracle − Baseline, P@1 / P@3 / P@5 | the variant's runs, s |",
+        "|---|---|---|---|---|",
+    ]
+    for i, summary in enumerate(r["summary"]):
+        variant = summary["variant"]
+        mine = [_row(rows, dataset=d, grouping=g, variant=f"EAGLE {variant}") for d, g in cells]
+        runs = {d: x["seconds"] for (d, _), x in zip(cells, mine)}  # one run per data set
+        share = []
+        for k in ("P@1", "P@3", "P@5"):
+            got = []
+            for (d, g), row in zip(cells, mine):
+                base = _row(rows, dataset=d, grouping=g, variant="Baseline")[k]
+                gap = _row(rows, dataset=d, grouping=g, variant="Oracle")[k] - base
+                if gap > 0.5:
+                    got.append((row[k] - base) / gap)
+            share.append(f"{sum(got) / len(got):.2f}" if got else "-")
+        pairs = [x["pairs / top-c"] for x in mine if x.get("pairs / top-c") is not None]
+        lines.append(
+            f"| {variant} | "
+            + (f"{max(pairs):.2f}" if pairs else "-")
+            + " | "
+            + " / ".join(f"{summary[f'mean {k} - Baseline']:+.2f}" for k in ("P@1", "P@3", "P@5"))
+            + " | "
+            + " / ".join(share)
+            + (" | - |" if i == 0 else f" | {sum(runs.values()):.0f} |")
+        )
+    return lines
+
+
+def _share(row: dict[str, Any], base: dict[str, Any], oracle: dict[str, Any], k: str) -> float:
+    """(method - Baseline) / (Oracle - Baseline) at `k`: the share of what aggregation costs
+    (the Oracle's lead over the Baseline) that a method recovers."""
+    return (row[k] - base[k]) / (oracle[k] - base[k])
+
+
+def shares(report_name: str) -> list[str]:
+    """Per cell (data set, grouping) of a ``table2.py`` report and per method, the recovered share
+    (:func:`_share`) at P@1 / P@3 / P@5, then their means over the cells that have it."""
+    r = report(report_name)
+    rows = r["rows"]
+    methods = [("eagle_paper", "EAGLE (paper)"), ("eagle0", "EAGLE-0"), ("eagle", "EAGLE")]
+    cells = [(d, g) for d in r["datasets"] for g in r["groupings"]]
+    cells = [(d, g) for d, g in cells if any(x["dataset"] == d for x in rows)]
+    lines = [
+        "| data | grouping | " + " | ".join(name for _, name in methods) + " |",
+        "|---|---|" + "---|" * len(methods),
+    ]
+    means: dict[str, list[list[float]]] = {m: [] for m, _ in methods}
+    for d, g in cells:
+        by = {x["method"]: x for x in rows if x["dataset"] == d and x["grouping"].startswith(g)}
+        cols = []
+        for m, _ in methods:
+            if m not in by:  # a method the report did not run on this set
+                cols.append("-")
+                continue
+            got = [_share(by[m], by["baseline"], by["oracle"], k) for k in ("P@1", "P@3", "P@5")]
+            means[m].append(got)
+            cols.append(" / ".join(f"{v:.2f}" for v in got))
+        lines.append(f"| {d} | {by['eagle']['grouping']} | " + " | ".join(cols) + " |")
+    lines.append(
+        "| mean | |"
+        + "".join(
+            " " + " / ".join(f"{sum(c) / len(c):.2f}" for c in zip(*means[m])) + " |"
+            for m, _ in methods
+        )
+    )
+    return lines
+
+
+def shares_default() -> list[str]:
+    """docs/experiments.md's recovered shares of the default on test sets (``table2_pruned``)."""
+    return shares("table2_pruned")
+
+
+def shares_unpruned() -> list[str]:
+    """docs/experiments.md's recovered shares of the unpruned soft weighting on test sets
+    (``table2_targets``)."""
+    return shares("table2_targets")
+
+
+def cross() -> list[str]:
+    """docs/experiments.md's cross-fitted refinement (``assignment_variants_cross``): the means,
+    then per cell."""
+    name = "assignment_variants_cross"
+    return recovered(name) + [""] + recovered_cells(name)
+
+
+def recovered_cells(report_name: str) -> list[str]:
+    """Per EAGLE variant of ``assignment_variants.py``'s report `report_name` and per cell, the
+    recovered share (:func:`_share`) at P@1 / P@3 / P@5."""
+    r = report(report_name)
+    rows = r["rows"]
+    cells = sorted({(x["dataset"], x["grouping"]) for x in rows})
+    lines = [
+        "| variant | " + " | ".join(f"{d} {g}" for d, g in cells) + " |",
+        "|---|" + "---|" * len(cells),
+    ]
+    for summary in r["summary"]:
+        cols = []
+        for d, g in cells:
+            by = {x["variant"]: x for x in rows if x["dataset"] == d and x["grouping"] == g}
+            mine = by[f"EAGLE {summary['variant']}"]
+            cols.append(
+                " / ".join(
+                    f"{_share(mine, by['Baseline'], by['Oracle'], k):.2f}"
+                    for k in ("P@1", "P@3", "P@5")
+                )
+            )
+        lines.append(f"| {summary['variant']} | " + " | ".join(cols) + " |")
+    return lines
+
+
+def posterior() -> list[str]:
+    """docs/experiments.md's posterior weights against the soft ones
+    (``assignment_variants_posterior``): the means, then per cell."""
+    name = "assignment_variants_posterior"
+    return recovered(name) + [""] + recovered_cells(name)
+
+
 BLOCKS: dict[str, tuple[pathlib.Path, Callable[[], list[str]]]] = {
     "measured": (ROOT / "README.md", readme),
     "current": (ROOT / "docs" / "design.md", design),
     "cost": (ROOT / "docs" / "experiments.md", cost),
     "frontier": (ROOT / "docs" / "experiments.md", frontier),
     "cost_model": (ROOT / "docs" / "design.md", cost_model),
+    "shares_default": (ROOT / "docs" / "experiments.md", shares_default),
+    "shares_unpruned": (ROOT / "docs" / "experiments.md", shares_unpruned),
+    "cross": (ROOT / "docs" / "experiments.md", cross),
 }
 
 

@@ -159,24 +159,49 @@ def _check(condition: bool, message: str) -> None:
         raise SettingsError(message)
 
 
+_ITERATIONS = re.compile(r"(.*)@t(\d+)")
+"""A candidate name's ``@t<N>`` suffix: the label embeddings GRLR fits with N iterations."""
+
+
+def candidate_iterations(name: str) -> Optional[int]:
+    """The GRLR iterations T of the label embeddings a candidate of ``assign.candidates`` assigns
+    with: N for a name ending in ``@t<N>`` (e.g. ``soft-0.3+r1@t0``, EAGLE-0's embeddings e0,
+    paper Algorithm 1 with T = 0), None for the model's own embeddings. The name is checked by
+    :func:`candidate_changes`.
+
+    Raises:
+        SettingsError: a name that :func:`candidate_changes` refuses.
+    """
+    candidate_changes(name)
+    m = _ITERATIONS.fullmatch(name)
+    return int(m.group(2)) if m else None
+
+
 def candidate_changes(name: str) -> dict[str, Any]:
     """The ``assign`` settings of a candidate of ``assign.candidates``: ``baseline``, ``hard``
     (Algorithm 2's top-c), ``soft-<T>`` (soft weighting at temperature T > 0) or ``post-<T>``
     (posterior weighting, ``posterior``, the first round at temperature T); each but
     ``baseline`` may end in ``+r<N>``: N rounds of refinement with the classifier (0 without),
-    in-sample, or ``+r<N>x<k>``: cross-fitted in k folds over the groups (``refine_folds``).
+    in-sample, or ``+r<N>x<k>``: cross-fitted in k folds over the groups (``refine_folds``), and
+    then in ``@t<N>``: assigned with label embeddings of N GRLR iterations instead of the model's
+    (:func:`candidate_iterations`; the ``assign`` settings are the name's without it).
 
     Raises:
         SettingsError: any other name.
     """
     if name == "baseline":
         return {"method": "baseline", "weighting": "hard", "refine_rounds": 0}
-    m = re.fullmatch(r"(hard|(soft|post)-(\d+(?:\.\d+)?))(?:\+r(\d+)(?:x(\d+))?)?", name)
+    suffix = _ITERATIONS.fullmatch(name)
+    m = re.fullmatch(
+        r"(hard|(soft|post)-(\d+(?:\.\d+)?))(?:\+r(\d+)(?:x(\d+))?)?",
+        suffix.group(1) if suffix else name,
+    )
     _check(
         m is not None and (m.group(3) is None or float(m.group(3)) > 0),
         f"assign.candidates: {name!r} is not baseline, hard, soft-<temperature> (e.g. soft-0.3) "
         "or post-<temperature>, optionally with +r<rounds> of refinement (e.g. hard+r1), "
-        "cross-fitted with +r<rounds>x<folds> (e.g. soft-0.3+r2x3)",
+        "cross-fitted with +r<rounds>x<folds> (e.g. soft-0.3+r2x3), and @t<iterations> for "
+        "embeddings of that many GRLR iterations (e.g. soft-0.3+r1@t0)",
     )
     if m is None:  # _check raised above; this tells the type checker
         raise SettingsError(f"assign.candidates: {name!r}")
@@ -905,10 +930,12 @@ class AssignSettings(Section):
     )
     candidates: tuple[str, ...] = setting(
         ("baseline", "soft-0.3+r1"),
-        "with ``auto``, the assignments to choose from: ``baseline``, ``hard`` (top-c) and "
-        "``soft-<T>``, the last two optionally with ``+r<N>`` rounds of refinement.",
+        "with ``auto``, the assignments to choose from: ``baseline``, ``hard`` (top-c), "
+        "``soft-<T>``, ``post-<T>``, each but the first with ``+r<N>[x<k>]`` and ``@t<T>``.",
         more=(
-            "On validation splits of bibtex and delicious (R-4, R-10, C-8) soft T=0.3 with one "
+            "``+r<N>``: rounds of refinement, ``x<k>`` cross-fitted in k folds; ``@t<T>``: "
+            "assigned with embeddings GRLR fits with T iterations (``@t0``: EAGLE-0's) instead "
+            "of the model's (candidate_changes, candidate_iterations). On validation splits of bibtex and delicious (R-4, R-10, C-8) soft T=0.3 with one "
             "round of refinement beat the Baseline by 15.8 / 10.3 / 8.5 points of P@1/3/5 on "
             "average (benchmarks/reports/assignment_variants_refine.json), and choosing among "
             "baseline, hard, soft-0.3 and soft-0.3+r1 on held-out groups of bibtex, delicious "

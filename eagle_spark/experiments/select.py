@@ -40,7 +40,12 @@ from eagle_spark.pipeline import (
     open_run,
     run_pipeline,
 )
-from eagle_spark.settings import ExperimentSettings, Settings, candidate_changes
+from eagle_spark.settings import (
+    ExperimentSettings,
+    Settings,
+    candidate_changes,
+    candidate_iterations,
+)
 
 log = logging.getLogger(__name__)
 
@@ -166,7 +171,9 @@ def _select_grouping(
     for cand in candidates:
         changes = candidate_changes(cand)
         method = changes["method"]
-        run = settings.replace("assign", **changes).replace(
+        at = candidate_iterations(cand)  # @t<N>: the pipeline's GRLR with N iterations
+        run = settings.replace("embed", iterations=settings.embed.iterations if at is None else at)
+        run = run.replace("assign", **changes).replace(
             "pipeline",
             output=pipe.path("groupings", g.name, "runs", cand),
             train=None,

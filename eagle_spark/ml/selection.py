@@ -30,6 +30,12 @@ members; a refined candidate (``soft-0.3+r1``) whose unrefined settings are also
 starts from that candidate's assignment. All other scratch data
 lives in a folder the caller deletes after writing the output.
 
+GRLR's iterations are chosen the same way: a candidate named ``<name>@t<N>`` assigns with label
+embeddings GRLR fits on the whole data with N iterations and the model's other ``embed`` settings
+(:class:`EmbeddingsAt`; ``soft-0.3+r1@t0`` gives an EAGLE model EAGLE-0's embeddings e0 as a
+candidate), at one GRLR fit per distinct N besides the candidate's own cost; the record's
+``iterations`` says which candidates did and the model's T.
+
 Within one driver process the held-out split of a dataset and the scores of the candidates that
 do not read the label embeddings (the Baseline) are made once and reused (:class:`HeldOutSplit`,
 where every executor reaches the driver's work folder: :func:`held_out_split`):
@@ -55,7 +61,13 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Sequence
 import numpy as np
 
 from eagle_spark import schemas as S
-from eagle_spark.settings import AssignSettings, TreeSettings, candidate_changes
+from eagle_spark.settings import (
+    AssignSettings,
+    EmbedSettings,
+    TreeSettings,
+    candidate_changes,
+    candidate_iterations,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -151,7 +163,8 @@ class Selection(NamedTuple):
     """held_out, seed, proxy, held_out_groups (the groups scored), proxy_groups (the groups the
     proxy trained on; with ``folds`` one count per fold), folds (when every group was scored in
     folds: :data:`MIN_HELD_GROUPS`), candidates (name -> group P@1/3/5 in percent and the score),
-    chosen; or skipped and chosen when no group could be held out"""
+    iterations (when a candidate assigned with refitted embeddings: ``model``, the model's T,
+    and each such candidate's), chosen; or skipped and chosen when no group could be held out"""
     assigned: Optional[str]
     """the chosen candidate's assignment of the whole data (an ``assign`` output folder inside
     the scratch folder), or None when the caller is to compute it: nothing was scored (the
@@ -395,11 +408,14 @@ def choose_assignment(
                 )
                 splits.append((fit, held, read_parquet(spark, ids_path)))
     emb = model._require_data()  # GRLR of all the groups (see the module docstring)
+    embeddings = EmbeddingsAt(spark, dataset.path, emb, posixpath.join(scratch, "embeddings"))
     rows: dict[str, Any] = {}
-    done: dict[AssignSettings, str] = {}  # a candidate's settings -> its assigned folder
+    # (a candidate's settings, its embeddings' iterations) -> its assigned folder
+    done: dict[tuple[AssignSettings, Optional[int]], str] = {}
     rounds: dict[str, Optional[str]] = {}  # a candidate's name -> the folder its rounds are in
     for i, name in enumerate(params.candidates):
         chosen = dataclasses.replace(params, **candidate_changes(name))
+        at = candidate_iterations(name)
         # a kept candidate is scored by one thread at a time: a second one reuses its score
         with work if chosen.method == "baseline" else contextlib.nullcontext():
             if chosen.method == "baseline" and name in known:  # scored on this split before
@@ -408,14 +424,14 @@ def choose_assignment(
                 continue
             assigned = posixpath.join(scratch, f"assigned-{i}")
             rounds[name] = posixpath.join(scratch, f"rounds-{i}") if chosen.refine_rounds else None
-            unrefined = done.get(chosen.unrefined())
+            unrefined = done.get((chosen.unrefined(), at))
             with job_step(spark, f"select {name}: assign"):
                 assign(
                     spark,
                     dataset.path,
                     assigned,
                     chosen,
-                    embeddings=emb if chosen.method == "eagle" else None,
+                    embeddings=embeddings.at(at) if chosen.method == "eagle" else None,
                     # a refined candidate whose unrefined settings were scored starts from their
                     # output
                     first_round=unrefined if chosen.refine_rounds > 0 else None,
@@ -424,7 +440,7 @@ def choose_assignment(
                     diagnostics=False,
                     rounds_scratch=rounds[name],
                 )
-            done[chosen.unrefined() if not chosen.refine_rounds else chosen] = assigned
+            done[(chosen.unrefined() if not chosen.refine_rounds else chosen, at)] = assigned
             found, members = np.zeros(len(K)), 0
             for f, (fit, held, ids) in enumerate(splits):
                 tag = f"{i}" if folds is None else f"{i}-fold-{f}"
@@ -457,6 +473,9 @@ def choose_assignment(
             log.info("assign auto: candidate %s: score %.2f", name, rows[name]["score"])
     best = max(params.candidates, key=lambda c: (rows[c]["score"], -params.candidates.index(c)))
     won = dataclasses.replace(params, **candidate_changes(best))
+    refitted = {  # the candidates assigned with embeddings other than the model's
+        c: candidate_iterations(c) for c in params.candidates if embeddings.refits(c)
+    }
     return Selection(
         won,
         {
@@ -470,12 +489,69 @@ def choose_assignment(
                 else [int(f.n_groups or 0) for f, _, _ in splits]
             ),
             **({"folds": len(folds)} if folds is not None else {}),
+            **({"iterations": {"model": embeddings.own, **refitted}} if refitted else {}),
             "candidates": rows,
             "chosen": best,
         },
-        done.get(won),  # None for a kept score: the caller assigns the winner
+        done.get((won, candidate_iterations(best))),  # None for a kept score: the caller assigns
         rounds.get(best),
     )
+
+
+class EmbeddingsAt:
+    """The label embeddings a candidate assigns with: the model's own, or for a candidate named
+    ``...@t<N>`` (:func:`eagle_spark.settings.candidate_iterations`) GRLR refitted on the whole
+    dataset with N iterations and the model's other ``embed`` settings (paper Algorithm 1; T = 0
+    gives EAGLE-0's e0), fitted once per N into the selection's scratch folder.
+
+    Cost: one GRLR fit per distinct N other than the model's (its ``embed`` stage's), on the
+    driver's Spark session; nothing is kept in executor memory beyond what that fit keeps.
+
+    Args:
+        spark: the session.
+        dataset: the aggregated dataset's folder.
+        own: the model's ``embed`` output folder.
+        scratch: a folder to write the refitted embeddings under (the caller deletes it).
+    Raises:
+        BadInputError: the model's embeddings fail their integrity check (at construction).
+    """
+
+    def __init__(self, spark: SparkSession, dataset: str, own: str, scratch: str) -> None:
+        from eagle_spark.io.tables import read_manifest
+
+        self._spark, self._dataset, self._own, self._scratch = spark, dataset, own, scratch
+        used = read_manifest(spark, own, what="embeddings")["parameters"]
+        settings = EmbedSettings.from_dict(used, f"{own}/_manifest.json parameters")
+        if not isinstance(settings, EmbedSettings):  # from_dict builds its own class
+            raise TypeError(f"EmbeddingsAt: {own}: not embed settings")
+        self._settings: EmbedSettings = settings
+        self.own = self._settings.iterations
+        """T of the model's embeddings"""
+        self._fitted: dict[int, str] = {}
+
+    def refits(self, name: str) -> bool:
+        """Whether candidate `name` assigns with embeddings other than the model's."""
+        at = candidate_iterations(name)
+        return at is not None and at != self.own and candidate_changes(name)["method"] == "eagle"
+
+    def at(self, iterations: Optional[int]) -> str:
+        """The embeddings' folder for T = `iterations` (None: the model's)."""
+        if iterations is None or iterations == self.own:
+            return self._own
+        if iterations not in self._fitted:
+            from eagle_spark.grlr.embedding import embed
+            from eagle_spark.progress import job_step
+
+            path = posixpath.join(self._scratch, f"t{iterations}")
+            with job_step(self._spark, f"select: embeddings at T = {iterations}"):
+                embed(
+                    self._spark,
+                    self._dataset,
+                    path,
+                    dataclasses.replace(self._settings, iterations=iterations),
+                )
+            self._fitted[iterations] = path
+        return self._fitted[iterations]
 
 
 def fit_part(
@@ -516,6 +592,7 @@ def fit_part(
 
 __all__ = [
     "CRITERION",
+    "EmbeddingsAt",
     "HeldOutSplit",
     "MAX_KEPT_SPLITS",
     "PROXY",

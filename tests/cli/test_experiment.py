@@ -225,6 +225,7 @@ def test_select_scores_candidates_on_held_out_groups(spark, slice_files, tmp_pat
         "baseline",
         "hard",
         "soft-0.3",
+        "soft-0.3@t0",
         "--held-out",
         "0.3",
         "--output",
@@ -239,9 +240,12 @@ def test_select_scores_candidates_on_held_out_groups(spark, slice_files, tmp_pat
     line = json.loads(stdout)
     result = json.loads((out / "select.json").read_text())
     g = result["groupings"]["R-4"]
-    assert set(g["candidates"]) == {"baseline", "hard", "soft-0.3"} and line["chosen"] == {
-        "R-4": g["chosen"]
-    }
+    assert set(g["candidates"]) == {"baseline", "hard", "soft-0.3", "soft-0.3@t0"}
+    assert line["chosen"] == {"R-4": g["chosen"]}
+    runs = out / "groupings" / "R-4" / "runs"
+    for cand, T in (("soft-0.3", 20), ("soft-0.3@t0", 0)):  # @t0: the pipeline's GRLR at T = 0
+        emb = json.loads((runs / cand / "embeddings" / "eagle" / "_manifest.json").read_text())
+        assert emb["parameters"]["iterations"] == T
     root = out / "groupings" / "R-4" / "data"
     n = {
         p: json.loads((root / p / "_manifest.json").read_text())

@@ -855,6 +855,50 @@ def test_auto_chooses_the_best_candidate_on_held_out_groups(spark, soft, tmp_pat
     assert rows(out) == rows(again)
 
 
+def test_auto_chooses_grlrs_iterations_with_at_t_candidates(spark, soft, tmp_path):
+    """A candidate ``soft-1@t0`` of a model whose embeddings have T = 2 assigns with embeddings
+    GRLR fits with T = 0 (EAGLE-0's e0): chosen alone, the output is the twin's soft weights of
+    those embeddings (fitted directly with embed); beside ``soft-1`` both are scored on the same
+    held-out groups and the record names the refit; ``@t2`` (the model's own T) refits nothing."""
+    from eagle_spark import Dataset, GRLRModel
+    from eagle_spark.grlr.embedding import embed
+    from eagle_spark.io.tables import read_table
+    from eagle_spark.settings import EmbedSettings
+
+    paths, _ = soft
+
+    def model(candidates):
+        settings = AssignSettings(
+            weighting="auto", tasks=2, soft_keep=0.0, candidates=candidates, held_out=0.3
+        )
+        return GRLRModel.fromSettings(settings).atFolder(paths["emb"])
+
+    agg = Dataset.load(spark, paths["agg"])
+    alone = model(("soft-1@t0",)).transformDataset(agg, str(tmp_path / "alone"))
+    assert alone.manifest["selection"]["chosen"] == "soft-1@t0"
+    assert alone.manifest["selection"]["iterations"] == {"model": 2, "soft-1@t0": 0}
+    e0 = str(tmp_path / "e0")  # the same embed settings as the fixture's but T = 0
+    embed(spark, paths["agg"], e0, EmbedSettings(iterations=0, tasks=2))
+    got = {
+        (r.group_id, r.label_id, r.sample_id): r.weight
+        for r in read_table(spark, alone.path, "assignments").collect()
+    }
+    want = _twin_weights(spark, {**paths, "emb": e0}, 1.0)
+    assert set(got) == set(want)
+    np.testing.assert_allclose(
+        [got[k] for k in sorted(want)], [want[k] for k in sorted(want)], rtol=2e-3, atol=2e-3
+    )
+    assert want != _twin_weights(spark, paths, 1.0)  # T = 0 assigns unlike the model's T = 2
+    both = model(("soft-1", "soft-1@t0")).transformDataset(agg, str(tmp_path / "both"))
+    sel = both.manifest["selection"]
+    assert set(sel["candidates"]) == {"soft-1", "soft-1@t0"}
+    assert sel["chosen"] == max(sel["candidates"], key=lambda c: sel["candidates"][c]["score"])
+    assert sel["candidates"]["soft-1@t0"] == alone.manifest["selection"]["candidates"]["soft-1@t0"]
+    own = model(("soft-1@t2",)).transformDataset(agg, str(tmp_path / "own"))
+    assert "iterations" not in own.manifest["selection"]
+    assert own.manifest["selection"]["candidates"]["soft-1@t2"] == sel["candidates"]["soft-1"]
+
+
 def test_auto_trains_the_proxy_on_a_seeded_share_of_the_groups_beyond_the_cap(
     spark, soft, tmp_path, monkeypatch
 ):
@@ -998,9 +1042,33 @@ def test_candidate_names_are_checked():
     }
     assert candidate_changes("hard+r1")["posterior"] is False
     assert candidate_changes("baseline")["method"] == "baseline"
-    for bad in ("soft", "soft-0", "medium", "soft--1", "post", "post-0", "baseline+r1"):
+    # @t<N>: the same assign settings, assigned with embeddings of N GRLR iterations
+    from eagle_spark.settings import candidate_iterations
+
+    assert candidate_changes("post-0.3+r2x3@t0") == candidate_changes("post-0.3+r2x3")
+    assert candidate_iterations("soft-0.3+r1@t0") == 0
+    assert candidate_iterations("hard@t15") == 15
+    assert candidate_iterations("soft-0.3+r1") is None
+    assert candidate_iterations("baseline") is None
+    for bad in (
+        "soft",
+        "soft-0",
+        "medium",
+        "soft--1",
+        "post",
+        "post-0",
+        "baseline+r1",
+        "baseline@t0",
+        "soft-0.3@t",
+        "soft-0.3@tx",
+        "soft-0.3@t-1",
+        "@t0",
+        "soft-0.3@t0+r1",
+    ):
         with pytest.raises(SettingsError, match="assign.candidates"):
             candidate_changes(bad)
+        with pytest.raises(SettingsError, match="assign.candidates"):
+            candidate_iterations(bad)
     with pytest.raises(SettingsError, match="assign.held_out"):
         AssignSettings(held_out=0.95)
 
