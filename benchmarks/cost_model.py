@@ -1,6 +1,6 @@
 """A cost model of the main job, from its runs at several scales, to full scale and to a cluster.
 
-    python benchmarks/cost_model.py --fit main_job_synth_wiki325k_0.05 main_job_synth_wiki325k_0.1 \
+    python benchmarks/cost_model.py --fit main_job_synth_wiki325k_0.1 main_job_synth_wiki325k_0.2 \
         [--check main_job_synth_wiki325k_0.3] \
         [--speedup main_job_synth_wiki325k_0.05_local1 main_job_synth_wiki325k_0.05] \
         [--predict 1.0] [--cores 32 128] [--report cost_model]

@@ -142,6 +142,49 @@ def readme() -> list[str]:
     return lines
 
 
+def _synth_compare(name: str, scale: str) -> tuple[str, str, str]:
+    """design.md's row of a main-job report on the realistic Wiki-325K preset at `scale`: time,
+    memory, P@k, the Oracle's shares when it trained beside it, ``auto``'s choice and cost."""
+    synth = report(name)
+    copied = [r for r in synth["rows"] if r.get("status", "").startswith("copied")]
+    assigns = [r for r in synth["rows"] if r["stage"].startswith("assign_")]
+    oracle = synth.get("oracle")
+    value = (
+        f"{synth['median_wall_s']:.0f} s, peak PSS {synth['peak_pss_GB']:.1f} GB (RSS "
+        f"{synth['peak_rss_GB']:.1f}); P@1/3/5 "
+        + ", ".join(f"{m} {_pk(v)}" for m, v in synth["comparison"].items())
+    )
+    if oracle:  # the Oracle trained beside it: each method's P@1 as a share of the Oracle's
+        value += (
+            f"; Oracle {_pk(oracle)} (its `train` {oracle['seconds']['train']:.0f} s); P@1 / "
+            "Oracle's: " + ", ".join(f"{m} {v['P@1']:.2f}" for m, v in synth["to_oracle"].items())
+        )
+    for method, chosen in (synth.get("selection") or {}).items():
+        value += (
+            f"; {method}'s `auto` chose {chosen['chose']}, selection "
+            f"{chosen['selection job s']:.0f} s = {chosen['selection / training']:.2f} x the "
+            "winner's training"
+            + (
+                f" ({chosen['selection / training, task s']:.2f} x in task seconds)"
+                if chosen.get("selection / training, task s") is not None
+                else ""
+            )
+        )
+    if copied:
+        value += f"; {len(copied)} stages copied from " + ", ".join(
+            sorted({r["status"].removeprefix("copied from ") for r in copied})
+        )
+    value += "; " + ", ".join(f"{r['stage']} {r['median s']:.0f} s" for r in assigns)
+    return (
+        "main job (`--compare`) on "
+        + ("realistic" if "realistic" in synth["data"] else "planted")
+        + f" synthetic Wiki-325K {scale} (whole test set), one run"
+        + ("" if oracle else ", no Oracle"),
+        value,
+        name,
+    )
+
+
 def design() -> list[str]:
     """docs/design.md's "Current figures" table."""
     rows: list[tuple[str, str, str]] = []
@@ -221,45 +264,10 @@ def design() -> list[str]:
             "main_job_steps",
         )
     )
-    synth = report("main_job_synth_wiki325k_0.1")
-    copied = [r for r in synth["rows"] if r.get("status", "").startswith("copied")]
-    assigns = [r for r in synth["rows"] if r["stage"].startswith("assign_")]
-    oracle = synth.get("oracle")
-    value = (
-        f"{synth['median_wall_s']:.0f} s, peak PSS {synth['peak_pss_GB']:.1f} GB (RSS "
-        f"{synth['peak_rss_GB']:.1f}); P@1/3/5 "
-        + ", ".join(f"{m} {_pk(v)}" for m, v in synth["comparison"].items())
-    )
-    if oracle:  # the Oracle trained beside it: each method's P@1 as a share of the Oracle's
-        value += (
-            f"; Oracle {_pk(oracle)} (its `train` {oracle['seconds']['train']:.0f} s); P@1 / "
-            "Oracle's: " + ", ".join(f"{m} {v['P@1']:.2f}" for m, v in synth["to_oracle"].items())
-        )
-    for method, chosen in (synth.get("selection") or {}).items():
-        value += (
-            f"; {method}'s `auto` chose {chosen['chose']}, selection "
-            f"{chosen['selection job s']:.0f} s = {chosen['selection / training']:.2f} x the "
-            "winner's training"
-            + (
-                f" ({chosen['selection / training, task s']:.2f} x in task seconds)"
-                if chosen.get("selection / training, task s") is not None
-                else ""
-            )
-        )
-    if copied:
-        value += f"; {len(copied)} stages copied from " + ", ".join(
-            sorted({r["status"].removeprefix("copied from ") for r in copied})
-        )
-    value += "; " + ", ".join(f"{r['stage']} {r['median s']:.0f} s" for r in assigns)
-    rows.append(
-        (
-            "main job (`--compare`) on realistic synthetic Wiki-325K 0.1 (whole test set), one run"
-            if oracle
-            else "main job on planted synthetic Wiki-325K 0.1 (whole test set), one run",
-            value,
-            "main_job_synth_wiki325k_0.1",
-        )
-    )
+    for scale in ("0.1", "0.2"):  # the realistic preset's compares (0.2 without the Oracle)
+        name = f"main_job_synth_wiki325k_{scale}"
+        if (REPORTS / f"{name}.json").exists():
+            rows.append(_synth_compare(name, scale))
     stray = report("labels_present")["rows"]
     rows.append(
         (
