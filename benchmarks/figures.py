@@ -911,6 +911,7 @@ BLOCKS: dict[str, tuple[pathlib.Path, Callable[[], list[str]]]] = {
     "shares_default": (ROOT / "docs" / "experiments.md", shares_default),
     "shares_unpruned": (ROOT / "docs" / "experiments.md", shares_unpruned),
     "cross": (ROOT / "docs" / "experiments.md", cross),
+    "posterior": (ROOT / "docs" / "experiments.md", posterior),
 }
 
 
