@@ -172,7 +172,7 @@ def _select_grouping(
         changes = candidate_changes(cand)
         method = changes["method"]
         at = candidate_iterations(cand)  # @t<N>: the pipeline's GRLR with N iterations
-        run = settings.replace("embed", iterations=settings.embed.iterations if at is None else at)
+        run = settings if at is None else settings.replace("embed", iterations=at)
         run = run.replace("assign", **changes).replace(
             "pipeline",
             output=pipe.path("groupings", g.name, "runs", cand),

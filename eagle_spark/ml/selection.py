@@ -474,7 +474,9 @@ def choose_assignment(
     best = max(params.candidates, key=lambda c: (rows[c]["score"], -params.candidates.index(c)))
     won = dataclasses.replace(params, **candidate_changes(best))
     refitted = {  # the candidates assigned with embeddings other than the model's
-        c: candidate_iterations(c) for c in params.candidates if embeddings.refits(c)
+        c: t
+        for c in params.candidates
+        if (t := candidate_iterations(c)) is not None and embeddings.at(t) != emb
     }
     return Selection(
         won,
@@ -489,7 +491,11 @@ def choose_assignment(
                 else [int(f.n_groups or 0) for f, _, _ in splits]
             ),
             **({"folds": len(folds)} if folds is not None else {}),
-            **({"iterations": {"model": embeddings.own, **refitted}} if refitted else {}),
+            **(
+                {"iterations": {"model": embeddings.settings.iterations, **refitted}}
+                if refitted
+                else {}
+            ),
             "candidates": rows,
             "chosen": best,
         },
@@ -513,30 +519,31 @@ class EmbeddingsAt:
         own: the model's ``embed`` output folder.
         scratch: a folder to write the refitted embeddings under (the caller deletes it).
     Raises:
-        BadInputError: the model's embeddings fail their integrity check (at construction).
+        BadInputError: the model's embeddings fail their integrity check (at the first
+            ``@t<N>`` candidate; without one their manifest is not read).
     """
 
     def __init__(self, spark: SparkSession, dataset: str, own: str, scratch: str) -> None:
-        from eagle_spark.io.tables import read_manifest
-
         self._spark, self._dataset, self._own, self._scratch = spark, dataset, own, scratch
-        used = read_manifest(spark, own, what="embeddings")["parameters"]
-        settings = EmbedSettings.from_dict(used, f"{own}/_manifest.json parameters")
-        if not isinstance(settings, EmbedSettings):  # from_dict builds its own class
-            raise TypeError(f"EmbeddingsAt: {own}: not embed settings")
-        self._settings: EmbedSettings = settings
-        self.own = self._settings.iterations
-        """T of the model's embeddings"""
+        self._settings: Optional[EmbedSettings] = None  # read at the first @t candidate only
         self._fitted: dict[int, str] = {}
 
-    def refits(self, name: str) -> bool:
-        """Whether candidate `name` assigns with embeddings other than the model's."""
-        at = candidate_iterations(name)
-        return at is not None and at != self.own and candidate_changes(name)["method"] == "eagle"
+    @property
+    def settings(self) -> EmbedSettings:
+        """The model's ``embed`` settings, from its embeddings' manifest (read once)."""
+        if self._settings is None:
+            from eagle_spark.io.tables import read_manifest
+
+            used = read_manifest(self._spark, self._own, what="embeddings")["parameters"]
+            found = EmbedSettings.from_dict(used, f"{self._own}/_manifest.json parameters")
+            if not isinstance(found, EmbedSettings):  # from_dict builds its own class
+                raise TypeError(f"EmbeddingsAt: {self._own}: not embed settings")
+            self._settings = found
+        return self._settings
 
     def at(self, iterations: Optional[int]) -> str:
         """The embeddings' folder for T = `iterations` (None: the model's)."""
-        if iterations is None or iterations == self.own:
+        if iterations is None or iterations == self.settings.iterations:
             return self._own
         if iterations not in self._fitted:
             from eagle_spark.grlr.embedding import embed
@@ -548,7 +555,7 @@ class EmbeddingsAt:
                     self._spark,
                     self._dataset,
                     path,
-                    dataclasses.replace(self._settings, iterations=iterations),
+                    dataclasses.replace(self.settings, iterations=iterations),
                 )
             self._fitted[iterations] = path
         return self._fitted[iterations]
