@@ -26,7 +26,7 @@ import sys
 import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from _common import jobs_by_description, print_table, write_report  # noqa: E402
+from _common import jobs_by_description, print_table, stage_jobs, write_report  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SETTINGS = {  # setting -> changes to the assign section (soft: the default soft_keep unless named)
@@ -152,10 +152,11 @@ def main() -> None:
     for r in rows:
         r["fit / hard"] = round(r["fit s"] / hard, 2) if hard else None
         jobs = jobs_by_description(events, app_id, windows[r["setting"]])
-        fit_stages = [jobs.get(s, {}) for s in ("embed_eagle", "assign_eagle", "train_eagle")]
-        r["assign jobs"] = jobs.get("assign_eagle", {}).get("spark jobs")
-        r["assign task s"] = jobs.get("assign_eagle", {}).get("task s")
-        r["fit task s"] = round(sum(j.get("task s", 0.0) for j in fit_stages), 1)
+        # A stage's jobs carry its name or a step inside it (``assign_eagle / round 1: ...``).
+        fit_stages = [stage_jobs(jobs, s) for s in ("embed_eagle", "assign_eagle", "train_eagle")]
+        r["assign jobs"] = fit_stages[1]["spark jobs"]
+        r["assign task s"] = fit_stages[1]["task s"]
+        r["fit task s"] = round(sum(j["task s"] for j in fit_stages), 1)
     write_report(
         args.report,
         rows,

@@ -130,7 +130,7 @@ def _prefix(dataset: pathlib.Path, out: pathlib.Path, n: int) -> pathlib.Path:
 
 HOLD = """
 import json, sys, time
-from eagle_spark.classifiers.base import load_xy
+from eagle_spark.io.parts import load_xy
 from eagle_spark.classifiers.tree import load_model
 what, path = sys.argv[1], sys.argv[2]
 if what == "model":

@@ -106,9 +106,9 @@ def solver(dataset: str, model: pathlib.Path) -> tuple[list[dict], dict]:
     import pyarrow.parquet as pq
 
     import eagle_spark.classifiers.linear as linear
-    from eagle_spark.classifiers.base import load_xy
     from eagle_spark.classifiers.tree.structure import Tree
-    from eagle_spark.classifiers.tree.training import train_unit, unit_rows
+    from eagle_spark.classifiers.tree.units import train_unit, unit_rows
+    from eagle_spark.io.parts import load_xy
     from eagle_spark.settings import TreeSettings
 
     meta = json.loads((model / "metadata.json").read_text())

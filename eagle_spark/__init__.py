@@ -6,7 +6,7 @@ Labels", ICML 2020) and the XMC pieces around it as Spark jobs. The command line
 exported here); the dataset layout is in :mod:`eagle_spark.schemas`.
 """
 
-__version__ = "0.1.0"
+from eagle_spark._version import __version__
 
 _API = (
     "Dataset",

@@ -25,7 +25,7 @@ import sys
 import time
 from typing import Any, Sequence
 
-from eagle_spark import __version__
+from eagle_spark._version import __version__
 from eagle_spark.errors import (
     EXIT_BAD_INPUT,
     EXIT_INTERNAL,

@@ -598,7 +598,7 @@ def run_miml_command(
     from eagle_spark.data import mnist_sample
 
     try:
-        from eagle_spark.miml.experiment import run_miml
+        from eagle_spark.experiments.miml import run_miml
     except ImportError as exc:
         raise BadInputError(str(exc)) from exc
     if args.mask_mix is not None:

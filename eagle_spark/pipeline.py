@@ -633,7 +633,7 @@ def methods_at_once(spark: SparkSession, setting: int, dataset: str, n_methods: 
     if setting > 0:
         return max(1, min(setting, n_methods))
     from eagle_spark import classic
-    from eagle_spark.classifiers.tree.training import memory_available
+    from eagle_spark.classifiers.tree.units import memory_available
 
     if n_methods <= 1 or classic.is_connect(spark) or not classic.is_local(spark):
         return 1

@@ -233,6 +233,10 @@ X_ACCESS = ("auto", "cached", "joined")
 PIPELINE_METHODS = ("baseline", "eagle0", "eagle_paper", "eagle")
 """The methods the pipeline and the experiments run."""
 
+GROUP_CRITERIA = ("max", "sum", "multiset")
+"""The group-level precisions (:func:`eagle_spark.evaluation.group.group_precisions`): union-based
+with max or sum, and multiset."""
+
 
 def _finite(value: float) -> bool:
     return math.isfinite(value)
@@ -1303,7 +1307,7 @@ class TreeSettings(LinearSettings):
             "wait trains its other units first. This keeps training's peak memory from growing "
             "with the slots beyond what the machine holds (the root's unit alone is ~3 GB at "
             "Wiki-325K scale). ``auto`` reads Linux ``MemAvailable`` when training starts "
-            "(:func:`eagle_spark.classifiers.tree.training.heavy_limit`). Same model either way."
+            "(:func:`eagle_spark.classifiers.tree.units.heavy_limit`). Same model either way."
         ),
     )
 
@@ -1601,11 +1605,10 @@ class ExperimentSettings(Section):
         for name in self.candidates:
             check_candidate(name, "experiment.candidates")
         if self.criterion is not None:
-            from eagle_spark.evaluation.group import CRITERIA
-
             _check(
-                self.criterion in CRITERIA,
-                f"experiment.criterion must be one of {', '.join(CRITERIA)}, got {self.criterion!r}",
+                self.criterion in GROUP_CRITERIA,
+                f"experiment.criterion must be one of {', '.join(GROUP_CRITERIA)}, "
+                f"got {self.criterion!r}",
             )
 
 
@@ -1782,17 +1785,17 @@ def _markdown(text: str) -> str:
 def reference(mirrors: Mapping[tuple[str, str], Sequence[str]]) -> str:
     """The settings reference, ``docs/settings.md``: every section and setting with its default,
     the estimators' Params that mirror it and its documentation, generated from the declarations
-    (``python -m eagle_spark.settings > docs/settings.md``; a test checks the file is current).
+    (``python -m eagle_spark.ml.reference > docs/settings.md``; a test checks the file is current).
 
     Args:
         mirrors: (section, field) -> the Params that mirror it, e.g. ``LabelTreeClassifier.numTrees``
-            (:func:`eagle_spark.ml.base.mirrored_params`).
+            (:func:`eagle_spark.ml.reference.mirrored_params`).
     """
     out = [
         "# Settings reference",
         "",
         "Generated from the declarations in `eagle_spark/settings.py` "
-        "(`python -m eagle_spark.settings > docs/settings.md`). A setting is set in a YAML file "
+        "(`python -m eagle_spark.ml.reference > docs/settings.md`). A setting is set in a YAML file "
         "(`--conf`), by `--set section.key=value`, by a command's flag where it has one, or "
         "through the estimator Params that mirror it (the Params column).",
         "",
@@ -1813,9 +1816,3 @@ def reference(mirrors: Mapping[tuple[str, str], Sequence[str]]) -> str:
             out.append(f"| `{item.name}` | `{default}` | {values} | {params} | {text} |")
         out.append("")
     return "\n".join(out)
-
-
-if __name__ == "__main__":
-    from eagle_spark.ml.base import mirrored_params
-
-    print(reference(mirrored_params()))

@@ -660,13 +660,13 @@ def synth(
 
 def _read_labelled(spark: SparkSession, dataset: str) -> tuple[sp.csr_matrix, sp.csr_matrix]:
     """(X CSR float32, Y CSR bool) of a dataset folder with true labels, in the driver, read by
-    the classifiers' loader (:func:`eagle_spark.classifiers.base.load_xy`: about 12 bytes per
+    the classifiers' loader (:func:`eagle_spark.io.parts.load_xy`: about 12 bytes per
     nonzero of X and 8 per positive).
 
     Raises:
         BadInputError: not a dataset, or a dataset without a Y table (no true labels), naming it.
     """
-    from eagle_spark.classifiers.base import load_xy
+    from eagle_spark.io.parts import load_xy
 
     manifest = read_manifest(spark, dataset)
     if S.Y not in manifest.get("tables", []):

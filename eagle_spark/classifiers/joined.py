@@ -20,7 +20,7 @@ for one-vs-all with all negatives, all of X per bin). A task's heap holds its bi
 per nonzero) while it trains: the largest bin is the limit (a root's bin holds all of X).
 
 The tree's PIFA label representations (Y^T X, rows of X normalised) are summed the same way
-(:func:`joined_pifa`): label bins, each receiving the rows of the samples having one of its labels,
+(:func:`eagle_spark.classifiers.tree.indexer.joined_pifa`): label bins, each receiving the rows of the samples having one of its labels,
 written as float64 sparse rows the indexer then reads like any ``label_emb`` (same values, same
 summation order as :func:`eagle_spark.classifiers.tree.indexer.pifa`).
 
@@ -31,7 +31,6 @@ grouped sample features" for GRLR.
 from __future__ import annotations
 
 import logging
-import posixpath
 from typing import Callable, Iterator, Optional
 
 import numpy as np
@@ -42,7 +41,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from eagle_spark import schemas as S
 from eagle_spark.executor_state import shared_state, sparse_arrays, sparse_from
-from eagle_spark.io.parts import PartWriter, filesystem_for, folder_version
+from eagle_spark.io.parts import filesystem_for, folder_version
 from eagle_spark.io.tables import read_table
 from eagle_spark.settings import OVASettings, TreeSettings
 from eagle_spark.sparse import csr_from_arrow, l2_normalize_rows
@@ -51,14 +50,6 @@ log = logging.getLogger(__name__)
 
 BIN = "bin"
 _PAIRS = pa.schema([pa.field(BIN, pa.int64(), False), pa.field(S.SAMPLE_ID, pa.int64(), False)])
-PIFA_ARROW = pa.schema(
-    [
-        pa.field(S.LABEL_ID, pa.int32(), False),
-        pa.field(S.EMB_IDX, pa.list_(pa.field("element", pa.int32(), False)), False),
-        pa.field(S.EMB_VAL, pa.list_(pa.field("element", pa.float64(), False)), False),
-    ]
-)
-"""PIFA rows as the join path writes them: float64 values, so the indexer clusters the same numbers."""
 
 
 def load_y(dataset: str, n_labels: int) -> tuple[np.ndarray, sp.csc_matrix]:
@@ -77,7 +68,7 @@ def load_y(dataset: str, n_labels: int) -> tuple[np.ndarray, sp.csc_matrix]:
         yt = pq.read_table(
             f"{root}/{S.Y}", filesystem=fs, columns=[S.SAMPLE_ID, S.LABEL_IDS]
         ).sort_by(S.SAMPLE_ID)
-        from eagle_spark.classifiers.base import y_matrix
+        from eagle_spark.io.parts import y_matrix
 
         ids = np.asarray(yt.column(S.SAMPLE_ID), dtype=np.int64)
         values = np.asarray(yt.column(S.LABEL_IDS).combine_chunks().values)
@@ -251,70 +242,6 @@ def joined_stage(
             .collect()
         )
     return done
-
-
-def joined_pifa(
-    spark: SparkSession,
-    dataset: str,
-    out: str,
-    n_features: int,
-    n_labels: int,
-    normalize: bool,
-    bins: int,
-) -> str:
-    """PIFA label representations by the join path, written as ``<out>/label_emb`` (float64).
-
-    Labels are cut into `bins` contiguous blocks; the task of a block receives the rows of the
-    samples having one of its labels and computes those labels' rows of Y^T X_normalised with the
-    same scipy product as :func:`eagle_spark.classifiers.tree.indexer.pifa` (rows in sample_id
-    order, so the same sums in the same order). The indexer reads `out` as its ``label_repr``.
-
-    Returns:
-        `out`.
-    """
-    from eagle_spark.classifiers.tree.structure import rows_with
-
-    bins = max(1, min(bins, n_labels))
-    blocks = ProportionalBlocks(n_labels, bins)
-
-    def rows_of_bin(b: int, ids: np.ndarray, Y: sp.csc_matrix) -> np.ndarray:
-        return rows_with(Y, np.arange(*blocks.labels(b), dtype=np.int64))
-
-    def pifa_bin(b: int, table: pa.Table) -> pa.Table:
-        ids, Y = load_y(dataset, n_labels)
-        rows, X, Yb = local_rows(table, ids, Y, n_features, normalize, "tree (PIFA)")
-        check_delivered(dataset, n_labels, bins, rows_of_bin, b, rows, "tree (PIFA)")
-        lo, hi = blocks.labels(b)
-        R = sp.csr_matrix(Yb[:, lo:hi].T.astype(np.float64) @ l2_normalize_rows(X, np.float64))
-        writer = PartWriter(posixpath.join(out, S.LABEL_EMB), f"part-{b:05d}.parquet", PIFA_ARROW)
-        try:
-            offsets = pa.array(R.indptr.astype(np.int32))
-            writer.write(
-                pa.RecordBatch.from_arrays(
-                    [
-                        pa.array(np.arange(lo, hi, dtype=np.int32)),
-                        pa.ListArray.from_arrays(
-                            offsets,
-                            pa.array(R.indices.astype(np.int32)),
-                            type=PIFA_ARROW.field(S.EMB_IDX).type,
-                        ),
-                        pa.ListArray.from_arrays(
-                            offsets,
-                            pa.array(R.data.astype(np.float64)),
-                            type=PIFA_ARROW.field(S.EMB_VAL).type,
-                        ),
-                    ],
-                    schema=PIFA_ARROW,
-                )
-            )
-        except BaseException:
-            writer.abort()
-            raise
-        writer.close()
-        return pa.table({"labels": pa.array([hi - lo], pa.int64())})
-
-    joined_stage(spark, dataset, n_labels, bins, rows_of_bin, pifa_bin, "labels long")
-    return out
 
 
 class ProportionalBlocks:

@@ -1,7 +1,7 @@
 """Distributed one-vs-all: one binary linear classifier per label, labels in blocks per Spark task.
 
 Training: labels 0..L-1 are cut into ``tasks`` contiguous blocks; each task (``spark.range`` +
-``mapInArrow``) maps X and Y from the executor state (:func:`eagle_spark.classifiers.base.load_xy`,
+``mapInArrow``) maps X and Y from the executor state (:func:`eagle_spark.io.parts.load_xy`,
 once per executor; or, with ``x_access=joined``, receives its block's rows through a join,
 :mod:`eagle_spark.classifiers.joined`), trains its labels one after the other with
 :func:`eagle_spark.classifiers.linear.train_binary` (all samples as negatives, or a seeded sample
@@ -37,7 +37,6 @@ from eagle_spark.classifiers.base import (
     label_weights_in,
     load_label_weights,
     load_unassigned,
-    load_xy,
     read_metadata,
     training_set,
     unassigned_groups,
@@ -55,7 +54,7 @@ from eagle_spark.classifiers.linear import check_weights, expected_loss_problem,
 from eagle_spark.errors import BadInputError, check_finite_scores
 from eagle_spark.executor_state import shared_state, sparse_arrays, sparse_from
 from eagle_spark.io.fs import atomic_output, check_separate
-from eagle_spark.io.parts import PartWriters, folder_version, read_sparse_rows
+from eagle_spark.io.parts import PartWriters, folder_version, load_xy, read_sparse_rows
 from eagle_spark.settings import OVASettings
 from eagle_spark.sparse import csr_from_arrow, l2_normalize_rows
 from eagle_spark.tasks import tasks_for_work

@@ -19,6 +19,7 @@ from pyspark.sql import functions as F
 
 from eagle_spark import schemas as S
 from eagle_spark.evaluation.metrics import evaluate_pairs
+from eagle_spark.settings import GROUP_CRITERIA
 
 COMBINE = ("max", "sum")
 """How the members' scores of a label make the group's score."""
@@ -155,9 +156,9 @@ def multiset_precision(predictions: DataFrame, Y1: DataFrame, Y2: DataFrame, k: 
     return (hits / (n_members * np.arange(1, k + 1))).tolist()
 
 
-CRITERIA = ("max", "sum", "multiset")
-"""The group-level precisions :func:`group_precisions` gives: union-based with max or sum, and
-multiset."""
+CRITERIA = GROUP_CRITERIA
+"""The group-level precisions :func:`group_precisions` gives (declared with the settings that name
+them, :data:`eagle_spark.settings.GROUP_CRITERIA`)."""
 
 
 def group_precisions(

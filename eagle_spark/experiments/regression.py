@@ -182,26 +182,6 @@ def plot(result: dict[str, Any], path: str) -> None:
     save_figure(fig, path)
 
 
-def markdown(result: dict[str, Any], figure: Optional[str] = None) -> str:
-    """The result as a Markdown report (a table, and the figure when given)."""
-    lines = [
-        "# Figure 2: Theorem 1's regression simulation",
-        "",
-        "Rel. RMS = RMS error of the estimator / RMS error of least squares with the "
-        "correspondences known (lower is better; 1 = the oracle).",
-        "",
-    ]
-    if figure:
-        lines += [f"![Figure 2]({figure})", ""]
-    lines += ["| sigma_2 | Baseline | Assignment |", "|---|---|---|"]
-    for r in result["rows"]:
-        lines.append(
-            f"| {r['sigma2']:g} | {r['baseline_rel_rms']:.3f} ± {r['baseline_rel_rms_std']:.3f} "
-            f"| {r['assignment_rel_rms']:.3f} ± {r['assignment_rel_rms_std']:.3f} |"
-        )
-    return "\n".join(lines)
-
-
 def run(setting: Optional[RegressionSetting], output: str, seed: int = 0) -> dict[str, Any]:
     """Simulate and write ``regression.json`` and ``regression.png`` into the local folder `output`
     and rebuild its ``report.md`` (each file committed atomically). Returns :func:`simulate`'s result.
@@ -224,7 +204,6 @@ def run(setting: Optional[RegressionSetting], output: str, seed: int = 0) -> dic
 __all__ = [
     "RegressionSetting",
     "least_squares",
-    "markdown",
     "plot",
     "run",
     "simulate",

@@ -33,7 +33,7 @@ from typing import Any, Optional, Sequence
 from pyspark.sql import SparkSession
 
 from eagle_spark.errors import BadInputError, strict_json
-from eagle_spark.experiments.report import refresh
+from eagle_spark.experiments.report import refresh, table2_markdown
 from eagle_spark.io.fs import FileSystem, atomic_output
 from eagle_spark.pipeline import (
     METHOD_NAMES,
@@ -273,42 +273,6 @@ def decrement(oracle: float, value: float) -> float:
     return 100.0 * (oracle - value) / oracle
 
 
-def table2_markdown(result: dict[str, Any]) -> str:
-    """Table 2's layout: rows grouping x (P@1, P@3, P@5, PSP@5, assignment precision / recall,
-    and what ``assign.weighting=auto`` chose or why it could not), columns Oracle, Baseline,
-    EAGLE-0, EAGLE (every value in percent)."""
-    methods = [m for m in METHODS if any(m in rows for rows in result["groupings"].values())]
-    header = ["Oracle"] + [METHOD_NAMES[m] for m in methods]
-    lines = [
-        "| grouping | metric | " + " | ".join(header) + " |",
-        "|---|---|" + "---|" * len(header),
-    ]
-    oracle = result["oracle"]
-    fmt = lambda v: "–" if v is None else f"{v:.2f}"  # noqa: E731
-    for name, rows in result["groupings"].items():
-        first = name
-        k = len(oracle["P_percent"])
-        for key, label, at in [("P_percent", f"P@{a}", a) for a in (1, 3, 5) if a <= k] + [
-            ("PSP_percent", f"PSP@{k}", k)
-        ]:
-            cells = [oracle[key][at - 1]] + [
-                rows[m][key][at - 1] if m in rows and len(rows[m][key]) >= at else None
-                for m in methods
-            ]
-            lines.append(f"| {first} | {label} | " + " | ".join(fmt(c) for c in cells) + " |")
-            first = ""
-        for key, label in (
-            ("assignment_precision_percent", "assignment precision"),
-            ("assignment_recall_percent", "assignment recall"),
-        ):
-            cells = [None] + [rows.get(m, {}).get(key) for m in methods]
-            lines.append(f"| | {label} | " + " | ".join(fmt(c) for c in cells) + " |")
-        used = [rows.get(m, {}).get("assignment_used") for m in methods]
-        if any(used):  # what auto chose in this grouping, or why it could not
-            lines.append("| | assignment used | – | " + " | ".join(u or "–" for u in used) + " |")
-    return "\n".join(lines)
-
-
 def _write(spark: SparkSession, path: str, data: bytes) -> None:
     """Replace the file `path` with `data`, committed atomically."""
     with atomic_output(spark, path, overwrite=True) as tmp:
@@ -433,41 +397,13 @@ def ablation_png(out: dict[str, Any]) -> bytes:
     return buf.getvalue()
 
 
-def ablation_markdown(out: dict[str, Any], figure: Optional[str]) -> str:
-    """The ablation as Markdown: the figure, then the decrements and the P@k behind them."""
-    lines = []
-    if figure:
-        lines += [f"![{out['axis']}]({figure})", ""]
-    lines += [
-        "Percentage decrement of P@k over the Oracle (lower is better; 0 = as good as the Oracle).",
-        "",
-        "| "
-        + out["axis"]
-        + " | grouping | metric | "
-        + " | ".join(METHOD_NAMES[m] for m in out["decrement_percent"])
-        + " |",
-        "|---|---|---|" + "---|" * len(out["decrement_percent"]),
-    ]
-    for i, (value, name) in enumerate(zip(out["values"], out["groupings"])):
-        for metric in next(iter(out["decrement_percent"].values())):
-            lines.append(
-                f"| {value:g} | {name} | {metric} | "
-                + " | ".join(f"{d[metric][i]:.2f}" for d in out["decrement_percent"].values())
-                + " |"
-            )
-    lines += ["", "P@k in percent:", "", table2_markdown(out["result"])]
-    return "\n".join(lines)
-
-
 __all__ = [
     "AXES",
     "Grouping",
     "ablation",
-    "ablation_markdown",
     "ablation_png",
     "axis_groupings",
     "decrement",
     "run_groupings",
     "table2",
-    "table2_markdown",
 ]

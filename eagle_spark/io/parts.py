@@ -21,6 +21,10 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import scipy.sparse as sp
 
+from eagle_spark import schemas as S
+from eagle_spark.executor_state import shared_state, sparse_arrays, sparse_from
+from eagle_spark.sparse import csr_from_arrow, l2_normalize_rows
+
 
 def filesystem_for(path: str) -> tuple[pafs.FileSystem, str]:
     """(pyarrow file system, path inside it) for a local path, ``file:`` URI or other URI
@@ -174,8 +178,6 @@ def read_x(dataset: str, n_features: int) -> tuple[np.ndarray, sp.csr_matrix]:
     Raises:
         ValueError: a feature id is >= n_features.
     """
-    from eagle_spark import schemas as S
-    from eagle_spark.sparse import csr_from_arrow
 
     fs, root = filesystem_for(dataset)
     table = pq.read_table(
@@ -218,7 +220,6 @@ def read_sparse_rows(
             [0, n_cols), or the index and value lists differ in length (the message names the
             folder).
     """
-    from eagle_spark.sparse import csr_from_arrow
 
     fs, path = filesystem_for(folder)
     columns = [key, idx, val] + ([extra] if extra else [])
@@ -244,3 +245,65 @@ def read_sparse_rows(
         vector = np.zeros(shape[0])
         vector[rows] = np.asarray(table.column(extra), dtype=np.float64)
     return matrix, vector
+
+
+def load_xy(
+    dataset: str, n_features: int, n_labels: int, normalize: bool
+) -> tuple[np.ndarray, sp.csr_matrix, sp.csc_matrix]:
+    """(sample_ids, X CSR float32 (normalised when asked), Y CSC bool) of a dataset.
+
+    Held once per executor (:mod:`eagle_spark.executor_state`): the first worker reads the tables
+    and writes the arrays, every worker maps them read-only. Memory per executor: ~8 bytes per
+    nonzero of X (float32 value, int32 id) + ~5 bytes per positive of Y, whatever the number of
+    task slots.
+    """
+    key = (dataset, folder_version(dataset), n_features, n_labels, normalize)  # rewritten -> reread
+
+    def build() -> dict[str, np.ndarray]:
+        fs, root = filesystem_for(dataset)
+        ids, X = read_x(dataset, n_features)
+        yt = pq.read_table(f"{root}/{S.Y}", filesystem=fs).sort_by(S.SAMPLE_ID)
+        if not np.array_equal(ids, np.asarray(yt.column(S.SAMPLE_ID), dtype=np.int64)):
+            raise ValueError(f"{dataset}: X and Y do not have the same sample_ids")
+        X = l2_normalize_rows(X) if normalize else X
+        return {
+            "ids": ids,
+            **sparse_arrays(X, "X"),
+            **sparse_arrays(y_matrix(yt, n_labels, what=f"{dataset}/Y"), "Y"),
+        }
+
+    return shared_state(
+        "xy", key, build, lambda a: (a["ids"], sparse_from(a, "X"), sparse_from(a, "Y", "csc"))
+    )
+
+
+def y_matrix(
+    yt: pa.Table, n_labels: int, values: Optional[str] = None, what: str = "Y"
+) -> sp.csc_matrix:
+    """Y (rows of `yt` x n_labels) CSC bool with sorted indices, from a Y table's label_ids lists;
+    with `values` (a list column of the same lengths, ``label_weights``) CSC float32 of those values
+    in the same pattern.
+
+    Raises:
+        ValueError: a label id outside [0, n_labels) (scipy does not check the indices it is given,
+            and a later conversion would read out of bounds), naming `what`, the id and its sample.
+    """
+    lab = yt.column(S.LABEL_IDS).combine_chunks()
+    indptr = np.asarray(lab.offsets, dtype=np.int64)
+    indices = np.asarray(lab.values, dtype=np.int64)[indptr[0] : indptr[-1]]
+    bad = np.flatnonzero((indices < 0) | (indices >= n_labels))
+    if len(bad):
+        row = int(np.searchsorted(indptr - indptr[0], bad[0], side="right") - 1)
+        raise ValueError(
+            f"{what}: sample_id {yt.column(S.SAMPLE_ID)[row].as_py()} has label id {int(indices[bad[0]])}, "
+            f"outside [0, {n_labels}) (n_labels of the manifest)"
+        )
+    if values is None:
+        data = np.ones(len(indices), dtype=bool)
+    else:
+        col = yt.column(values).combine_chunks()
+        off = np.asarray(col.offsets, dtype=np.int64)
+        data = np.asarray(col.values, dtype=np.float32)[off[0] : off[-1]]
+    Y = sp.csr_matrix((data, indices, indptr - indptr[0]), shape=(yt.num_rows, n_labels)).tocsc()
+    Y.sort_indices()
+    return Y

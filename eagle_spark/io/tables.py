@@ -39,7 +39,7 @@ def new_manifest(kind: str, **fields: Any) -> dict[str, Any]:
     Returns:
         ``{"format_version", "kind", "created_at" (UTC ISO-8601), "eagle_spark_version", **fields}``.
     """
-    from eagle_spark import __version__
+    from eagle_spark._version import __version__
 
     return {
         "format_version": S.FORMAT_VERSION,

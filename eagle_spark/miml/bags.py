@@ -199,33 +199,6 @@ def embed_tasks(bags: Bags, n_features: int, budget_bytes: int = 4 << 30, tasks:
     return 1 if rows * n_features * GRLR_BYTES_PER_NONZERO > budget_bytes else tasks
 
 
-def label_embeddings(
-    spark: SparkSession, dataset: str, out: str, iterations: int, step: float, tasks: int = 16
-) -> np.ndarray:
-    """GRLR label embeddings (paper Algorithm 1) of an aggregated dataset, by the ``embed`` job
-    (:class:`eagle_spark.ml.grlr.GRLR`; rows L2-normalised, `tasks` its ``numTasks``), written to `out`.
-
-    Returns:
-        (n_labels, n_features) float32, a unit-norm row per label (zeros for an empty embedding).
-    """
-    from eagle_spark.ml import Dataset
-    from eagle_spark.ml.grlr import GRLR
-
-    ds = Dataset.load(spark, dataset)
-    GRLR(maxIter=iterations, stepSize=step, numTasks=tasks).fitDataset(ds, out, overwrite=True)
-    n_labels, d = int(ds.manifest["n_labels"]), int(ds.manifest["n_features"])
-    emb = np.zeros((n_labels, d), dtype=np.float32)
-    table = pq.read_table(os.path.join(out, S.LABEL_EMB))
-    for k, idx, val in zip(
-        table.column(S.LABEL_ID).to_pylist(),
-        table.column(S.EMB_IDX).to_pylist(),
-        table.column(S.EMB_VAL).to_pylist(),
-        strict=True,
-    ):
-        emb[k, idx] = val
-    return emb
-
-
 def centre_embeddings(emb: np.ndarray) -> np.ndarray:
     """Label embeddings without their shared component: each row minus the mean of the rows, then
     L2-normalised (a row that becomes 0 stays 0, and its mask is uniform).

@@ -42,7 +42,7 @@ from eagle_spark.io.fs import (
     restore_interrupted,
 )
 from eagle_spark.io.integrity import check_folder
-from eagle_spark.settings import Section, declarations, section_key, section_name, shown
+from eagle_spark.settings import Section, declarations, section_key, shown
 
 P = TypeVar("P", bound=Section)
 M = TypeVar("M")
@@ -284,22 +284,6 @@ _CONSTRUCTORS: list[type] = []
 """The classes whose constructor takes Params by name (``**params``), for :func:`sign_constructors`."""
 
 
-def mirrored_params() -> dict[tuple[str, str], list[str]]:
-    """(section, field) -> the public estimators' and models' Params that mirror the setting
-    (``("tree", "n_trees") -> ["LabelTreeClassifier.numTrees", "LabelTreeModel.numTrees"]``), for
-    the settings reference."""
-    import eagle_spark.ml as ml
-
-    out: dict[tuple[str, str], list[str]] = {}
-    for name in sorted(ml.__all__):
-        cls = getattr(ml, name)
-        if isinstance(cls, type) and issubclass(cls, SettingsParams):
-            for section, mapping in cls._fields.items():
-                for param, field in mapping.items():
-                    out.setdefault((section_name(section), field), []).append(f"{name}.{param}")
-    return out
-
-
 def sign_constructors() -> None:
     """Give each constructor that takes Params by name the signature ``help()`` and IDEs show:
     keyword-only, one per Param, with its default (run once the classes exist: an instance is
@@ -343,7 +327,7 @@ class ParamsWriter(MLWriter):
         return []
 
     def _extra(self) -> dict[str, Any]:
-        from eagle_spark import __version__
+        from eagle_spark._version import __version__
         from eagle_spark.io.integrity import FILES, MARK
 
         # the commit lists the folder's files: the metadata says so (a removed list is damage)

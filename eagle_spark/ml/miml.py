@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any, Optional
 import numpy as np
 import pandas as pd
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from pyspark.ml import Estimator, Model
 from pyspark.ml.functions import vector_to_array
 from pyspark.ml.param import TypeConverters
@@ -68,7 +69,9 @@ from eagle_spark.ml.base import (
     declared_param,
     optional_int,
 )
+from eagle_spark.ml.dataset import Dataset
 from eagle_spark.ml.frames import check_columns, work_folder
+from eagle_spark.ml.grlr import GRLR
 from eagle_spark.settings import MIML_METHODS, MimlSettings
 
 if TYPE_CHECKING:  # PyTorch-free names only: eagle_spark.miml.training imports torch lazily
@@ -201,7 +204,6 @@ class DeepMIML(Estimator, _DeepMIMLParams, Persistent):
         from eagle_spark.miml.bags import (
             centre_embeddings,
             embed_tasks,
-            label_embeddings,
             multiset_dataset,
             write_images_dataset,
         )
@@ -514,3 +516,27 @@ class DeepMIMLModel(Model, _DeepMIMLParams, FolderModel, Persistent):
 
 
 __all__ = ["DeepMIML", "DeepMIMLModel", "bag_of_one_logits", "collect_bags", "read_network"]
+
+
+def label_embeddings(
+    spark: SparkSession, dataset: str, out: str, iterations: int, step: float, tasks: int = 16
+) -> np.ndarray:
+    """GRLR label embeddings (paper Algorithm 1) of an aggregated dataset, by the ``embed`` job
+    (:class:`eagle_spark.ml.grlr.GRLR`; rows L2-normalised, `tasks` its ``numTasks``), written to `out`.
+
+    Returns:
+        (n_labels, n_features) float32, a unit-norm row per label (zeros for an empty embedding).
+    """
+    ds = Dataset.load(spark, dataset)
+    GRLR(maxIter=iterations, stepSize=step, numTasks=tasks).fitDataset(ds, out, overwrite=True)
+    n_labels, d = int(ds.manifest["n_labels"]), int(ds.manifest["n_features"])
+    emb = np.zeros((n_labels, d), dtype=np.float32)
+    table = pq.read_table(os.path.join(out, S.LABEL_EMB))
+    for k, idx, val in zip(
+        table.column(S.LABEL_ID).to_pylist(),
+        table.column(S.EMB_IDX).to_pylist(),
+        table.column(S.EMB_VAL).to_pylist(),
+        strict=True,
+    ):
+        emb[k, idx] = val
+    return emb

@@ -222,7 +222,7 @@ def log_model(
         TypeError: `model` is not one of those.
         ValueError: a model without data (not fitted, not loaded).
     """
-    from eagle_spark import __version__
+    from eagle_spark._version import __version__
     from eagle_spark.io.fs import FileSystem
     from eagle_spark.ml.frames import work_folder
 

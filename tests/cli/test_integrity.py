@@ -232,7 +232,7 @@ def test_y_matrix_refuses_out_of_range_ids_naming_the_sample():
     one id beyond n_labels."""
     import pyarrow as pa
 
-    from eagle_spark.classifiers.base import y_matrix
+    from eagle_spark.io.parts import y_matrix
 
     yt = pa.table(
         {

@@ -138,7 +138,7 @@ def test_training_data_equals_a_direct_read(spark, delicious, tmp_path, monkeypa
     """load_xy's mapped X and Y against an independent pyarrow + scipy reading of the tables."""
     import pyarrow.parquet as pq
 
-    from eagle_spark.classifiers.base import load_xy
+    from eagle_spark.io.parts import load_xy
 
     monkeypatch.setenv("EAGLE_SPARK_STATE_DIR", str(tmp_path))
     ES.forget()

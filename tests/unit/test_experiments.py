@@ -13,7 +13,7 @@ import scipy.sparse as sp
 
 from eagle_spark.errors import BadInputError
 from eagle_spark.experiments import regression as R
-from eagle_spark.experiments import xmc
+from eagle_spark.experiments import report, xmc
 from eagle_spark.settings import Settings
 
 
@@ -163,7 +163,7 @@ def test_table2_markdown_layout():
             }
         },
     }
-    lines = xmc.table2_markdown(res).splitlines()
+    lines = report.table2_markdown(res).splitlines()
     assert lines[0] == "| grouping | metric | Oracle | Baseline | EAGLE |"
     assert lines[2] == "| R-4 | P@1 | 60.00 | 40.00 | 45.00 |"
     assert lines[3] == "|  | P@3 | 52.00 | 38.00 | 43.00 |"

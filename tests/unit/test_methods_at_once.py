@@ -36,14 +36,14 @@ def test_size_of_a_file_and_of_a_folder_recursively(tmp_path):
 def test_methods_at_once_setting_and_memory_rule(
     spark, tmp_path, monkeypatch, setting, n_methods, available, expected
 ):
-    import eagle_spark.classifiers.tree.training as training
+    import eagle_spark.classifiers.tree.units as units
     from eagle_spark.pipeline import CHAIN_MEMORY_PER_BYTE, METHODS_MEMORY_SHARE, methods_at_once
 
     assert (CHAIN_MEMORY_PER_BYTE, METHODS_MEMORY_SHARE) == (20, 0.5)  # the hand-worked cases' rule
     (tmp_path / "agg" / "X").mkdir(parents=True)
     (tmp_path / "agg" / "X" / "part.parquet").write_bytes(b"x" * 60)
     (tmp_path / "agg" / "_manifest.json").write_bytes(b"y" * 40)
-    monkeypatch.setattr(training, "memory_available", lambda: available)
+    monkeypatch.setattr(units, "memory_available", lambda: available)
     assert methods_at_once(spark, setting, str(tmp_path / "agg"), n_methods) == expected
 
 
@@ -52,10 +52,10 @@ def test_methods_at_once_is_one_off_a_classic_local_session(spark, tmp_path, mon
     """A cluster's executors and a Connect server may be on other machines, whose memory this
     process does not see: the rule runs one method at a time there; the setting still caps."""
     import eagle_spark.classic as classic
-    import eagle_spark.classifiers.tree.training as training
+    import eagle_spark.classifiers.tree.units as units
     from eagle_spark.pipeline import methods_at_once
 
-    monkeypatch.setattr(training, "memory_available", lambda: 10**15)
+    monkeypatch.setattr(units, "memory_available", lambda: 10**15)
     if where == "cluster":
         monkeypatch.setattr(classic, "is_local", lambda _: False)
     else:

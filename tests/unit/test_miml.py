@@ -144,11 +144,11 @@ def test_bags_by_aggregate_and_multiset_embeddings_equal_a_count_weighted_twin(s
     (T = 0) on the multiset dataset equals Proj(sum over bags of count_k x the bag's normalised
     images), computed here directly; with g large every set-based e0 would be one vector."""
     from eagle_spark.miml.bags import (
-        label_embeddings,
         multiset_dataset,
         spark_bags,
         write_images_dataset,
     )
+    from eagle_spark.ml.miml import label_embeddings
 
     train, _ = load_mnist(mnist_sample())
     x, y = centre(train.x[:120])[0], train.y[:120]

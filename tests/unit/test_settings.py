@@ -331,8 +331,8 @@ def test_train_tol_is_a_positive_setting():
 
 def test_the_settings_reference_is_generated_from_the_declarations():
     """docs/settings.md is what the declarations generate (regenerate it with
-    `python -m eagle_spark.settings > docs/settings.md`)."""
-    from eagle_spark.ml.base import mirrored_params
+    `python -m eagle_spark.ml.reference > docs/settings.md`)."""
+    from eagle_spark.ml.reference import mirrored_params
     from eagle_spark.settings import reference
 
     assert mirrored_params()[("tree", "n_trees")] == [
@@ -341,7 +341,7 @@ def test_the_settings_reference_is_generated_from_the_declarations():
     ]
     text = (ROOT / "docs" / "settings.md").read_text(encoding="utf-8")
     assert text == reference(mirrored_params()) + "\n", (
-        "docs/settings.md is stale: python -m eagle_spark.settings > docs/settings.md"
+        "docs/settings.md is stale: python -m eagle_spark.ml.reference > docs/settings.md"
     )
 
 

@@ -11,7 +11,6 @@ import pytest
 import scipy.sparse as sp
 
 from eagle_spark.classifiers import predict as predict_module
-from eagle_spark.classifiers.base import load_xy
 from eagle_spark.classifiers.predict import split_for_prediction
 from eagle_spark.classifiers.tree import (
     beam_search,
@@ -32,6 +31,7 @@ from eagle_spark.classifiers.tree import (
 from eagle_spark.cli import main
 from eagle_spark.errors import BadInputError
 from eagle_spark.io.ingest import ingest
+from eagle_spark.io.parts import load_xy
 from eagle_spark.io.tables import read_table
 from eagle_spark.settings import IngestSettings, TreeSettings
 from tests.conftest import TASKS_PER_STAGE
@@ -294,7 +294,7 @@ def test_heavy_limit_auto_shares_the_available_memory_among_the_slots(spark):
     auto with the memory unknown) no bound; local[N] has N slots, a cluster its executor cores."""
     import dataclasses
 
-    from eagle_spark.classifiers.tree.training import heavy_limit, memory_available, task_slots
+    from eagle_spark.classifiers.tree.units import heavy_limit, memory_available, task_slots
     from eagle_spark.errors import SettingsError
 
     auto = dataclasses.replace(PARAMS, heavy_unit_memory="auto")
@@ -607,9 +607,9 @@ def test_heavy_units_wait_for_the_executor_lock_and_train_the_same(
 
     from eagle_spark.classifiers.tree.ranker_cost import with_ranker_cost
     from eagle_spark.classifiers.tree.structure import Tree
-    from eagle_spark.classifiers.tree.training import (
+    from eagle_spark.classifiers.tree.units import (
         HEAVY_UNIT_LOCK,
-        _BinTrainer,
+        BinTrainer,
         heavy_limit,
         unit_memory,
         unit_rows,
@@ -637,7 +637,7 @@ def test_heavy_units_wait_for_the_executor_lock_and_train_the_same(
     params = with_ranker_cost(  # as training: the rankers at the cost chosen on held-out rows
         dataclasses.replace(PARAMS, heavy_unit_memory=f"{limit_k}k"), meta["ranker_C"]
     )
-    trainer = _BinTrainer(
+    trainer = BinTrainer(
         str(tmp_path / "out"),
         983,
         params,

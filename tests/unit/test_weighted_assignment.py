@@ -1079,7 +1079,7 @@ def test_y_matrix_refuses_label_ids_out_of_range():
     worker in tocsc); in range, the same matrix as a dense twin."""
     import pyarrow as pa
 
-    from eagle_spark.classifiers.base import y_matrix
+    from eagle_spark.io.parts import y_matrix
 
     yt = pa.table(
         {
@@ -1221,7 +1221,7 @@ def test_auto_on_few_groups_scores_every_group_once_in_folds(spark, tmp_path):
 def test_positive_weights_equal_a_dense_twin():
     """A matcher child's weight per active row: the largest of its labels' weights, read from the
     labels' columns only, against the dense row maximum of W restricted to them."""
-    from eagle_spark.classifiers.tree.training import positive_weights
+    from eagle_spark.classifiers.tree.units import positive_weights
 
     rng = np.random.default_rng(0)
     W = sp.random(50, 12, density=0.3, random_state=1, format="csc", dtype=np.float32)

@@ -68,7 +68,8 @@ from eagle_spark.classifiers.tree.structure import (
     tree_from_leaves,
     tree_shape,
 )
-from eagle_spark.classifiers.tree.training import train_tree, train_unit
+from eagle_spark.classifiers.tree.training import train_tree
+from eagle_spark.classifiers.tree.units import train_unit
 
 __all__ = [
     "TREE",

@@ -16,8 +16,13 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from eagle_spark import schemas as S
 from eagle_spark.classic import default_parallelism
-from eagle_spark.classifiers.base import load_xy
-from eagle_spark.classifiers.joined import load_y
+from eagle_spark.classifiers.joined import (
+    ProportionalBlocks,
+    check_delivered,
+    joined_stage,
+    load_y,
+    local_rows,
+)
 from eagle_spark.classifiers.tree.structure import (
     LeafWork,
     Tree,
@@ -25,6 +30,7 @@ from eagle_spark.classifiers.tree.structure import (
     compact_columns,
     deal,
     is_heavy,
+    rows_with,
     split_pays,
     top_levels_for,
     tree_from_leaves,
@@ -33,7 +39,7 @@ from eagle_spark.classifiers.tree.structure import (
 from eagle_spark.errors import BadInputError
 from eagle_spark.evaluation.metrics import label_counts
 from eagle_spark.executor_state import shared_state, sparse_arrays, sparse_from
-from eagle_spark.io.parts import folder_version, read_sparse_rows
+from eagle_spark.io.parts import PartWriter, folder_version, load_xy, read_sparse_rows
 from eagle_spark.io.tables import has_table, read_table
 from eagle_spark.kmeans import balanced_2means
 from eagle_spark.settings import TreeSettings
@@ -359,3 +365,75 @@ def index_trees(
         ):
             leaves[t].append((node, path, labels))
     return [tree_from_leaves(shape, leaves[t], n_labels) for t in range(params.n_trees)]
+
+
+PIFA_ARROW = pa.schema(
+    [
+        pa.field(S.LABEL_ID, pa.int32(), False),
+        pa.field(S.EMB_IDX, pa.list_(pa.field("element", pa.int32(), False)), False),
+        pa.field(S.EMB_VAL, pa.list_(pa.field("element", pa.float64(), False)), False),
+    ]
+)
+"""PIFA rows as the join path writes them: float64 values, so the indexer clusters the same numbers."""
+
+
+def joined_pifa(
+    spark: SparkSession,
+    dataset: str,
+    out: str,
+    n_features: int,
+    n_labels: int,
+    normalize: bool,
+    bins: int,
+) -> str:
+    """PIFA label representations by the join path, written as ``<out>/label_emb`` (float64).
+
+    Labels are cut into `bins` contiguous blocks; the task of a block receives the rows of the
+    samples having one of its labels and computes those labels' rows of Y^T X_normalised with the
+    same scipy product as :func:`pifa` (rows in sample_id
+    order, so the same sums in the same order). The indexer reads `out` as its ``label_repr``.
+
+    Returns:
+        `out`.
+    """
+    bins = max(1, min(bins, n_labels))
+    blocks = ProportionalBlocks(n_labels, bins)
+
+    def rows_of_bin(b: int, ids: np.ndarray, Y: sp.csc_matrix) -> np.ndarray:
+        return rows_with(Y, np.arange(*blocks.labels(b), dtype=np.int64))
+
+    def pifa_bin(b: int, table: pa.Table) -> pa.Table:
+        ids, Y = load_y(dataset, n_labels)
+        rows, X, Yb = local_rows(table, ids, Y, n_features, normalize, "tree (PIFA)")
+        check_delivered(dataset, n_labels, bins, rows_of_bin, b, rows, "tree (PIFA)")
+        lo, hi = blocks.labels(b)
+        R = sp.csr_matrix(Yb[:, lo:hi].T.astype(np.float64) @ l2_normalize_rows(X, np.float64))
+        writer = PartWriter(posixpath.join(out, S.LABEL_EMB), f"part-{b:05d}.parquet", PIFA_ARROW)
+        try:
+            offsets = pa.array(R.indptr.astype(np.int32))
+            writer.write(
+                pa.RecordBatch.from_arrays(
+                    [
+                        pa.array(np.arange(lo, hi, dtype=np.int32)),
+                        pa.ListArray.from_arrays(
+                            offsets,
+                            pa.array(R.indices.astype(np.int32)),
+                            type=PIFA_ARROW.field(S.EMB_IDX).type,
+                        ),
+                        pa.ListArray.from_arrays(
+                            offsets,
+                            pa.array(R.data.astype(np.float64)),
+                            type=PIFA_ARROW.field(S.EMB_VAL).type,
+                        ),
+                    ],
+                    schema=PIFA_ARROW,
+                )
+            )
+        except BaseException:
+            writer.abort()
+            raise
+        writer.close()
+        return pa.table({"labels": pa.array([hi - lo], pa.int64())})
+
+    joined_stage(spark, dataset, n_labels, bins, rows_of_bin, pifa_bin, "labels long")
+    return out

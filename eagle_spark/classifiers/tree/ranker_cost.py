@@ -11,7 +11,7 @@ How: a seeded sample of leaf clusters (all trees' leaves in a seeded order, take
 positives reach :data:`SAMPLE_POSITIVES` and at least :data:`MIN_LEAVES` are taken, or none is
 left). In each, a seeded :data:`HELD_OUT_SHARE` of the samples positive under the leaf is held
 out; the leaf's rankers are trained on the rest with each candidate cost (the training code of
-the model itself, :func:`~eagle_spark.classifiers.tree.training.train_unit`, so ``unassigned`` and
+the model itself, :func:`~eagle_spark.classifiers.tree.units.train_unit`, so ``unassigned`` and
 label weights apply as they do in training), and each held-out sample's labels in the leaf are
 ranked by the rankers' scores. A candidate's figure is the mean over k in (1, 3, 5) of the
 held-out samples' hits in their top k divided by min(k, their positives in the leaf) (so every
@@ -36,8 +36,10 @@ from pyspark.sql import SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from eagle_spark.classic import default_parallelism
-from eagle_spark.classifiers.base import load_label_weights, load_unassigned, load_xy
+from eagle_spark.classifiers.base import load_label_weights, load_unassigned
 from eagle_spark.classifiers.tree.structure import Tree, deal
+from eagle_spark.classifiers.tree.units import BinTrainer, bin_label_tables, train_unit, unit_rows
+from eagle_spark.io.parts import load_xy
 from eagle_spark.settings import TreeSettings
 
 log = logging.getLogger(__name__)
@@ -139,7 +141,7 @@ def leaf_figures(
 
     Args:
         tree, under: the tree and its labels_under(); t: its index; node: a leaf cluster of it.
-        X, Y, U, W, n_samples: as :func:`~eagle_spark.classifiers.tree.training.train_unit`
+        X, Y, U, W, n_samples: as :func:`~eagle_spark.classifiers.tree.units.train_unit`
             takes them (rows of X in sample_id order, holding every row positive under `node`).
     Returns:
         [(candidate, held-out rows, hits at each k)]; empty when nothing is held out or nothing is
@@ -148,8 +150,6 @@ def leaf_figures(
     Memory: the leaf's rows as the training of its unit holds them (~40 bytes per nonzero) and the
     held-out scores (held-out rows x the leaf's labels x 8 bytes).
     """
-    from eagle_spark.classifiers.tree.training import train_unit, unit_rows
-
     active = unit_rows(under, X, Y, node)
     held = held_out_mask(len(active), params.seed, t, node)
     if not held.any() or held.all():
@@ -381,9 +381,8 @@ def _joined_figures(
     """The figures on the join path: each bin's rows (the samples positive under its leaves)
     arrive through :func:`~eagle_spark.classifiers.joined.joined_stage`."""
     from eagle_spark.classifiers.joined import joined_stage, load_y, local_rows
-    from eagle_spark.classifiers.tree.training import _BinTrainer, bin_label_tables
 
-    rows_of = _BinTrainer("", n_labels, params, trees, units_by_bin)
+    rows_of = BinTrainer("", n_labels, params, trees, units_by_bin)
     bins = max(units_by_bin) + 1
 
     def figures_bin(b: int, table: pa.Table) -> pa.Table:

@@ -36,13 +36,13 @@ import numpy as np
 from eagle_spark.miml.bags import (
     centre_embeddings,
     embed_tasks,
-    label_embeddings,
     multiset_dataset,
     spark_bags,
     write_images_dataset,
 )
 from eagle_spark.miml.data import Bags, Images, centre, load_mnist, make_bags
 from eagle_spark.miml.training import NetConfig
+from eagle_spark.ml.miml import label_embeddings
 from eagle_spark.settings import MimlSettings
 
 if TYPE_CHECKING:
