@@ -288,12 +288,13 @@ def _run(name: str, args: argparse.Namespace, settings: Settings) -> int:
         try:
             _write_summary(args.summary, line, summary_replaceable(args))
         except (OSError, OutputExistsError) as err:
+            failure: Exception = err
             if isinstance(err, OSError):
-                err = storage_error(err, args.summary) or BadInputError(
+                failure = storage_error(err, args.summary) or BadInputError(
                     f"cannot write --summary file {args.summary}: {err}"
                 )
-            print(f"eagle-spark {name}: error: {err}", file=sys.stderr)
-            return getattr(err, "exit_code", EXIT_BAD_INPUT)
+            print(f"eagle-spark {name}: error: {failure}", file=sys.stderr)
+            return getattr(failure, "exit_code", EXIT_BAD_INPUT)
     else:
         print(line, flush=True)
     return EXIT_OK

@@ -503,9 +503,15 @@ def run_experiment(
     if args.kind == "regression":
         from eagle_spark.experiments.regression import RegressionSetting, run
 
-        setting = RegressionSetting(seeds=e.seeds, **({"sigma2": e.values} if e.values else {}))
+        setting = (
+            RegressionSetting(seeds=e.seeds, sigma2=tuple(e.values))
+            if e.values
+            else RegressionSetting(seeds=e.seeds)
+        )
         result = run(setting, args.output)
         return {"output": args.output, "kind": "regression", "rows": result["rows"]}
+    if spark is None:  # every other kind runs Spark jobs; the command opens a session for them
+        raise RuntimeError(f"experiment {args.kind}: no Spark session")
     if args.kind == "select":
         from eagle_spark.experiments.select import select
         from eagle_spark.ml.selection import CRITERION

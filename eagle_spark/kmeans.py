@@ -17,6 +17,8 @@ References:
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -52,11 +54,12 @@ def balanced_2means(
     pick = (
         (lambda i: np.asarray(rows[i], dtype=np.float64).ravel())
         if dense
-        else (lambda i: rows.getrow(i).toarray().ravel().astype(np.float64))
+        else (lambda i: cast(sp.csr_matrix, rows).getrow(i).toarray().ravel().astype(np.float64))
     )
     c0, c1 = pick(i0), pick(i1)
     n_left = (m + 1) // 2
-    previous, sums = None, None
+    previous: np.ndarray | None = None
+    sums: Any = None  # the halves' sums, from the first round on
     for _ in range(max_iter):
         score = np.asarray(rows @ (c0 - c1)).ravel()
         order = np.argsort(-score, kind="stable")

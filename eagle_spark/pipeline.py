@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import json
 import logging
@@ -505,7 +506,7 @@ def _run_stages(
                         target,
                         [folder],
                         {"format": "delta"},
-                        lambda f=f"{folder}/{table}", t=target: publish_delta(spark, f, t),
+                        functools.partial(publish_delta, spark, f"{folder}/{table}", target),
                         "rows",
                     )
                 )
@@ -564,7 +565,7 @@ def ingest_inputs(pipe: Pipeline) -> tuple[str, Optional[str]]:
                 train_data,
                 [source],
                 settings.ingest.to_dict(),
-                lambda s=source, o=train_data: _ingest(spark, s, o, settings),
+                functools.partial(_ingest, spark, source, train_data, settings),
                 "n_samples",
             )
         )
@@ -578,7 +579,7 @@ def ingest_inputs(pipe: Pipeline) -> tuple[str, Optional[str]]:
                 test_data,
                 [source],
                 settings.ingest.to_dict(),
-                lambda s=source, o=test_data: _ingest(spark, s, o, settings),
+                functools.partial(_ingest, spark, source, test_data, settings),
                 "n_samples",
             )
         )

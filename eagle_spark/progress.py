@@ -210,7 +210,7 @@ class SparkProgress:
                 self._thread.start()
             elif self.connect:
                 self._handler = self.on_connect_progress
-                self.spark.registerProgressHandler(self._handler)  # type: ignore[attr-defined]
+                self.spark.registerProgressHandler(self._handler)  # type: ignore[arg-type]  # stub: a ProgressHandler; any callable works
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -219,7 +219,7 @@ class SparkProgress:
         if self._thread.is_alive():
             self._thread.join(timeout=5)
         if self._handler is not None:
-            self.spark.removeProgressHandler(self._handler)  # type: ignore[attr-defined]
+            self.spark.removeProgressHandler(self._handler)  # type: ignore[arg-type]  # as registered
             self._handler = None
         if self._outer:
             self.poll(final=True)

@@ -75,6 +75,7 @@ from eagle_spark.errors import BadInputError
 from eagle_spark.io.fs import FileSystem, atomic_output
 from eagle_spark.io.parts import PartWriters
 from eagle_spark.io.tables import new_manifest, read_manifest, read_table, write_manifest
+from eagle_spark.rows import first_row
 
 log = logging.getLogger(__name__)
 
@@ -446,11 +447,14 @@ def _label_stats(spark: SparkSession, dataset: str, n_labels: int) -> dict[str, 
         .groupBy(S.LABEL_ID)
         .count()
     )
-    row = freq.agg(
-        F.count(F.lit(1)).alias("used"),
-        F.max("count").alias("max"),
-        F.expr("percentile_approx(count, 0.5)").alias("median"),
-    ).first()
+    row = first_row(
+        freq.agg(
+            F.count(F.lit(1)).alias("used"),
+            F.max("count").alias("max"),
+            F.expr("percentile_approx(count, 0.5)").alias("median"),
+        ),
+        "_label_stats",
+    )
     return {
         "labels_with_samples": int(row["used"]),
         "max_samples_per_label": int(row["max"] or 0),

@@ -32,6 +32,7 @@ from eagle_spark.io.tables import (
     write_manifest,
     write_table,
 )
+from eagle_spark.rows import first_row
 from eagle_spark.settings import AggregateSettings
 
 log = logging.getLogger(__name__)
@@ -81,7 +82,7 @@ def aggregate(
     partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or 8)
     rejected: dict[str, int] = {}
     with atomic_output(spark, output_path, overwrite) as tmp:
-        if y1_path is not None:
+        if y1_path is not None and y2_path is not None:  # both or neither (checked above)
             Y1_raw = read_user_table(spark, y1_path, [S.SAMPLE_ID, S.GROUP_ID])
             Y2_raw = read_user_table(spark, y2_path, [S.GROUP_ID, S.LABEL_ID], optional=(S.COUNT,))
             Y1, Y2, rejected = validate_supplied(
@@ -125,9 +126,10 @@ def aggregate(
             tables.insert(1, S.Y)
         Y1_written = read_table(spark, tmp, S.Y1)
         Y2_written = read_table(spark, tmp, S.Y2)
-        y2_stats = Y2_written.agg(
-            F.count(F.lit(1)).alias("rows"), F.sum(S.COUNT).alias("total")
-        ).first()
+        y2_stats = first_row(
+            Y2_written.agg(F.count(F.lit(1)).alias("rows"), F.sum(S.COUNT).alias("total")),
+            "aggregate",
+        )
         manifest = new_manifest(
             "aggregate",
             n_samples=int(manifest_in["n_samples"]),  # every row of X (samples in no group too)

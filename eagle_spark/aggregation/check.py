@@ -33,6 +33,7 @@ from eagle_spark import schemas as S
 from eagle_spark.aggregation.supplied import validate_supplied
 from eagle_spark.errors import BadInputError
 from eagle_spark.io.tables import has_table, read_table, require_tables, table_path
+from eagle_spark.rows import first_row
 
 
 def _non_finite(column: str):
@@ -66,19 +67,22 @@ def check_dataset(
             f"{where} lacks a valid n_samples / n_features / n_labels: {err}"
         ) from None
     X = read_table(spark, dataset, S.X)
-    xs = X.agg(
-        F.count(F.lit(1)).alias("rows"),
-        F.countDistinct(S.SAMPLE_ID).alias("ids"),
-        F.min(S.SAMPLE_ID).alias("lo"),
-        F.max(S.SAMPLE_ID).alias("hi"),
-        F.max(F.array_max(S.FEAT_IDX)).alias("f_hi"),
-        F.min(F.array_min(S.FEAT_IDX)).alias("f_lo"),
-        # Spark orders NaN above every number, so a NaN or +inf value is the largest and a -inf
-        # the smallest: two built-in array aggregates find them (a lambda over every value would
-        # run uncompiled, ~6x slower on synthetic Wiki-325K)
-        F.max(F.array_max(S.FEAT_VAL)).alias("v_hi"),
-        F.min(F.array_min(S.FEAT_VAL)).alias("v_lo"),
-    ).first()
+    xs = first_row(
+        X.agg(
+            F.count(F.lit(1)).alias("rows"),
+            F.countDistinct(S.SAMPLE_ID).alias("ids"),
+            F.min(S.SAMPLE_ID).alias("lo"),
+            F.max(S.SAMPLE_ID).alias("hi"),
+            F.max(F.array_max(S.FEAT_IDX)).alias("f_hi"),
+            F.min(F.array_min(S.FEAT_IDX)).alias("f_lo"),
+            # Spark orders NaN above every number, so a NaN or +inf value is the largest and a -inf
+            # the smallest: two built-in array aggregates find them (a lambda over every value would
+            # run uncompiled, ~6x slower on synthetic Wiki-325K)
+            F.max(F.array_max(S.FEAT_VAL)).alias("v_hi"),
+            F.min(F.array_min(S.FEAT_VAL)).alias("v_lo"),
+        ),
+        "check_dataset",
+    )
     x_path = table_path(dataset, S.X)
     if xs["rows"] != n_samples:
         raise BadInputError(
@@ -95,11 +99,11 @@ def check_dataset(
         )
     if xs["f_hi"] is not None and (xs["f_hi"] >= n_features or xs["f_lo"] < 0):
         bad_id = xs["f_hi"] if xs["f_hi"] >= n_features else xs["f_lo"]
-        row = (
+        row = first_row(
             X.where(F.array_contains(S.FEAT_IDX, int(bad_id)))
             .select(S.SAMPLE_ID)
-            .orderBy(S.SAMPLE_ID)
-            .first()
+            .orderBy(S.SAMPLE_ID),
+            "check_dataset",
         )
         raise BadInputError(
             f"table {x_path}: sample_id {row[S.SAMPLE_ID]} has feature id {bad_id} out of "
@@ -108,7 +112,10 @@ def check_dataset(
     if xs["v_hi"] is not None and (
         math.isnan(xs["v_hi"]) or math.isinf(xs["v_hi"]) or math.isinf(xs["v_lo"])
     ):
-        row = X.where(_non_finite(S.FEAT_VAL)).select(S.SAMPLE_ID).orderBy(S.SAMPLE_ID).first()
+        row = first_row(
+            X.where(_non_finite(S.FEAT_VAL)).select(S.SAMPLE_ID).orderBy(S.SAMPLE_ID),
+            "check_dataset",
+        )
         raise BadInputError(
             f"table {x_path}: sample_id {row[S.SAMPLE_ID]} has a NaN or infinite feature value"
         )

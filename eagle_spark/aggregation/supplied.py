@@ -42,6 +42,7 @@ from pyspark.sql import functions as F
 from eagle_spark import schemas as S
 from eagle_spark.errors import BadInputError
 from eagle_spark.io.fs import FileSystem
+from eagle_spark.rows import first_row
 
 log = logging.getLogger(__name__)
 
@@ -155,10 +156,9 @@ class _Checker:
         n_bad = flagged.where("_bad").count()
         if n_bad:
             if self.on_bad_row == "fail":
-                first = (
-                    flagged.where("_bad")
-                    .orderBy(*[F.col(c).asc_nulls_first() for c in order])
-                    .first()
+                first = first_row(
+                    flagged.where("_bad").orderBy(*[F.col(c).asc_nulls_first() for c in order]),
+                    "apply",
                 )
                 more = f" ({n_bad} rows fail this check)" if n_bad > 1 else ""
                 raise BadInputError(describe(first.asDict()) + more)

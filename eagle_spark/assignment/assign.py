@@ -70,6 +70,7 @@ from eagle_spark.io.tables import (
     write_table,
 )
 from eagle_spark.progress import job_step
+from eagle_spark.rows import first_row
 from eagle_spark.settings import AssignSettings
 
 if TYPE_CHECKING:
@@ -285,8 +286,8 @@ def _assign_file(
         )
         check_finite(
             scores,
-            lambda i, lab=labels[lo:hi], p=ptr: (
-                f"assign: label {int(lab[np.searchsorted(p, i, side='right') - 1])}: a score "
+            lambda i: (
+                f"assign: label {int(labels[lo + np.searchsorted(ptr, i, side='right') - 1])}: a score "
                 "<e_k, x_i> is not finite; check the embeddings"
             ),
         )
@@ -353,13 +354,16 @@ def eagle_assignments(
     where = read_table(spark, embeddings, S.LABEL_EMB).select(
         S.LABEL_ID, F.input_file_name().alias(_FILE)
     )
-    duplicated = (
-        where.groupBy(S.LABEL_ID).count().where("count > 1").agg(F.min(S.LABEL_ID)).first()[0]
-    )
+    duplicated = first_row(
+        where.groupBy(S.LABEL_ID).count().where("count > 1").agg(F.min(S.LABEL_ID)),
+        "labels with several embeddings",
+    )[0]
     if duplicated is not None:
         raise BadInputError(f"{embeddings}: label {duplicated} has several embeddings")
     pairs = Y2.join(where, S.LABEL_ID, "left")
-    missing = pairs.where(F.col(_FILE).isNull()).agg(F.min(S.LABEL_ID)).first()[0]
+    missing = first_row(
+        pairs.where(F.col(_FILE).isNull()).agg(F.min(S.LABEL_ID)), "labels without an embedding"
+    )[0]
     if missing is not None:
         raise BadInputError(f"label {missing} of Y2 has no embedding in {embeddings}")
     X = read_table(spark, dataset, S.X)
@@ -576,7 +580,7 @@ def assignment_quality(truth: DataFrame, assigned: DataFrame) -> dict[str, float
     weight = F.when(
         is_assigned, F.col(S.WEIGHT) if S.WEIGHT in assigned.columns else F.lit(1.0)
     ).cast("double")
-    row = (
+    row = first_row(
         assigned.withColumn("_assigned", F.lit(1))
         .join(truth.withColumn("_true", F.lit(1)), [S.SAMPLE_ID, S.LABEL_ID], "full")
         .agg(
@@ -585,8 +589,8 @@ def assignment_quality(truth: DataFrame, assigned: DataFrame) -> dict[str, float
             F.count("_true").alias("n_true"),
             F.sum(weight).alias("w"),
             F.sum(F.when(is_true, weight)).alias("w_hits"),
-        )
-        .first()
+        ),
+        "assignment_quality",
     )
     return quality_of(
         int(row["n"]),
@@ -713,7 +717,9 @@ def assign(
             with job_step(spark, "output"):  # (without refinement, the assignment's jobs too)
                 write_table(
                     assignments.repartition(
-                        int(spark.conf.get("spark.sql.shuffle.partitions")), S.GROUP_ID, S.LABEL_ID
+                        int(spark.conf.get("spark.sql.shuffle.partitions") or 200),
+                        S.GROUP_ID,
+                        S.LABEL_ID,
                     ).sortWithinPartitions(S.GROUP_ID, S.LABEL_ID, S.SAMPLE_ID),
                     tmp,
                     S.ASSIGNMENTS,
@@ -826,6 +832,8 @@ def _assignments(
     source: dict[str, Any] = {"dataset": dataset}
     if params.method != "eagle":
         return baseline_assignments(spark, dataset), source
+    if embeddings is None:
+        raise ValueError("assign: method eagle needs the embeddings folder")
     emb_manifest = read_manifest(spark, embeddings)
     normalize = bool(emb_manifest["parameters"]["normalize"])
     source |= {"embeddings": embeddings, "iterations": emb_manifest["parameters"]["iterations"]}

@@ -55,6 +55,7 @@ from eagle_spark.io.tables import (
     write_table,
 )
 from eagle_spark.progress import job_step
+from eagle_spark.rows import first_row
 from eagle_spark.settings import AssignSettings, OVASettings
 
 log = logging.getLogger(__name__)
@@ -374,7 +375,7 @@ def cross_fitted_assignments(
 
     Y1 = read_table(spark, dataset, S.Y1)
     Y2 = read_table(spark, dataset, S.Y2)
-    k = int(folds.agg(F.max(FOLD)).first()[0]) + 1
+    k = int(first_row(folds.agg(F.max(FOLD)), "the folds")[0]) + 1
     parts = []
     for f in range(k):
         held_groups = folds.where(F.col(FOLD) == f).select(S.GROUP_ID)
@@ -507,7 +508,7 @@ def round_records(
                     )
                 ).alias(f"diff{r}"),
             ]
-    row = pairs.agg(*figures).first()
+    row = first_row(pairs.agg(*figures), "round_records")
     records, last = [], None
     for r in span:
         record: dict[str, Any] = {
@@ -519,9 +520,9 @@ def round_records(
         if r > first:
             record["changed"] = round(int(row[f"new{r}"]) / n, 6) if n else 0.0
             if weighted[r] and weighted[r - 1]:  # soft: the pairs barely change, their weights do
-                either = int(row[f"either{r}"])
+                n_either = int(row[f"either{r}"])
                 diff = float(row[f"diff{r}"] or 0.0)
-                record["weight_change"] = round(diff / either, 6) if either else 0.0
+                record["weight_change"] = round(diff / n_either, 6) if n_either else 0.0
         if truth is not None:
             last = quality_of(
                 n,

@@ -24,6 +24,7 @@ from eagle_spark.io.fs import FileSystem, restore_interrupted
 from eagle_spark.io.integrity import check_folder
 from eagle_spark.io.parts import filesystem_for, folder_version, y_matrix
 from eagle_spark.io.tables import read_manifest, read_table, used_parameters
+from eagle_spark.rows import first_row
 
 log = logging.getLogger(__name__)
 
@@ -147,15 +148,14 @@ def label_weights_in(spark: SparkSession, dataset: str) -> bool:
         return False
     from pyspark.sql import functions as F
 
-    bad = (
+    bad = first_row(
         Y.where(
             F.col(S.LABEL_WEIGHTS).isNull()
             | (F.size(S.LABEL_WEIGHTS) != F.size(S.LABEL_IDS))
             | outside_unit_weights(F.col(S.LABEL_WEIGHTS))
-        )
-        .agg(F.min(S.SAMPLE_ID))
-        .first()[0]
-    )
+        ).agg(F.min(S.SAMPLE_ID)),
+        "samples with bad label weights",
+    )[0]
     if bad is not None:
         raise BadInputError(
             f"dataset {dataset}: table {S.Y}, sample_id {bad}: {S.LABEL_WEIGHTS} must hold one "

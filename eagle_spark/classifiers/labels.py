@@ -45,6 +45,7 @@ from eagle_spark.io.tables import (
     write_manifest,
     write_table,
 )
+from eagle_spark.rows import first_row
 
 log = logging.getLogger(__name__)
 
@@ -104,11 +105,11 @@ def trained_labels(meta: Mapping[str, Any]) -> int:
 def _present(spark: SparkSession, dataset: str) -> tuple[int, int]:
     """(labels present, approximately (HyperLogLog++, ~2% error), largest id; -1 without any) of a
     training set's Y, in one aggregation without a shuffle of the labels."""
-    row = (
+    row = first_row(
         read_table(spark, dataset, S.Y)
         .select(F.explode(S.LABEL_IDS).alias(S.LABEL_ID))
-        .agg(F.approx_count_distinct(S.LABEL_ID).alias("n"), F.max(S.LABEL_ID).alias("top"))
-        .first()
+        .agg(F.approx_count_distinct(S.LABEL_ID).alias("n"), F.max(S.LABEL_ID).alias("top")),
+        "_present",
     )
     return int(row["n"] or 0), -1 if row["top"] is None else int(row["top"])
 
@@ -233,7 +234,10 @@ def _compact_dataset(spark: SparkSession, dataset: str, out: str, scratch: str, 
             F.collect_list(F.when(F.col(LABEL_INDEX).isNotNull(), F.struct(*entry)))
         ).alias("e")
     )
-    columns = [S.SAMPLE_ID, F.transform("e", lambda e: e[LABEL_INDEX]).alias(S.LABEL_IDS)]
+    columns: list[Any] = [
+        S.SAMPLE_ID,
+        F.transform("e", lambda e: e[LABEL_INDEX]).alias(S.LABEL_IDS),
+    ]
     if weighted:
         columns.append(F.transform("e", lambda e: e["w"]).alias(S.LABEL_WEIGHTS))
     write_table(grouped.select(*columns), out, S.Y)

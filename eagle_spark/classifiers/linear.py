@@ -212,7 +212,7 @@ def direct_solver_ok() -> bool:
     import sklearn
 
     if _liblinear() is None:
-        why = "scikit-learn has no sklearn.svm._liblinear.train_wrap"
+        why: str | None = "scikit-learn has no sklearn.svm._liblinear.train_wrap"
     else:
         rng = np.random.default_rng(7)
         X = sp.random(60, 8, density=0.4, format="csr", random_state=7, dtype=np.float64)
@@ -293,8 +293,8 @@ def check_weights(rows: list, what: str) -> None:
     for row in rows:
         check_finite(
             np.r_[row[2], row[3]],
-            lambda _, r=row: (
-                f"{what} {int(r[0])}: the trained weights are not finite "
+            lambda _: (
+                f"{what} {int(row[0])}: the trained weights are not finite "
                 "(NaN or infinite); check the features and the classifier's C"
             ),
         )

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import posixpath
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator, Optional, cast
 
 import numpy as np
 import pyarrow as pa
@@ -191,7 +191,7 @@ def _rows_of_block(
         ):
             return np.arange(len(ids))
         need = np.zeros(len(ids), dtype=bool)
-        if within is not None:
+        if within is not None and dataset is not None:
             U = load_unassigned(dataset, within, ids, Y)
             for label in range(lo, hi):
                 need[U.indices[U.indptr[label] : U.indptr[label + 1]]] = True
@@ -409,6 +409,7 @@ def _load_weights(
             (n_labels, n_features),
             extra="bias",
         )
+        bias = cast(np.ndarray, bias)  # asked for with extra=
         # weights are stored as float32: the round trip through float64 is exact
         return {
             **sparse_arrays(WT.T.tocsc().astype(np.float32), "W"),

@@ -139,7 +139,7 @@ def check_pairing(
         raise BadInputError(f"dataset {dataset} has no samples (n_samples=0): nothing to evaluate")
     pair = f"predictions {predictions} and dataset {dataset}"
     if made is not None:
-        source = made.get("source") if isinstance(made.get("source"), dict) else {}
+        source: dict = made["source"] if isinstance(made.get("source"), dict) else {}
         token = source.get("dataset_token")
         if token is not None and token != manifest_token(spark, dataset):
             raise BadInputError(

@@ -25,6 +25,7 @@ Decrement (Figure 3's y axis): 100 * (P@k of the Oracle - P@k of the method) / P
 from __future__ import annotations
 
 import dataclasses
+import functools
 import io
 import logging
 import re
@@ -163,6 +164,10 @@ def _split_stage(
     select``). Returns (kept dataset, held-out dataset)."""
     from eagle_spark.ml import Dataset
 
+    def split(path: str, held: bool) -> dict:
+        part = Dataset.load(pipe.spark, train_data)
+        return part.split_part(path, validation, seed, by, held, overwrite=True).manifest
+
     out = {}
     for name, held in zip(names, (False, True)):
         path = pipe.path("data", name)
@@ -172,11 +177,7 @@ def _split_stage(
                 path,
                 [train_data],
                 {"validation": validation, "seed": seed, "by": by},
-                lambda path=path, held=held: (
-                    Dataset.load(pipe.spark, train_data)
-                    .split_part(path, validation, seed, by, held, overwrite=True)
-                    .manifest
-                ),
+                functools.partial(split, path, held),
                 "n_samples",
             )
         )

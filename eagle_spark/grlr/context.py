@@ -15,7 +15,7 @@ batch's work arrays on top.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional
 
 import numpy as np
 import pyarrow as pa
@@ -25,6 +25,7 @@ import scipy.sparse as sp
 from eagle_spark import schemas as S
 from eagle_spark.executor_state import shared_state, sparse_arrays, sparse_from
 from eagle_spark.io.parts import filesystem_for, folder_version, read_x
+from eagle_spark.rows import first_row
 from eagle_spark.sparse import l2_normalize_rows
 
 if TYPE_CHECKING:
@@ -198,14 +199,14 @@ def x_size(X: DataFrame) -> tuple[int, int]:
     """(nonzeros, rows) of X, by one Spark aggregation."""
     from pyspark.sql import functions as F
 
-    stats = X.agg(F.sum(F.size(S.FEAT_IDX)), F.count(F.lit(1))).first()
+    stats = first_row(X.agg(F.sum(F.size(S.FEAT_IDX)), F.count(F.lit(1))), "x_size")
     return int(stats[0] or 0), int(stats[1])
 
 
 def choose_x_access(
     spark: SparkSession,
     X: DataFrame,
-    Y1: DataFrame,
+    Y1: Optional[DataFrame],
     mode: str,
     budget: str | None,
     stage: str,
@@ -242,7 +243,7 @@ def choose_x_access(
     if budget:
         budget_mib, origin = memory_mib(budget, f"{stage}.cache_budget"), f"{stage}.cache_budget"
     elif spark.conf.get("spark.executor.pyspark.memory", None):
-        cap = spark.conf.get("spark.executor.pyspark.memory")
+        cap = str(spark.conf.get("spark.executor.pyspark.memory"))
         budget_mib, origin = (
             memory_mib(cap, "spark.executor.pyspark.memory") / 2,
             f"half of the worker cap {cap}",

@@ -60,6 +60,7 @@ from eagle_spark.io.fs import FileSystem, atomic_output, check_separate
 from eagle_spark.io.parts import PartWriter, PartWriters
 from eagle_spark.io.tables import new_manifest, read_table, require_tables, write_manifest
 from eagle_spark.progress import step
+from eagle_spark.rows import first_row
 from eagle_spark.settings import EmbedSettings
 from eagle_spark.tasks import tasks_for_work
 
@@ -90,7 +91,9 @@ def label_work(Y1: DataFrame, Y2: DataFrame) -> tuple[DataFrame, dict[str, int]]
         )
         .cache()
     )
-    total = work.agg(F.sum(_ROWS), F.count(F.lit(1)), F.sum(S.N_GROUPS), F.min("_orphan")).first()
+    total = first_row(
+        work.agg(F.sum(_ROWS), F.count(F.lit(1)), F.sum(S.N_GROUPS), F.min("_orphan")), "label_work"
+    )
     if total[3] is not None:
         work.unpersist()
         raise BadInputError(f"Y2 has group_id {total[3]} without members in Y1")
@@ -493,12 +496,16 @@ def _embed_heavy(
     )
     if members is not None:
         partitions = min(
-            sum(n_chunks.values()), int(spark.conf.get("spark.sql.shuffle.partitions"))
+            sum(n_chunks.values()), int(spark.conf.get("spark.sql.shuffle.partitions") or 200)
         )
         chunked = chunked.join(members, S.GROUP_ID).repartition(partitions, S.LABEL_ID, _CHUNK)
     chunked = chunked.cache()
     T = params.iterations
-    stats = {"sum_max": np.zeros(T + 1), "changed": np.zeros(T + 1, dtype=np.int64), "entries": 0}
+    stats: dict[str, Any] = {
+        "sum_max": np.zeros(T + 1),
+        "changed": np.zeros(T + 1, dtype=np.int64),
+        "entries": 0,
+    }
     n_groups = {int(r[S.LABEL_ID]): int(r[S.N_GROUPS]) for r in heavy}
 
     rounds = iter(range(T + 3))
@@ -556,7 +563,7 @@ def _embed_heavy(
     for k in sorted(e):
         check_finite(
             e[k],
-            lambda _, k=k: (
+            lambda _: (
                 f"embed: label {k}: the embedding is not finite (NaN or "
                 f"infinite) after {T} GRLR iterations with embed.lr={params.lr}"
             ),
@@ -654,10 +661,10 @@ def embed(
                     _embed_task_joined(tmp, n_features, params), from_arrow_schema(_SUMMARY)
                 )
             )
-        rows = sorted(summaries.collect(), key=lambda r: r[_BIN])  # one summation order
-        sum_max = np.sum([r["sum_max"] for r in rows], axis=0) if rows else np.zeros(T + 1)
-        changed = np.sum([r["changed"] for r in rows], axis=0) if rows else np.zeros(T + 1)
-        entries = sum(r["entries"] for r in rows)
+        done = sorted(summaries.collect(), key=lambda r: r[_BIN])  # one summation order
+        sum_max = np.sum([r["sum_max"] for r in done], axis=0) if done else np.zeros(T + 1)
+        changed = np.sum([r["changed"] for r in done], axis=0) if done else np.zeros(T + 1)
+        entries = sum(r["entries"] for r in done)
         if heavy:
             log.info(
                 "embed: %d heavy labels split into chunks (split_rows=%d)", len(heavy), split_rows

@@ -319,7 +319,11 @@ def select_top(scores: np.ndarray, ptr: np.ndarray, take: np.ndarray) -> np.ndar
         Candidate indices, pair by pair, best first.
     """
     n_pairs = len(ptr) - 1
-    seg_max, is_max, first = segment_first_max(scores, ptr) if n_pairs else (None, None, ptr[:0])
+    seg_max, is_max, first = (
+        segment_first_max(scores, ptr)
+        if n_pairs
+        else (scores[:0], np.zeros(0, dtype=bool), ptr[:0])
+    )
     if (take == 1).all():
         return first
     snapped = np.where(is_max, np.repeat(seg_max, np.diff(ptr)), scores)

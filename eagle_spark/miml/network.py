@@ -58,6 +58,8 @@ class DeepMIML(nn.Module):
         ValueError: label_emb not (n_labels, n_features), a size < 1, or mask_mix outside (0, 1].
     """
 
+    label_emb: "torch.Tensor"  # a buffer (register_buffer), typed for the checker
+
     def __init__(
         self,
         n_features: int,

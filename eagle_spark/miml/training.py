@@ -209,6 +209,9 @@ def train_distributed(
             num_processes,
             local_mode,
         )
-        return TorchDistributor(
+        result = TorchDistributor(
             num_processes=num_processes, local_mode=local_mode, use_gpu=False
         ).run(_distributed_main, path, asdict(config), val is not None)
+        if result is None:
+            raise RuntimeError("miml: TorchDistributor returned nothing from the training process")
+        return result

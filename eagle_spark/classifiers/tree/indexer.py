@@ -229,6 +229,8 @@ def _split_stage(
         row_work = np.diff(reps.indptr).astype(np.float64) + 1.0
         work = None
         if max_work is not None:
+            if label_freq is None:
+                raise ValueError("the indexer's heavy-leaf check (max_leaf_work) needs label_freq")
             work = LeafWork(
                 max_work,
                 label_freq,

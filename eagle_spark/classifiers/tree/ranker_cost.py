@@ -87,7 +87,8 @@ def sample_leaves(
             if tree.is_leaf_cluster(v):
                 leaves.append((t, v, float(label_freq[under[v]].sum())))
     order = np.random.default_rng([seed, 1]).permutation(len(leaves))
-    out, total = [], 0.0
+    out: list[tuple[int, int, float]] = []
+    total = 0.0
     for i in order:
         if total >= SAMPLE_POSITIVES and len(out) >= MIN_LEAVES:
             break

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import posixpath
-from typing import Iterator
+from typing import Iterator, cast
 
 import numpy as np
 import pyarrow as pa
@@ -59,7 +59,7 @@ def load_model(model_path: str, meta: dict) -> list[tuple[Tree, sp.csc_matrix, n
                 extra="bias",
                 dtype=np.float32,
             )  # as stored; products upcast
-            yield f"bias{t}", bias
+            yield f"bias{t}", cast(np.ndarray, bias)  # asked for with extra=
             W = feature_major(WT)
             del WT, tt, parent, bias
             yield from sparse_arrays(W, f"W{t}").items()
@@ -105,7 +105,7 @@ def ensemble_search(
     found = [beam_candidates(tree, W, bias, X, beam, loss) for tree, W, bias in models]
     rows = np.concatenate([r for r, _, _ in found])
     labels = np.concatenate([lab for _, lab, _ in found])
-    probs = np.concatenate([p for _, _, p in found]) / len(models)
+    probs: np.ndarray = np.concatenate([p for _, _, p in found]) / len(models)
     if len(models) > 1 and len(rows):  # a label reached by several trees: sum its shares
         width = int(labels.max()) + 1
         keys, inverse = np.unique(rows * width + labels, return_inverse=True)
@@ -197,7 +197,8 @@ def beam_candidates(
         found.append((rows + lo, labels, probs))
     if not found:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0)
-    return tuple(np.concatenate(parts) for parts in zip(*found))
+    rows, labels, probs = (np.concatenate(parts) for parts in zip(*found))
+    return rows, labels, probs
 
 
 def _search_block(

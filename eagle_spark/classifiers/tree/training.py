@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import os
 import posixpath
-from typing import Iterator, Optional
+from typing import Any, Iterator, Optional
 
 import numpy as np
 import pyarrow as pa
@@ -380,7 +380,8 @@ def _train_tree_into(
         )
     if pifa_tmp is not None:
         FileSystem(spark).delete(pifa_tmp)
-    given, chosen = params, {"ranker_C": params.C}
+    given = params
+    chosen: dict[str, Any] = {"ranker_C": params.C}
     if params.ranker_C_choice == "held_out":
         from eagle_spark.classifiers.tree.ranker_cost import choose_ranker_cost, with_ranker_cost
 
