@@ -9,6 +9,7 @@ import pathlib
 import subprocess
 import sys
 import textwrap
+
 import tomllib
 
 from tests.conftest import ROOT

@@ -1,6 +1,7 @@
 """Settings: YAML files, overrides, validation, and documented defaults equal to the code's."""
 
 import dataclasses
+import math
 import os
 import re
 import subprocess
@@ -521,3 +522,40 @@ def test_a_candidate_is_checked_against_the_settings_it_sets_naming_the_users_ke
     assert done.returncode == 2, done.stderr
     assert "'hard+r99' sets assign.refine_rounds" in done.stderr.strip().splitlines()[-1]
     assert "SparkSession" not in done.stderr and not out.exists()
+
+
+def test_the_settings_sections_share_one_declaration():
+    """x_access, cache_budget, tasks and min_task_work have one shape wherever they appear: the
+    same default, values and checks (a cache budget is checked as a Spark size by the declaration
+    itself, in every section that has one)."""
+    from eagle_spark.settings import (
+        X_ACCESS,
+        AssignSettings,
+        EmbedSettings,
+        LinearSettings,
+        OVASettings,
+        TreeSettings,
+        declarations,
+    )
+
+    sections = (EmbedSettings, AssignSettings, TreeSettings, OVASettings)
+    for cls in sections:
+        by_name = {d.name: d for d in declarations(cls)}
+        assert (by_name["x_access"].default, by_name["x_access"].choices) == ("auto", X_ACCESS)
+        assert by_name["cache_budget"].default is None and by_name["cache_budget"].size
+        assert (by_name["tasks"].default, by_name["tasks"].bounds) == (
+            16,
+            (1.0, True, math.inf, False),
+        )
+        key = cls.__name__.removesuffix("Settings").lower()
+        with pytest.raises(
+            SettingsError,
+            match=re.escape(
+                f"{key}.cache_budget must be a size such as 512m or 2g (or null), got 'lots'"
+            ),
+        ):
+            cls(cache_budget="lots")
+        assert cls(cache_budget="512m").cache_budget == "512m"
+    for cls in (EmbedSettings, LinearSettings):
+        work = {d.name: d for d in declarations(cls)}["min_task_work"]
+        assert (work.param, work.bounds) == ("minTaskWork", (0.0, True, math.inf, False))
