@@ -38,7 +38,10 @@ from eagle_spark.ml.frames import attach, refuse_taken, source_for, work_folder
 from eagle_spark.settings import OVASettings, PredictSettings, TreeSettings
 
 if TYPE_CHECKING:
+    from eagle_spark.ml.accessors import OVAParamsAccessors, TreeParamsAccessors
     from eagle_spark.ml.grlr import GRLRModel
+else:  # the generated accessors' declarations exist for type checkers only
+    OVAParamsAccessors = TreeParamsAccessors = object
 
 
 class _XMCParams(HasFeaturesCol, HasPredictionCol, HasLabelWeightsCol, SettingsParams):
@@ -153,7 +156,7 @@ class _XMCModelBase(FolderModel):
         return int(self.metadata["n_labels"])
 
 
-class _TreeParams(_XMCParams):
+class _TreeParams(_XMCParams, TreeParamsAccessors):
     _mirrors = (TreeSettings, (PredictSettings, ("top_k", "beam_size", "tasks")))
 
     labelRepr = declared_param(
@@ -253,7 +256,7 @@ class LabelTreeModel(Model, _TreeParams, _XMCModelBase, Persistent):
         return self._predict_frame(dataset, "LabelTreeModel.transform")
 
 
-class _OVAParams(_XMCParams):
+class _OVAParams(_XMCParams, OVAParamsAccessors):
     _mirrors = (OVASettings, (PredictSettings, ("top_k", "batch_rows", "tasks")))
 
 

@@ -7,7 +7,7 @@ on Spark through :func:`eagle_spark.grlr.embedding.embed`; ``GRLRModel.transform
 
 from __future__ import annotations
 
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from pyspark.ml import Estimator, Model
 from pyspark.ml.linalg import SparseVector, VectorUDT
@@ -34,8 +34,13 @@ from eagle_spark.ml.dataset import Dataset
 from eagle_spark.ml.frames import attach, refuse_taken, source_for, work_folder
 from eagle_spark.settings import AssignSettings, EmbedSettings
 
+if TYPE_CHECKING:
+    from eagle_spark.ml.accessors import GRLRParamsAccessors
+else:  # the generated accessors' declarations exist for type checkers only
+    GRLRParamsAccessors = object
 
-class _GRLRParams(HasFeaturesCol, HasLabelWeightsCol, SettingsParams):
+
+class _GRLRParams(HasFeaturesCol, HasLabelWeightsCol, SettingsParams, GRLRParamsAccessors):
     _mirrors = (EmbedSettings, AssignSettings)
 
     groupCol = declared_param(

@@ -76,6 +76,9 @@ from eagle_spark.settings import MIML_METHODS, MimlSettings
 
 if TYPE_CHECKING:  # PyTorch-free names only: eagle_spark.miml.training imports torch lazily
     from eagle_spark.miml.training import NetConfig
+    from eagle_spark.ml.accessors import DeepMIMLParamsAccessors
+else:  # the generated accessors' declarations exist for type checkers only
+    DeepMIMLParamsAccessors = object
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +91,7 @@ KIND = "miml-model"
 """The ``kind`` of a model folder's manifest."""
 
 
-class _DeepMIMLParams(HasFeaturesCol, HasPredictionCol, SettingsParams):
+class _DeepMIMLParams(HasFeaturesCol, HasPredictionCol, SettingsParams, DeepMIMLParamsAccessors):
     _mirrors = (
         (
             MimlSettings,

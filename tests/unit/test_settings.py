@@ -559,3 +559,32 @@ def test_the_settings_sections_share_one_declaration():
     for cls in (EmbedSettings, LinearSettings):
         work = {d.name: d for d in declarations(cls)}["min_task_work"]
         assert (work.param, work.bounds) == ("minTaskWork", (0.0, True, math.inf, False))
+
+
+def test_the_accessors_stub_is_generated_and_type_checkers_see_it(tmp_path):
+    """eagle_spark/ml/accessors.pyi is what the declarations generate (regenerate it with
+    `python -m eagle_spark.ml.reference --accessors > eagle_spark/ml/accessors.pyi`), and mypy,
+    reading it, types a generated getter from its setting and refuses a wrong setter argument."""
+    from mypy import api
+
+    from eagle_spark.ml.reference import accessors_source
+
+    stub = (ROOT / "eagle_spark" / "ml" / "accessors.pyi").read_text(encoding="utf-8")
+    assert stub == accessors_source(), (
+        "eagle_spark/ml/accessors.pyi is stale: "
+        "python -m eagle_spark.ml.reference --accessors > eagle_spark/ml/accessors.pyi"
+    )
+    use = tmp_path / "use.py"
+    use.write_text(
+        "from eagle_spark.ml import GRLR, LabelTreeClassifier\n"
+        "reveal_type(LabelTreeClassifier().setNumTrees(2).getNumTrees())\n"
+        "reveal_type(GRLR().getCacheBudget())\n"
+        'LabelTreeClassifier().setNumTrees("two")\n'
+    )
+    out, _, status = api.run(
+        [str(use), "--follow-imports=silent", "--ignore-missing-imports", "--no-incremental"]
+    )
+    assert status == 1, out
+    assert 'use.py:2: note: Revealed type is "int"' in out
+    assert 'use.py:3: note: Revealed type is "str | None"' in out
+    assert 'Argument 1 to "setNumTrees" of "TreeParamsAccessors" has incompatible type "str"' in out
