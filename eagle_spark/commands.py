@@ -557,7 +557,7 @@ def run_experiment(
     }
 
 
-run_experiment.needs_spark = _experiment_needs_spark  # type: ignore[attr-defined]
+run_experiment.needs_spark = _experiment_needs_spark
 
 
 def _miml_args(p: argparse.ArgumentParser) -> None:
@@ -671,4 +671,4 @@ def run_verify(
     return {"output": None, "verified": folders}
 
 
-run_verify.needs_spark = lambda args: False  # type: ignore[attr-defined]
+run_verify.needs_spark = lambda args: False

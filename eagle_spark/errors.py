@@ -129,7 +129,8 @@ def spark_condition(exc: BaseException) -> tuple[str, dict[str, str]] | None:
         if callable(getter):
             condition = getter()
             if condition:
-                return str(condition), dict(current.getMessageParameters() or {})  # type: ignore[attr-defined]
+                parameters = getattr(current, "getMessageParameters", None)
+                return str(condition), dict((parameters() if callable(parameters) else None) or {})
         for java in _java_chain(current):
             try:
                 condition = java.getCondition()

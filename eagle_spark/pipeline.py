@@ -668,11 +668,11 @@ def _run_methods(
         futures = {m: pool.submit(run, m) for m in methods}
     for method in methods:  # the report lists each method's stages together
         pipe.rows.extend(rows.get(method, []))
-    failed = [(m, f.exception()) for m, f in futures.items() if f.exception() is not None]
+    failed = [(m, err) for m, f in futures.items() if (err := f.exception()) is not None]
     for method, err in failed[1:]:
         log.error("method %s failed too: %s: %s", method, type(err).__name__, err)
     if failed:
-        raise failed[0][1]  # type: ignore[misc]
+        raise failed[0][1]
     return {m: f.result() for m, f in futures.items()}
 
 

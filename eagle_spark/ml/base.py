@@ -224,7 +224,7 @@ class SettingsParams(Params):
         values = {field: self.getOrDefault(name) for name, field in mapping.items()}
         values = {k: (list(v) if isinstance(v, tuple) else v) for k, v in values.items()}
         try:
-            return cls.from_dict(values | fixed)  # type: ignore[return-value]
+            return cls.from_dict(values | fixed)
         except SettingsError as err:
             message = str(err)
             for name, field in mapping.items():
@@ -268,7 +268,7 @@ def takes_settings(section: type) -> Callable[[F], F]:
             for p in inspect.signature(function).parameters.values()
             if p.kind is not p.VAR_KEYWORD
         ]
-        function.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        function.__signature__ = inspect.Signature(  # type: ignore[attr-defined]  # inspect reads it
             own
             + [
                 inspect.Parameter(d.param, inspect.Parameter.KEYWORD_ONLY, default=d.default)
@@ -291,7 +291,7 @@ def sign_constructors() -> None:
     while _CONSTRUCTORS:
         cls = _CONSTRUCTORS.pop()
         instance = cls()
-        cls.__init__.__signature__ = inspect.Signature(  # type: ignore[misc]
+        cls.__init__.__signature__ = inspect.Signature(  # type: ignore[misc]  # inspect reads it
             [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
             + [
                 inspect.Parameter(
@@ -340,11 +340,17 @@ class ParamsWriter(MLWriter):
 class FolderModelWriter(ParamsWriter):
     """Writes a model: ``metadata/`` plus the model's folder copied to ``data/``."""
 
+    def __init__(self, instance: Params) -> None:
+        super().__init__(instance)
+        if not isinstance(instance, FolderModel):
+            raise TypeError(f"{type(instance).__name__} is not a model with a data folder")
+        self.model = instance
+
     def _inputs(self) -> list[str]:
-        return [self.instance.dataPath]  # type: ignore[attr-defined]
+        return [self.model.dataPath]
 
     def _save_data(self, spark: SparkSession, tmp: str) -> None:
-        FileSystem(spark).copy(self.instance.dataPath, posixpath.join(tmp, "data"))  # type: ignore[attr-defined]
+        FileSystem(spark).copy(self.model.dataPath, posixpath.join(tmp, "data"))
 
 
 class ParamsReader(MLReader, Generic[M]):
@@ -387,7 +393,9 @@ class Persistent(MLWritable, MLReadable):
 
     def write(self) -> MLWriter:
         """An atomic writer of this instance (``.overwrite()`` to replace an existing folder)."""
-        return FolderModelWriter(self) if isinstance(self, FolderModel) else ParamsWriter(self)  # type: ignore[arg-type]
+        if not isinstance(self, Params):
+            raise TypeError(f"{type(self).__name__} is not pyspark.ml Params")
+        return FolderModelWriter(self) if isinstance(self, FolderModel) else ParamsWriter(self)
 
     @classmethod
     def read(cls) -> MLReader:
@@ -432,8 +440,8 @@ def fitted(estimator: Params, model: M, path: str, run: Callable[[str], object])
         run: writes the stage's output folder given its path.
     """
     run(path)
-    model._attach_data(path)  # type: ignore[attr-defined]
-    return estimator._copyValues(model)  # type: ignore[arg-type,return-value,type-var]
+    model._attach_data(path)  # type: ignore[attr-defined]  # M: a FolderModel (the docstring)
+    return estimator._copyValues(model)  # type: ignore[type-var]  # M: Params too
 
 
 __all__ = [

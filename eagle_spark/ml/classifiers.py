@@ -92,7 +92,7 @@ class _XMCParams(HasFeaturesCol, HasPredictionCol, HasLabelWeightsCol, SettingsP
             self.getOrDefault(self.numLabels),
         )
         spark = dataset.sparkSession
-        return self.fitDataset(Dataset.load(spark, src.path), work_folder(spark, kind))  # type: ignore[attr-defined]
+        return self.fitDataset(Dataset.load(spark, src.path), work_folder(spark, kind))  # type: ignore[attr-defined]  # each estimator subclass defines it
 
 
 class _XMCModelBase(FolderModel):

@@ -280,7 +280,7 @@ class DeepMIML(Estimator, _DeepMIMLParams, Persistent):
         write_model(spark, path, state, config, bags, history, miml.method)
         model = DeepMIMLModel()
         model._attach_data(path)
-        return self._copyValues(model)  # type: ignore[return-value]
+        return self._copyValues(model)
 
 
 def collect_bags(
@@ -500,7 +500,7 @@ class DeepMIMLModel(Model, _DeepMIMLParams, FolderModel, Persistent):
         d, concepts = int(manifest["n_features"]), int(manifest["net"]["concepts"])
         weights = {k: v for k, v in state.items() if k.startswith("base.")}
 
-        @F.pandas_udf(T.ArrayType(T.FloatType()))  # type: ignore[call-overload]
+        @F.pandas_udf(T.ArrayType(T.FloatType()))  # type: ignore[call-overload]  # stub: Series -> Series with a DataType return is missing
         def logits(vectors: pd.Series) -> pd.Series:
             x = (
                 np.stack([np.asarray(v, dtype=np.float32) for v in vectors])

@@ -37,7 +37,7 @@ import mlflow
 import mlflow.pyfunc
 from mlflow.pyfunc.model import PythonModel, PythonModelContext
 from pyspark.ml import PipelineModel, Transformer
-from pyspark.ml.util import DefaultParamsReader
+from pyspark.ml.util import DefaultParamsReader, MLWritable
 from pyspark.sql import DataFrame, SparkSession
 
 from eagle_spark import schemas as S
@@ -45,6 +45,8 @@ from eagle_spark.errors import BadInputError
 
 if TYPE_CHECKING:
     from mlflow.models.model import ModelInfo
+
+    from eagle_spark.ml.base import Persistent
 
 #: name of the artifact that holds the saved stage, and of our entry in the MLmodel metadata
 ARTIFACT = "stage"
@@ -54,7 +56,7 @@ _ROW = "_eagle_spark_row"
 _PIPELINE = f"{PipelineModel.__module__}.{PipelineModel.__name__}"
 
 
-def _model_classes() -> dict[str, type]:
+def _model_classes() -> dict[str, type[Persistent]]:
     """The fitted stages this flavour logs and loads, by the class name their metadata records."""
     from eagle_spark.ml import (
         DeepMIMLModel,
@@ -63,7 +65,7 @@ def _model_classes() -> dict[str, type]:
         OneVsRestXMCModel,
     )
 
-    classes: list[type] = [GRLRModel, LabelTreeModel, OneVsRestXMCModel, DeepMIMLModel]
+    classes: list[type[Persistent]] = [GRLRModel, LabelTreeModel, OneVsRestXMCModel, DeepMIMLModel]
     return {f"{c.__module__}.{c.__name__}": c for c in classes}
 
 
@@ -111,7 +113,7 @@ def load_stage(path: str) -> Transformer:
         raise BadInputError(
             f"{path} holds a {name}, which the eagle_spark MLflow flavour does not load"
         )
-    return cls.load(path)  # type: ignore[attr-defined,no-any-return]
+    return cls.load(path)
 
 
 def _features_col(stage: Transformer) -> str:
@@ -151,7 +153,7 @@ def _spark_ready(frame: Any, features: str) -> Any:
     return out
 
 
-class EagleSparkPyfunc(PythonModel):  # type: ignore[misc]
+class EagleSparkPyfunc(PythonModel):
     """The ``mlflow.pyfunc`` face of a logged stage (what :func:`log_model` writes).
 
     ``load_context`` loads the stage from the ``stage`` artifact with the active session;
@@ -172,7 +174,7 @@ class EagleSparkPyfunc(PythonModel):  # type: ignore[misc]
         self._stage = load_stage(context.artifacts[ARTIFACT])
 
     # model_input unannotated: MLflow reads predict's type hints as an input schema to enforce
-    def predict(self, context, model_input, params=None):  # type: ignore[no-untyped-def]
+    def predict(self, context, model_input, params=None):
         """Score `model_input` (Spark or pandas DataFrame) with the stage's ``transform``.
 
         Raises:
@@ -227,12 +229,14 @@ def log_model(
     from eagle_spark.ml.frames import work_folder
 
     cls = _check_stage(model)
+    if not isinstance(model, MLWritable):  # every stage _check_stage takes is
+        raise TypeError(f"{cls} cannot be saved (not MLWritable)")
     spark = SparkSession.active()
     with tempfile.TemporaryDirectory(prefix="eagle_spark-mlflow-") as local:
         # saved where the session writes (its work folder: the server under Connect may not see
         # this process's temporary folder), then brought to a local folder for MLflow to log
         saved = work_folder(spark, "mlflow")
-        model.write().save(saved)  # type: ignore[attr-defined]
+        model.write().save(saved)
         fs = FileSystem(spark)
         staged = posixpath.join(local, ARTIFACT)
         try:

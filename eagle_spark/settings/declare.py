@@ -13,7 +13,7 @@ import re
 import textwrap
 import typing
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Optional, Sequence, TypeVar
+from typing import Any, Callable, Mapping, Optional, Self, Sequence, TypeVar
 
 from eagle_spark.errors import SettingsError
 
@@ -21,11 +21,14 @@ from eagle_spark.errors import SettingsError
 class Section:
     """Mixin for frozen settings dataclasses: typed ``from_dict``/``to_dict`` and validation."""
 
+    # what @dataclass gives every section (declared for type checkers; Section itself is not one)
+    __dataclass_fields__: typing.ClassVar[dict[str, dataclasses.Field[Any]]]
+
     def __post_init__(self) -> None:
         check_declared(self)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any] | None, where: str = "") -> "Section":
+    def from_dict(cls, data: Mapping[str, Any] | None, where: str = "") -> Self:
         """Build from a mapping, rejecting unknown keys and values of the wrong type.
 
         Args:
@@ -38,7 +41,7 @@ class Section:
         """
         data = dict(data or {})
         hints = typing.get_type_hints(cls)
-        names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - names)
         if unknown:
             raise SettingsError(
@@ -49,7 +52,7 @@ class Section:
         for name, value in data.items():
             values[name] = _coerce(hints[name], value, f"{where}{name}")
         try:
-            return cls(**values)  # type: ignore[call-arg]
+            return cls(**values)
         except (TypeError, ValueError) as err:
             if isinstance(err, SettingsError):
                 raise
@@ -58,7 +61,7 @@ class Section:
     def to_dict(self) -> dict[str, Any]:
         """Plain nested dict of every field (YAML/JSON serialisable)."""
         out: dict[str, Any] = {}
-        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+        for f in dataclasses.fields(self):
             value = getattr(self, f.name)
             out[f.name] = value.to_dict() if isinstance(value, Section) else _plain(value)
         return out
