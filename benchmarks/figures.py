@@ -264,7 +264,11 @@ def design() -> list[str]:
             "main_job_steps",
         )
     )
-    for scale in ("0.1", "0.2", "0.3"):  # the realistic preset's compares (0.2, 0.3 without the Oracle)
+    for scale in (
+        "0.1",
+        "0.2",
+        "0.3",
+    ):  # the realistic preset's compares (0.2, 0.3 without the Oracle)
         name = f"main_job_synth_wiki325k_{scale}"
         if (REPORTS / f"{name}.json").exists():
             rows.append(_synth_compare(name, scale))

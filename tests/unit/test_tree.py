@@ -313,6 +313,18 @@ def test_heavy_limit_auto_shares_the_available_memory_among_the_slots(spark):
     assert task_slots(spark) == spark.sparkContext.defaultParallelism  # local mode
 
 
+def test_task_slots_on_a_cluster_without_task_cpus_set(spark, monkeypatch):
+    """A cluster session where spark.task.cpus and spark.executor.cores are unset (a standalone
+    cluster's default): one CPU per task, an executor's CPUs bounded by defaultParallelism."""
+    import eagle_spark.classifiers.tree.units as units
+
+    monkeypatch.setattr(units, "is_local", lambda _: False)
+    assert spark.conf.get("spark.executor.cores", None) is None
+    parallel = spark.sparkContext.defaultParallelism
+    assert units.task_slots(spark, cpus=1) == 1
+    assert units.task_slots(spark, cpus=64) == parallel
+
+
 @pytest.mark.parametrize("n_features", [10, 100])  # dense-mask and sort branches
 def test_compact_columns_and_rows_with(n_features):
     import scipy.sparse as sp

@@ -230,7 +230,7 @@ def task_slots(spark: SparkSession, cpus: Optional[int] = None) -> int:
     parallel = default_parallelism(spark)
     if is_local(spark):
         return parallel
-    task_cpus = max(1, int(spark.conf.get("spark.task.cpus") or 1))
+    task_cpus = max(1, int(spark.conf.get("spark.task.cpus", "1") or 1))
     cores = spark.conf.get("spark.executor.cores", None)
     if cores:
         return max(1, int(cores) // task_cpus)
