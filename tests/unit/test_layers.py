@@ -85,3 +85,10 @@ def test_the_design_layer_picture_is_the_contract():
     assert block.splitlines() == layers, (
         "docs/design.md's layer picture differs from pyproject.toml's [tool.importlinter] layers"
     )
+    import pkgutil
+
+    import eagle_spark
+
+    named = {name.strip() for row in layers for name in row.split("|")}
+    modules = {m.name for m in pkgutil.iter_modules(eagle_spark.__path__)}
+    assert modules <= named, f"modules in no layer of the contract: {sorted(modules - named)}"
