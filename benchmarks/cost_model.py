@@ -16,12 +16,18 @@ stage and in total (the relative error). Stages run side by side in the main job
 the sum of the stages' seconds against the sum of the measured ones.
 
 ``--speedup LOCAL1 LOCAL2``: two runs of one scale with ``spark.master=local[1]`` and the default
-(the machine's cores, ``machine.cpus`` of the report). Per stage the speed-up S = t1 / t2 gives
-the parallel share p by Amdahl's law (t(c) = t1 ((1 - p) + p / c), so p = (1 - 1 / S) / (1 - 1 /
-cpus), clipped to [0, 1]); a stage's time on c cores at the predicted scale is then its
-single-core time ``t1 = S x t`` times ((1 - p) + p / c). This ignores what a cluster adds (network
-shuffle, executors' start-up, skew) and what it removes (memory per executor): a lower bound of
-the wall time, stated as such in the report.
+(the machine's cores, ``machine.cpus`` of the report). Per stage, from the stages' wall seconds
+(``median s``), the speed-up S = w1 / w2 gives the parallel share p by Amdahl's law (w(c) = w1
+((1 - p) + p / c), so p = (1 - 1 / S) / (1 - 1 / cpus), clipped to [0, 1]), and the local[1]
+run gives the stage's wall seconds per task second on one core (r = w1 / task s: the driver's
+own work on top of the tasks'). A stage's time on c cores at the predicted scale is then w1 x
+((1 - p) + p / c) with w1 = r x its predicted task seconds; the same with c = the machine's cores
+is this machine's wall prediction. The methods' stages run side by side in the main job, so a
+stage's wall seconds on the machine's cores include waiting for cores another method held: p is
+then low, and the prediction for many cores pessimistic on that score. The whole command's
+speed-up (``whole command`` rows) is reported beside it. This ignores what a cluster adds (network
+shuffle, executors' start-up, skew) and what it removes (memory per executor): stated in the
+report as a bound of that model, not a measurement.
 
 The report ``benchmarks/reports/<--report>.json`` holds the fitted (a, b) per stage, the check's
 rows and the predictions; ``benchmarks/figures.py`` puts its table in ``docs/design.md``.
@@ -42,6 +48,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from _common import REPORTS, write_report  # noqa: E402
 
 SCALE = re.compile(r"synth:[a-z0-9-]+:([0-9.]+)")
+LOCAL = re.compile(r"spark\.master=local\[(\d+)\]")
 
 
 MEASURE = "task s"
@@ -65,16 +72,17 @@ def load(name: str, measure: str = MEASURE) -> dict:
         sys.exit(f"{name}: not a run on a synthetic preset (data {report.get('data')!r})")
     if report.get("complete") is False:
         sys.exit(f"{name}: a stopped run cannot be fitted")
-    stages = {
-        r["stage"]: r[measure]
-        for r in report["rows"]
-        if r["stage"] != "whole command" and r.get("status") == "ran" and r.get(measure)
-    }
+    ran = [r for r in report["rows"] if r["stage"] != "whole command" and r.get("status") == "ran"]
+    whole = next(r for r in report["rows"] if r["stage"] == "whole command")
+    master = LOCAL.search(report.get("command", ""))
     return {
         "name": name,
         "scale": float(found.group(1)),
-        "stages": stages,
+        "stages": {r["stage"]: r[measure] for r in ran if r.get(measure)},
+        "task": {r["stage"]: r[MEASURE] for r in ran if r.get(MEASURE)},
+        "whole s": whole["median s"],
         "cpus": report["machine"]["cpus"],
+        "cpus_used": int(master.group(1)) if master else report["machine"]["cpus"],
     }
 
 
@@ -97,16 +105,24 @@ def predict(model: dict[str, dict], scale: float) -> dict[str, float]:
     return {s: m["a"] * scale ** m["b"] for s, m in model.items()}
 
 
-def parallel_share(one: dict, many: dict) -> dict[str, float]:
-    """Per stage the parallel share p of Amdahl's law from a local[1] run and a run on the
-    machine's cores (the same scale)."""
+def parallel_share(one: dict, many: dict) -> dict[str, dict[str, float]]:
+    """Per stage the parallel share ``p`` of Amdahl's law and the one-core wall seconds per task
+    second ``r``, from a local[1] run and a run on the machine's cores of one scale (both loaded
+    with ``measure="median s"`` and their task seconds under ``"task"``)."""
     if one["scale"] != many["scale"]:
         sys.exit("--speedup: the two runs must be of one scale")
+    if one["cpus_used"] != 1:
+        sys.exit(f"--speedup: {one['name']} did not run on local[1]")
     cpus = many["cpus"]
     out = {}
     for stage in set(one["stages"]) & set(many["stages"]):
         speedup = one["stages"][stage] / many["stages"][stage]
-        out[stage] = min(1.0, max(0.0, (1 - 1 / speedup) / (1 - 1 / cpus)))
+        task = one["task"].get(stage)
+        out[stage] = {
+            "S": speedup,
+            "p": min(1.0, max(0.0, (1 - 1 / speedup) / (1 - 1 / cpus))),
+            "r": one["stages"][stage] / task if task else 1.0,
+        }
     return out
 
 
@@ -157,39 +173,51 @@ def main() -> None:
         }
     share = None
     if args.speedup:
-        one, many = load(args.speedup[0], args.measure), load(args.speedup[1], args.measure)
+        one, many = (load(n, "median s") for n in args.speedup)
         share = parallel_share(one, many)
-        extra["parallel_share"] = {s: round(p, 3) for s, p in share.items()}
+        extra["speedup"] = {
+            "runs": list(args.speedup),
+            "scale": one["scale"],
+            "whole command s": {
+                "local[1]": one["whole s"],
+                f"local[{many['cpus']}]": many["whole s"],
+            },
+            "whole command speed-up": round(one["whole s"] / many["whole s"], 3),
+            "per stage": {
+                s: {k: round(v, 3) for k, v in f.items()}
+                for s, f in sorted(share.items(), key=lambda kv: list(many["stages"]).index(kv[0]))
+            },
+        }
     predictions = {}
     for scale in args.predict:
         here = predict(model, scale)
         entry: dict = {
-            "this machine s": {s: round(v, 1) for s, v in here.items()},
-            "this machine total s": round(sum(here.values()), 1),
+            f"this machine {args.measure}": {s: round(v, 1) for s, v in here.items()},
+            f"this machine total {args.measure}": round(sum(here.values()), 1),
         }
         if share is not None:
-            cpus = runs[0]["cpus"]
-            for cores in args.cores:
+            for cores in [runs[0]["cpus"], *args.cores]:
                 on = {}
-                for stage, seconds in here.items():
-                    p = share.get(stage)
-                    if p is None:
+                for stage, work in here.items():
+                    if stage not in share:
                         continue
-                    t1 = seconds * ((1 - p) + p / cpus) ** -1  # this machine's time on one core
-                    on[stage] = round(t1 * ((1 - p) + p / cores), 1)
-                entry[f"{cores} cores s (lower bound)"] = on
-                entry[f"{cores} cores total s (lower bound)"] = round(sum(on.values()), 1)
+                    f = share[stage]
+                    wall1 = f["r"] * work if args.measure == MEASURE else work * f["S"]
+                    on[stage] = round(wall1 * ((1 - f["p"]) + f["p"] / cores), 1)
+                entry[f"{cores} cores wall s"] = on
+                entry[f"{cores} cores wall sum s"] = round(sum(on.values()), 1)
         predictions[f"{scale:g}"] = entry
     extra["predictions"] = predictions
     if not rows:  # no check: the fitted model as the table
         rows = [{"stage": s, "a (s at scale 1)": m["a"], "b": m["b"]} for s, m in model.items()]
     write_report(args.report, rows, extra)
     for scale, entry in predictions.items():
-        print(f"scale {scale}: this machine {entry['this machine total s']:.0f} s", end="")
-        for cores in args.cores:
-            key = f"{cores} cores total s (lower bound)"
-            if key in entry:
-                print(f"; {cores} cores >= {entry[key]:.0f} s", end="")
+        print(
+            f"scale {scale}: {entry[f'this machine total {args.measure}']:.0f} {args.measure}",
+            end="",
+        )
+        for cores in [runs[0]["cpus"], *args.cores] if share else []:
+            print(f"; {cores} cores {entry[f'{cores} cores wall sum s']:.0f} s", end="")
         print()
 
 

@@ -1,7 +1,8 @@
-"""The figures README.md and docs/design.md quote, each read from its benchmark's report.
+"""The figures README.md, docs/design.md and docs/experiments.md quote, each read from its
+benchmark's report.
 
     python benchmarks/figures.py           # print the generated blocks
-    python benchmarks/figures.py --write   # rewrite them in README.md and docs/design.md
+    python benchmarks/figures.py --write   # rewrite them in README.md and docs/*.md
 
 A block sits between ``<!-- figures:<name> -->`` and ``<!-- /figures:<name> -->`` in its document
 and is generated whole from ``benchmarks/reports/*.json``; nothing in it is typed by hand, and
@@ -676,32 +677,41 @@ def cost() -> list[str]:
 
 def cost_model() -> list[str]:
     """docs/design.md's cost model table (``benchmarks/cost_model.py``'s report): per stage the
-    fitted exponent, the check against a measured run and the predictions."""
+    fitted exponent, the check against a measured run, the local[1] -> local[N] speed-up and the
+    predictions at scale 1.0 (the model's work on this machine, and wall seconds on 1, N, 32 and
+    128 cores from the speed-up)."""
     r = report("cost_model")
+    measure = r.get("measure", "task s")
     scales = ", ".join(f"{v:g} (`{name}.json`)" for name, v in r["fitted"].items())
-    check = r.get("check")
-    full = r["predictions"].get("1")
-    cores = [k.split()[0] for k in (full or {}) if k.endswith("cores total s (lower bound)")]
+    check, speedup = r.get("check"), r.get("speedup")
+    full = r["predictions"].get("1") or {}
+    cores = [k.split()[0] for k in full if k.endswith(" cores wall sum s")]
     head = "| stage | seconds ~ scale^b: b |"
-    rule = "|---|---|"
     if check:
         head += f" predicted / measured at {check['scale']:g} (s) | error |"
-        rule += "---|---|"
+    if speedup:
+        head += f" speed-up local[1] -> local[{r['machine_cpus']}] at {speedup['scale']:g} | p |"
     if full:
-        head += " scale 1.0, this machine (s) |" + "".join(
-            f" scale 1.0, {c} cores (s, lower bound) |" for c in cores
+        head += f" scale 1.0, {measure} |" + "".join(
+            f" scale 1.0, {c} cores, wall s |" for c in cores
         )
-        rule += "---|" * (1 + len(cores))
     lines = [
         f"Fitted on the main job's runs at scales {scales} (`cost_model.json`; "
-        f"{r['machine_cpus']} cores); the seconds are the stages' {r.get('measure', 'task s')} "
-        "(Spark task core-seconds: the stages run side by side, so wall seconds include waiting "
-        "for cores).",
-        "",
-        head,
-        rule,
+        f"{r['machine_cpus']} cores); the fitted seconds are the stages' {measure} (Spark task "
+        "core-seconds: the stages run side by side, so wall seconds include waiting for cores).",
     ]
+    if speedup:
+        one, many = speedup["runs"]
+        lines[0] += (
+            f" The speed-up is the stage's wall seconds in `{one}.json` (local[1]) over "
+            f"`{many}.json`; the whole command's was {speedup['whole command speed-up']:.2f}x. A "
+            "stage's wall seconds on c cores are its one-core seconds (its work times the local[1] "
+            "run's wall per task second) x ((1 - p) + p / c), Amdahl's law with the measured "
+            "parallel share p: what the model says, ignoring a cluster's shuffle and start-up."
+        )
+    lines += ["", head, "|" + "---|" * (head.count("|") - 1)]
     by_stage = {row["stage"]: row for row in r["rows"]}
+    per_stage = (speedup or {}).get("per stage", {})
     for stage, fitted in r["model"].items():
         cells = [stage, f"{fitted['b']:.2f}"]
         if check:
@@ -714,17 +724,27 @@ def cost_model() -> list[str]:
                 else f"{predicted:,.0f} / {measured:,.0f}"
             )
             cells.append("-" if error is None else f"{100 * error:+.0f}%")
+        if speedup:
+            f = per_stage.get(stage)
+            cells += ["-", "-"] if f is None else [f"{f['S']:.2f}x", f"{f['p']:.2f}"]
         if full:
-            cells.append(f"{full['this machine s'][stage]:,.0f}")
+            cells.append(f"{full[f'this machine {measure}'][stage]:,.0f}")
             for c in cores:
-                cells.append(f"{full[f'{c} cores s (lower bound)'].get(stage, float('nan')):,.0f}")
+                v = full[f"{c} cores wall s"].get(stage)
+                cells.append("-" if v is None else f"{v:,.0f}")
         lines.append("| " + " | ".join(cells) + " |")
+    total = ["total (stages summed)", ""]
     if check:
-        lines.append(
-            f"| total (stages summed) | | {check['total predicted s']:,.0f} / "
-            f"{check['total measured s']:,.0f} | {100 * check['total error']:+.0f}% |"
-            + (" |" * (1 + len(cores)) if full else "")
-        )
+        total += [
+            f"{check['total predicted s']:,.0f} / {check['total measured s']:,.0f}",
+            f"{100 * check['total error']:+.0f}%",
+        ]
+    if speedup:
+        total += [f"{speedup['whole command speed-up']:.2f}x (whole command)", ""]
+    if full:
+        total.append(f"{full[f'this machine total {measure}']:,.0f}")
+        total += [f"{full[f'{c} cores wall sum s']:,.0f}" for c in cores]
+    lines.append("| " + " | ".join(total) + " |")
     return lines
 
 
@@ -906,6 +926,32 @@ def posterior() -> list[str]:
     return recovered(name) + [""] + recovered_cells(name)
 
 
+def _benchmark(name: str) -> Any:
+    """The module ``benchmarks/<name>.py`` (for its ``markdown`` renderer of its report)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        f"bench_{name}", ROOT / "benchmarks" / f"{name}.py"
+    )
+    if spec is None or spec.loader is None:
+        raise ImportError(f"benchmarks/{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def table2_default() -> list[str]:
+    """docs/experiments.md's Table 2 of the default on four data sets (``table2_targets``), as
+    ``benchmarks/table2.py --markdown`` prints it."""
+    return _benchmark("table2").markdown(report("table2_targets")).splitlines()
+
+
+def realism() -> list[str]:
+    """docs/experiments.md's twins against their real sets (``synth_realism``), as
+    ``benchmarks/synth_realism.py --markdown`` prints it."""
+    return _benchmark("synth_realism").markdown(report("synth_realism")).rstrip().splitlines()
+
+
 BLOCKS: dict[str, tuple[pathlib.Path, Callable[[], list[str]]]] = {
     "measured": (ROOT / "README.md", readme),
     "current": (ROOT / "docs" / "design.md", design),
@@ -916,6 +962,8 @@ BLOCKS: dict[str, tuple[pathlib.Path, Callable[[], list[str]]]] = {
     "shares_unpruned": (ROOT / "docs" / "experiments.md", shares_unpruned),
     "cross": (ROOT / "docs" / "experiments.md", cross),
     "posterior": (ROOT / "docs" / "experiments.md", posterior),
+    "table2_default": (ROOT / "docs" / "experiments.md", table2_default),
+    "realism": (ROOT / "docs" / "experiments.md", realism),
 }
 
 

@@ -1,5 +1,6 @@
 """benchmarks/cost_model: the per-stage power law and Amdahl's parallel share, on hand-worked runs."""
 
+import json
 import pathlib
 import sys
 
@@ -9,8 +10,15 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "benchmarks
 import cost_model  # noqa: E402
 
 
-def _run(scale, cpus=2, **stages):
-    return {"name": f"r{scale}", "scale": scale, "stages": stages, "cpus": cpus}
+def _run(scale, cpus=2, cpus_used=None, task=None, **stages):
+    return {
+        "name": f"r{scale}",
+        "scale": scale,
+        "stages": stages,
+        "task": task or {},
+        "cpus": cpus,
+        "cpus_used": cpus if cpus_used is None else cpus_used,
+    }
 
 
 def test_the_power_law_through_two_runs_and_its_prediction():
@@ -40,8 +48,50 @@ def test_one_scale_is_not_a_fit():
 
 
 def test_amdahl_share_from_local1_and_two_cores():
-    # 100 s on one core, 60 s on two: t2 = t1 ((1 - p) + p / 2) -> p = 0.8
-    share = cost_model.parallel_share(_run(0.05, cpus=2, s=100.0), _run(0.05, cpus=2, s=60.0))
-    assert share["s"] == pytest.approx(0.8)
+    # 100 s on one core (80 task s: 1.25 wall s per task s), 60 s on two: t2 = t1 ((1 - p) + p /
+    # 2) -> p = 0.8
+    one = _run(0.05, cpus_used=1, task={"s": 80.0}, s=100.0)
+    share = cost_model.parallel_share(one, _run(0.05, cpus=2, s=60.0))
+    assert share["s"] == pytest.approx({"S": 100 / 60, "p": 0.8, "r": 1.25})
     # slower on two cores than on one: no parallel share
-    assert cost_model.parallel_share(_run(0.05, s=50.0), _run(0.05, s=60.0))["s"] == 0.0
+    slow = cost_model.parallel_share(_run(0.05, cpus_used=1, s=50.0), _run(0.05, s=60.0))
+    assert slow["s"]["p"] == 0.0
+
+
+def test_the_speedup_needs_a_local1_run_of_the_same_scale():
+    with pytest.raises(SystemExit):
+        cost_model.parallel_share(_run(0.05, s=100.0), _run(0.05, s=60.0))  # not local[1]
+    with pytest.raises(SystemExit):
+        cost_model.parallel_share(_run(0.05, cpus_used=1, s=100.0), _run(0.1, s=60.0))
+
+
+def test_wall_on_c_cores_from_the_share(tmp_path, monkeypatch):
+    # one stage of b = 1: 10 task s at 0.05, 20 at 0.1 -> 200 task s at 1.0; local[1] at 0.05:
+    # 12.5 s wall for 10 task s (r = 1.25), local[2]: 7.5 s (p = 0.8); at 1.0 on one core 250 s,
+    # on c cores 250 (0.2 + 0.8 / c): 150 on 2, 56.25 on 32
+    def report(name, scale, stage_s, task_s, master=None):
+        command = "eagle-spark pipeline" + (
+            f" --set spark.master=local[{master}]" if master else ""
+        )
+        rows = [
+            {"stage": "whole command", "median s": stage_s + 1, "task s": task_s},
+            {"stage": "train", "status": "ran", "median s": stage_s, "task s": task_s},
+        ]
+        body = {"data": f"synth:wiki325k:{scale}", "command": command, "rows": rows}
+        (tmp_path / f"{name}.json").write_text(json.dumps({**body, "machine": {"cpus": 2}}))
+
+    report("a", 0.05, 7.5, 10.0)
+    report("b", 0.1, 15.0, 20.0)
+    report("one", 0.05, 12.5, 10.0, master=1)
+    monkeypatch.setattr(cost_model, "REPORTS", tmp_path)
+    written = {}
+    monkeypatch.setattr(cost_model, "write_report", lambda n, rows, extra: written.update(extra))
+    monkeypatch.setattr(
+        sys, "argv", ["cost_model", "--fit", "a", "b", "--speedup", "one", "a", "--cores", "32"]
+    )
+    cost_model.main()
+    full = written["predictions"]["1"]
+    assert full["this machine task s"]["train"] == pytest.approx(200.0)
+    assert full["2 cores wall s"]["train"] == pytest.approx(150.0)
+    assert full["32 cores wall s"]["train"] == pytest.approx(56.2, abs=0.1)
+    assert written["speedup"]["whole command speed-up"] == pytest.approx(13.5 / 8.5, abs=1e-3)
