@@ -940,6 +940,81 @@ def _benchmark(name: str) -> Any:
     return module
 
 
+def variants() -> list[str]:
+    """docs/experiments.md's first assignment variants (``assignment_variants.py``): per report
+    and variant the mean over its cells of the variant minus the Baseline, top-c (the default's
+    hard assignment) in bold."""
+    lines = ["| data | variant | P@1 | P@3 | P@5 |", "|---|---|---|---|---|"]
+    for name, data in (
+        ("assignment_variants", "bibtex + delicious"),
+        ("assignment_variants_synth", "synthetic eurlex4k, scale 0.5"),
+        (
+            "assignment_variants_synth_realistic",
+            "synthetic eurlex4k, scale 0.5, calibrated difficulty 0.4",
+        ),
+    ):
+        label = data
+        for row in report(name)["summary"]:
+            v = row["variant"] + (" (Algorithm 2 as printed)" if row["variant"] == "argmax" else "")
+            cells = [f"{row[f'mean P@{k} - Baseline']:+.2f}".replace("-", "−") for k in (1, 3, 5)]
+            if name == "assignment_variants" and row["variant"] == "top-c":
+                v, cells = f"**{v} (default)**", [f"**{c}**" for c in cells]
+            lines.append(f"| {label} | {v} | " + " | ".join(cells) + " |")
+            label = ""
+    return lines
+
+
+def variant_cells(
+    name: str, columns: tuple[tuple[str, str], ...], precision: bool = False
+) -> list[str]:
+    """Per cell (data set, grouping) of ``assignment_variants.py``'s report `name` the P@1 / P@3 /
+    P@5 of each (row variant, column title) of `columns`, with the assignment's precision in
+    brackets when `precision` (the final round's, as the report has it)."""
+    rows = report(name)["rows"]
+    lines = [
+        "| data | grouping | " + " | ".join(t for _, t in columns) + " |",
+        "|---|---|" + "---|" * len(columns),
+    ]
+    shown = None
+    for d, g in dict.fromkeys((x["dataset"], x["grouping"]) for x in rows):
+        by = {x["variant"]: x for x in rows if x["dataset"] == d and x["grouping"] == g}
+        cells = []
+        for v, _ in columns:
+            text = _pk(by[v])
+            if precision and by[v].get("assignment precision") is not None:
+                text += f" ({by[v]['assignment precision']:.1f})"
+            cells.append(text)
+        lines.append(f"| {'' if d == shown else d} | {g} | " + " | ".join(cells) + " |")
+        shown = d
+    return lines
+
+
+def soft_cells() -> list[str]:
+    """docs/experiments.md's soft weighting per cell (``assignment_variants_soft``)."""
+    return variant_cells(
+        "assignment_variants_soft",
+        (
+            ("Baseline", "Baseline"),
+            ("EAGLE top-c", "hard top-c"),
+            ("EAGLE soft T=0.3", "soft T=0.3"),
+            ("EAGLE soft T=1", "soft T=1"),
+        ),
+    )
+
+
+def refine_cells() -> list[str]:
+    """docs/experiments.md's refinement per cell (``assignment_variants_refine``)."""
+    return variant_cells(
+        "assignment_variants_refine",
+        (
+            ("EAGLE top-c", "hard top-c"),
+            ("EAGLE top-c+r1", "hard + 1 round"),
+            ("EAGLE soft T=0.3+r1", "soft T=0.3 + 1 round"),
+        ),
+        precision=True,
+    )
+
+
 def table2_default() -> list[str]:
     """docs/experiments.md's Table 2 of the default on four data sets (``table2_targets``), as
     ``benchmarks/table2.py --markdown`` prints it."""
@@ -963,6 +1038,9 @@ BLOCKS: dict[str, tuple[pathlib.Path, Callable[[], list[str]]]] = {
     "cross": (ROOT / "docs" / "experiments.md", cross),
     "posterior": (ROOT / "docs" / "experiments.md", posterior),
     "table2_default": (ROOT / "docs" / "experiments.md", table2_default),
+    "variants": (ROOT / "docs" / "experiments.md", variants),
+    "soft_cells": (ROOT / "docs" / "experiments.md", soft_cells),
+    "refine_cells": (ROOT / "docs" / "experiments.md", refine_cells),
     "realism": (ROOT / "docs" / "experiments.md", realism),
 }
 
