@@ -9,6 +9,12 @@ as ``--set embed.iterations=5``).
 Every ``from_dict`` rejects unknown keys and wrong types with :class:`SettingsError` naming the key.
 """
 
+from eagle_spark.settings.data import (
+    AggregateSettings,
+    IngestSettings,
+    SparkSettings,
+    SynthSettings,
+)
 from eagle_spark.settings.declare import (
     Declared,
     Section,
@@ -28,34 +34,34 @@ from eagle_spark.settings.declare import (
     setting,
     shown,
 )
-from eagle_spark.settings.reference import reference
-from eagle_spark.settings.sections import (
-    GROUP_CRITERIA,
-    MIML_METHODS,
-    MIN_JVM_MIB,
-    MIN_PYTHON_WORKER_MIB,
-    PIPELINE_METHODS,
+from eagle_spark.settings.learning import (
     PREDICT_MIN_TASK_ROWS,
-    X_ACCESS,
-    AggregateSettings,
     AssignSettings,
     EmbedSettings,
     EvaluateSettings,
-    ExperimentSettings,
-    IngestSettings,
     LinearSettings,
-    MimlSettings,
     OVASettings,
-    PipelineSettings,
     PredictSettings,
-    Settings,
-    SparkSettings,
-    SynthSettings,
     TrainSettings,
     TreeSettings,
     candidate_changes,
     candidate_iterations,
     check_candidate,
+)
+from eagle_spark.settings.reference import reference
+from eagle_spark.settings.sections import (
+    MIML_METHODS,
+    ExperimentSettings,
+    MimlSettings,
+    PipelineSettings,
+    Settings,
+)
+from eagle_spark.settings.shared import (
+    GROUP_CRITERIA,
+    MIN_JVM_MIB,
+    MIN_PYTHON_WORKER_MIB,
+    PIPELINE_METHODS,
+    X_ACCESS,
 )
 
 __all__ = [
