@@ -124,7 +124,7 @@ def stopped_run(work: pathlib.Path, jobs: dict) -> tuple[list[dict], dict]:
     another stage), then each stage that had Spark jobs in `jobs` (:func:`jobs_by_description`)
     but no record, ``stopped`` with no seconds; and the comparison (as ``comparison.json``'s) of
     what is known per method: its assignment's precision once assigned, P@k once evaluated."""
-    from eagle_spark.pipeline import percent_row
+    from eagle_spark.comparison import percent_row
 
     records = sorted(
         (json.loads(p.read_text()) for p in (work / "_stages").glob("*.json")),

@@ -148,7 +148,7 @@ def chosen(folder: pathlib.Path) -> str | None:
 def result_rows(dataset: str, result: dict[str, Any], out: str) -> list[dict[str, Any]]:
     """The report rows of one ``experiment table2`` result written under `out`: per grouping the
     Oracle's row, then a row per method (EAGLE's with the candidate ``auto`` chose)."""
-    from eagle_spark.pipeline import METHOD_NAMES
+    from eagle_spark.comparison import METHOD_NAMES
 
     rows = []
     for g_name, methods in result["groupings"].items():

@@ -449,7 +449,8 @@ def _pipeline_args(p: argparse.ArgumentParser) -> None:
 def run_pipeline_command(
     spark: SparkSession, args: argparse.Namespace, settings: Settings
 ) -> dict[str, Any]:
-    from eagle_spark.pipeline import comparison_markdown, run_pipeline
+    from eagle_spark.comparison import comparison_markdown
+    from eagle_spark.pipeline import run_pipeline
 
     result = run_pipeline(spark, settings, force=args.force)
     if result["comparison"]["until"] == "evaluate" and not logging.getLogger(

@@ -9,7 +9,7 @@ import os
 import posixpath
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from eagle_spark.pipeline import METHOD_NAMES, METHODS
+from eagle_spark.comparison import METHOD_NAMES, METHODS
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -33,19 +33,17 @@ from typing import Any, Optional, Sequence
 
 from pyspark.sql import SparkSession
 
+from eagle_spark.comparison import METHOD_NAMES, METHODS, percent_row
 from eagle_spark.errors import BadInputError, strict_json
 from eagle_spark.experiments.report import refresh, table2_markdown
 from eagle_spark.io.fs import FileSystem, atomic_output
 from eagle_spark.pipeline import (
-    METHOD_NAMES,
-    METHODS,
     Pipeline,
     Stage,
     check_inputs,
     classify,
     ingest_inputs,
     open_run,
-    percent_row,
     run_pipeline,
 )
 from eagle_spark.settings import Settings
