@@ -2,7 +2,8 @@
 
     python benchmarks/cost_model.py --fit main_job_synth_wiki325k_0.1 main_job_synth_wiki325k_0.2 \
         [--check main_job_synth_wiki325k_0.3] \
-        [--speedup main_job_synth_wiki325k_0.05_local1 main_job_synth_wiki325k_0.05] \
+        [--speedup main_job_synth_wiki325k_0.05_one_at_a_time_local1 \
+                   main_job_synth_wiki325k_0.05_one_at_a_time] \
         [--predict 1.0] [--cores 32 128] [--report cost_model]
 
 Each ``--fit`` report is one ``benchmarks/main_job.py --data synth:PRESET:SCALE`` run. On the
@@ -16,15 +17,19 @@ stage and in total (the relative error). Stages run side by side in the main job
 the sum of the stages' seconds against the sum of the measured ones.
 
 ``--speedup LOCAL1 LOCAL2``: two runs of one scale with ``spark.master=local[1]`` and the default
-(the machine's cores, ``machine.cpus`` of the report). Per stage, from the stages' wall seconds
+(the machine's cores, ``machine.cpus`` of the report), both one method at a time
+(``pipeline.methods_at_once=1``, checked), so that a stage's wall seconds are its own and not
+also its wait for cores another method's stage holds. Per stage, from the stages' wall seconds
 (``median s``), the speed-up S = w1 / w2 gives the parallel share p by Amdahl's law (w(c) = w1
 ((1 - p) + p / c), so p = (1 - 1 / S) / (1 - 1 / cpus), clipped to [0, 1]), and the local[1]
 run gives the stage's wall seconds per task second on one core (r = w1 / task s: the driver's
 own work on top of the tasks'). A stage's time on c cores at the predicted scale is then w1 x
 ((1 - p) + p / c) with w1 = r x its predicted task seconds; the same with c = the machine's cores
-is this machine's wall prediction. The methods' stages run side by side in the main job, so a
-stage's wall seconds on the machine's cores include waiting for cores another method held: p is
-then low, and the prediction for many cores pessimistic on that score. The whole command's
+is this machine's wall prediction. The whole command on c
+cores lies between the shared stages plus the longest method's chain (the methods side by side,
+each as if it had the c cores) and the stages summed (one method at a time)
+(:func:`whole_bounds`); with ``--check``, the measured whole command of the machine's cores is
+set beside that interval. The whole command's
 speed-up (``whole command`` rows) is reported beside it. This ignores what a cluster adds (network
 shuffle, executors' start-up, skew) and what it removes (memory per executor): stated in the
 report as a bound of that model, not a measurement.
@@ -49,6 +54,7 @@ from _common import REPORTS, write_report  # noqa: E402
 
 SCALE = re.compile(r"synth:[a-z0-9-]+:([0-9.]+)")
 LOCAL = re.compile(r"spark\.master=local\[(\d+)\]")
+ONE_AT_A_TIME = "pipeline.methods_at_once=1"
 
 
 MEASURE = "task s"
@@ -83,6 +89,7 @@ def load(name: str, measure: str = MEASURE) -> dict:
         "whole s": whole["median s"],
         "cpus": report["machine"]["cpus"],
         "cpus_used": int(master.group(1)) if master else report["machine"]["cpus"],
+        "one_at_a_time": ONE_AT_A_TIME in report.get("command", ""),
     }
 
 
@@ -113,6 +120,12 @@ def parallel_share(one: dict, many: dict) -> dict[str, dict[str, float]]:
         sys.exit("--speedup: the two runs must be of one scale")
     if one["cpus_used"] != 1:
         sys.exit(f"--speedup: {one['name']} did not run on local[1]")
+    for run in (one, many):
+        if not run.get("one_at_a_time"):
+            sys.exit(
+                f"--speedup: {run['name']} ran its methods side by side: a stage's wall seconds "
+                f"then include waiting for another method's; run both with --set {ONE_AT_A_TIME}"
+            )
     cpus = many["cpus"]
     out = {}
     for stage in set(one["stages"]) & set(many["stages"]):
@@ -124,6 +137,41 @@ def parallel_share(one: dict, many: dict) -> dict[str, dict[str, float]]:
             "r": one["stages"][stage] / task if task else 1.0,
         }
     return out
+
+
+def on_cores(
+    work: dict[str, float], share: dict[str, dict[str, float]], cores: int, measure: str = MEASURE
+) -> dict[str, float]:
+    """Per stage of `work` (predicted seconds of `measure`) that has a measured speed-up
+    (:func:`parallel_share`), its wall seconds on `cores` cores: its one-core wall seconds (r x
+    task seconds, or wall seconds on the machine's cores x S) x ((1 - p) + p / cores)."""
+    on = {}
+    for stage, seconds in work.items():
+        if stage not in share:
+            continue
+        f = share[stage]
+        wall1 = f["r"] * seconds if measure == MEASURE else seconds * f["S"]
+        on[stage] = round(wall1 * ((1 - f["p"]) + f["p"] / cores), 1)
+    return on
+
+
+def method_of(stage: str) -> str:
+    """The method a stage belongs to (``train_eagle0`` -> ``eagle0``), "" for a stage the methods
+    share (``aggregate``, ``ingest``)."""
+    return stage.rsplit("_", 1)[1] if "_" in stage else ""
+
+
+def whole_bounds(wall: dict[str, float]) -> tuple[float, float]:
+    """Bounds on the whole command's wall seconds from its stages' predicted wall seconds on c
+    cores (`wall`, each stage with all c cores). The main job runs the shared stages, then each
+    method's stages in order, the methods side by side: at least the shared stages plus the
+    longest method's chain (every method with all c cores at once: more than the machine has), at
+    most every stage one after the other (one method at a time, ``pipeline.methods_at_once=1``)."""
+    chains: dict[str, float] = {}
+    for stage, seconds in wall.items():
+        chains[method_of(stage)] = chains.get(method_of(stage), 0.0) + seconds
+    shared = chains.pop("", 0.0)
+    return shared + max(chains.values(), default=0.0), sum(wall.values())
 
 
 def main() -> None:
@@ -188,6 +236,15 @@ def main() -> None:
                 for s, f in sorted(share.items(), key=lambda kv: list(many["stages"]).index(kv[0]))
             },
         }
+    if share is not None and args.check:
+        cpus = runs[0]["cpus"]
+        on = on_cores(predict(model, check["scale"]), share, cpus, args.measure)
+        low, high = whole_bounds(on)
+        extra["check"]["whole command s"] = {
+            "cores": cpus,
+            "predicted interval": [round(low, 1), round(high, 1)],
+            "measured": check["whole s"],
+        }
     predictions = {}
     for scale in args.predict:
         here = predict(model, scale)
@@ -197,15 +254,11 @@ def main() -> None:
         }
         if share is not None:
             for cores in [runs[0]["cpus"], *args.cores]:
-                on = {}
-                for stage, work in here.items():
-                    if stage not in share:
-                        continue
-                    f = share[stage]
-                    wall1 = f["r"] * work if args.measure == MEASURE else work * f["S"]
-                    on[stage] = round(wall1 * ((1 - f["p"]) + f["p"] / cores), 1)
+                on = on_cores(here, share, cores, args.measure)
                 entry[f"{cores} cores wall s"] = on
                 entry[f"{cores} cores wall sum s"] = round(sum(on.values()), 1)
+                low, high = whole_bounds(on)
+                entry[f"{cores} cores whole command s"] = [round(low, 1), round(high, 1)]
         predictions[f"{scale:g}"] = entry
     extra["predictions"] = predictions
     if not rows:  # no check: the fitted model as the table

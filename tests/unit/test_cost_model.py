@@ -10,7 +10,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "benchmarks
 import cost_model  # noqa: E402
 
 
-def _run(scale, cpus=2, cpus_used=None, task=None, **stages):
+def _run(scale, cpus=2, cpus_used=None, task=None, one_at_a_time=True, **stages):
     return {
         "name": f"r{scale}",
         "scale": scale,
@@ -18,6 +18,7 @@ def _run(scale, cpus=2, cpus_used=None, task=None, **stages):
         "task": task or {},
         "cpus": cpus,
         "cpus_used": cpus if cpus_used is None else cpus_used,
+        "one_at_a_time": one_at_a_time,
     }
 
 
@@ -63,6 +64,10 @@ def test_the_speedup_needs_a_local1_run_of_the_same_scale():
         cost_model.parallel_share(_run(0.05, s=100.0), _run(0.05, s=60.0))  # not local[1]
     with pytest.raises(SystemExit):
         cost_model.parallel_share(_run(0.05, cpus_used=1, s=100.0), _run(0.1, s=60.0))
+    with pytest.raises(SystemExit, match="side by side"):  # methods side by side: not a speed-up
+        cost_model.parallel_share(
+            _run(0.05, cpus_used=1, s=100.0), _run(0.05, one_at_a_time=False, s=60.0)
+        )
 
 
 def test_wall_on_c_cores_from_the_share(tmp_path, monkeypatch):
@@ -70,7 +75,7 @@ def test_wall_on_c_cores_from_the_share(tmp_path, monkeypatch):
     # 12.5 s wall for 10 task s (r = 1.25), local[2]: 7.5 s (p = 0.8); at 1.0 on one core 250 s,
     # on c cores 250 (0.2 + 0.8 / c): 150 on 2, 56.25 on 32
     def report(name, scale, stage_s, task_s, master=None):
-        command = "eagle-spark pipeline" + (
+        command = "eagle-spark pipeline --set pipeline.methods_at_once=1" + (
             f" --set spark.master=local[{master}]" if master else ""
         )
         rows = [
@@ -95,3 +100,23 @@ def test_wall_on_c_cores_from_the_share(tmp_path, monkeypatch):
     assert full["2 cores wall s"]["train"] == pytest.approx(150.0)
     assert full["32 cores wall s"]["train"] == pytest.approx(56.2, abs=0.1)
     assert written["speedup"]["whole command speed-up"] == pytest.approx(13.5 / 8.5, abs=1e-3)
+
+
+def test_the_whole_command_lies_between_the_longest_chain_and_the_stages_summed():
+    # shared aggregate 10 s; baseline 30 + 50 = 80 s; eagle 5 + 20 + 40 = 65 s: at least 10 + 80
+    # (the methods side by side), at most 10 + 80 + 65 = 155 (one after the other)
+    wall = {
+        "aggregate": 10.0,
+        "train_baseline": 30.0,
+        "predict_baseline": 50.0,
+        "embed_eagle": 5.0,
+        "assign_eagle": 20.0,
+        "train_eagle": 40.0,
+    }
+    assert cost_model.method_of("train_eagle0") == "eagle0"
+    assert cost_model.method_of("aggregate") == ""
+    assert cost_model.whole_bounds(wall) == (90.0, 155.0)
+    # per stage on c cores from the share: r x work x ((1 - p) + p / c)
+    share = {"train_eagle": {"S": 1.6, "p": 0.75, "r": 1.2}}
+    on = cost_model.on_cores({"train_eagle": 100.0, "no_share_stage": 5.0}, share, cores=4)
+    assert on == {"train_eagle": pytest.approx(120.0 * (0.25 + 0.75 / 4))}
