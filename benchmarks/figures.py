@@ -949,6 +949,13 @@ def posterior() -> list[str]:
     return recovered(name) + [""] + recovered_cells(name)
 
 
+def t0_delicious() -> list[str]:
+    """docs/experiments.md's ``auto`` against ``auto @t0`` on delicious's validation split
+    (``assignment_variants_t0_delicious``): the means, then per cell."""
+    name = "assignment_variants_t0_delicious"
+    return recovered(name) + [""] + recovered_cells(name)
+
+
 def _benchmark(name: str) -> Any:
     """The module ``benchmarks/<name>.py`` (for its ``markdown`` renderer of its report)."""
     import importlib.util
@@ -1056,6 +1063,7 @@ BLOCKS: dict[str, tuple[pathlib.Path, Callable[[], list[str]]]] = {
     "cost": (ROOT / "docs" / "experiments.md", cost),
     "frontier": (ROOT / "docs" / "experiments.md", frontier),
     "cost_model": (ROOT / "docs" / "design.md", cost_model),
+    "t0_delicious": (ROOT / "docs" / "experiments.md", t0_delicious),
     "shares_default": (ROOT / "docs" / "experiments.md", shares_default),
     "shares_unpruned": (ROOT / "docs" / "experiments.md", shares_unpruned),
     "cross": (ROOT / "docs" / "experiments.md", cross),
