@@ -25,12 +25,11 @@ also its wait for cores another method's stage holds. Per stage, from the stages
 run gives the stage's wall seconds per task second on one core (r = w1 / task s: the driver's
 own work on top of the tasks'). A stage's time on c cores at the predicted scale is then w1 x
 ((1 - p) + p / c) with w1 = r x its predicted task seconds; the same with c = the machine's cores
-is this machine's wall prediction. The whole command on c
-cores lies between the shared stages plus the longest method's chain (the methods side by side,
-each as if it had the c cores) and the stages summed (one method at a time)
-(:func:`whole_bounds`); with ``--check``, the measured whole command of the machine's cores is
-set beside that interval. The whole command's
-speed-up (``whole command`` rows) is reported beside it. This ignores what a cluster adds (network
+is this machine's wall prediction. The whole command on c cores lies between the shared stages
+plus the longest method's chain (the methods side by side, each as if it had the c cores) and the
+stages summed (one method at a time) (:func:`whole_bounds`); with ``--check``, the measured whole
+command on the machine's cores is set beside that interval. The whole command's speed-up
+(``whole command`` rows) is reported beside it. This ignores what a cluster adds (network
 shuffle, executors' start-up, skew) and what it removes (memory per executor): stated in the
 report as a bound of that model, not a measurement.
 
@@ -48,6 +47,8 @@ import re
 import sys
 
 import numpy as np
+
+from eagle_spark.comparison import METHODS
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from _common import REPORTS, write_report  # noqa: E402
@@ -156,9 +157,10 @@ def on_cores(
 
 
 def method_of(stage: str) -> str:
-    """The method a stage belongs to (``train_eagle0`` -> ``eagle0``), "" for a stage the methods
-    share (``aggregate``, ``ingest``)."""
-    return stage.rsplit("_", 1)[1] if "_" in stage else ""
+    """The method of the pipeline (:data:`eagle_spark.comparison.METHODS`) a stage belongs to
+    (``train_eagle0`` -> ``eagle0``, ``train_eagle_paper`` -> ``eagle_paper``), "" for a stage the
+    methods share (``aggregate``, ``ingest``)."""
+    return next((m for m in METHODS if stage.endswith("_" + m)), "")
 
 
 def whole_bounds(wall: dict[str, float]) -> tuple[float, float]:

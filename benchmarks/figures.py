@@ -745,7 +745,7 @@ def cost_model() -> list[str]:
         total.append(f"{full[f'this machine total {measure}']:,.0f}")
         total += [f"{full[f'{c} cores wall sum s']:,.0f}" for c in cores]
     lines.append("| " + " | ".join(total) + " |")
-    whole = [f"{c} cores" for c in cores if f"{c} cores whole command s" in full]
+    whole = [c for c in cores if f"{c} cores whole command s" in full]
     if whole:
         measured = (check or {}).get("whole command s")
         lines += [
@@ -753,7 +753,8 @@ def cost_model() -> list[str]:
             "The whole command at scale 1.0, between the shared stages plus the longest method's "
             "chain (the methods side by side) and the stages summed (one after the other): "
             + "; ".join(
-                "{} {:,.0f}-{:,.0f} s".format(c, *full[f"{c} whole command s"]) for c in whole
+                "{} cores {:,.0f}-{:,.0f} s".format(c, *full[f"{c} cores whole command s"])
+                for c in whole
             )
             + "."
             + (

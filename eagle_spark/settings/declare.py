@@ -2,7 +2,8 @@
 :func:`setting` fields (:func:`section` registers it), loaded from YAML-like dicts with every key
 and type checked (:class:`Section`), its choices and bounds checked on construction
 (:func:`check_declared`); everything else about a setting (Params, flags, the reference) is
-generated from its declaration. The sections themselves are in :mod:`eagle_spark.settings.data`, :mod:`~eagle_spark.settings.learning` and :mod:`~eagle_spark.settings.sections`.
+generated from its declaration. The sections themselves are in :mod:`eagle_spark.settings.data`,
+:mod:`~eagle_spark.settings.learning` and :mod:`~eagle_spark.settings.sections`.
 """
 
 from __future__ import annotations

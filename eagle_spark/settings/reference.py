@@ -31,8 +31,8 @@ def reference(mirrors: Mapping[tuple[str, str], Sequence[str]]) -> str:
     out = [
         "# Settings reference",
         "",
-        "Generated from the declarations in `eagle_spark/settings/` (`data.py`, `learning.py`, `sections.py`) "
-        "(`python -m eagle_spark.ml.reference > docs/settings.md`). A setting is set in a YAML file "
+        "Generated from the declarations in `eagle_spark/settings/` (`data.py`, `learning.py`, "
+        "`sections.py`) (`python -m eagle_spark.ml.reference > docs/settings.md`). A setting is set in a YAML file "
         "(`--conf`), by `--set section.key=value`, by a command's flag where it has one, or "
         "through the estimator Params that mirror it (the Params column).",
         "",

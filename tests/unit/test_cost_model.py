@@ -114,6 +114,7 @@ def test_the_whole_command_lies_between_the_longest_chain_and_the_stages_summed(
         "train_eagle": 40.0,
     }
     assert cost_model.method_of("train_eagle0") == "eagle0"
+    assert cost_model.method_of("train_eagle_paper") == "eagle_paper"
     assert cost_model.method_of("aggregate") == ""
     assert cost_model.whole_bounds(wall) == (90.0, 155.0)
     # per stage on c cores from the share: r x work x ((1 - p) + p / c)
