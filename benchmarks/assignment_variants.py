@@ -34,7 +34,7 @@ and EAGLE's assignments (T = 20) under four variants:
 * ``post T=t+r1 keep=2`` (and ``+r1x3``): posterior weights (``assign.posterior``: a member's
   probability of holding the label given that c members of its group do, the first round's odds
   exp(-d / t), the refinement round's from a logistic-loss scorer), pruned as the default;
-* ``auto``: the library's default, the assignment chosen on held-out groups (``ml/selection.py``).
+* ``auto``: the library's default, the assignment chosen on held-out groups (``assignment/selection.py``).
 
 EAGLE-0's row uses the first variant's assignment settings.
 

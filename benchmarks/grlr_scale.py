@@ -144,7 +144,7 @@ def prune_effect(spark, agg: str, exact: str, pruned: str, params) -> dict:
 
     from pyspark.sql import functions as F
 
-    from eagle_spark.assignment.assign import eagle_assignments
+    from eagle_spark.assignment.members import eagle_assignments
     from eagle_spark.io.tables import read_table
 
     n_features = int(json.loads((pathlib.Path(agg) / "_manifest.json").read_text())["n_features"])

@@ -40,9 +40,9 @@ def main() -> None:
     parser.add_argument("--work", default="/tmp/eagle_selection")
     args = parser.parse_args()
 
+    from eagle_spark.assignment.selection import CRITERION, selection_score
     from eagle_spark.evaluation.group import CRITERIA
     from eagle_spark.experiments.select import AGREEMENT_P5, CANDIDATES, select
-    from eagle_spark.ml.selection import CRITERION, selection_score
     from eagle_spark.session import build_spark
     from eagle_spark.settings import AssignSettings, Settings
 

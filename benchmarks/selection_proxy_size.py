@@ -9,7 +9,7 @@ data and GRLR embeddings of a main-job run folder (``pipeline --compare`` leaves
         --report selection_proxy_size_wiki325k_0.1
 
 N = 0 is no cap (every group not held out). Each choice is made as ``assign`` makes it
-(:func:`eagle_spark.ml.selection.choose_assignment` with the run's ``assign`` settings, its
+(:func:`eagle_spark.assignment.selection.choose_assignment` with the run's ``assign`` settings, its
 candidates and held-out share), from a fresh split: nothing is kept between caps. For each cap
 the report keeps the groups the proxy trained on, every candidate's group-level score, the choice,
 the margin of the winner over the runner-up, and the seconds of the whole choice. The test set is
@@ -41,25 +41,27 @@ def main() -> None:
     parser.add_argument("--work", default="/tmp/eagle_selection_proxy_size")
     args = parser.parse_args()
 
-    from eagle_spark import Dataset
-    from eagle_spark.ml.grlr import GRLRModel
-    from eagle_spark.ml.selection import choose_assignment, selection_score
+    from eagle_spark.assignment.selection import choose_assignment, selection_score
+    from eagle_spark.io.tables import read_manifest
     from eagle_spark.session import build_spark
-    from eagle_spark.settings import AssignSettings, Settings
+    from eagle_spark.settings import Settings
 
     settings = Settings.load(args.conf, args.set)
     spark = build_spark(settings.spark)
     run = pathlib.Path(args.run)
-    dataset = Dataset.load(spark, str(run / "data" / "aggregated"))
-    model = GRLRModel.fromSettings(settings.assign).atFolder(str(run / "embeddings" / args.method))
-    if model.settings(AssignSettings).weighting != "auto":
+    dataset = str(run / "data" / "aggregated")
+    embeddings = str(run / "embeddings" / args.method)
+    manifest = read_manifest(spark, dataset)
+    if settings.assign.weighting != "auto":
         raise SystemExit(f"{args.conf}: assign.weighting is not auto")
     rows = []
     for cap in args.caps:
         scratch = pathlib.Path(args.work) / f"cap-{cap}"
         shutil.rmtree(scratch, ignore_errors=True)
         start = time.perf_counter()
-        found = choose_assignment(model, dataset, str(scratch), cap or 10**12)
+        found = choose_assignment(
+            spark, dataset, settings.assign, embeddings, str(scratch), cap or 10**12
+        )
         seconds = time.perf_counter() - start
         rec = found.record
         scores = {c: selection_score(r) for c, r in rec["candidates"].items()}
@@ -82,11 +84,11 @@ def main() -> None:
         rows,
         {
             "run": str(run),
-            "dataset": dataset.manifest.get("source", {}),
-            "n_groups": dataset.n_groups,
+            "dataset": manifest.get("source", {}),
+            "n_groups": manifest.get("n_groups"),
             "method": args.method,
             "settings": list(args.set),
-            "candidates": list(model.settings(AssignSettings).candidates),
+            "candidates": list(settings.assign.candidates),
         },
     )
     spark.stop()

@@ -514,8 +514,8 @@ def run_experiment(
     if spark is None:  # every other kind runs Spark jobs; the command opens a session for them
         raise RuntimeError(f"experiment {args.kind}: no Spark session")
     if args.kind == "select":
+        from eagle_spark.assignment.selection import CRITERION
         from eagle_spark.experiments.select import select
-        from eagle_spark.ml.selection import CRITERION
 
         out = select(
             spark,

@@ -68,7 +68,7 @@ def within_budget(
     members tied with it); of the lighter pairs, the k = floor(budget x n_hard) - (pairs of weight
     1) heaviest are kept, those of weight above one threshold t (the (1 - k / n_light) quantile of
     the light pairs' weights, :data:`ACCURACY` says how exact); the others become plain
-    negatives, as a weight below :data:`eagle_spark.assignment.assign.MIN_WEIGHT` does. Pairs
+    negatives, as a weight below :data:`eagle_spark.assignment.members.MIN_WEIGHT` does. Pairs
     tied at t go together.
 
     Args:

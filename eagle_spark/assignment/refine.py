@@ -20,7 +20,7 @@ of P@1 / P@3 / P@5 against all negatives (docs/experiments.md). The bias b_k is 
 pair it shifts every member's score alike, and neither the top-c choice, the range-relative soft
 weights nor the posterior weights (``assign.posterior``, whose scorer trains with the logistic loss
 so that w_k . x_i is a log-odds, :func:`scorer_loss`) depend on it. The classifier's weights are written in the layout of label embeddings, so the
-assignment itself is the same code (:func:`eagle_spark.assignment.assign.eagle_assignments`) with
+assignment itself is the same code (:func:`eagle_spark.assignment.members.eagle_assignments`) with
 another scorer.
 
 With ``assign.refine_folds`` k the rounds are cross-fitted (:func:`cross_fitted_assignments`): the
@@ -45,6 +45,12 @@ from pyspark.sql import functions as F
 
 from eagle_spark import schemas as S
 from eagle_spark.assignment.budget import hard_positives, within_budget
+from eagle_spark.assignment.members import (
+    eagle_assignments,
+    quality_of,
+    write_filtered,
+    write_training_set,
+)
 from eagle_spark.io.tables import (
     new_manifest,
     read_manifest,
@@ -181,7 +187,7 @@ def refine(
         scratch: a folder for the rounds' datasets, classifiers and assignments (round r's in
             ``assign_<r>``, which :func:`round_records` reads; deleted by the caller).
         truth: the true (sample, label) pairs when Y is known
-            (:func:`eagle_spark.assignment.assign.true_pairs`): the rounds' precision and recall.
+            (:func:`eagle_spark.assignment.members.true_pairs`): the rounds' precision and recall.
         diagnostics: compute the rounds' figures (:func:`round_records`); false when nobody reads
             them now (the candidates of ``weighting=auto``: the winner's are computed from its
             scratch folder afterwards).
@@ -191,9 +197,8 @@ def refine(
         cross-fitted, ``stopped`` on the last when the tolerance ended the rounds, ``budget`` (what
         :func:`budgeted` pruned) under a soft budget, with `diagnostics` the figures
         of :func:`round_records`; with `diagnostics` and `truth` the last round's quality as
-        :func:`eagle_spark.assignment.assign.assignment_quality` gives it, else None).
+        :func:`eagle_spark.assignment.members.assignment_quality` gives it, else None).
     """
-    from eagle_spark.assignment.assign import eagle_assignments, write_training_set
 
     budgets: dict[int, Optional[dict[str, Any]]] = {}
     n_hard = (  # one count for every round
@@ -371,8 +376,6 @@ def cross_fitted_assignments(
     """
     from functools import reduce
 
-    from eagle_spark.assignment.assign import eagle_assignments, write_filtered
-
     Y1 = read_table(spark, dataset, S.Y1)
     Y2 = read_table(spark, dataset, S.Y2)
     k = int(first_row(folds.agg(F.max(FOLD)), "the folds")[0]) + 1
@@ -439,7 +442,7 @@ def round_records(
     (sample, label) once, and each figure is a sum over those groups.
 
     Args:
-        truth: the true (sample, label) pairs (:func:`eagle_spark.assignment.assign.true_pairs`,
+        truth: the true (sample, label) pairs (:func:`eagle_spark.assignment.members.true_pairs`,
             each pair once), or None.
         first: the first round read (its record has no change: the round before is not read);
             :func:`refine` reads two rounds to check its tolerance.
@@ -449,12 +452,10 @@ def round_records(
         distinct (sample, label) pairs that the previous round did not have) and, when both rounds
         are weighted, ``weight_change`` (mean absolute change of a pair's largest weight over the
         pairs of either round, 0 where a pair is absent), and with `truth` ``precision`` /
-        ``recall`` (:func:`eagle_spark.assignment.assign.assignment_quality`); the last round's
+        ``recall`` (:func:`eagle_spark.assignment.members.assignment_quality`); the last round's
         whole quality with `truth`, else None).
     """
     from functools import reduce
-
-    from eagle_spark.assignment.assign import quality_of
 
     parts, weighted = [], {}
     span = range(first, rounds + 1)

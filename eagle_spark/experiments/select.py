@@ -27,11 +27,11 @@ from typing import Any, Sequence
 from pyspark.sql import SparkSession
 
 from eagle_spark import schemas as S
+from eagle_spark.assignment.selection import CRITERION, K, precision_row, selection_score
 from eagle_spark.errors import BadInputError, strict_json
 from eagle_spark.evaluation.group import CRITERIA
 from eagle_spark.experiments.report import refresh
 from eagle_spark.experiments.xmc import Grouping, _split_stage, _write
-from eagle_spark.ml.selection import CRITERION, K, precision_row, selection_score
 from eagle_spark.pipeline import (
     Pipeline,
     Stage,

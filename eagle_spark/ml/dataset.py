@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any, Optional, Sequence
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from eagle_spark import schemas as S
+from eagle_spark.aggregation.split import (
+    group_parts,
+    held_bucket,
+    kept_bucket,
+    require_groups,
+    split_groups,
+)
 from eagle_spark.io.convert import to_ml_vectors
 from eagle_spark.io.fs import FileSystem, absolute, atomic_output, check_separate
-from eagle_spark.io.tables import has_table, read_manifest, read_parquet, read_table
+from eagle_spark.io.tables import has_table, read_manifest, read_table
 from eagle_spark.ml.base import takes_settings
 from eagle_spark.ml.frames import ROWS, Source, check_columns, materialise, source_of, tag
 from eagle_spark.settings import AggregateSettings, IngestSettings, SynthSettings, from_params
@@ -334,12 +340,12 @@ class Dataset:
                 the members, each table read once per part).
             idMap: as :meth:`split_part`, the kept part's renumbering.
             keptShare: in (0, 1]: the share of the groups not held out that make up the kept part,
-                chosen by a second seeded hash (:func:`_kept_bucket`); the others are in neither
+                chosen by a second seeded hash (:func:`eagle_spark.aggregation.split.kept_bucket`); the others are in neither
                 part. Only with ``by="group"`` and no labels (a proxy's training set of bounded
-                size: :mod:`eagle_spark.ml.selection`).
+                size: :mod:`eagle_spark.assignment.selection`).
             heldGroups: the group ids to hold out, instead of the share and the seed's hash
                 (only with ``by="group"``, no labels and `keptShare` 1: the folds of
-                :func:`eagle_spark.ml.selection.group_folds`).
+                :func:`eagle_spark.assignment.selection.group_folds`).
         Returns:
             (kept, held) datasets; ids are renumbered (:meth:`from_samples`), the feature and
             label spaces kept.
@@ -350,28 +356,24 @@ class Dataset:
                 with a `keptShare` below 1 or empty; OutputExistsError (a ValueError) as
                 :meth:`from_samples`.
         """
-        if heldGroups is not None:
-            if by != "group" or labels or keptShare != 1.0:
-                raise ValueError(
-                    "Dataset.split: heldGroups needs by='group', labels=False and keptShare 1"
-                )
-            if len(heldGroups) == 0:
-                raise ValueError("Dataset.split: heldGroups is empty")
+        if heldGroups is not None and (by != "group" or labels):
+            raise ValueError(
+                "Dataset.split: heldGroups needs by='group', labels=False and keptShare 1"
+            )
         if by == "group" and not labels:
-            held = (
-                _held_bucket(share, seed, S.GROUP_ID)
-                if heldGroups is None
-                else F.col(S.GROUP_ID).isin([int(g) for g in heldGroups])
-            )
-            self._require_groups()
-            parts = self._group_parts(
-                {False: absolute(keptPath), True: absolute(heldPath)},
-                held,
+            kept, held = split_groups(
+                self.spark,
+                self.path,
+                keptPath,
+                heldPath,
+                share,
+                seed,
                 overwrite,
-                None if idMap is None else (False, absolute(idMap)),
-                _kept_bucket(keptShare, seed),
+                idMap,
+                keptShare,
+                heldGroups,
             )
-            return parts[False], parts[True]
+            return type(self).load(self.spark, kept), type(self).load(self.spark, held)
         if idMap is not None:
             raise ValueError("Dataset.split: idMap needs by='group' and labels=False")
         if keptShare != 1.0:
@@ -416,15 +418,18 @@ class Dataset:
             raise ValueError("Dataset.split_part: idMap needs by='group' and labels=False")
         if keptShare != 1.0 and (by != "group" or labels):
             raise ValueError("Dataset.split_part: keptShare needs by='group' and labels=False")
-        in_held = _held_bucket(share, seed, S.GROUP_ID if by == "group" else S.SAMPLE_ID)
+        in_held = held_bucket(share, seed, S.GROUP_ID if by == "group" else S.SAMPLE_ID)
         if by not in ("sample", "group"):
             raise ValueError(f"Dataset.split: by must be sample or group, got {by!r}")
         if by == "group":
-            self._require_groups()
+            require_groups(self.spark, self.path)
             if not labels:  # written table by table: no frame of samples is read
                 idm = None if idMap is None else (held, absolute(idMap))
-                kept = _kept_bucket(keptShare, seed)
-                return self._group_parts({held: path}, in_held, overwrite, idm, kept)[held]
+                kept = kept_bucket(keptShare, seed)
+                part = group_parts(
+                    self.spark, self.path, {held: path}, in_held, overwrite, idm, kept
+                )
+                return type(self).load(self.spark, part[held])
         frame = self.samples()
         groups: dict[str, Any] = {}
         if by == "group":
@@ -445,138 +450,6 @@ class Dataset:
             **groups,
         )
 
-    def _require_groups(self) -> None:
-        """Raises ValueError unless the dataset is aggregated (has Y1 and Y2)."""
-        if not (self.has(S.Y1) and self.has(S.Y2)):
-            raise ValueError(
-                f"Dataset.split: by='group' needs an aggregated dataset (Y1, Y2); {self.path} "
-                "has none"
-            )
-
-    def _group_parts(
-        self,
-        paths: dict[bool, str],
-        in_held: Column,
-        overwrite: bool,
-        id_map: Optional[tuple[bool, str]] = None,
-        in_kept: Optional[Column] = None,
-    ) -> dict[bool, "Dataset"]:
-        """The parts of a split by group, without Y: ``paths[False]`` gets the groups where
-        `in_held` (a condition on ``group_id``) is false and `in_kept` (None: always) holds,
-        ``paths[True]`` those where `in_held` holds (either may be left out), each with its
-        members' X, Y1 and Y2, written table by table in one pass over both parts.
-
-        A part holds the dataset ``from_samples`` writes from the same rows of ``samples()``: one
-        sample per (member, group) row of Y1 (a sample in two of the part's groups is two samples
-        of it), numbered 0 .. n-1 in the order of (sample_id, group_id), and the groups 0 .. m-1 in
-        the order of their ids; the round trip through a frame of vectors and its checks is left
-        out, since a folder this library wrote has passed them. Y1 and the groups are numbered in
-        one ranking for both parts (part by part, by a per-part offset), so the whole split costs
-        one count, two rankings and one write per table and part. With `id_map` (part, folder) that
-        part's renumbering is written to the folder (:meth:`split_part`).
-
-        Returns:
-            {part: the written Dataset}.
-        Raises:
-            OutputExistsError (a ValueError): a part's folder exists and `overwrite` is false.
-        """
-        from eagle_spark.aggregation.groups import dense_rank
-        from eagle_spark.io.tables import new_manifest, write_manifest, write_table
-
-        spark = self.spark
-        for path in paths.values():
-            check_separate(path, [self.path])
-        y1 = (
-            read_table(spark, self.path, S.Y1)
-            .where(F.col(S.GROUP_ID).isNotNull())
-            .withColumn("_held", in_held)
-        )
-        if in_kept is not None:  # the groups in neither part are left out before any count
-            y1 = y1.where(F.col("_held") | in_kept)
-        if len(paths) == 1:
-            y1 = y1.where(F.col("_held") == F.lit(next(iter(paths))))
-        found = {
-            bool(r["_held"]): (int(r["rows"]), int(r["groups"]))
-            for r in y1.groupBy("_held")
-            .agg(F.count(F.lit(1)).alias("rows"), F.countDistinct(S.GROUP_ID).alias("groups"))
-            .collect()
-        }
-        counts = {part: found.get(part, (0, 0)) for part in paths}
-        # one ranking of both parts (False first): a held-out row's number in its part is its rank
-        # less the kept part's size
-        before = found.get(False, (0, 0)) if True in paths else (0, 0)
-        rows = dense_rank(
-            y1.select("_held", S.SAMPLE_ID, S.GROUP_ID), ["_held", S.SAMPLE_ID, S.GROUP_ID], "_r"
-        )
-        groups = dense_rank(y1.select("_held", S.GROUP_ID).distinct(), ["_held", S.GROUP_ID], "_g")
-        shift = [F.when(F.col("_held"), F.lit(before[i])).otherwise(F.lit(0)) for i in (0, 1)]
-        with contextlib.ExitStack() as stack:
-            tmp = {
-                part: stack.enter_context(atomic_output(spark, path, overwrite))
-                for part, path in paths.items()
-            }
-            ids_path = f"{next(iter(tmp.values()))}/part_ids"
-            rows.join(groups, ["_held", S.GROUP_ID]).select(
-                "_held",
-                S.SAMPLE_ID,
-                S.GROUP_ID,
-                (F.col("_r") - shift[0]).alias("_sample"),
-                (F.col("_g") - shift[1]).alias("_group"),
-            ).write.parquet(ids_path)
-            all_ids = read_parquet(spark, ids_path)
-            X = read_table(spark, self.path, S.X)
-            Y2 = read_table(spark, self.path, S.Y2)
-            for part, out in tmp.items():
-                ids = all_ids.where(F.col("_held") == F.lit(part))
-                write_table(
-                    X.join(ids.select(S.SAMPLE_ID, "_sample"), S.SAMPLE_ID).select(
-                        F.col("_sample").alias(S.SAMPLE_ID),
-                        # the non-null arrays of from_samples' X (written from vectors)
-                        F.coalesce(S.FEAT_IDX, F.array()).cast("array<int>").alias(S.FEAT_IDX),
-                        F.coalesce(S.FEAT_VAL, F.array()).cast("array<float>").alias(S.FEAT_VAL),
-                    ),
-                    out,
-                    S.X,
-                )
-                write_table(
-                    ids.select(
-                        F.col("_sample").alias(S.SAMPLE_ID), F.col("_group").alias(S.GROUP_ID)
-                    ),
-                    out,
-                    S.Y1,
-                )
-                write_table(
-                    Y2.join(ids.select(S.GROUP_ID, "_group").distinct(), S.GROUP_ID).select(
-                        F.col("_group").alias(S.GROUP_ID),
-                        S.LABEL_ID,
-                        F.coalesce(S.COUNT, F.lit(0)).alias(S.COUNT),  # non-null, as from_samples'
-                    ),
-                    out,
-                    S.Y2,
-                )
-                write_manifest(
-                    spark,
-                    out,
-                    new_manifest(
-                        "frame",
-                        n_samples=counts[part][0],
-                        n_features=self.n_features,
-                        n_labels=self.n_labels,
-                        n_groups=counts[part][1],
-                        source={"frame": "Dataset.from_samples"},
-                        tables=[S.X, S.Y1, S.Y2],
-                    ),
-                )
-            if id_map is not None:
-                all_ids.where(F.col("_held") == F.lit(id_map[0])).select(
-                    S.SAMPLE_ID,
-                    S.GROUP_ID,
-                    F.col("_sample").alias("part_sample_id"),
-                    F.col("_group").alias("part_group_id"),
-                ).write.parquet(id_map[1])
-            FileSystem(spark).delete(ids_path)
-        return {part: type(self).load(spark, path) for part, path in paths.items()}
-
     def save(self, path: str, overwrite: bool = False) -> "Dataset":
         """Copy the folder to `path` (committed atomically); returns the copy.
 
@@ -595,36 +468,6 @@ class Dataset:
             f"Dataset({self.path!r}, n_samples={self.n_samples}, n_features={self.n_features}, "
             f"n_labels={self.n_labels}, n_groups={self.n_groups})"
         )
-
-
-def _held_bucket(share: float, seed: int, column: str) -> Column:
-    """Whether a row is held out by a split of share `share` and seed `seed` on `column`: the
-    bucket of xxhash64(seed, id) mod 10,000 falls below share x 10,000.
-
-    Raises:
-        ValueError: `share` outside (0, 1).
-    """
-    if not 0.0 < share < 1.0:
-        raise ValueError(f"Dataset.split: share must be in (0, 1), got {share}")
-    bucket = F.pmod(F.xxhash64(F.lit(seed), F.col(column)), F.lit(10_000))
-    return bucket < F.lit(int(round(share * 10_000)))
-
-
-def _kept_bucket(share: float, seed: int) -> Optional[Column]:
-    """Whether a group not held out is in the kept part of a split with ``keptShare`` `share`
-    (:meth:`Dataset.split`): the bucket of xxhash64(seed, group_id, 1) mod 10,000 falls below
-    share x 10,000, a hash other than the held-out one's (:func:`_held_bucket`). None when
-    `share` is 1 (every such group is kept).
-
-    Raises:
-        ValueError: `share` outside (0, 1].
-    """
-    if not 0.0 < share <= 1.0:
-        raise ValueError(f"Dataset.split: keptShare must be in (0, 1], got {share}")
-    if share == 1.0:
-        return None
-    bucket = F.pmod(F.xxhash64(F.lit(seed), F.col(S.GROUP_ID), F.lit(1)), F.lit(10_000))
-    return bucket < F.lit(max(1, int(round(share * 10_000))))
 
 
 __all__ = ["Dataset"]

@@ -268,8 +268,8 @@ class GRLRModel(Model, _GRLRParams, FolderModel, Persistent):
         after it has the frame's folder; ``eagle-spark assign`` calls it).
 
         With ``weighting="auto"`` the candidates (``candidates``) are first scored on held-out
-        groups of the dataset and the best is used (:mod:`eagle_spark.ml.selection`; the manifest's
-        ``selection`` records every candidate's group-level P@k).
+        groups of the dataset and the best is used (:mod:`eagle_spark.assignment.selection`; the
+        manifest's ``selection`` records every candidate's group-level P@k).
 
         Returns:
             The written dataset; its ``manifest`` holds n_assignments, samples_with_labels and,
@@ -278,22 +278,9 @@ class GRLRModel(Model, _GRLRParams, FolderModel, Persistent):
             ValueError: a bad Param value, or method ``eagle`` on a model without embeddings;
                 BadInputError / OutputExistsError (ValueErrors) as :func:`eagle_spark.assignment.assign.assign`.
         """
-        path = absolute(path)
         params = self.settings(AssignSettings)
         embeddings = self._require_data() if params.method == "eagle" else None
-        from eagle_spark.ml.selection import choose_assignment
-
-        auto = params.method == "eagle" and params.weighting == "auto"
-        select = (lambda scratch: choose_assignment(self, dataset, scratch)) if auto else None
-        assign(
-            dataset.spark,
-            dataset.path,
-            path,
-            params,
-            embeddings=embeddings,
-            overwrite=overwrite,
-            select=select,
-        )
+        assign(dataset.spark, dataset.path, absolute(path), params, embeddings, overwrite)
         return Dataset.load(dataset.spark, path)
 
 

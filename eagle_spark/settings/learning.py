@@ -195,10 +195,10 @@ class AssignSettings(Section):
         "(0, 1] from its score) or ``auto`` (the best of ``candidates`` on held-out groups).",
         more=(
             "``hard`` is Algorithm 2. ``soft``: "
-            ":func:`eagle_spark.assignment.assign.soft_weights`; Y_filter then carries "
+            ":func:`eagle_spark.assignment.members.soft_weights`; Y_filter then carries "
             "``label_weights`` and the classifiers train on the expected loss. ``auto``: each "
             "candidate is tried on held-out groups and the best by group-level P@k is used "
-            "(:mod:`eagle_spark.ml.selection`; needs no sample labels). No one point of the "
+            "(:mod:`eagle_spark.assignment.selection`; needs no sample labels). No one point of the "
             'family wins on every data set (docs/experiments.md, "Learning from group labels"), '
             "so the data chooses."
         ),
@@ -220,7 +220,7 @@ class AssignSettings(Section):
         "members of the group hold it, instead of exp(-d / temperature).",
         more=(
             "The E-step of multiple-instance EM "
-            "(:func:`eagle_spark.assignment.assign.posterior_weights`): the first round's "
+            "(:func:`eagle_spark.assignment.members.posterior_weights`): the first round's "
             "odds are exp(-d / temperature), the refinement rounds' the logistic-loss "
             "classifier's, which are trained for it and need no temperature. A candidate of "
             "``auto`` may set it (``post-0.3+r1``)."

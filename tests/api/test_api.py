@@ -706,12 +706,12 @@ def test_a_killed_drivers_work_folder_is_removed_by_the_next_driver(tmp_path):
     import sys
     import textwrap
 
-    from eagle_spark.ml.frames import WORK_PREFIX, sweep_dead_work
+    from eagle_spark.io.work import WORK_PREFIX, sweep_dead_work
 
     script = textwrap.dedent(
         """
         import os, pathlib, signal
-        from eagle_spark.ml.frames import work_folder
+        from eagle_spark.io.work import work_folder
 
         class Conf:
             def get(self, key, default=None):

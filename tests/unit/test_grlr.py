@@ -7,7 +7,8 @@ import pytest
 import scipy.sparse as sp
 
 from eagle_spark.aggregation.aggregate import aggregate
-from eagle_spark.assignment.assign import assign, eagle_assignments
+from eagle_spark.assignment.assign import assign
+from eagle_spark.assignment.members import eagle_assignments
 from eagle_spark.cli import main
 from eagle_spark.grlr.embedding import embed
 from eagle_spark.io.ingest import ingest

@@ -78,7 +78,7 @@ def test_a_cycle_inside_a_function_body_breaks_the_contract(tmp_path):
 def test_the_design_layer_picture_is_the_contract():
     config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     (layers,) = [
-        c["layers"] for c in config["tool"]["importlinter"]["contracts"] if c["type"] == "layers"
+        c["layers"] for c in config["tool"]["importlinter"]["contracts"] if c["id"] == "layers"
     ]
     design = (ROOT / "docs" / "design.md").read_text(encoding="utf-8")
     block = design.split("<!-- layers: the contract's list -->\n```\n", 1)[1].split("\n```", 1)[0]

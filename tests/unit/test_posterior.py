@@ -8,7 +8,7 @@ import itertools
 import numpy as np
 import pytest
 
-from eagle_spark.assignment.assign import MIN_WEIGHT, posterior_weights
+from eagle_spark.assignment.members import MIN_WEIGHT, posterior_weights
 from eagle_spark.assignment.posterior import inclusion_probabilities
 
 

@@ -250,10 +250,11 @@ def test_soft_refinement_records_the_weights_change(spark, tmp_path):
 
 
 def test_first_round_from_an_earlier_output(spark, tmp_path):
-    """assign(first_round=...) starts the rounds from an earlier unrefined output (what auto's
+    """assign_with(first_round=...) starts the rounds from an earlier unrefined output (what auto's
     refined candidate does): the same assignments as computing round 0 again; an output of other
     settings is refused by name."""
     from eagle_spark.assignment.assign import assign
+    from eagle_spark.assignment.output import assign_with
     from eagle_spark.errors import BadInputError
     from eagle_spark.io.tables import read_table
     from eagle_spark.settings import AssignSettings
@@ -263,7 +264,7 @@ def test_first_round_from_an_earlier_output(spark, tmp_path):
     assign(spark, dataset, str(tmp_path / "r0"), hard, embeddings=emb)
     refined = AssignSettings(weighting="hard", refine_rounds=1, tasks=2)
     again = assign(spark, dataset, str(tmp_path / "again"), refined, embeddings=emb)
-    reused = assign(
+    reused = assign_with(
         spark,
         dataset,
         str(tmp_path / "reused"),
@@ -285,7 +286,7 @@ def test_first_round_from_an_earlier_output(spark, tmp_path):
     assert reused["quality"]["precision"] == pytest.approx(1.0)
     soft = AssignSettings(weighting="soft", refine_rounds=1, tasks=2)
     with pytest.raises(BadInputError, match="cannot be the first round"):
-        assign(
+        assign_with(
             spark,
             dataset,
             str(tmp_path / "bad"),
@@ -427,12 +428,12 @@ def test_cross_fitted_round_never_lets_a_group_see_its_own_labels(spark, tmp_pat
     other fold's groups with their round-0 labels (a plain-Python twin built from the folds read
     back), so the scorer of group 0's fold never saw a positive of label 2, which only group 0
     holds, and (0, 2) keeps its round-0 member; the round still corrects the 4 hard groups."""
-    from eagle_spark.assignment.assign import assign
+    from eagle_spark.assignment.output import assign_with
     from eagle_spark.settings import AssignSettings
 
     dataset, emb, _ = _with_private_label(tmp_path)
     rounds = tmp_path / "rounds"
-    manifest = assign(
+    manifest = assign_with(
         spark,
         dataset,
         str(tmp_path / "x1"),

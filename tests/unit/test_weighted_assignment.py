@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from eagle_spark.assignment.assign import MIN_WEIGHT, soft_weights
+from eagle_spark.assignment.members import MIN_WEIGHT, soft_weights
 from eagle_spark.classifiers.linear import expected_loss_problem, train_binary
 from eagle_spark.errors import SettingsError
 from eagle_spark.settings import AssignSettings
@@ -809,8 +809,8 @@ def test_auto_chooses_the_best_candidate_on_held_out_groups(spark, soft, tmp_pat
     import os
 
     from eagle_spark import Dataset, GRLRModel
+    from eagle_spark.assignment.selection import selection_score
     from eagle_spark.io.tables import read_table
-    from eagle_spark.ml.selection import selection_score
 
     paths, _ = soft
     agg = Dataset.load(spark, paths["agg"])
@@ -911,9 +911,9 @@ def test_auto_trains_the_proxy_on_a_seeded_share_of_the_groups_beyond_the_cap(
 
     from pyspark.sql import functions as F
 
-    from eagle_spark import Dataset, GRLRModel
+    from eagle_spark import Dataset
+    from eagle_spark.assignment import selection
     from eagle_spark.io.tables import read_table
-    from eagle_spark.ml import selection
 
     monkeypatch.setattr(selection, "_SPLITS", collections.OrderedDict())
     paths, _ = soft
@@ -921,23 +921,26 @@ def test_auto_trains_the_proxy_on_a_seeded_share_of_the_groups_beyond_the_cap(
     settings = AssignSettings(
         weighting="auto", tasks=2, candidates=("baseline",), held_out=0.3, held_out_seed=5
     )
-    model = GRLRModel.fromSettings(settings).atFolder(paths["emb"])
     groups = read_table(spark, agg.path, "Y1").select("group_id").distinct()
     n_groups = groups.count()
     held = F.pmod(F.xxhash64(F.lit(5), F.col("group_id")), F.lit(10_000)) < F.lit(3_000)
     second = F.pmod(F.xxhash64(F.lit(5), F.col("group_id"), F.lit(1)), F.lit(10_000))
     n_held = groups.where(held).count()
-    full = selection.choose_assignment(model, agg, str(tmp_path / "full")).record
+    emb = paths["emb"]
+    full = selection.choose_assignment(spark, agg.path, settings, emb, str(tmp_path / "full"))
+    full = full.record
     assert (full["held_out_groups"], full["proxy_groups"]) == (n_held, n_groups - n_held)
     cap = 50
     share = cap / (n_groups * 0.7)
     n_sampled = groups.where(~held & (second < F.lit(int(round(share * 10_000))))).count()
     assert 0 < n_sampled < n_groups - n_held
-    capped = selection.choose_assignment(model, agg, str(tmp_path / "capped"), cap).record
+    capped = selection.choose_assignment(
+        spark, agg.path, settings, emb, str(tmp_path / "capped"), cap
+    ).record
     assert (capped["held_out_groups"], capped["proxy_groups"]) == (n_held, n_sampled)
     assert capped["chosen"] == "baseline"
     with pytest.raises(ValueError, match="max_proxy_groups must be >= 1"):
-        selection.choose_assignment(model, agg, str(tmp_path / "none"), 0)
+        selection.choose_assignment(spark, agg.path, settings, emb, str(tmp_path / "none"), 0)
 
 
 def test_a_second_choice_on_the_same_data_reuses_the_split_and_the_baseline_score(
@@ -950,24 +953,24 @@ def test_a_second_choice_on_the_same_data_reuses_the_split_and_the_baseline_scor
     import collections
 
     from eagle_spark import Dataset, GRLRModel
+    from eagle_spark.assignment import selection
     from eagle_spark.io.tables import read_table
-    from eagle_spark.ml import selection
-    from eagle_spark.ml.classifiers import LabelTreeClassifier
 
     monkeypatch.setattr(selection, "_SPLITS", collections.OrderedDict())
     fits, splits = [], []
-    real_fit, real_split = LabelTreeClassifier.fitDataset, Dataset.split
+    real_fit, real_split = selection.train_tree, selection.split_groups
 
-    def counted_fit(self, dataset, *args, **kwargs):
-        fits.append(dataset.path)
-        return real_fit(self, dataset, *args, **kwargs)
+    def counted_fit(session, dataset, *args, **kwargs):
+        fits.append(dataset)
+        return real_fit(session, dataset, *args, **kwargs)
 
-    def counted_split(self, kept, held, *args, **kwargs):
+    def counted_split(session, dataset, kept, held, *args, **kwargs):
         splits.append((kept, held))
-        return real_split(self, kept, held, *args, **kwargs)
+        return real_split(session, dataset, kept, held, *args, **kwargs)
 
-    monkeypatch.setattr(LabelTreeClassifier, "fitDataset", counted_fit)
-    monkeypatch.setattr(Dataset, "split", counted_split)
+    # the proxies train through the classifiers' stage and the parts are cut by aggregation's
+    monkeypatch.setattr(selection, "train_tree", counted_fit)
+    monkeypatch.setattr(selection, "split_groups", counted_split)
     paths, _ = soft
     agg = Dataset.load(spark, paths["agg"])
     settings = AssignSettings(
@@ -1129,7 +1132,7 @@ def test_auto_on_one_group_falls_back_to_hard(spark, tmp_path):
 def test_group_folds_by_hand():
     """12 groups in 5 folds: sizes 3, 3, 2, 2, 2, every group once, the same folds for the same
     seed whatever the ids' order, other folds for another seed; k outside [1, 12] refused."""
-    from eagle_spark.ml.selection import group_folds
+    from eagle_spark.assignment.selection import group_folds
 
     ids = [7, 3, 11, 0, 5, 9, 1, 2, 10, 4, 8, 6, 3]  # 3 twice
     folds = group_folds(ids, 5, 0)
@@ -1164,8 +1167,8 @@ def test_auto_on_few_groups_scores_every_group_once_in_folds(spark, tmp_path):
     from pyspark.ml.linalg import SparseVector
 
     from eagle_spark import GRLR, Dataset
+    from eagle_spark.assignment.selection import choose_assignment, group_folds, selection_score
     from eagle_spark.io.tables import read_parquet, read_table
-    from eagle_spark.ml.selection import choose_assignment, group_folds, selection_score
 
     rows = [
         (
@@ -1177,9 +1180,10 @@ def test_auto_on_few_groups_scores_every_group_once_in_folds(spark, tmp_path):
     ]
     frame = spark.createDataFrame(rows, ["features", "group_id", "group_labels"])
     ds = Dataset.from_samples(frame, str(tmp_path / "ds"))
-    model = GRLR(maxIter=1, numTasks=2, assignTasks=2).fitDataset(ds, str(tmp_path / "emb"))
+    GRLR(maxIter=1, numTasks=2, assignTasks=2).fitDataset(ds, str(tmp_path / "emb"))
     scratch = str(tmp_path / "select")
-    found = choose_assignment(model, Dataset.load(spark, ds.path), scratch)
+    emb = str(tmp_path / "emb")  # the fitted embeddings; the assign settings GRLR's defaults
+    found = choose_assignment(spark, ds.path, AssignSettings(tasks=2), emb, scratch)
     record = found.record
     assert record["folds"] == 5 and record["held_out_groups"] == 12
     groups = [r.group_id for r in read_table(spark, ds.path, "Y1").collect()]
@@ -1246,8 +1250,8 @@ def test_selection_trains_the_proxy_on_the_whole_assignment_of_the_kept_groups(
 
     from eagle_spark import Dataset
     from eagle_spark.assignment.assign import assign
+    from eagle_spark.assignment.selection import fit_part
     from eagle_spark.io.tables import read_table
-    from eagle_spark.ml.selection import fit_part
 
     paths, _ = soft
     agg = Dataset.load(spark, paths["agg"])
@@ -1273,8 +1277,8 @@ def test_selection_trains_the_proxy_on_the_whole_assignment_of_the_kept_groups(
         }
 
     for name in ("soft", "hard", "base"):
-        part = fit_part(spark, fit, ids, paths[name], str(tmp_path / f"part-{name}"))
-        got = y_rows(part.path)
+        part = fit_part(spark, fit.path, ids, paths[name], str(tmp_path / f"part-{name}"))
+        got = y_rows(part)
         twin: dict[int, dict[int, float]] = defaultdict(dict)
         for r in read_table(spark, paths[name], "assignments").collect():
             at = kept.get((r["sample_id"], r["group_id"]))

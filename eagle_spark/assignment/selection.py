@@ -16,6 +16,13 @@ first listed), and its assignment of the whole data is the output: it is not com
 When the share would hold out fewer than :data:`MIN_HELD_GROUPS` groups (small data), every group
 is scored in k folds instead, each held out once while the proxy trains on the others.
 
+It is a stage of ``assign``: :func:`eagle_spark.assignment.assign.assign` calls
+:func:`choose_assignment` with its settings and label embeddings, and each candidate is assigned
+by :func:`eagle_spark.assignment.output.assign_with`, the proxies trained and run by the
+classifiers' own stages (:func:`eagle_spark.classifiers.tree.train_tree`,
+:func:`eagle_spark.classifiers.predict.predict`), the parts cut by
+:func:`eagle_spark.aggregation.split.split_groups`: nothing here goes through the Python API.
+
 What the held-out groups reach: the label embeddings are those GRLR fitted on all the groups,
 held-out ones included (fitting them again without the held-out groups would double GRLR's cost),
 and a refined candidate's classifier scorer (:mod:`eagle_spark.assignment.refine`) is trained on
@@ -56,24 +63,33 @@ import json
 import logging
 import posixpath
 import threading
-from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Sequence
+from typing import Any, NamedTuple, Optional, Sequence
 
 import numpy as np
+from pyspark.sql import DataFrame, SparkSession
 
+from eagle_spark import classic
 from eagle_spark import schemas as S
+from eagle_spark.aggregation.split import split_groups
+from eagle_spark.assignment.members import write_training_set
+from eagle_spark.assignment.output import assign_with
+from eagle_spark.classifiers.predict import PREDICTIONS, predict
+from eagle_spark.classifiers.tree import train_tree
+from eagle_spark.errors import BadInputError
+from eagle_spark.evaluation.group import group_precisions, multiset_precision
+from eagle_spark.grlr.embedding import embed
+from eagle_spark.io.fs import FileSystem
+from eagle_spark.io.tables import read_manifest, read_parquet, read_table, require_tables
+from eagle_spark.io.work import WORK_DIR_CONF, work_folder
+from eagle_spark.progress import job_step
 from eagle_spark.settings import (
     AssignSettings,
     EmbedSettings,
+    PredictSettings,
     TreeSettings,
     candidate_changes,
     candidate_iterations,
 )
-
-if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
-
-    from eagle_spark.ml.dataset import Dataset
-    from eagle_spark.ml.grlr import GRLRModel
 
 log = logging.getLogger(__name__)
 
@@ -123,9 +139,9 @@ data): the candidates' scores are means over the held-out members, whose spread 
 their number, while predicting them costs each candidate a prediction pass over them."""
 MAX_PROXY_GROUPS = 2 * MAX_HELD_GROUPS
 """The proxy trains on at most about this many of the groups not held out (a seeded share of them,
-``keptShare`` of :meth:`eagle_spark.ml.Dataset.split`, on larger data): twice the groups it is
-scored on, so the choice costs the same on data of any size above it (a proxy tree's training
-grows with its training set). Both candidates train on the same groups, so the comparison stays
+``kept_share`` of :func:`eagle_spark.aggregation.split.split_groups`, on larger data): twice the
+groups it is scored on, so the choice costs the same on data of any size above it (a proxy tree's
+training grows with its training set). Both candidates train on the same groups, so the comparison stays
 paired. The rule that chose it: the cap at which the choice costs least among those that choose
 as the uncapped proxy does, measured with ``benchmarks/selection_proxy_size.py`` on a main-job
 run's training data (never its test set): on realistic synthetic Wiki-325K 0.1 every cap from
@@ -148,8 +164,6 @@ def precision_row(
     predictions: DataFrame, Y1: DataFrame, Y2: DataFrame, n_labels: int
 ) -> dict[str, float]:
     """{"<criterion> P@<k>": percent} of every group-level criterion at k in :data:`K`."""
-    from eagle_spark.evaluation.group import group_precisions
-
     found = group_precisions(predictions, Y1, Y2, max(K), n_labels)
     return {f"{c} P@{k}": round(100 * p[k - 1], 2) for c, p in found.items() for k in K}
 
@@ -185,7 +199,7 @@ class HeldOutSplit:
 
     Attributes:
         fit, held: folders of the kept and the held-out groups' parts
-            (:meth:`eagle_spark.ml.Dataset.split`, without Y).
+            (:func:`eagle_spark.aggregation.split.split_groups`).
         ids: folder of the kept part's id map (sample_id, group_id -> part_sample_id,
             part_group_id).
         scores: the score rows of the candidates that read neither the label embeddings nor any
@@ -209,91 +223,87 @@ _SPLIT_WORK: dict[tuple[str, str, float, int, float], threading.Lock] = {}
 
 
 def _split_key(
-    dataset: Dataset, share: float, seed: int, kept_share: float
+    dataset: str, manifest: dict[str, Any], share: float, seed: int, kept_share: float
 ) -> tuple[str, str, float, int, float]:
-    manifest = json.dumps(dataset.manifest, sort_keys=True, default=str)
-    return (dataset.path, manifest, share, seed, kept_share)
+    return (dataset, json.dumps(manifest, sort_keys=True, default=str), share, seed, kept_share)
 
 
 def split_work(
-    dataset: Dataset, share: float, seed: int, kept_share: float = 1.0
+    dataset: str, manifest: dict[str, Any], share: float, seed: int, kept_share: float = 1.0
 ) -> threading.Lock:
-    """The lock a driver thread holds while it makes the held-out split of (`dataset`, `share`,
-    `seed`, `kept_share`) or scores a kept candidate on it: methods run side by side
-    (:func:`eagle_spark.pipeline.methods_at_once`) then make each split, and score the Baseline
-    on it, once; the other thread waits and reuses the result."""
+    """The lock a driver thread holds while it makes the held-out split of (`dataset` with its
+    `manifest`, `share`, `seed`, `kept_share`) or scores a kept candidate on it: methods run side
+    by side (:func:`eagle_spark.pipeline.methods_at_once`) then make each split, and score the
+    Baseline on it, once; the other thread waits and reuses the result."""
     with _SPLITS_LOCK:
         return _SPLIT_WORK.setdefault(
-            _split_key(dataset, share, seed, kept_share), threading.Lock()
+            _split_key(dataset, manifest, share, seed, kept_share), threading.Lock()
         )
 
 
 def held_out_split(
-    dataset: Dataset, share: float, seed: int, scratch: str, kept_share: float = 1.0
-) -> tuple[Dataset, Dataset, str, dict]:
+    spark: SparkSession,
+    dataset: str,
+    manifest: dict[str, Any],
+    share: float,
+    seed: int,
+    scratch: str,
+    kept_share: float = 1.0,
+) -> tuple[str, str, str, dict]:
     """The kept and held-out parts of `dataset` by group (share `share` held out, seed `seed`; the
     kept part a share `kept_share` of the other groups), made once per driver process and reused
     while the dataset's manifest is unchanged.
 
     Kept only where every executor reaches the driver's work folder
-    (:func:`eagle_spark.ml.frames.work_folder`): ``spark.eagle_spark.workDir`` is set, or the
+    (:func:`eagle_spark.io.work.work_folder`): ``spark.eagle_spark.workDir`` is set, or the
     session is a classic one in local mode. Elsewhere (a cluster or a Connect server without that
     setting) the parts are made in `scratch` each time and nothing is kept.
 
     Args:
-        dataset: an aggregated dataset (Y1, Y2), loaded (its manifest read).
+        dataset: an aggregated dataset's folder (Y1, Y2); manifest: its manifest.
         share: the held-out share of the groups, in (0, 1).
         seed: the split's seed.
         scratch: the caller's scratch folder (used when the split is not kept).
-        kept_share: in (0, 1], ``keptShare`` of :meth:`eagle_spark.ml.Dataset.split`.
+        kept_share: in (0, 1], as :func:`eagle_spark.aggregation.split.split_groups`'s.
     Returns:
-        (kept part, held-out part, id map folder, the split's kept score rows by candidate name:
-        a dict the caller adds to; see :class:`HeldOutSplit`). Kept parts must not be changed;
-        beyond :data:`MAX_KEPT_SPLITS` the oldest is deleted.
+        (kept part's folder, held-out part's folder, id map folder, the split's kept score rows by
+        candidate name: a dict the caller adds to; see :class:`HeldOutSplit`). Kept parts must not
+        be changed; beyond :data:`MAX_KEPT_SPLITS` the oldest is deleted.
     Raises:
-        BadInputError / ValueError: as :meth:`eagle_spark.ml.Dataset.split`.
+        BadInputError / ValueError: as :func:`eagle_spark.aggregation.split.split_groups`.
     """
-    from eagle_spark import classic
-    from eagle_spark.errors import BadInputError
-    from eagle_spark.io.fs import FileSystem
-    from eagle_spark.ml.frames import WORK_DIR_CONF, work_folder
-
-    spark = dataset.spark
     keep = bool(spark.conf.get(WORK_DIR_CONF, None)) or (
         not classic.is_connect(spark) and classic.is_local(spark)
     )
-    key = _split_key(dataset, share, seed, kept_share)
+    key = _split_key(dataset, manifest, share, seed, kept_share)
     with _SPLITS_LOCK:
         kept = _SPLITS.get(key) if keep else None
         if kept is not None:
             _SPLITS.move_to_end(key)
     if kept is not None:
-        try:  # loading checks the parts' manifests; a part removed meanwhile is made again
+        try:  # the parts' manifests and tables are checked; a part removed meanwhile is made again
             if not FileSystem(spark).exists(kept.ids):
                 raise FileNotFoundError(f"the id map {kept.ids} is gone")
-            return (
-                type(dataset).load(spark, kept.fit),
-                type(dataset).load(spark, kept.held),
-                kept.ids,
-                kept.scores,
-            )
+            for part in (kept.fit, kept.held):
+                require_tables(spark, part, (S.X, S.Y1, S.Y2))
+            return kept.fit, kept.held, kept.ids, kept.scores
         except (BadInputError, OSError, ValueError) as err:
             log.warning(
                 "assign auto: the kept held-out split is unusable (%s); splitting again", err
             )
     folder = work_folder(spark, "held-out-split") if keep else scratch
     ids = posixpath.join(folder, "fit_ids")
-    fit, held = dataset.split(
+    fit, held = split_groups(
+        spark,
+        dataset,
         posixpath.join(folder, "fit"),
         posixpath.join(folder, "held"),
         share,
         seed,
-        by="group",
-        labels=False,
-        idMap=ids,
-        keptShare=kept_share,
+        id_map=ids,
+        kept_share=kept_share,
     )
-    made = HeldOutSplit(fit.path, held.path, ids)
+    made = HeldOutSplit(fit, held, ids)
     if not keep:
         return fit, held, ids, made.scores
     with _SPLITS_LOCK:
@@ -304,15 +314,29 @@ def held_out_split(
     return fit, held, ids, made.scores
 
 
+def _groups(spark: SparkSession, part: str) -> int:
+    """A dataset folder's number of groups, from its manifest."""
+    return int(read_manifest(spark, part).get("n_groups") or 0)
+
+
 def choose_assignment(
-    model: GRLRModel, dataset: Dataset, scratch: str, max_proxy_groups: int = MAX_PROXY_GROUPS
+    spark: SparkSession,
+    dataset: str,
+    params: AssignSettings,
+    embeddings: str,
+    scratch: str,
+    max_proxy_groups: int = MAX_PROXY_GROUPS,
 ) -> Selection:
     """Score ``assign.candidates`` on held-out groups of `dataset` and return the best.
 
     Args:
-        model: the fitted :class:`eagle_spark.ml.GRLRModel` (its ``assign`` Params give the
-            candidates and the held-out share; its embeddings' manifest the GRLR settings).
-        dataset: the aggregated :class:`eagle_spark.ml.Dataset` (X, Y1, Y2) being assigned.
+        spark: the active session.
+        dataset: the aggregated dataset's folder (X, Y1, Y2) being assigned.
+        params: the ``assign`` settings (``weighting=auto``): the candidates, the held-out share
+            and seed; a candidate's settings are these with its name's changes
+            (:func:`eagle_spark.settings.candidate_changes`).
+        embeddings: the label embeddings' folder (``embed``'s output for `dataset`; its manifest
+            gives the GRLR settings a ``@t<N>`` candidate refits with).
         scratch: a folder to write into (not existing; the caller deletes it).
         max_proxy_groups: the proxy trains on about this many of the groups not held out at most
             (:data:`MAX_PROXY_GROUPS`; another value measures how the choice depends on it:
@@ -328,19 +352,8 @@ def choose_assignment(
         raise ValueError(
             f"choose_assignment: max_proxy_groups must be >= 1, got {max_proxy_groups}"
         )
-    from eagle_spark.assignment.assign import assign
-    from eagle_spark.errors import BadInputError
-    from eagle_spark.evaluation.group import multiset_precision
-    from eagle_spark.io.tables import read_parquet, read_table
-    from eagle_spark.ml.classifiers import LabelTreeClassifier
-    from eagle_spark.progress import job_step
-
-    params = model.settings(AssignSettings)
-    spark = dataset.spark
-    dataset = type(dataset).load(
-        spark, dataset.path
-    )  # a Dataset.at handle has not read its manifest
-    n_groups = int(dataset.n_groups or 0)
+    manifest = read_manifest(spark, dataset)
+    n_groups = int(manifest.get("n_groups") or 0)
     share = min(params.held_out, MAX_HELD_GROUPS / n_groups) if n_groups else params.held_out
     fallback = FALLBACK
     folds: Optional[list[list[int]]] = None
@@ -364,7 +377,7 @@ def choose_assignment(
             )
         groups = [
             int(r[0])
-            for r in read_table(spark, dataset.path, S.Y1).select(S.GROUP_ID).distinct().collect()
+            for r in read_table(spark, dataset, S.Y1).select(S.GROUP_ID).distinct().collect()
         ]
         folds = group_folds(groups, k, params.held_out_seed)
         log.info(
@@ -375,21 +388,22 @@ def choose_assignment(
             share,
             k,
         )
-    splits: list[tuple[Dataset, Dataset, DataFrame]] = []
+    splits: list[tuple[str, str, DataFrame]] = []  # (kept part, held-out part, id map)
     work: contextlib.AbstractContextManager[Any]
     known: dict[str, dict[str, float]] = {}  # scores kept with the split (not for folds)
     if folds is None:
         kept_share = min(1.0, max_proxy_groups / (n_groups * (1.0 - share)))
-        work = split_work(dataset, share, params.held_out_seed, kept_share)
+        work = split_work(dataset, manifest, share, params.held_out_seed, kept_share)
         with work, job_step(spark, "select: held-out split"):
             fit, held, fit_ids, known = held_out_split(
-                dataset, share, params.held_out_seed, scratch, kept_share
+                spark, dataset, manifest, share, params.held_out_seed, scratch, kept_share
             )
-        if not held.n_groups or not fit.n_groups:
+        n_fit, n_held = _groups(spark, fit), _groups(spark, held)
+        if not n_held or not n_fit:
             raise BadInputError(
-                f"assign.weighting=auto: holding out {share:g} of the groups of {dataset.path} "
-                f"leaves {fit.n_groups or 0} to fit and {held.n_groups or 0} to score; give "
-                "more groups or another assign.held_out"
+                f"assign.weighting=auto: holding out {share:g} of the groups of {dataset} "
+                f"leaves {n_fit} to fit and {n_held} to score; give more groups or another "
+                "assign.held_out"
             )
         splits.append((fit, held, read_parquet(spark, fit_ids)))
     else:
@@ -397,18 +411,18 @@ def choose_assignment(
         with job_step(spark, "select: folds"):
             for f, fold in enumerate(folds):
                 ids_path = posixpath.join(scratch, f"fold-{f}", "fit_ids")
-                fit, held = dataset.split(
+                fit, held = split_groups(
+                    spark,
+                    dataset,
                     posixpath.join(scratch, f"fold-{f}", "fit"),
                     posixpath.join(scratch, f"fold-{f}", "held"),
                     0.5,
-                    by="group",
-                    labels=False,
-                    idMap=ids_path,
-                    heldGroups=fold,
+                    id_map=ids_path,
+                    held_groups=fold,
                 )
                 splits.append((fit, held, read_parquet(spark, ids_path)))
-    emb = model._require_data()  # GRLR of all the groups (see the module docstring)
-    embeddings = EmbeddingsAt(spark, dataset.path, emb, posixpath.join(scratch, "embeddings"))
+    # GRLR of all the groups (see the module docstring)
+    at_t = EmbeddingsAt(spark, dataset, embeddings, posixpath.join(scratch, "embeddings"))
     rows: dict[str, Any] = {}
     # (a candidate's settings, its embeddings' iterations) -> its assigned folder
     done: dict[tuple[AssignSettings, Optional[int]], str] = {}
@@ -426,12 +440,12 @@ def choose_assignment(
             rounds[name] = posixpath.join(scratch, f"rounds-{i}") if chosen.refine_rounds else None
             unrefined = done.get((chosen.unrefined(), at))
             with job_step(spark, f"select {name}: assign"):
-                assign(
+                assign_with(
                     spark,
-                    dataset.path,
+                    dataset,
                     assigned,
                     chosen,
-                    embeddings=embeddings.at(at) if chosen.method == "eagle" else None,
+                    embeddings=at_t.at(at) if chosen.method == "eagle" else None,
                     # a refined candidate whose unrefined settings were scored starts from their
                     # output
                     first_round=unrefined if chosen.refine_rounds > 0 else None,
@@ -444,22 +458,20 @@ def choose_assignment(
             found, members = np.zeros(len(K)), 0
             for f, (fit, held, ids) in enumerate(splits):
                 tag = f"{i}" if folds is None else f"{i}-fold-{f}"
+                training = posixpath.join(scratch, f"fit-{tag}")
                 with job_step(spark, f"select {name}: proxy training set"):
-                    training = fit_part(
-                        spark, fit, ids, assigned, posixpath.join(scratch, f"fit-{tag}")
-                    )
+                    fit_part(spark, fit, ids, assigned, training)
+                proxy = posixpath.join(scratch, f"model-{tag}")
                 with job_step(spark, f"select {name}: proxy training"):
-                    proxy = LabelTreeClassifier.fromSettings(PROXY).fitDataset(
-                        training, posixpath.join(scratch, f"model-{tag}")
-                    )
+                    train_tree(spark, training, proxy, PROXY)
                 preds = posixpath.join(scratch, f"predictions-{tag}")
                 with job_step(spark, f"select {name}: proxy prediction and score"):
-                    proxy.transformDataset(held, preds)
-                    Y1 = read_table(spark, held.path, S.Y1)
+                    predict(spark, proxy, held, preds, PredictSettings())
+                    Y1 = read_table(spark, held, S.Y1)
                     part = multiset_precision(
-                        read_parquet(spark, posixpath.join(preds, "predictions")),
+                        read_parquet(spark, posixpath.join(preds, PREDICTIONS)),
                         Y1,
-                        read_table(spark, held.path, S.Y2),
+                        read_table(spark, held, S.Y2),
                         max(K),
                     )
                     n = Y1.count()  # the part's members: its precision's denominator
@@ -476,7 +488,7 @@ def choose_assignment(
     refitted = {  # the candidates assigned with embeddings other than the model's
         c: t
         for c in params.candidates
-        if (t := candidate_iterations(c)) is not None and embeddings.at(t) != emb
+        if (t := candidate_iterations(c)) is not None and at_t.at(t) != embeddings
     }
     return Selection(
         won,
@@ -484,18 +496,14 @@ def choose_assignment(
             "held_out": share,
             "seed": params.held_out_seed,
             "proxy": "label tree, 1 tree, default settings",
-            "held_out_groups": sum(int(h.n_groups or 0) for _, h, _ in splits),
+            "held_out_groups": sum(_groups(spark, h) for _, h, _ in splits),
             "proxy_groups": (
-                splits[0][0].n_groups
+                _groups(spark, splits[0][0])
                 if folds is None
-                else [int(f.n_groups or 0) for f, _, _ in splits]
+                else [_groups(spark, f) for f, _, _ in splits]
             ),
             **({"folds": len(folds)} if folds is not None else {}),
-            **(
-                {"iterations": {"model": embeddings.settings.iterations, **refitted}}
-                if refitted
-                else {}
-            ),
+            **({"iterations": {"model": at_t.settings.iterations, **refitted}} if refitted else {}),
             "candidates": rows,
             "chosen": best,
         },
@@ -532,8 +540,6 @@ class EmbeddingsAt:
     def settings(self) -> EmbedSettings:
         """The model's ``embed`` settings, from its embeddings' manifest (read once)."""
         if self._settings is None:
-            from eagle_spark.io.tables import read_manifest
-
             used = read_manifest(self._spark, self._own, what="embeddings")["parameters"]
             found = EmbedSettings.from_dict(used, f"{self._own}/_manifest.json parameters")
             if not isinstance(found, EmbedSettings):  # from_dict builds its own class
@@ -546,9 +552,6 @@ class EmbeddingsAt:
         if iterations is None or iterations == self.settings.iterations:
             return self._own
         if iterations not in self._fitted:
-            from eagle_spark.grlr.embedding import embed
-            from eagle_spark.progress import job_step
-
             path = posixpath.join(self._scratch, f"t{iterations}")
             with job_step(self._spark, f"select: embeddings at T = {iterations}"):
                 embed(
@@ -561,40 +564,36 @@ class EmbeddingsAt:
         return self._fitted[iterations]
 
 
-def fit_part(
-    spark: SparkSession, fit: Dataset, ids: DataFrame, assigned: str, path: str
-) -> Dataset:
+def fit_part(spark: SparkSession, fit: str, ids: DataFrame, assigned: str, path: str) -> str:
     """The proxy's training set: the kept groups' part `fit` (X, renumbered ids) with the labels
     the candidate's output `assigned` (of the whole dataset) gave its members for those groups.
 
     Args:
-        fit: the kept part (:meth:`eagle_spark.ml.Dataset.split`).
+        fit: the kept part's folder (:func:`eagle_spark.aggregation.split.split_groups`).
         ids: its id map (sample_id, group_id -> part_sample_id, part_group_id).
-        assigned: the candidate's :func:`eagle_spark.assignment.assign.assign` output.
+        assigned: the candidate's :func:`eagle_spark.assignment.output.assign_with` output.
         path: the dataset folder to write (X copied from `fit`, Y the members' labels, with
             ``label_weights`` when the assignment is weighted).
     Returns:
-        The dataset at `path`. A member's labels come from its kept groups only: a sample that is
-        also in a held-out group does not train on that group's labels.
+        `path`. A member's labels come from its kept groups only: a sample that is also in a
+        held-out group does not train on that group's labels.
     """
-    from eagle_spark.assignment.assign import write_training_set
-    from eagle_spark.io.tables import read_table
-
+    part = read_manifest(spark, fit)
     members = read_table(spark, assigned, S.ASSIGNMENTS).join(
         ids.select(S.SAMPLE_ID, S.GROUP_ID, "part_sample_id"), [S.SAMPLE_ID, S.GROUP_ID]
     )
     members = members.drop(S.SAMPLE_ID).withColumnRenamed("part_sample_id", S.SAMPLE_ID)
     write_training_set(
         spark,
-        read_table(spark, fit.path, S.X),
-        fit.path,
+        read_table(spark, fit, S.X),
+        fit,
         members,
         path,
         "selection-fit",
-        {"n_samples": fit.n_samples, "n_features": fit.n_features, "n_labels": fit.n_labels},
-        source={"part": fit.path, "assigned": assigned},
+        {k: part[k] for k in ("n_samples", "n_features", "n_labels")},
+        source={"part": fit, "assigned": assigned},
     )
-    return type(fit).load(spark, path)
+    return path
 
 
 __all__ = [
