@@ -593,7 +593,7 @@ def design() -> list[str]:
         ("selection_proxy_size_delicious", "delicious R-4"),
         ("selection_proxy_size_wiki325k_0.1", "realistic synthetic Wiki-325K 0.1 R-4"),
     ):
-        from eagle_spark.ml.selection import MAX_PROXY_GROUPS
+        from eagle_spark.assignment.selection import MAX_PROXY_GROUPS
 
         found = report(name)["rows"]
         full = _row(found, cap="none")
@@ -1058,6 +1058,12 @@ def realism() -> list[str]:
     return _benchmark("synth_realism").markdown(report("synth_realism")).rstrip().splitlines()
 
 
+def levers() -> list[str]:
+    """docs/experiments.md's Baseline / Oracle as each unidentified part of the realistic presets
+    moves (``realism_levers``), as ``benchmarks/realism_levers.py --markdown`` prints it."""
+    return _benchmark("realism_levers").markdown(report("realism_levers")).rstrip().splitlines()
+
+
 BLOCKS: dict[str, tuple[pathlib.Path, Callable[[], list[str]]]] = {
     "measured": (ROOT / "README.md", readme),
     "current": (ROOT / "docs" / "design.md", design),
@@ -1074,6 +1080,7 @@ BLOCKS: dict[str, tuple[pathlib.Path, Callable[[], list[str]]]] = {
     "soft_cells": (ROOT / "docs" / "experiments.md", soft_cells),
     "refine_cells": (ROOT / "docs" / "experiments.md", refine_cells),
     "realism": (ROOT / "docs" / "experiments.md", realism),
+    "levers": (ROOT / "docs" / "experiments.md", levers),
 }
 
 
