@@ -15,6 +15,7 @@ import logging
 import posixpath
 from typing import Any, Optional
 
+from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from eagle_spark import schemas as S
@@ -50,7 +51,11 @@ SCRATCH = ("_select", "_refine", "_budget")
 
 
 def check_inputs(
-    spark: Any, dataset: str, output_path: str, params: AssignSettings, embeddings: Optional[str]
+    spark: SparkSession,
+    dataset: str,
+    output_path: str,
+    params: AssignSettings,
+    embeddings: Optional[str],
 ) -> dict[str, Any]:
     """Check an assignment's inputs before any job runs; returns the dataset's manifest.
 
@@ -66,7 +71,7 @@ def check_inputs(
 
 
 def assign_with(
-    spark: Any,
+    spark: SparkSession,
     dataset: str,
     output_path: str,
     params: AssignSettings,
@@ -127,7 +132,7 @@ def assign_with(
 
 
 def write_assignment(
-    spark: Any,
+    spark: SparkSession,
     dataset: str,
     tmp: str,
     manifest_in: dict[str, Any],
