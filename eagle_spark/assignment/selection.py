@@ -141,12 +141,13 @@ MAX_PROXY_GROUPS = 2 * MAX_HELD_GROUPS
 """The proxy trains on at most about this many of the groups not held out (a seeded share of them,
 ``kept_share`` of :func:`eagle_spark.aggregation.split.split_groups`, on larger data): twice the
 groups it is scored on, so the choice costs the same on data of any size above it (a proxy tree's
-training grows with its training set). Both candidates train on the same groups, so the comparison stays
-paired. The rule that chose it: the cap at which the choice costs least among those that choose
-as the uncapped proxy does, measured with ``benchmarks/selection_proxy_size.py`` on a main-job
-run's training data (never its test set): on realistic synthetic Wiki-325K 0.1 every cap from
-5,000 to none chose the same candidate, and 10,000 cost about a third of none's seconds (its
-report, and delicious's, where no cap binds, are in docs/design.md's current figures). A larger
+training grows with its training set). Both candidates train on the same groups, so the
+comparison stays paired. The rule that chose it: the cap at which the choice costs least among
+those that choose as the uncapped proxy does, measured with
+``benchmarks/selection_proxy_size.py`` on a main-job run's training data (never its test set): on
+realistic synthetic Wiki-325K 0.1 every cap from 5,000 to none chose the same candidate, and
+10,000 cost about a third of none's seconds (its report, and delicious's, where no cap binds, are
+in docs/design.md's current figures). A larger
 proxy narrows the winner's margin there: the Baseline's proxy gains more from more groups."""
 PROXY = TreeSettings(n_trees=1, ranker_C_choice="none")
 """The proxy classifier the candidates are scored with: the label tree of the default settings,
@@ -388,7 +389,9 @@ def choose_assignment(
             share,
             k,
         )
-    splits: list[tuple[str, str, DataFrame]] = []  # (kept part, held-out part, id map)
+    # (kept part, held-out part, id map); and each part's groups, from its manifest, read once
+    splits: list[tuple[str, str, DataFrame]] = []
+    counts: list[tuple[int, int]] = []
     work: contextlib.AbstractContextManager[Any]
     known: dict[str, dict[str, float]] = {}  # scores kept with the split (not for folds)
     if folds is None:
@@ -406,6 +409,7 @@ def choose_assignment(
                 "assign.held_out"
             )
         splits.append((fit, held, read_parquet(spark, fit_ids)))
+        counts.append((n_fit, n_held))
     else:
         work = contextlib.nullcontext()
         with job_step(spark, "select: folds"):
@@ -421,6 +425,7 @@ def choose_assignment(
                     held_groups=fold,
                 )
                 splits.append((fit, held, read_parquet(spark, ids_path)))
+                counts.append((_groups(spark, fit), _groups(spark, held)))
     # GRLR of all the groups (see the module docstring)
     at_t = EmbeddingsAt(spark, dataset, embeddings, posixpath.join(scratch, "embeddings"))
     rows: dict[str, Any] = {}
@@ -496,12 +501,8 @@ def choose_assignment(
             "held_out": share,
             "seed": params.held_out_seed,
             "proxy": "label tree, 1 tree, default settings",
-            "held_out_groups": sum(_groups(spark, h) for _, h, _ in splits),
-            "proxy_groups": (
-                _groups(spark, splits[0][0])
-                if folds is None
-                else [_groups(spark, f) for f, _, _ in splits]
-            ),
+            "held_out_groups": sum(n_held for _, n_held in counts),
+            "proxy_groups": (counts[0][0] if folds is None else [n_fit for n_fit, _ in counts]),
             **({"folds": len(folds)} if folds is not None else {}),
             **({"iterations": {"model": at_t.settings.iterations, **refitted}} if refitted else {}),
             "candidates": rows,
