@@ -1021,7 +1021,8 @@ def variant_cells(
 
 
 def soft_cells() -> list[str]:
-    """docs/experiments.md's soft weighting per cell (``assignment_variants_soft``)."""
+    """docs/experiments.md's soft weighting per cell (``assignment_variants_soft``), then each
+    variant's mean over the Baseline."""
     return variant_cells(
         "assignment_variants_soft",
         (
@@ -1030,6 +1031,14 @@ def soft_cells() -> list[str]:
             ("EAGLE soft T=0.3", "soft T=0.3"),
             ("EAGLE soft T=1", "soft T=1"),
         ),
+    ) + summary_means(
+        "assignment_variants_soft",
+        {
+            "top-c": "hard",
+            "soft T=0.1": "soft T=0.1",
+            "soft T=0.3": "soft T=0.3",
+            "soft T=1": "soft T=1",
+        },
     )
 
 
@@ -1043,7 +1052,165 @@ def refine_cells() -> list[str]:
             ("EAGLE soft T=0.3+r1", "soft T=0.3 + 1 round"),
         ),
         precision=True,
+    ) + summary_means(
+        "assignment_variants_refine",
+        {"top-c": "hard", "top-c+r1": "hard + 1 round", "soft T=0.3+r1": "soft T=0.3 + 1 round"},
     )
+
+
+def summary_means(name: str, labels: dict[str, str]) -> list[str]:
+    """The line under a cell table of ``assignment_variants.py``'s report `name`: each variant of
+    `labels` (report name -> shown name) with its mean over the cells of P@1 / P@3 / P@5 minus the
+    Baseline's, from the report's summary."""
+    by = {x["variant"]: x for x in report(name)["summary"]}
+    parts = [
+        shown + " " + " / ".join(f"{by[v][f'mean P@{k} - Baseline']:+.2f}" for k in (1, 3, 5))
+        for v, shown in labels.items()
+    ]
+    return ["", f"Mean over the cells minus the Baseline, P@1 / P@3 / P@5: {'; '.join(parts)}."]
+
+
+def selection_agreement() -> list[str]:
+    """docs/experiments.md's agreement of each group-level criterion with the sample-level best
+    candidate (``selection.json``, ``selection_synth.json``): cells where the criterion's choice is
+    within 0.5 of the best candidate's sample P@5, for auto's candidates and for all six."""
+    reps = {"real": report("selection"), "synth": report("selection_synth")}
+
+    def count(rep: dict[str, Any], candidates: str, criterion: str) -> str:
+        s = _row(rep["summary"], candidates=candidates, criterion=criterion)
+        return f"{round(s['agreement %'] * s['cells'] / 100)} of {s['cells']}"
+
+    lines = [
+        "| criterion | bibtex + delicious, auto's candidates | bibtex + delicious, all six "
+        "| synthetic eurlex4k 0.5, auto's candidates | synthetic eurlex4k 0.5, all six |",
+        "|---|---|---|---|---|",
+    ]
+    for criterion, shown in (
+        ("max", "union, max of member scores"),
+        ("sum", "union, sum of member scores"),
+        ("multiset", "**multiset** (auto's)"),
+    ):
+        cells = [count(reps[d], c, criterion) for d in ("real", "synth") for c in ("auto", "all")]
+        lines.append(f"| {shown} | " + " | ".join(cells) + " |")
+    agree, cells = agreement()
+    lines += [
+        "",
+        f"The multiset criterion with auto's candidates agrees in {agree} of {cells} cells "
+        f"({100 * agree / cells:.0f}%; `selection.json`, `selection_synth.json`).",
+    ]
+    return lines
+
+
+def selection_gain() -> list[str]:
+    """docs/experiments.md's sample-level worth of the group-level choice (``selection.json``,
+    ``selection_synth.json``): per report, the mean over its cells of the sample P@1 / P@3 / P@5 of
+    the candidate that the multiset criterion chose among auto's candidates, minus the Baseline's
+    and minus hard top-c's, on the held-out members."""
+    lines = [
+        "| data | cells | chosen − Baseline, sample P@1 / P@3 / P@5 "
+        "| chosen − hard top-c, sample P@1 / P@3 / P@5 |",
+        "|---|---|---|---|",
+    ]
+    for name, data in (
+        ("selection", "bibtex + delicious"),
+        ("selection_synth", "synthetic eurlex4k 0.5"),
+    ):
+        rep = report(name)
+        rows = [
+            r for r in rep["rows"] if r["candidates"] == "auto" and r["criterion"] == "multiset"
+        ]
+
+        def score(r: dict[str, Any], candidate: str, k: int, rep: dict[str, Any] = rep) -> float:
+            s = _row(
+                rep["candidate_scores"],
+                dataset=r["dataset"],
+                grouping=r["grouping"],
+                candidate=candidate,
+            )
+            return float(s[f"sample P@{k}"])
+
+        def mean_diff(other: str) -> str:
+            return " / ".join(
+                f"{sum(score(r, r['chosen'], k) - score(r, other, k) for r in rows) / len(rows):+.2f}"
+                for k in (1, 3, 5)
+            )
+
+        lines.append(f"| {data} | {len(rows)} | {mean_diff('baseline')} | {mean_diff('hard')} |")
+    return lines
+
+
+def refine_within() -> list[str]:
+    """docs/experiments.md's refinement trained on a label's groups alone
+    (``assignment_variants_refine_within``) beside the full one (``assignment_variants_refine``)."""
+    return summary_means(
+        "assignment_variants_refine_within",
+        {
+            "soft T=0.3+r1": "within the label's groups, soft T=0.3 + 1 round",
+            "top-c+r1": "hard + 1 round",
+        },
+    )[1:]
+
+
+def pruning_test() -> list[str]:
+    """docs/experiments.md's EAGLE (default) minus the Baseline per data set on test sets, pruned
+    (``table2_pruned``, ``assign.soft_keep`` 2) beside unpruned (``table2_targets``), for the data
+    sets of the pruned report: the mean over each set's groupings, P@1 / P@3 / P@5."""
+    pruned_by = report("table2_pruned")["targets"]["per data set EAGLE - Baseline"]
+    unpruned_by = report("table2_targets")["targets"]["per data set EAGLE - Baseline"]
+    lines = [
+        "| data | pruned (`soft_keep` 2) − Baseline | unpruned − Baseline |",
+        "|---|---|---|",
+    ]
+    for ds, d in pruned_by.items():
+        lines.append(f"| {ds} | {_signed(d)} | {_signed(unpruned_by[ds])} |")
+    return lines
+
+
+def pruned() -> list[str]:
+    """docs/experiments.md's first pruning frontier (``assignment_variants_pruned``): per variant
+    its largest positives over hard top-c's in any cell, its mean P@k over the Baseline's and
+    against the unpruned soft weighting's."""
+    summary = report("assignment_variants_pruned")["summary"]
+    unpruned = _row(summary, variant="soft T=0.3+r1")
+    lines = [
+        "| variant | max positives / top-c | mean P@1 / P@3 / P@5 − Baseline "
+        "| P@1 / P@3 / P@5 − unpruned |",
+        "|---|---|---|---|",
+    ]
+    for s in summary:
+        diff = " / ".join(
+            f"{s[f'mean P@{k} - Baseline'] - unpruned[f'mean P@{k} - Baseline']:+.2f}"
+            for k in (1, 3, 5)
+        )
+        means = " / ".join(f"{s[f'mean P@{k} - Baseline']:+.2f}" for k in (1, 3, 5))
+        lines.append(f"| {s['variant']} | {s['max positives / top-c']:.2f} | {means} | {diff} |")
+    return lines
+
+
+def paper_table2() -> list[str]:
+    """docs/experiments.md's Table 2 with the paper's hard top-c assignment on delicious and
+    bibtex (``paper_experiments_<data>.json``), as ``paper_experiments.py --markdown table2``."""
+    return _benchmark("paper_experiments").table2_markdown()
+
+
+def paper_ablation(axis: str) -> Callable[[], list[str]]:
+    """docs/experiments.md's Figure 3 decrements along `axis` (``paper_experiments_<data>``)."""
+    return lambda: _benchmark("paper_experiments").ablation_markdown(axis)
+
+
+def paper_regression() -> list[str]:
+    """docs/experiments.md's Figure 2 table (``paper_regression.json``)."""
+    return _benchmark("paper_experiments").regression_markdown()
+
+
+def miml() -> list[str]:
+    """docs/experiments.md's Table 3 (``miml_mnist_g4``, ``miml_mnist_g50``)."""
+    return _benchmark("paper_experiments").miml_markdown()
+
+
+def miml_variants() -> list[str]:
+    """docs/experiments.md's MIML mask and centring variants (``miml_mnist_g50_variants``)."""
+    return _benchmark("miml_variants").markdown()
 
 
 def table2_default() -> list[str]:
@@ -1081,6 +1248,18 @@ BLOCKS: dict[str, tuple[pathlib.Path, Callable[[], list[str]]]] = {
     "refine_cells": (ROOT / "docs" / "experiments.md", refine_cells),
     "realism": (ROOT / "docs" / "experiments.md", realism),
     "levers": (ROOT / "docs" / "experiments.md", levers),
+    "selection_agreement": (ROOT / "docs" / "experiments.md", selection_agreement),
+    "pruned": (ROOT / "docs" / "experiments.md", pruned),
+    "pruning_test": (ROOT / "docs" / "experiments.md", pruning_test),
+    "selection_gain": (ROOT / "docs" / "experiments.md", selection_gain),
+    "refine_within": (ROOT / "docs" / "experiments.md", refine_within),
+    "paper_table2": (ROOT / "docs" / "experiments.md", paper_table2),
+    "paper_group_size": (ROOT / "docs" / "experiments.md", paper_ablation("group-size")),
+    "paper_depth": (ROOT / "docs" / "experiments.md", paper_ablation("depth")),
+    "paper_noise": (ROOT / "docs" / "experiments.md", paper_ablation("noise")),
+    "paper_regression": (ROOT / "docs" / "experiments.md", paper_regression),
+    "miml": (ROOT / "docs" / "experiments.md", miml),
+    "miml_variants": (ROOT / "docs" / "experiments.md", miml_variants),
 }
 
 

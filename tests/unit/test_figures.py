@@ -73,3 +73,25 @@ def test_the_docs_carry_no_dates_or_issue_numbers():
     for doc in (ROOT / "docs" / "design.md", ROOT / "docs" / "experiments.md", ROOT / "README.md"):
         found = re.findall(r"20\d{2}-\d{2}-\d{2}|[Ii]ssue [0-9]+", doc.read_text())
         assert not found, f"{doc.name}: {found}"
+
+
+def test_experiments_page_is_a_description_not_a_notebook():
+    """docs/experiments.md quotes measured figures only inside generated blocks: outside them (and
+    outside code) no number with two decimals is left but the stated tolerances and settings, and
+    no commit hash or run-by-run history."""
+    figures = _figures()
+    text = (ROOT / "docs" / "experiments.md").read_text()
+    prose = re.sub(r"(?s)<!-- figures:(\w+) -->.*?<!-- /figures:\1 -->", "", text)
+    prose = re.sub(r"(?s)```.*?```", "", prose)
+    prose = re.sub(r"`[^`\n]*`", "", prose)
+    stated = {"0.05", "0.07", "0.10", "0.01"}  # the targets' tolerances and a setting's value
+    typed = sorted(set(re.findall(r"\b\d+\.\d{2,}\b", prose)) - stated)
+    assert not typed, f"figures typed by hand outside a generated block: {typed}"
+    history = re.findall(
+        r"\b[0-9a-f]{7,40}\b|How it got there|rehearsal|the issue asks|last stop|previous default",
+        prose,
+    )
+    assert not history, f"history in the description: {history}"
+    assert len(re.findall(r"<!-- figures:\w+ -->", text)) == sum(
+        1 for doc, _ in figures.BLOCKS.values() if doc.name == "experiments.md"
+    )
