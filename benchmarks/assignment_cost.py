@@ -3,6 +3,7 @@ them in the pipeline) with each assignment setting, against the hard top-c assig
 
     python benchmarks/assignment_cost.py                                   # delicious (embedded), R-4
     python benchmarks/assignment_cost.py --data synth:wiki325k:0.1 --group-size 10 --report assignment_cost_wiki325k_0.1
+    python benchmarks/assignment_cost.py --refigure --work DIR --report NAME  # event-log figures again
 
 For each setting (``hard``; ``soft`` at T = 0.3, the same refined once, at the default
 ``soft_keep`` and unpruned, cross-fitted in 3 folds for up to 3 rounds (tolerance 0.01); the
@@ -12,21 +13,36 @@ between the Baseline and the cross-fitted refinement) one pipeline run (``pipeli
 aggregated data are made once and shared (``pipeline.dataset`` with ``aggregate=false``). The
 report has each stage's wall seconds (the pipeline's own stage timings), the fit's total, its
 ratio to ``hard``'s, the whole command's wall time, under ``auto`` the candidate chosen, and from
-Spark's event log the assign stage's Spark jobs and the fit's task core-seconds (the work its
-stages' tasks did: when they exceed the wall time, the 2 cores were busy and the time is work, not
-waiting). Writes benchmarks/reports/<report>.json and prints a table.
+Spark's event log the assign stage's Spark jobs, the task core-seconds of the assign and train
+stages and of the fit, and under ``auto`` those of each step of the choice (the work the tasks
+did: when they exceed the wall time, the 2 cores were busy and the time is work, not waiting).
+The ``auto`` settings after the first reuse the held-out split and the Baseline's score that the
+first made in the same driver process, so their choosing is a lower bound of a run alone. Writes
+benchmarks/reports/<report>.json after each setting (``complete`` false until the event-log
+figures are in) and prints a table.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import pathlib
 import shutil
 import sys
 import time
+from typing import Any
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from _common import jobs_by_description, print_table, stage_jobs, write_report  # noqa: E402
+from _common import (  # noqa: E402
+    REPORTS,
+    STEP_SEPARATOR,
+    _events,
+    jobs_by_description,
+    print_table,
+    stage_jobs,
+    stage_steps,
+    write_report,
+)
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SETTINGS = {  # setting -> changes to the assign section (soft: the default soft_keep unless named)
@@ -81,7 +97,24 @@ def main() -> None:
         "--report", default="assignment_cost_delicious", help="report name under benchmarks/reports"
     )
     parser.add_argument("--work", default="/tmp/eagle_assignment_cost")
+    parser.add_argument(
+        "--refigure",
+        action="store_true",
+        help="recompute the report's event-log figures from --work's event log (a finished "
+        "run of the report's settings, in its order) and exit",
+    )
     args = parser.parse_args()
+    if args.refigure:
+        events = pathlib.Path(args.work) / "events"
+        app_id = next(events.iterdir()).name.removeprefix("eventlog_v2_")
+        path = REPORTS / f"{args.report}.json"
+        report = json.loads(path.read_text())
+        rows = report.pop("rows")
+        windows = setting_windows(events, app_id, [r["setting"] for r in rows])
+        event_figures(rows, events, app_id, windows)
+        keep = {k: v for k, v in report.items() if k not in ("benchmark", "when", "machine")}
+        write_report(args.report, rows, keep)
+        return
 
     from eagle_spark.data import embedded_path
     from eagle_spark.ml import Dataset
@@ -114,6 +147,12 @@ def main() -> None:
     agg = train.aggregate(str(work / "aggregated"), groupSize=args.group_size, seed=0)
     rows = []
     windows: dict[str, tuple[float, float]] = {}
+    extra = {
+        "data": args.data
+        + (" (realistic preset, seed 0)" if args.data.startswith("synth:") else ""),
+        "grouping": f"R-{args.group_size}",
+        "classifier": "tree (conf/local.yaml)",
+    }
     for name in args.settings:
         settings = base.replace("assign", **SETTINGS[name]).replace(
             "pipeline",
@@ -146,8 +185,26 @@ def main() -> None:
                 "chosen": chosen,
             }
         )
+        # a long run keeps what is done: the settings so far, their figures from the event log
+        # once the application ends
+        write_report(args.report, rows, {**extra, "complete": False}, table=False)
     app_id = spark.conf.get("spark.app.id")
     spark.stop()  # the event log is complete once the application ends
+    event_figures(rows, events, app_id, windows)
+    write_report(args.report, rows, {**extra, "complete": True}, table=False)
+    print_table(rows)
+
+
+def event_figures(
+    rows: list[dict[str, Any]],
+    events: pathlib.Path,
+    app_id: str,
+    windows: dict[str, tuple[float, float]],
+) -> None:
+    """Add to each row (a setting, run inside `windows[setting]`, epoch seconds) its ratio to
+    hard's fit and, from the event log, the assign stage's Spark jobs, the assign, train and fit
+    task core-seconds and, under ``auto``, the core-seconds of each step of the choice (``select
+    <candidate>: assign``, ``...: proxy training``, ...)."""
     hard = next((r["fit s"] for r in rows if r["setting"] == "hard"), None)
     for r in rows:
         r["fit / hard"] = round(r["fit s"] / hard, 2) if hard else None
@@ -156,17 +213,34 @@ def main() -> None:
         fit_stages = [stage_jobs(jobs, s) for s in ("embed_eagle", "assign_eagle", "train_eagle")]
         r["assign jobs"] = fit_stages[1]["spark jobs"]
         r["assign task s"] = fit_stages[1]["task s"]
+        r["train task s"] = fit_stages[2]["task s"]
         r["fit task s"] = round(sum(j["task s"] for j in fit_stages), 1)
-    write_report(
-        args.report,
-        rows,
-        {
-            "data": args.data,
-            "grouping": f"R-{args.group_size}",
-            "classifier": "tree (conf/local.yaml)",
-        },
-    )
-    print_table(rows)
+        if r["setting"].startswith("auto"):
+            steps = stage_steps(jobs, "assign_eagle")
+            r["choice steps task s"] = {
+                k: v["task s"] for k, v in steps.items() if STEP_SEPARATOR not in k
+            }
+
+
+def setting_windows(events: pathlib.Path, app_id: str, settings: list[str]) -> dict:
+    """The (start, end) epoch seconds of each setting of a finished run whose settings ran in the
+    order `settings`, from its event log: a setting's jobs start with its ``embed_eagle`` stage
+    after the previous setting's ``train_eagle``. Raises ValueError when the log holds another
+    number of settings."""
+    starts, last = [], ""
+    for event in _events(events, app_id):
+        if event.get("Event") != "SparkListenerJobStart":
+            continue
+        name = (event.get("Properties") or {}).get("spark.job.description") or ""
+        stage = name.split(STEP_SEPARATOR)[0]
+        if stage == "embed_eagle" and last != "embed_eagle":
+            starts.append(event["Submission Time"] / 1e3)
+        if stage:
+            last = stage
+    if len(starts) != len(settings):
+        raise ValueError(f"{len(starts)} settings in the event log, the report has {len(settings)}")
+    ends = [*starts[1:], float("inf")]
+    return {s: (a - 1e-3, b - 1e-3) for s, a, b in zip(settings, starts, ends)}
 
 
 if __name__ == "__main__":
