@@ -34,8 +34,23 @@ VARIANTS: tuple[tuple[str, float | None, bool, float], ...] = (
 DEFAULT = "mixed mask, centred embeddings (the defaults)"
 
 
+def row(name: str, res: dict[str, Any], source: str) -> dict[str, Any]:
+    """A report row of variant `name` from a ``miml`` run's results (``results.json``, as
+    :func:`eagle_spark.experiments.miml.run_miml` returns it) read from `source`."""
+    return {
+        "variant": name,
+        "mask_mix": res["net"]["mask_mix"],
+        "centred": res["centre_embeddings"],
+        "tau": res["net"]["tau"],
+        **{f"{m} mean": res["methods"][m]["mean"] for m in ("eagle0", "eagle")},
+        **{f"{m} seeds": res["methods"][m]["accuracy"] for m in ("eagle0", "eagle")},
+        "seconds": res["seconds"]["total"],
+        "from": source,
+    }
+
+
 def run(work: str) -> None:
-    """Run every variant of :data:`VARIANTS` (EAGLE-0 and EAGLE) and write the report."""
+    """Run every variant of :data:`VARIANTS` (EAGLE-0 and EAGLE) and write the report after each."""
     from eagle_spark.experiments.miml import run_miml
     from eagle_spark.session import build_spark
     from eagle_spark.settings import Settings
@@ -44,20 +59,10 @@ def run(work: str) -> None:
         sys.exit(f"{IMAGES} is missing: this benchmark needs ../shared/data")
     default = json.loads((REPORTS / "miml_mnist_g50.json").read_text())
     net = default["net"]
+    extra = {"group_size": default["group_size"], "deep-miml": default["methods"]["deep-miml"]}
     base = Settings.load(str(ROOT / "conf" / "local.yaml"), [])
     spark = build_spark(base.spark)
-    rows: list[dict[str, Any]] = [
-        {
-            "variant": DEFAULT,
-            "mask_mix": net["mask_mix"],
-            "centred": default["centre_embeddings"],
-            "tau": net["tau"],
-            **{f"{m} mean": default["methods"][m]["mean"] for m in ("eagle0", "eagle")},
-            **{f"{m} seeds": default["methods"][m]["accuracy"] for m in ("eagle0", "eagle")},
-            "seconds": default["seconds"]["total"],
-            "from": "miml_mnist_g50.json",
-        }
-    ]
+    rows = [row(DEFAULT, default, "miml_mnist_g50.json")]
     for name, mix, centred, tau in VARIANTS:
         setting = base.replace(
             "miml",
@@ -71,31 +76,12 @@ def run(work: str) -> None:
             mask_mix=mix,
             centre_embeddings=centred,
         ).miml
-        res = run_miml(spark, str(IMAGES), f"{work}/{len(rows)}", setting)
         rows.append(
-            {
-                "variant": name,
-                "mask_mix": mix,
-                "centred": centred,
-                "tau": tau,
-                **{f"{m} mean": res["methods"][m]["mean"] for m in ("eagle0", "eagle")},
-                **{f"{m} seeds": res["methods"][m]["accuracy"] for m in ("eagle0", "eagle")},
-                "seconds": res["seconds"]["total"],
-                "from": "this run",
-            }
+            row(name, run_miml(spark, str(IMAGES), f"{work}/{len(rows)}", setting), "this run")
         )
-        write_report(
-            "miml_mnist_g50_variants",
-            rows,
-            {"group_size": default["group_size"], "deep-miml": default["methods"]["deep-miml"]},
-            table=False,
-        )
+        write_report("miml_mnist_g50_variants", rows, extra, table=False)
     spark.stop()
-    write_report(
-        "miml_mnist_g50_variants",
-        rows,
-        {"group_size": default["group_size"], "deep-miml": default["methods"]["deep-miml"]},
-    )
+    write_report("miml_mnist_g50_variants", rows, extra)
 
 
 def markdown() -> list[str]:

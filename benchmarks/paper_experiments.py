@@ -20,6 +20,7 @@ set>_ablation_<axis>.png``, ``regression.png``). Needs ../shared/data for bibtex
 from __future__ import annotations
 
 import argparse
+import json
 import pathlib
 import shutil
 import sys
@@ -126,8 +127,6 @@ def run_regression(work: str) -> None:
 
 
 def _load(name: str) -> dict[str, Any]:
-    import json
-
     return json.loads((REPORTS / f"{name}.json").read_text())
 
 
