@@ -589,36 +589,7 @@ def design() -> list[str]:
             "selection, selection_synth",
         )
     )
-    for name, label in (
-        ("selection_proxy_size_delicious", "delicious R-4"),
-        ("selection_proxy_size_wiki325k_0.1", "realistic synthetic Wiki-325K 0.1 R-4"),
-    ):
-        from eagle_spark.assignment.selection import MAX_PROXY_GROUPS
-
-        found = report(name)["rows"]
-        full = _row(found, cap="none")
-        capped = [r for r in found if r["cap"] != "none"]
-        # the default cap's row where it was measured, else the smallest cap's
-        least = next(
-            (r for r in capped if r["cap"] == MAX_PROXY_GROUPS),
-            min(capped, key=lambda r: r["proxy groups"]),
-        )
-        changed = [r for r in found if r["chosen"] != full["chosen"]]
-        held = (
-            f"chose {full['chosen']} at every cap"
-            if not changed
-            else "the choice changed at "
-            + ", ".join(f"{r['proxy groups']:,} groups" for r in changed)
-        )
-        rows.append(
-            (
-                f"`auto`'s choice with its proxies trained on fewer groups, {label}",
-                f"{held}; margin {least['margin']:.2f} points with {least['proxy groups']:,} "
-                f"groups, {full['margin']:.2f} with all {full['proxy groups']:,}; the choice "
-                f"{least['seconds']:.0f} / {full['seconds']:.0f} s",
-                name,
-            )
-        )
+    rows += proxy_size_rows()
     for name, label in (
         ("assignment_cost_delicious", "EAGLE's fit, auto / hard, delicious R-4"),
         (
@@ -641,6 +612,51 @@ def design() -> list[str]:
     return lines
 
 
+PROXY_SIZE = (
+    ("selection_proxy_size_delicious", "delicious R-4"),
+    ("selection_proxy_size_wiki325k_0.05", "realistic synthetic Wiki-325K 0.05 R-4"),
+    ("selection_proxy_size_wiki325k_0.1_r10", "realistic synthetic Wiki-325K 0.1 R-10"),
+)
+"""The reports of ``benchmarks/selection_proxy_size.py`` and what each measured."""
+
+
+def proxy_size_rows() -> list[tuple[str, str, str]]:
+    """design.md's current-figures rows of ``selection_proxy_size`` reports: whether the choice
+    held at every cap, the margin and seconds at the default cap (:data:`eagle_spark.assignment.
+    selection.MAX_PROXY_PAIRS`, else the smallest measured) against no cap, in group labels (Y2's
+    pairs) and the Baseline positives they carry."""
+    from eagle_spark.assignment.selection import MAX_PROXY_PAIRS
+
+    rows = []
+    for name, label in PROXY_SIZE:
+        found = report(name)["rows"]
+        full = _row(found, cap="none")
+        capped = [r for r in found if r["cap"] != "none"]
+        least = next(
+            (r for r in capped if r["cap"] == MAX_PROXY_PAIRS),
+            min(capped, key=lambda r: r["proxy pairs"]),
+        )
+        changed = [r for r in found if r["chosen"] != full["chosen"]]
+        held = (
+            f"chose {full['chosen']} at every cap"
+            if not changed
+            else f"chose {full['chosen']} uncapped, another with "
+            + ", ".join(f"{r['proxy pairs']:,}" for r in changed)
+            + " group labels"
+        )
+        rows.append(
+            (
+                f"`auto`'s choice with its proxies trained on fewer group labels, {label}",
+                f"{held}; margin {least['margin']:.2f} points with {least['proxy pairs']:,} group "
+                f"labels ({least['proxy groups']:,} groups, {least['proxy positives']:,} Baseline "
+                f"positives), {full['margin']:.2f} with all {full['proxy pairs']:,}; the choice "
+                f"{least['seconds']:.0f} / {full['seconds']:.0f} s",
+                name,
+            )
+        )
+    return rows
+
+
 def _generator(name: str) -> str:
     """Which generator made the synthetic data of report `name`: "realistic" when its ``data``
     says so (the realistic presets and twins), else "planted" (the generator before them)."""
@@ -651,8 +667,9 @@ def cost() -> list[str]:
     """docs/experiments.md's table of what learning from group labels costs, per setting."""
     lines = [
         "| data | setting | embed s | assign s | train s | fit s | fit / hard | assign Spark jobs "
-        "| fit task core-s | chosen | choosing / the winner's training | report |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| fit task core-s | chosen | choosing / the winner's training | beyond the winner alone "
+        "| report |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, data in (
         ("assignment_cost_delicious", "delicious R-4"),
@@ -669,6 +686,21 @@ def cost() -> list[str]:
             choosing = (
                 f"{(r['assign s'] - hard['assign s']) / r['train s']:.2f}x"
                 if hard and r["setting"].startswith("auto")
+                else "-"
+            )
+            # the same beyond the winner's assignment as the winner alone makes it (its own row:
+            # a refined candidate's scorer is its method's cost, chosen or not)
+            alone = next(
+                (
+                    a
+                    for a in rows
+                    if r.get("chosen") and a["setting"] == r["chosen"].replace("soft-", "soft T=")
+                ),
+                None,
+            )
+            beyond = (
+                f"{(r['assign s'] - alone['assign s']) / r['train s']:.2f}x"
+                if alone and r["setting"].startswith("auto")
                 else "-"
             )
             cells = [
@@ -689,7 +721,7 @@ def cost() -> list[str]:
             lines.append(
                 f"| {data} | {r['setting']} | "
                 + " | ".join(shown)
-                + f" | {r.get('chosen') or '-'} | {choosing} | `{name}.json` |"
+                + f" | {r.get('chosen') or '-'} | {choosing} | {beyond} | `{name}.json` |"
             )
     return lines
 

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from eagle_spark import schemas as S
@@ -37,6 +37,17 @@ ACCURACY higher, so the budget holds (and at most 2 / ACCURACY of them more than
 dropped); up to ACCURACY the quantile is exact and exactly k are kept (distinct weights)."""
 
 
+def _pairs_with_sizes(spark: SparkSession, dataset: str) -> DataFrame:
+    """Y2's (group, label) pairs of `dataset` with their group's size ``_n`` (members in Y1)."""
+    sizes = read_table(spark, dataset, S.Y1).groupBy(S.GROUP_ID).agg(F.count("*").alias("_n"))
+    return read_table(spark, dataset, S.Y2).join(sizes, S.GROUP_ID)
+
+
+def _sum(frame: DataFrame, column: Column) -> int:
+    row = frame.agg(F.sum(column).alias("_s")).first()
+    return int(row["_s"] or 0) if row is not None else 0
+
+
 def hard_positives(spark: SparkSession, dataset: str, multiplicity: bool) -> int:
     """The positives of the hard assignment (Algorithm 2's top-c) of `dataset`'s groups: the sum
     over Y2's (group, label) pairs of min(c, the group's size), c the pair's list-merge count with
@@ -48,15 +59,39 @@ def hard_positives(spark: SparkSession, dataset: str, multiplicity: bool) -> int
     Returns:
         The count (0 for a dataset without groups).
     """
-    sizes = read_table(spark, dataset, S.Y1).groupBy(S.GROUP_ID).agg(F.count("*").alias("_n"))
     want = F.col(S.COUNT) if multiplicity else F.lit(1)
+    return _sum(_pairs_with_sizes(spark, dataset), F.least(want.cast("long"), F.col("_n")))
+
+
+class GroupLabels(NamedTuple):
+    """What :func:`group_labels` counts."""
+
+    pairs: int
+    """Y2's (group, label) pairs: the group labels a classifier can learn from"""
+    baseline_positives: int
+    """the Baseline's positives (every member gets every label of its group): the sum over the
+    pairs of the group's size; the most any assignment of the groups gives (a soft weighting's
+    before pruning)"""
+
+
+def group_labels(spark: SparkSession, dataset: str) -> GroupLabels:
+    """Count `dataset`'s group labels and the Baseline's positives (one aggregation over Y2
+    joined with the group sizes of Y1).
+
+    Args:
+        dataset: an aggregated dataset (Y1, Y2).
+    Returns:
+        A :class:`GroupLabels` (zeros for a dataset without groups).
+    Source: the paper's section 3.3 (the Baseline's positives against the assignment's).
+    """
     row = (
-        read_table(spark, dataset, S.Y2)
-        .join(sizes, S.GROUP_ID)
-        .agg(F.sum(F.least(want.cast("long"), F.col("_n"))).alias("_h"))
+        _pairs_with_sizes(spark, dataset)
+        .agg(F.count("*").alias("_p"), F.sum(F.col("_n").cast("long")).alias("_b"))
         .first()
     )
-    return int(row["_h"] or 0) if row is not None else 0
+    if row is None:
+        return GroupLabels(0, 0)
+    return GroupLabels(int(row["_p"] or 0), int(row["_b"] or 0))
 
 
 def within_budget(

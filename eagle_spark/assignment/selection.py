@@ -4,10 +4,11 @@ Between giving every member every group label (the Baseline) and giving each lab
 members only (EAGLE's hard top-c assignment) lies the soft weighting (:func:`eagle_spark.assignment.
 assign.soft_weights`); which is best depends on the data (how well a group's members can be told
 apart, how many labels a sample has). No sample label is needed to choose: a seeded share
-(``assign.held_out``, at most :data:`MAX_HELD_GROUPS` groups) of the groups is held out, each
+(``assign.held_out``, at most :data:`MAX_HELD_MEMBERS` members) of the groups is held out, each
 candidate (``assign.candidates``) assigns the whole data, a proxy classifier (the label tree
-with one tree, default settings) trains on what it gave the members of the other groups (at most
-about :data:`MAX_PROXY_GROUPS` of them, a seeded sample on larger data: :func:`fit_part`), the
+with one tree, default settings) trains on what it gave the members of the other groups (groups of
+at most about :data:`MAX_PROXY_PAIRS` group labels, a seeded sample on larger data:
+:func:`fit_part`), the
 proxy predicts the held-out members, and the members' predictions are scored against the
 held-out groups' labels Y2 with their counts
 (:func:`eagle_spark.evaluation.group.group_precisions`, criterion :data:`CRITERION`: the multiset
@@ -32,7 +33,7 @@ member gets a kept group's label, never as a training label: Algorithm 2 assigns
 its own members, so an unrefined candidate gives the kept groups exactly what assigning them
 alone would. Cost: per candidate an assignment of the whole data (the output's, if it wins), a
 one-tree training on the kept groups (about a third of the default three trees' on data of up to
-:data:`MAX_PROXY_GROUPS` groups, a bounded cost above it) and a prediction of the held-out
+:data:`MAX_PROXY_PAIRS` group labels, a bounded cost above it) and a prediction of the held-out
 members; a refined candidate (``soft-0.3+r1``) whose unrefined settings are also a candidate
 starts from that candidate's assignment. All other scratch data
 lives in a folder the caller deletes after writing the output.
@@ -71,6 +72,7 @@ from pyspark.sql import DataFrame, SparkSession
 from eagle_spark import classic
 from eagle_spark import schemas as S
 from eagle_spark.aggregation.split import split_groups
+from eagle_spark.assignment.budget import group_labels
 from eagle_spark.assignment.members import write_training_set
 from eagle_spark.assignment.output import assign_with
 from eagle_spark.classifiers.predict import PREDICTIONS, predict
@@ -133,22 +135,25 @@ def group_folds(group_ids: Sequence[int], k: int, seed: int) -> list[list[int]]:
     return [sorted(ids[j] for j in order[f::k]) for f in range(k)]
 
 
-MAX_HELD_GROUPS = 5000
-"""At most about this many groups are held out (the share ``assign.held_out`` shrinks on larger
-data): the candidates' scores are means over the held-out members, whose spread shrinks with
-their number, while predicting them costs each candidate a prediction pass over them."""
-MAX_PROXY_GROUPS = 2 * MAX_HELD_GROUPS
-"""The proxy trains on at most about this many of the groups not held out (a seeded share of them,
-``kept_share`` of :func:`eagle_spark.aggregation.split.split_groups`, on larger data): twice the
-groups it is scored on, so the choice costs the same on data of any size above it (a proxy tree's
-training grows with its training set). Both candidates train on the same groups, so the
-comparison stays paired. The rule that chose it: the cap at which the choice costs least among
-those that choose as the uncapped proxy does, measured with
-``benchmarks/selection_proxy_size.py`` on a main-job run's training data (never its test set): on
-realistic synthetic Wiki-325K 0.1 every cap from 5,000 to none chose the same candidate, and
-10,000 cost about a third of none's seconds (its report, and delicious's, where no cap binds, are
-in docs/design.md's current figures). A larger
-proxy narrows the winner's margin there: the Baseline's proxy gains more from more groups."""
+MAX_HELD_MEMBERS = 20_000
+"""At most about this many group members are held out (the share ``assign.held_out`` shrinks on
+larger data): the candidates' scores are means over the held-out members, whose spread shrinks
+with their number, while predicting them costs each candidate a prediction pass over them (5,000
+groups of 4; a cap on groups let groups of 10 cost 2.5 times as much)."""
+MAX_PROXY_PAIRS = 100_000
+"""The proxy trains on groups not held out with at most about this many group labels, Y2's
+(group, label) pairs (:func:`eagle_spark.assignment.budget.group_labels`; a seeded share of the
+groups, ``kept_share`` of :func:`eagle_spark.aggregation.split.split_groups`, on larger data): what
+a proxy learns from, so its score's noise is about the same on data of any size above it (fewer
+groups cover fewer labels and the choice turns on near-ties), while its cost, at most the Baseline
+positives (the pairs times their groups' sizes, recorded as ``proxy_positives``), stops growing
+with the data. Every candidate trains on the same groups, so the comparison stays paired. The rule
+that chose it: the smallest measured cap that holds at least as many group labels as the held-out
+members do at :data:`MAX_HELD_MEMBERS` on realistic synthetic Wiki-325K (55,000 at R-4, 62,000 at
+R-10: a proxy should have learnt about as many group labels as it is scored on) and at which
+it and every larger cap choose as the uncapped proxy does, on every data set measured with
+``benchmarks/selection_proxy_size.py`` (training data only, never a test set; docs/design.md's
+current figures give each report's result)."""
 PROXY = TreeSettings(n_trees=1, ranker_C_choice="none")
 """The proxy classifier the candidates are scored with: the label tree of the default settings,
 one tree (a third of the default's training), its rankers at ``tree.C`` (the candidates are
@@ -176,7 +181,9 @@ class Selection(NamedTuple):
     """the chosen candidate's ``assign`` settings"""
     record: dict[str, Any]
     """held_out, seed, proxy, held_out_groups (the groups scored), proxy_groups (the groups the
-    proxy trained on; with ``folds`` one count per fold), folds (when every group was scored in
+    proxy trained on; with ``folds`` one count per fold), proxy_pairs and proxy_positives (without
+    ``folds``: those groups' labels and Baseline positives, the most any candidate's proxy trains
+    on), folds (when every group was scored in
     folds: :data:`MIN_HELD_GROUPS`), candidates (name -> group P@1/3/5 in percent and the score),
     iterations (when a candidate assigned with refitted embeddings: ``model``, the model's T,
     and each such candidate's), chosen; or skipped and chosen when no group could be held out"""
@@ -315,6 +322,13 @@ def held_out_split(
     return fit, held, ids, made.scores
 
 
+def proxy_work(spark: SparkSession, part: str) -> dict[str, int]:
+    """{"proxy_pairs": the group labels, "proxy_positives": the Baseline positives} of the kept
+    part `part` (:func:`eagle_spark.assignment.budget.group_labels`)."""
+    found = group_labels(spark, part)
+    return {"proxy_pairs": found.pairs, "proxy_positives": found.baseline_positives}
+
+
 def _groups(spark: SparkSession, part: str) -> int:
     """A dataset folder's number of groups, from its manifest."""
     return int(read_manifest(spark, part).get("n_groups") or 0)
@@ -326,7 +340,7 @@ def choose_assignment(
     params: AssignSettings,
     embeddings: str,
     scratch: str,
-    max_proxy_groups: int = MAX_PROXY_GROUPS,
+    max_proxy_pairs: int = MAX_PROXY_PAIRS,
 ) -> Selection:
     """Score ``assign.candidates`` on held-out groups of `dataset` and return the best.
 
@@ -339,23 +353,22 @@ def choose_assignment(
         embeddings: the label embeddings' folder (``embed``'s output for `dataset`; its manifest
             gives the GRLR settings a ``@t<N>`` candidate refits with).
         scratch: a folder to write into (not existing; the caller deletes it).
-        max_proxy_groups: the proxy trains on about this many of the groups not held out at most
-            (:data:`MAX_PROXY_GROUPS`; another value measures how the choice depends on it:
-            ``benchmarks/selection_proxy_size.py``).
+        max_proxy_pairs: the proxy trains on groups not held out of about this many group labels
+            (Y2's pairs) at most (:data:`MAX_PROXY_PAIRS`; another value measures how the choice
+            depends on it: ``benchmarks/selection_proxy_size.py``).
     Returns:
         A :class:`Selection`.
     Raises:
         BadInputError (a ValueError): as the stages it runs (e.g. no groups held out).
-        ValueError: `max_proxy_groups` below 1.
+        ValueError: `max_proxy_pairs` below 1.
     Source: this project (choosing from group labels alone), beyond the paper.
     """
-    if max_proxy_groups < 1:
-        raise ValueError(
-            f"choose_assignment: max_proxy_groups must be >= 1, got {max_proxy_groups}"
-        )
+    if max_proxy_pairs < 1:
+        raise ValueError(f"choose_assignment: max_proxy_pairs must be >= 1, got {max_proxy_pairs}")
     manifest = read_manifest(spark, dataset)
     n_groups = int(manifest.get("n_groups") or 0)
-    share = min(params.held_out, MAX_HELD_GROUPS / n_groups) if n_groups else params.held_out
+    n_members = n_groups * float(manifest.get("group_size_mean") or 1.0)  # Y1's rows
+    share = min(params.held_out, MAX_HELD_MEMBERS / n_members) if n_groups else params.held_out
     fallback = FALLBACK
     folds: Optional[list[list[int]]] = None
     if n_groups * share < MIN_HELD_GROUPS:
@@ -395,7 +408,9 @@ def choose_assignment(
     work: contextlib.AbstractContextManager[Any]
     known: dict[str, dict[str, float]] = {}  # scores kept with the split (not for folds)
     if folds is None:
-        kept_share = min(1.0, max_proxy_groups / (n_groups * (1.0 - share)))
+        # the group labels of the groups not held out, about (1 - share) of the data's
+        n_pairs = group_labels(spark, dataset).pairs
+        kept_share = min(1.0, max_proxy_pairs / max(n_pairs * (1.0 - share), 1.0))
         work = split_work(dataset, manifest, share, params.held_out_seed, kept_share)
         with work, job_step(spark, "select: held-out split"):
             fit, held, fit_ids, known = held_out_split(
@@ -503,6 +518,7 @@ def choose_assignment(
             "proxy": "label tree, 1 tree, default settings",
             "held_out_groups": sum(n_held for _, n_held in counts),
             "proxy_groups": (counts[0][0] if folds is None else [n_fit for n_fit, _ in counts]),
+            **(proxy_work(spark, splits[0][0]) if folds is None else {}),
             **({"folds": len(folds)} if folds is not None else {}),
             **({"iterations": {"model": at_t.settings.iterations, **refitted}} if refitted else {}),
             "candidates": rows,

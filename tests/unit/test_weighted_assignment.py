@@ -902,11 +902,15 @@ def test_auto_chooses_grlrs_iterations_with_at_t_candidates(spark, soft, tmp_pat
 def test_auto_trains_the_proxy_on_a_seeded_share_of_the_groups_beyond_the_cap(
     spark, soft, tmp_path, monkeypatch
 ):
-    """With more groups not held out than max_proxy_groups, the proxy trains on the share cap /
-    (groups not held out) of them picked by the split's second hash: the record's proxy_groups is
-    the twin's count of the groups whose held-out hash says kept and whose second hash falls in
-    that share; the held-out groups and so the score's data are the uncapped choice's; without a
-    cap the proxy trains on every group not held out (MAX_PROXY_GROUPS is far above 150 groups)."""
+    """With more members than MAX_HELD_MEMBERS / held_out, the held-out share is MAX_HELD_MEMBERS
+    / members (here 120 / 600 = 0.2 instead of 0.3). With more group labels (Y2's pairs) in the
+    groups not held out than max_proxy_pairs, the proxy trains on the share cap / (the data's
+    pairs x (1 - share)) of those groups picked by the split's second hash: the record's
+    proxy_groups is the twin's count of the groups whose held-out hash says kept and whose second
+    hash falls in that share, its proxy_pairs their labels and its proxy_positives their members x
+    labels, summed by the twin; the held-out groups and so the score's data are the uncapped
+    choice's; without a cap the proxy trains on every group not held out (MAX_PROXY_PAIRS is far
+    above this data's)."""
     import collections
 
     from pyspark.sql import functions as F
@@ -916,30 +920,46 @@ def test_auto_trains_the_proxy_on_a_seeded_share_of_the_groups_beyond_the_cap(
     from eagle_spark.io.tables import read_table
 
     monkeypatch.setattr(selection, "_SPLITS", collections.OrderedDict())
+    monkeypatch.setattr(selection, "MAX_HELD_MEMBERS", 120)
     paths, _ = soft
     agg = Dataset.load(spark, paths["agg"])
     settings = AssignSettings(
         weighting="auto", tasks=2, candidates=("baseline",), held_out=0.3, held_out_seed=5
     )
+    y1 = read_table(spark, agg.path, "Y1").select("group_id").toPandas()
+    y2 = read_table(spark, agg.path, "Y2").select("group_id").toPandas()
+    size = y1["group_id"].value_counts()  # members of each group
+    labels = y2["group_id"].value_counts()  # labels of each group
+    baseline = {int(g): int(size[g]) * int(labels.get(g, 0)) for g in size.index}
     groups = read_table(spark, agg.path, "Y1").select("group_id").distinct()
     n_groups = groups.count()
-    held = F.pmod(F.xxhash64(F.lit(5), F.col("group_id")), F.lit(10_000)) < F.lit(3_000)
+    assert len(y1) == 600
+    held = F.pmod(F.xxhash64(F.lit(5), F.col("group_id")), F.lit(10_000)) < F.lit(2_000)
     second = F.pmod(F.xxhash64(F.lit(5), F.col("group_id"), F.lit(1)), F.lit(10_000))
     n_held = groups.where(held).count()
     emb = paths["emb"]
     full = selection.choose_assignment(spark, agg.path, settings, emb, str(tmp_path / "full"))
     full = full.record
+    assert full["held_out"] == pytest.approx(0.2)
     assert (full["held_out_groups"], full["proxy_groups"]) == (n_held, n_groups - n_held)
-    cap = 50
-    share = cap / (n_groups * 0.7)
-    n_sampled = groups.where(~held & (second < F.lit(int(round(share * 10_000))))).count()
-    assert 0 < n_sampled < n_groups - n_held
+    kept_all = [int(r[0]) for r in groups.where(~held).collect()]
+    assert full["proxy_pairs"] == sum(int(labels.get(g, 0)) for g in kept_all)
+    assert full["proxy_positives"] == sum(baseline[g] for g in kept_all)
+    cap = 50 * len(y2) // n_groups  # about 50 groups' labels
+    share = cap / (len(y2) * 0.8)
+    sampled = [
+        int(r[0])
+        for r in groups.where(~held & (second < F.lit(int(round(share * 10_000))))).collect()
+    ]
+    assert 0 < len(sampled) < n_groups - n_held
     capped = selection.choose_assignment(
         spark, agg.path, settings, emb, str(tmp_path / "capped"), cap
     ).record
-    assert (capped["held_out_groups"], capped["proxy_groups"]) == (n_held, n_sampled)
+    assert (capped["held_out_groups"], capped["proxy_groups"]) == (n_held, len(sampled))
+    assert capped["proxy_pairs"] == sum(int(labels.get(g, 0)) for g in sampled)
+    assert capped["proxy_positives"] == sum(baseline[g] for g in sampled)
     assert capped["chosen"] == "baseline"
-    with pytest.raises(ValueError, match="max_proxy_groups must be >= 1"):
+    with pytest.raises(ValueError, match="max_proxy_pairs must be >= 1"):
         selection.choose_assignment(spark, agg.path, settings, emb, str(tmp_path / "none"), 0)
 
 
