@@ -8,8 +8,7 @@ apart, how many labels a sample has). No sample label is needed to choose: a see
 candidate (``assign.candidates``) assigns the whole data, a proxy classifier (the label tree
 with one tree, default settings) trains on what it gave the members of the other groups (groups of
 at most about :data:`MAX_PROXY_PAIRS` group labels, a seeded sample on larger data:
-:func:`fit_part`), the
-proxy predicts the held-out members, and the members' predictions are scored against the
+:func:`fit_part`), the proxy predicts the held-out members, and the members' predictions are scored against the
 held-out groups' labels Y2 with their counts
 (:func:`eagle_spark.evaluation.group.group_precisions`, criterion :data:`CRITERION`: the multiset
 precision). The candidate with the best mean of group-level P@1, P@3 and P@5 wins (ties: the
@@ -138,8 +137,8 @@ def group_folds(group_ids: Sequence[int], k: int, seed: int) -> list[list[int]]:
 MAX_HELD_MEMBERS = 20_000
 """At most about this many group members are held out (the share ``assign.held_out`` shrinks on
 larger data): the candidates' scores are means over the held-out members, whose spread shrinks
-with their number, while predicting them costs each candidate a prediction pass over them (5,000
-groups of 4; a cap on groups let groups of 10 cost 2.5 times as much)."""
+with their number, while predicting them costs each candidate a prediction pass over them, per
+member (5,000 groups of 4, 2,000 of 10)."""
 MAX_PROXY_PAIRS = 100_000
 """The proxy trains on groups not held out with at most about this many group labels, Y2's
 (group, label) pairs (:func:`eagle_spark.assignment.budget.group_labels`; a seeded share of the
@@ -329,6 +328,15 @@ def proxy_work(spark: SparkSession, part: str) -> dict[str, int]:
     return {"proxy_pairs": found.pairs, "proxy_positives": found.baseline_positives}
 
 
+def group_members(spark: SparkSession, dataset: str, manifest: dict[str, Any]) -> float:
+    """The group members (Y1's rows) of `dataset`: n_groups x group_size_mean from its
+    `manifest` where ``aggregate`` wrote them, else counted (a frame's manifest,
+    :meth:`eagle_spark.Dataset.from_samples`, has no group sizes)."""
+    if manifest.get("group_size_mean") is not None:
+        return int(manifest.get("n_groups") or 0) * float(manifest["group_size_mean"])
+    return float(read_table(spark, dataset, S.Y1).count())
+
+
 def _groups(spark: SparkSession, part: str) -> int:
     """A dataset folder's number of groups, from its manifest."""
     return int(read_manifest(spark, part).get("n_groups") or 0)
@@ -367,8 +375,12 @@ def choose_assignment(
         raise ValueError(f"choose_assignment: max_proxy_pairs must be >= 1, got {max_proxy_pairs}")
     manifest = read_manifest(spark, dataset)
     n_groups = int(manifest.get("n_groups") or 0)
-    n_members = n_groups * float(manifest.get("group_size_mean") or 1.0)  # Y1's rows
-    share = min(params.held_out, MAX_HELD_MEMBERS / n_members) if n_groups else params.held_out
+    n_members = group_members(spark, dataset, manifest)
+    share = (
+        min(params.held_out, MAX_HELD_MEMBERS / max(n_members, 1.0))
+        if n_groups
+        else params.held_out
+    )
     fallback = FALLBACK
     folds: Optional[list[list[int]]] = None
     if n_groups * share < MIN_HELD_GROUPS:

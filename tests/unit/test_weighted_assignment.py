@@ -934,6 +934,10 @@ def test_auto_trains_the_proxy_on_a_seeded_share_of_the_groups_beyond_the_cap(
     groups = read_table(spark, agg.path, "Y1").select("group_id").distinct()
     n_groups = groups.count()
     assert len(y1) == 600
+    # the members from the manifest's group sizes, or counted where a frame's manifest has none
+    manifest = {"n_groups": agg.manifest["n_groups"], "group_size_mean": 4.0}
+    assert selection.group_members(spark, agg.path, manifest) == 4.0 * agg.manifest["n_groups"]
+    assert selection.group_members(spark, agg.path, {"n_groups": 1}) == 600
     held = F.pmod(F.xxhash64(F.lit(5), F.col("group_id")), F.lit(10_000)) < F.lit(2_000)
     second = F.pmod(F.xxhash64(F.lit(5), F.col("group_id"), F.lit(1)), F.lit(10_000))
     n_held = groups.where(held).count()
