@@ -152,7 +152,7 @@ def only_app_id(folder: str | os.PathLike) -> str:
     return logs[0]
 
 
-def _events(folder: str | os.PathLike, app_id: str):
+def read_events(folder: str | os.PathLike, app_id: str):
     """The JSON events of application `app_id`'s event log in `folder` (single file or rolling)."""
     single, rolling = pathlib.Path(folder) / app_id, pathlib.Path(folder) / f"eventlog_v2_{app_id}"
     if single.exists():
@@ -173,7 +173,7 @@ def shuffle_bytes_by_job_group(folder: str | os.PathLike, app_id: str) -> dict[s
     ``internal.metrics.shuffle.write.bytesWritten`` accumulator. Jobs without a group count under ""."""
     group_of_stage: dict[int, str] = {}
     written: dict[int, int] = {}
-    for event in _events(folder, app_id):
+    for event in read_events(folder, app_id):
         kind = event.get("Event")
         if kind == "SparkListenerJobStart":
             group = (event.get("Properties") or {}).get("spark.jobGroup.id") or ""
@@ -208,7 +208,7 @@ def jobs_by_description(
     found: dict[str, dict[str, Any]] = {}
     started: dict[int, tuple[str, int]] = {}
     stage_of: dict[int, str] = {}
-    for event in _events(folder, app_id):
+    for event in read_events(folder, app_id):
         kind = event.get("Event")
         if kind == "SparkListenerJobStart":
             if window and not window[0] <= event["Submission Time"] / 1e3 <= window[1]:
@@ -276,7 +276,7 @@ def stage_times(
     """
     stages: dict[int, dict[str, Any]] = {}
     tasks: dict[int, list[float]] = {}
-    for event in _events(folder, app_id):
+    for event in read_events(folder, app_id):
         kind = event.get("Event")
         if kind == "SparkListenerTaskEnd":
             info = event["Task Info"]

@@ -36,9 +36,10 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
     REPORTS,
     STEP_SEPARATOR,
-    _events,
     jobs_by_description,
+    only_app_id,
     print_table,
+    read_events,
     stage_jobs,
     stage_steps,
     write_report,
@@ -106,7 +107,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.refigure:
         events = pathlib.Path(args.work) / "events"
-        app_id = next(events.iterdir()).name.removeprefix("eventlog_v2_")
+        app_id = only_app_id(events)
         path = REPORTS / f"{args.report}.json"
         report = json.loads(path.read_text())
         rows = report.pop("rows")
@@ -228,7 +229,7 @@ def setting_windows(events: pathlib.Path, app_id: str, settings: list[str]) -> d
     after the previous setting's ``train_eagle``. Raises ValueError when the log holds another
     number of settings."""
     starts, last = [], ""
-    for event in _events(events, app_id):
+    for event in read_events(events, app_id):
         if event.get("Event") != "SparkListenerJobStart":
             continue
         name = (event.get("Properties") or {}).get("spark.job.description") or ""

@@ -17,7 +17,7 @@ import json
 import pathlib
 import re
 import statistics
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 REPORTS = ROOT / "benchmarks" / "reports"
@@ -595,9 +595,9 @@ def design() -> list[str]:
         found = report(name)["rows"]
         auto = _row(found, setting="auto")
         figure = f"{auto['fit / hard']}x (chose {auto['chosen']})"
-        alone = [r for r in found if r["setting"] == "soft T=0.3+r1"]
-        if alone:  # what the usual choice costs without choosing
-            figure += f"; soft T=0.3+r1 alone {alone[0]['fit / hard']}x"
+        alone = winner_alone(found, auto)
+        if alone:  # what the choice costs without choosing
+            figure += f"; {alone['setting']} alone {alone['fit / hard']}x"
         rows.append((label, figure, name))
     lines = ["| what | figure | report |", "|---|---|---|"]
     for what, figure, names in rows:
@@ -674,6 +674,15 @@ def cost_reports() -> list[tuple[str, str]]:
     ]
 
 
+def winner_alone(rows: list[dict[str, Any]], auto: dict[str, Any]) -> Optional[dict[str, Any]]:
+    """The row, among an ``assignment_cost`` report's `rows`, of the candidate that the ``auto``
+    row `auto` chose run as a fixed setting (candidate ``soft-0.3+r1`` is setting ``soft
+    T=0.3+r1``), or None when it was not run (or `auto` chose nothing)."""
+    chosen = auto.get("chosen")
+    setting = chosen.replace("soft-", "soft T=") if chosen else None
+    return next((r for r in rows if setting and r["setting"] == setting), None)
+
+
 def cost() -> list[str]:
     """docs/experiments.md's table of what learning from group labels costs, per setting."""
     lines = [
@@ -695,14 +704,7 @@ def cost() -> list[str]:
             )
             # the same beyond the winner's assignment as the winner alone makes it (its own row:
             # a refined candidate's scorer is its method's cost, chosen or not)
-            alone = next(
-                (
-                    a
-                    for a in rows
-                    if r.get("chosen") and a["setting"] == r["chosen"].replace("soft-", "soft T=")
-                ),
-                None,
-            )
+            alone = winner_alone(rows, r)
             beyond = (
                 f"{(r['assign s'] - alone['assign s']) / r['train s']:.2f}x"
                 if alone and r["setting"].startswith("auto")

@@ -17,7 +17,8 @@ N = 0 is no cap (every group not held out). Each choice is made as ``assign`` ma
 candidates and held-out share), from a fresh split: nothing is kept between caps. For each cap
 the report keeps the groups the proxy trained on, their labels and Baseline positives, every
 candidate's group-level score, the choice, the margin of the winner over the runner-up, and the
-seconds of the whole choice. The test set is never read. Writes ``benchmarks/reports/<report>.json`` (one report per run folder: ``--report``).
+seconds of the whole choice. The test set is never read. Writes
+``benchmarks/reports/<report>.json`` (one report per run folder: ``--report``).
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ def main() -> None:
     parser.add_argument("--report", required=True, help="report name under benchmarks/reports")
     parser.add_argument("--work", default="/tmp/eagle_selection_proxy_size")
     args = parser.parse_args()
+    if not args.run and not (args.dataset and args.embeddings):
+        parser.error("give --run, or --dataset and --embeddings")
 
     from eagle_spark.assignment.selection import choose_assignment, selection_score
     from eagle_spark.io.tables import read_manifest
@@ -56,8 +59,6 @@ def main() -> None:
 
     settings = Settings.load(args.conf, args.set)
     spark = build_spark(settings.spark)
-    if not args.run and not (args.dataset and args.embeddings):
-        parser.error("give --run, or --dataset and --embeddings")
     run = pathlib.Path(args.run or ".")
     dataset = args.dataset or str(run / "data" / "aggregated")
     embeddings = args.embeddings or str(run / "embeddings" / args.method)
