@@ -11,8 +11,8 @@ import datetime as dt
 import json
 import os
 import pathlib
+import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,17 +25,11 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 ITERATIONS = 60  # long enough for the kill to land inside GRLR, short enough for CI
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _json(port: int) -> dict | None:
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/", timeout=2) as r:
             return json.loads(r.read())
-    except OSError:
+    except (OSError, ValueError):  # not up yet, or not a Spark daemon's JSON
         return None
 
 
@@ -49,6 +43,82 @@ def _wait(predicate, timeout: float, what: str, procs: list) -> None:
                 raise AssertionError(f"{what}: process {p.args[:2]} exited with {p.returncode}")
         time.sleep(0.5)
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def _logged_port(procs: "Processes", name: str, service: str, proc) -> int:
+    """The port a daemon started with port 0 bound for `service`, read from its log ("Successfully
+    started service '<service>' on port N"): a port picked before the daemon starts can be taken in
+    between (Spark then moves to the next port, and the probe would talk to another server)."""
+    pattern = re.compile(rf"Successfully started service '{service}' on port (\d+)")
+    found: list[int] = []
+
+    def bound() -> bool:
+        m = pattern.search((procs.logs / f"{name}.log").read_text(errors="replace"))
+        if m:
+            found.append(int(m.group(1)))
+        return bool(found)
+
+    _wait(bound, 90, f"{name}'s {service} port", [proc])
+    return found[0]
+
+
+def _start_master(procs: "Processes", env: dict, spark_home: str) -> tuple[int, int]:
+    """A standalone master on 127.0.0.1, ports of its own choosing; returns (port, web UI port)
+    once the web UI answers with this master's JSON."""
+    master = procs.start(
+        "master",
+        [
+            os.path.join(spark_home, "bin", "spark-class"),
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--webui-port",
+            "0",
+        ],
+        env,
+    )
+    port = _logged_port(procs, "master", "sparkMaster", master)
+    ui = _logged_port(procs, "master", "MasterUI", master)
+    url = f"spark://127.0.0.1:{port}"
+    _wait(lambda: (_json(ui) or {}).get("url") == url, 90, "the master's web UI", [master])
+    return port, ui
+
+
+def _start_worker(
+    procs: "Processes",
+    env: dict,
+    spark_home: str,
+    name: str,
+    port: int,
+    cores: int,
+    memory: str,
+    work: pathlib.Path,
+) -> tuple[subprocess.Popen, int]:
+    """A worker of the master at `port` (`cores` cores, `memory`, work dir `work`), web UI on a
+    port of its own choosing; returns (its process, its web UI port)."""
+    work.mkdir()
+    worker = procs.start(
+        name,
+        [
+            os.path.join(spark_home, "bin", "spark-class"),
+            "org.apache.spark.deploy.worker.Worker",
+            f"spark://127.0.0.1:{port}",
+            "--host",
+            "127.0.0.1",
+            "--cores",
+            str(cores),
+            "--memory",
+            memory,
+            "--webui-port",
+            "0",
+            "--work-dir",
+            str(work),
+        ],
+        env,
+    )
+    return worker, _logged_port(procs, name, "WorkerUI", worker)
 
 
 class Processes:
@@ -141,58 +211,25 @@ def test_pipeline_on_standalone_cluster_survives_a_lost_worker(spark, tmp_path):
     from eagle_spark.settings import Settings
 
     spark_home, env = _cluster_env()
-    spark_class = os.path.join(spark_home, "bin", "spark-class")
-    port, ui = _free_port(), _free_port()
-    ui_workers = [_free_port(), _free_port()]
     run = tmp_path / "run"
     logs = tmp_path / "logs"
     logs.mkdir()
     procs = Processes(logs)
     try:
-        master = procs.start(
-            "master",
-            [
-                spark_class,
-                "org.apache.spark.deploy.master.Master",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--webui-port",
-                str(ui),
-            ],
-            env,
-        )
-        _wait(lambda: _json(ui) is not None, 90, "the master's web UI", [master])
-        workers = []
-        for i, wui in enumerate(ui_workers):
-            (tmp_path / f"work{i}").mkdir()
-            workers.append(
-                procs.start(
-                    f"worker{i}",
-                    [
-                        spark_class,
-                        "org.apache.spark.deploy.worker.Worker",
-                        f"spark://127.0.0.1:{port}",
-                        "--host",
-                        "127.0.0.1",
-                        "--cores",
-                        "1",
-                        "--memory",
-                        "3g",
-                        "--webui-port",
-                        str(wui),
-                        "--work-dir",
-                        str(tmp_path / f"work{i}"),
-                    ],
-                    env,
-                )
+        port, ui = _start_master(procs, env, spark_home)
+        started = [
+            _start_worker(
+                procs, env, spark_home, f"worker{i}", port, 1, "3g", tmp_path / f"work{i}"
             )
+            for i in range(2)
+        ]
+        workers = [w for w, _ in started]
+        ui_workers = [wui for _, wui in started]
         _wait(
             lambda: (_json(ui) or {}).get("aliveworkers") == 2,
             90,
             "two alive workers",
-            [master, *workers],
+            [*procs.started],
         )
 
         submit = procs.start(
@@ -303,45 +340,10 @@ def test_pipeline_on_standalone_cluster_survives_a_lost_worker(spark, tmp_path):
 
 def _start_cluster(procs: Processes, tmp_path: pathlib.Path, env: dict, spark_home: str) -> int:
     """Master + one 2-core worker; returns the master's port."""
-    spark_class = os.path.join(spark_home, "bin", "spark-class")
-    port, ui, wui = _free_port(), _free_port(), _free_port()
-    master = procs.start(
-        "master",
-        [
-            spark_class,
-            "org.apache.spark.deploy.master.Master",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--webui-port",
-            str(ui),
-        ],
-        env,
-    )
-    _wait(lambda: _json(ui) is not None, 90, "the master's web UI", [master])
-    (tmp_path / "work").mkdir()
-    worker = procs.start(
-        "worker",
-        [
-            spark_class,
-            "org.apache.spark.deploy.worker.Worker",
-            f"spark://127.0.0.1:{port}",
-            "--host",
-            "127.0.0.1",
-            "--cores",
-            "2",
-            "--memory",
-            "4g",
-            "--webui-port",
-            str(wui),
-            "--work-dir",
-            str(tmp_path / "work"),
-        ],
-        env,
-    )
+    port, ui = _start_master(procs, env, spark_home)
+    _start_worker(procs, env, spark_home, "worker", port, 2, "4g", tmp_path / "work")
     _wait(
-        lambda: (_json(ui) or {}).get("aliveworkers") == 1, 90, "an alive worker", [master, worker]
+        lambda: (_json(ui) or {}).get("aliveworkers") == 1, 90, "an alive worker", [*procs.started]
     )
     return port
 
