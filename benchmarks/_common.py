@@ -307,6 +307,25 @@ def stage_times(
 DATA = pathlib.Path(__file__).resolve().parents[2] / "shared" / "data" / "xc"
 
 
+def generator(difficulty: float | None) -> str:
+    """Which generator :func:`eagle_spark.synth.synth` uses for `difficulty`: "realistic" (the
+    preset's realistic model) without one, "planted" (the generator before the realistic presets)
+    with one. Reports keep it so that a figure names the generator of its data."""
+    return "realistic" if difficulty is None else "planted"
+
+
+def synth_generator(spec: str) -> str | None:
+    """The generator of a ``--data`` entry (:func:`generator`): ``synth:<preset>:<scale>`` and
+    ``like:<name>`` (``synth --like``) realistic, ``synth:<preset>:<scale>:<difficulty>``
+    planted, None for real data."""
+    if spec.startswith("like:"):
+        return generator(None)
+    if spec.startswith("synth:"):
+        parts = spec.split(":")
+        return generator(float(parts[3]) if len(parts) > 3 else None)
+    return None
+
+
 def data_settings(spark: Any, base: Any, name: str, work: str, test: bool = False) -> Any:
     """`base` (Settings) naming data set `name` for the pipeline: ``bibtex`` or another folder of
     ../shared/data/xc (its train.txt.gz, and with `test` its test.txt.gz), or

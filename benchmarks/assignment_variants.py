@@ -52,7 +52,7 @@ import sys
 import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from _common import write_report  # noqa: E402
+from _common import generator, write_report  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "xc"
@@ -332,6 +332,7 @@ def main() -> None:
             "groupings": args.groupings,
             "validation": args.validation,
             "synth_difficulty": args.difficulty,
+            "generator": generator(args.difficulty),
             "classifier": "tree (conf/local.yaml)",
             "summary": summary,
             "seconds": round(time.monotonic() - started, 1),

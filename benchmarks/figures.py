@@ -59,6 +59,12 @@ def agreement() -> tuple[int, int]:
     return sum(r["sample P@5 best"] - r["sample P@5 chosen"] <= 0.5 for r in rows), len(rows)
 
 
+def _tree_and_omikuji(name: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The label tree's and omikuji's rows of ``benchmarks/peers.py``'s report `name`."""
+    rows = report(name)["rows"]
+    return _row(rows, model="eagle_spark tree"), _row(rows, model="omikuji (Parabel, 3 trees)")
+
+
 def readme() -> list[str]:
     """README.md's "Measured" list."""
     main = report("main_job")
@@ -92,8 +98,8 @@ def readme() -> list[str]:
         f"- Ingest: {plain['lines']:,} lines ({plain['input_MB']:.0f} MB) in {plain['seconds']} s = "
         f"{plain['lines_per_s']:,} lines/s, peak RSS {plain['peak_rss_GB']} GB (all processes); gzip "
         f"(one task: gzip does not split) {gz['lines_per_s']:,} lines/s (`ingest.json`).",
-        f"- Planted synthetic Wiki-325K at scale 1.0, its easy data (`--difficulty 0`) ({gen['samples']:,} "
-        f"samples): generated in {gen['seconds']} s, aggregated into random groups of 10 in "
+        f"- {_generator_of('synth_aggregate', 'grlr_scale_1.0').capitalize()} synthetic Wiki-325K at "
+        f"scale 1.0 ({gen['samples']:,} samples): generated in {gen['seconds']} s, aggregated into random groups of 10 in "
         f"{agg['seconds']} s, peak RSS {agg['peak_rss_GB']} GB (`synth_aggregate.json`); GRLR (T=20) + "
         f"EAGLE assignment {both['seconds']:.0f} s (embed {embed['seconds']:.0f} s, assign "
         f"{assign['seconds']:.0f} s; {both['ratio_to_floor']}x the arithmetic floor of its sparse "
@@ -106,26 +112,19 @@ def readme() -> list[str]:
         f"napkinXC {p1('bibtex', 'napkinXC PLT')} / {p1('delicious', 'napkinXC PLT')}; the tree over "
         f"5 seeds {seed_mean('bibtex'):.2f} / {seed_mean('delicious'):.2f} "
         "(`peers_bibtex_delicious_seeds.json`).",
-        "- The label tree against omikuji (Parabel mode, 3 trees, 2 threads) on planted synthetic "
-        "Wiki-325K, training as a whole call (at scale 1.0 omikuji trains its trees one by one and "
-        "needs swap space on this machine):",
+        "- The label tree against omikuji (Parabel mode, 3 trees, 2 threads) on "
+        f"{_generator('peers_synth_wiki325k_0.1')} synthetic Wiki-325K, training as a whole call:",
         "",
         "  | data (report) | tree train s | omikuji train s | tree P@1/3/5 | omikuji P@1/3/5 | peak RSS GB tree / omikuji |",
         "  |---|---|---|---|---|---|",
     ]
-    for name, what in (
-        ("peers_synth_wiki325k_0.1", "scale 0.1, whole test set, median of 3"),
-        ("peers_synth_wiki325k_1.0", "scale 1.0, first 20,000 test rows"),
-    ):
-        rows = report(name)["rows"]
-        tree, omi = (
-            _row(rows, model="eagle_spark tree"),
-            _row(rows, model="omikuji (Parabel, 3 trees)"),
-        )
-        lines.append(
-            f"  | {what} (`{name}.json`) | {tree['train_s']:,.1f} | {omi['train_s']:,.1f} | "
-            f"{_pk(tree)} | {_pk(omi)} | {tree['peak_rss_GB']} / {omi['peak_rss_GB']} |"
-        )
+    name = "peers_synth_wiki325k_0.1"
+    tree, omi = _tree_and_omikuji(name)
+    lines.append(
+        f"  | scale 0.1, whole test set, median of 3 (`{name}.json`) | {tree['train_s']:,.1f} | "
+        f"{omi['train_s']:,.1f} | {_pk(tree)} | {_pk(omi)} | {tree['peak_rss_GB']} / "
+        f"{omi['peak_rss_GB']} |"
+    )
     lines += [
         "",
         f"- Learning from group labels, the default (`assign.weighting=auto`, each group label's "
@@ -134,7 +133,7 @@ def readme() -> list[str]:
         f"cells, `table2_pruned.json`): EAGLE minus the Baseline "
         f"{_signed(pruned['mean EAGLE - Baseline'])} at P@1/3/5, minus EAGLE (paper) "
         f"{_signed(pruned['mean EAGLE - EAGLE (paper)'])}. Unpruned (`soft_keep` 0), on those "
-        f"and planted synthetic eurlex4k and wiki10-31k ({t2['cells']} cells, "
+        f"and {_generator('table2_targets')} synthetic eurlex4k and wiki10-31k ({t2['cells']} cells, "
         f"`table2_targets.json`): minus the Baseline {_signed(t2['mean EAGLE - Baseline'])}, "
         f"minus EAGLE (paper) {_signed(t2['mean EAGLE - EAGLE (paper)'])}; the group-level choice "
         f"is within 0.5 P@5 of the sample-level best in {agree} of {cells} cells "
@@ -177,10 +176,8 @@ def _synth_compare(name: str, scale: str) -> tuple[str, str, str]:
         )
     value += "; " + ", ".join(f"{r['stage']} {r['median s']:.0f} s" for r in assigns)
     return (
-        "main job (`--compare`) on "
-        + ("realistic" if "realistic" in synth["data"] else "planted")
-        + f" synthetic Wiki-325K {scale} (whole test set), one run"
-        + ("" if oracle else ", no Oracle"),
+        f"main job (`--compare`) on {_generator(name)} synthetic Wiki-325K {scale} (whole test "
+        "set), one run" + ("" if oracle else ", no Oracle"),
         value,
         name,
     )
@@ -291,41 +288,6 @@ def design() -> list[str]:
             "labels_present",
         )
     )
-    full = report("main_job_synth_wiki325k_1.0")
-    stopped = [r["stage"] for r in full["rows"] if r.get("status") == "stopped"]
-    ran = ", ".join(
-        f"{r['stage']} {r['median s'] / 60:.1f} min"
-        for r in full["rows"]
-        if r.get("status") == "ran"
-    )
-    value = (
-        f"{full['median_wall_s'] / 60:.0f} min, peak PSS {full['peak_pss_GB']:.1f} GB (RSS "
-        f"{full['peak_rss_GB']:.1f}); "
-    )
-    if full["complete"]:
-        value += (
-            "P@1/3/5 "
-            + ", ".join(f"{m} {_pk(v)}" for m, v in full["comparison"].items())
-            + "; "
-            + ran
-        )
-    else:  # where the time went up to the stop: the stages finished, the steps of the stopped one
-        value += f"finished: {ran}; stopped in " + "; ".join(
-            f"{stage}, its steps so far: "
-            + ", ".join(
-                f"{s['step']} {s['job s'] / 60:.1f} min"
-                for s in full["steps"]
-                if s["stage"] == stage and " / " not in s["step"]
-            )
-            for stage in stopped
-        )
-    rows.append(
-        (
-            "main job on planted synthetic Wiki-325K 1.0 (whole test set), one run",
-            value,
-            "main_job_synth_wiki325k_1.0",
-        )
-    )
     connect = report("connect_main_job")
     on = _row(connect["rows"], session="connect")
     rows.append(
@@ -341,7 +303,7 @@ def design() -> list[str]:
     both = _row(grlr, step="embed + assign (EAGLE)")
     rows.append(
         (
-            "GRLR + assignment, planted synthetic Wiki-325K 1.0 (easy data), cached rows",
+            f"GRLR + assignment, {_generator('grlr_scale_1.0')} synthetic Wiki-325K 1.0, cached rows",
             f"{both['seconds']:.0f} s, {both['ratio_to_floor']}x the floor",
             "grlr_scale_1.0",
         )
@@ -350,50 +312,29 @@ def design() -> list[str]:
     emb_j = _row(report("grlr_scale_1.0_joined")["rows"], step="embed T=20")
     rows.append(
         (
-            "GRLR + assignment, planted synthetic Wiki-325K 1.0 (easy data), joined rows",
+            f"GRLR + assignment, {_generator('grlr_scale_1.0_joined')} synthetic Wiki-325K 1.0, "
+            "joined rows",
             f"{joined['seconds']:.0f} s, peak PSS {emb_j['peak_pss_GB']} GB, "
             f"{emb_j['shuffle_MB']:,.0f} MB shuffled",
             "grlr_scale_1.0_joined",
         )
     )
-    for name, label in (
-        ("grlr_scale_0.1", "GRLR, planted synthetic Wiki-325K 0.1, cached rows"),
-        ("grlr_scale_0.1_joined", "GRLR, planted synthetic Wiki-325K 0.1, joined rows"),
-    ):
+    for name, rows_kind in (("grlr_scale_0.1", "cached"), ("grlr_scale_0.1_joined", "joined")):
         r = _row(report(name)["rows"], step="embed T=20")
         rows.append(
             (
-                label,
+                f"GRLR, {_generator(name)} synthetic Wiki-325K 0.1, {rows_kind} rows",
                 f"embed {r['seconds']} s, peak PSS {r['peak_pss_GB']} GB, {r['shuffle_MB']:,.0f} MB shuffled",
                 name,
             )
         )
-    for name, label in (
-        ("peers_synth_wiki325k_0.1", "tree / omikuji training, planted synthetic Wiki-325K 0.1"),
-        ("peers_synth_wiki325k_1.0", "tree / omikuji training, planted synthetic Wiki-325K 1.0"),
-    ):
-        r = report(name)["rows"]
-        tree, omi = _row(r, model="eagle_spark tree"), _row(r, model="omikuji (Parabel, 3 trees)")
-        rows.append(
-            (
-                label,
-                f"{tree['train_s']:,.1f} / {omi['train_s']:,.1f} s ({tree['train_s'] / omi['train_s']:.2f}x), "
-                f"P@1 {tree['P@1']:.2f} / {omi['P@1']:.2f}",
-                name,
-            )
-        )
-    name = "peers_synth_wiki325k_0.1_baseline_labels"
-    r = report(name)["rows"]
-    tree, omi = _row(r, model="eagle_spark tree"), _row(r, model="omikuji (Parabel, 3 trees)")
+    name = "peers_synth_wiki325k_0.1"
+    tree, omi = _tree_and_omikuji(name)
     rows.append(
         (
-            "tree / omikuji on the Baseline's labels (every member its R-4 group's labels), planted synthetic "
-            "Wiki-325K 0.1, first 20,000 test rows: training, the tree's whole command, prediction",
-            f"{tree['train_s']:,.1f} / {omi['train_s']:,.1f} s ({tree['train_s'] / omi['train_s']:.2f}x), "
-            f"command {tree['train_command_s']:,.1f} s "
-            f"({tree['train_command_s'] / omi['train_s']:.2f}x); P@1/3/5 tree {_pk(tree)}, omikuji "
-            f"{_pk(omi)}; prediction {tree['predict_ms_row_core']} / {omi['predict_ms_row_core']} ms "
-            "per row and core",
+            f"tree / omikuji training, {_generator(name)} synthetic Wiki-325K 0.1",
+            f"{tree['train_s']:,.1f} / {omi['train_s']:,.1f} s "
+            f"({tree['train_s'] / omi['train_s']:.2f}x), P@1 {tree['P@1']:.2f} / {omi['P@1']:.2f}",
             name,
         )
     )
@@ -401,7 +342,8 @@ def design() -> list[str]:
     rows.append(
         (
             "the tree's rankers' cost chosen on held-out samples (`tree.ranker_C_choice`) minus "
-            "`none` (C 0.5), P@1/3/5 on validation splits (20% of each training file); the cost chosen",
+            "`none` (C 0.5), P@1/3/5 on validation splits (20% of each training file; "
+            f"wiki325k: {_generator('peers_validation_ranker_cost')} synthetic); the cost chosen",
             "; ".join(
                 f"{data.removesuffix('_val')} "
                 + " / ".join(f"{chosen[f'P@{k}'] - fixed[f'P@{k}']:+.2f}" for k in (1, 3, 5))
@@ -421,8 +363,9 @@ def design() -> list[str]:
     rows.append(
         (
             "fewer passes for the tree's matchers (`tree.matcher_max_iter` 5 / 7) minus the "
-            "default 10, P@1/3/5 on validation splits (20% of each training file); training time "
-            "against the default's",
+            "default 10, P@1/3/5 on validation splits (20% of each training file; wiki325k: "
+            f"{_generator('peers_validation_matcher_passes')} synthetic); training time against "
+            "the default's",
             "; ".join(
                 f"{data.removesuffix('_val')} "
                 + ", ".join(
@@ -441,7 +384,7 @@ def design() -> list[str]:
     )
     for name, data in (
         ("tree_time_delicious", "delicious R-4, Baseline (main job)"),
-        ("tree_time_wiki325k_0.05", "planted synthetic Wiki-325K 0.05"),
+        ("tree_time_wiki325k_0.05", f"{_tree_time_generator()} synthetic Wiki-325K 0.05"),
     ):
         r = report(name)
         rows.append(
@@ -467,12 +410,11 @@ def design() -> list[str]:
         )
     for scale in ("0.05", "0.1"):
         name = f"peers_synth_wiki325k_{scale}_command"
-        r = report(name)["rows"]
-        tree, omi = _row(r, model="eagle_spark tree"), _row(r, model="omikuji (Parabel, 3 trees)")
+        tree, omi = _tree_and_omikuji(name)
         rows.append(
             (
                 "`eagle-spark train --model tree` as a whole command (in-process training) / "
-                f"omikuji training, planted synthetic Wiki-325K {scale}",
+                f"omikuji training, {_generator(name)} synthetic Wiki-325K {scale}",
                 f"{tree['train_command_s']:,.1f} ({tree['train_s']:,.1f}) / {omi['train_s']:,.1f} s "
                 f"({tree['train_command_s'] / omi['train_s']:.2f}x), P@1/3/5 "
                 + " / ".join(f"{tree[f'P@{k}'] - omi[f'P@{k}']:+.2f}" for k in (1, 3, 5))
@@ -480,19 +422,20 @@ def design() -> list[str]:
                 name,
             )
         )
-    r = report("peers_synth_wiki325k_0.1")["rows"]
-    tree, omi = _row(r, model="eagle_spark tree"), _row(r, model="omikuji (Parabel, 3 trees)")
+    name = "peers_synth_wiki325k_0.1"
+    tree, omi = _tree_and_omikuji(name)
     rows.append(
         (
-            "tree / omikuji prediction, planted synthetic Wiki-325K 0.1",
+            f"tree / omikuji prediction, {_generator(name)} synthetic Wiki-325K 0.1",
             f"{tree['predict_ms_row_core']} / {omi['predict_ms_row_core']} ms per row per core",
-            "peers_synth_wiki325k_0.1",
+            name,
         )
     )
     eur = report("peers_synth_eurlex4k_1.0")["rows"]
     rows.append(
         (
-            "P@1 on planted synthetic eurlex4k 1.0: tree / one-vs-all / omikuji / napkinXC",
+            f"P@1 on {_generator('peers_synth_eurlex4k_1.0')} synthetic eurlex4k 1.0: tree / "
+            "one-vs-all / omikuji / napkinXC",
             " / ".join(
                 f"{_row(eur, model=m)['P@1']:.2f}"
                 for m in (
@@ -505,38 +448,39 @@ def design() -> list[str]:
             "peers_synth_eurlex4k_1.0",
         )
     )
-    full = report("predict_full_1.0")["rows"]
-    pred, ev = _row(full, step="predict"), _row(full, step="evaluate")
-    rows.append(
-        (
-            "prediction of the whole planted synthetic Wiki-325K 1.0 test set",
-            f"{pred['test_rows']:,} rows in "
-            f"{pred['seconds']:,.0f} s, peak PSS {pred['peak_pss_mb'] / 1024:.1f} GB, P@1 {ev['P@1']}",
-            "predict_full_1.0",
-        )
-    )
     mem = report("executor_memory_train_0.1")["rows"]
     rows.append(
         (
-            "training memory, local[4] / local[1], scale 0.1",
+            f"training memory, local[4] / local[1], {_generator('executor_memory_train_0.1')} "
+            "synthetic Wiki-325K 0.1",
             f"{_row(mem, slots=4)['pss_ratio']}x peak PSS",
             "executor_memory_train_0.1",
         )
     )
     for name, label in (
-        ("executor_memory", "train / predict memory, local[4] / local[1], scale 0.05"),
-        ("executor_memory_predict_0.3", "prediction memory, local[4] / local[1], scale 0.3"),
-        ("executor_memory_hold_0.3", "the model held, local[4] / local[1], scale 0.3"),
+        (
+            "executor_memory",
+            "train / predict memory, local[4] / local[1], {} synthetic Wiki-325K 0.05",
+        ),
+        (
+            "executor_memory_predict_0.3",
+            "prediction memory, local[4] / local[1], {} synthetic Wiki-325K 0.3",
+        ),
+        (
+            "executor_memory_hold_0.3",
+            "the model held, local[4] / local[1], {} synthetic Wiki-325K 0.3",
+        ),
     ):
         r = report(name)["rows"]
         ratios = ", ".join(f"{x['step']} {x['pss_ratio']}x" for x in r if x["slots"] > 1)
-        rows.append((label, ratios, name))
+        rows.append((label.format(_generator(name)), ratios, name))
     for scale in ("0.05", "0.1"):
         r = report(f"joined_training_wiki325k_{scale}")["rows"]
         c, j = _row(r, x_access="cached"), _row(r, x_access="joined")
         rows.append(
             (
-                f"tree training, cached / joined rows, planted synthetic Wiki-325K {scale}",
+                f"tree training, cached / joined rows, "
+                f"{_generator(f'joined_training_wiki325k_{scale}')} synthetic Wiki-325K {scale}",
                 f"{c['train_s']} / {j['train_s']} s, same model: {j['same_as_first']}",
                 f"joined_training_wiki325k_{scale}",
             )
@@ -652,9 +596,35 @@ def proxy_size_rows() -> list[tuple[str, str, str]]:
 
 
 def _generator(name: str) -> str:
-    """Which generator made the synthetic data of report `name`: "realistic" when its ``data``
-    says so (the realistic presets and twins), else "planted" (the generator before them)."""
-    return "realistic" if "realistic" in str(report(name).get("data", "")) else "planted"
+    """Which generator made the synthetic data of report `name`: "realistic" when its ``data`` or
+    ``generator`` says so (the realistic presets and twins), else "planted" (the generator before
+    them, whose reports say neither)."""
+    rep = report(name)
+    return (
+        "realistic"
+        if "realistic" in f"{rep.get('data', '')} {rep.get('generator', '')}"
+        else "planted"
+    )
+
+
+def _generator_of(*names: str) -> str:
+    """The one generator of reports `names` (:func:`_generator`), for a sentence quoting them
+    together; ValueError when they were made by different generators."""
+    found = {_generator(name) for name in names}
+    if len(found) != 1:
+        raise ValueError(f"{', '.join(names)} were made by different generators: {sorted(found)}")
+    return found.pop()
+
+
+def _tree_time_generator() -> str:
+    """The generator of ``tree_time_wiki325k_0.05``'s data: its training set is the one
+    ``peers_synth_wiki325k_0.05_command`` ingested into its workdir (ValueError when it is not)."""
+    peers = report("peers_synth_wiki325k_0.05_command")
+    if not report("tree_time_wiki325k_0.05")["dataset"].startswith(str(peers.get("workdir"))):
+        raise ValueError(
+            "tree_time_wiki325k_0.05 did not train on peers_synth_wiki325k_0.05_command's data"
+        )
+    return _generator("peers_synth_wiki325k_0.05_command")
 
 
 COST_REPORTS = (
@@ -1036,10 +1006,14 @@ def variants() -> list[str]:
     lines = ["| data | variant | P@1 | P@3 | P@5 |", "|---|---|---|---|---|"]
     for name, data in (
         ("assignment_variants", "bibtex + delicious"),
-        ("assignment_variants_synth", "synthetic eurlex4k, scale 0.5"),
+        (
+            "assignment_variants_synth",
+            f"{_generator('assignment_variants_synth')} synthetic eurlex4k, scale 0.5, easy data",
+        ),
         (
             "assignment_variants_synth_realistic",
-            "synthetic eurlex4k, scale 0.5, calibrated difficulty 0.4",
+            f"{_generator('assignment_variants_synth_realistic')} synthetic eurlex4k, scale 0.5, "
+            "calibrated difficulty 0.4",
         ),
     ):
         label = data
@@ -1138,9 +1112,10 @@ def selection_agreement() -> list[str]:
         s = _row(rep["summary"], candidates=candidates, criterion=criterion)
         return f"{round(s['agreement %'] * s['cells'] / 100)} of {s['cells']}"
 
+    synth = f"{_generator('selection_synth')} synthetic eurlex4k 0.5"
     lines = [
         "| criterion | bibtex + delicious, auto's candidates | bibtex + delicious, all six "
-        "| synthetic eurlex4k 0.5, auto's candidates | synthetic eurlex4k 0.5, all six |",
+        f"| {synth}, auto's candidates | {synth}, all six |",
         "|---|---|---|---|---|",
     ]
     for criterion, shown in (
@@ -1171,7 +1146,7 @@ def selection_gain() -> list[str]:
     ]
     for name, data in (
         ("selection", "bibtex + delicious"),
-        ("selection_synth", "synthetic eurlex4k 0.5"),
+        ("selection_synth", f"{_generator('selection_synth')} synthetic eurlex4k 0.5"),
     ):
         rep = report(name)
         rows = [

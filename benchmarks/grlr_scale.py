@@ -34,6 +34,7 @@ from _common import (  # noqa: E402
     PeakRSS,
     event_log_overrides,
     folder_bytes,
+    generator,
     shuffle_bytes_by_job_group,
     write_report,
 )
@@ -391,6 +392,7 @@ def main() -> None:
         "" if args.tasks == 16 else f"_tasks{args.tasks}"
     )
     extra["synth_difficulty"] = args.difficulty
+    extra["generator"] = generator(args.difficulty)
     write_report("grlr_scale_" + "_".join(str(s) for s in args.scales) + suffix, rows, extra)
 
 

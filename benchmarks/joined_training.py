@@ -24,6 +24,7 @@ from _common import (  # noqa: E402
     PeakRSS,
     event_log_overrides,
     folder_bytes,
+    generator,
     shuffle_bytes_by_job_group,
     write_report,
 )
@@ -126,7 +127,8 @@ def main() -> None:
         {
             "preset": args.preset,
             "scale": args.scale,
-            "difficulty": manifest["parameters"]["difficulty"],
+            "difficulty": manifest["parameters"].get("difficulty"),  # the planted generator's
+            "generator": generator(manifest["parameters"].get("difficulty")),
             "cores": cores,
             **{k: manifest["shape"][k] for k in ("n_train", "n_features", "n_labels")},
         },

@@ -20,7 +20,7 @@ import pathlib
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from _common import data_settings, print_table, write_report  # noqa: E402
+from _common import data_settings, print_table, synth_generator, write_report  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -95,6 +95,7 @@ def main() -> None:
         rows,
         {
             "datasets": args.datasets,
+            "generator": {name: synth_generator(name) for name in args.datasets},
             "groupings": args.groupings,
             "held_out": 0.2,
             "auto_candidates": list(auto_set),

@@ -16,7 +16,7 @@ import sys
 import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from _common import PeakRSS, folder_bytes, write_report  # noqa: E402
+from _common import PeakRSS, folder_bytes, generator, write_report  # noqa: E402
 
 
 def main() -> None:
@@ -104,6 +104,7 @@ def main() -> None:
         rows,
         {
             "synth_difficulty": args.difficulty,
+            "generator": generator(args.difficulty),
             "target_shape": target.__dict__ | {"samples_per_label": 17.46},
             "generated": stats,
             "memory_target_GB": 16,

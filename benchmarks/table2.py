@@ -7,7 +7,7 @@ default) on bibtex, delicious and synthetic eurlex4k and wiki10-31k, each under 
     python benchmarks/table2.py --markdown       # the report's tables, as in docs/experiments.md
 
 Settings: conf/local.yaml (the label tree), every other setting the library's default; the
-synthetic pairs come from ``synth`` (seed 0, the preset's calibrated difficulty) at the scale
+synthetic pairs come from ``synth`` (seed 0, the preset's realistic model) at the scale
 given in the name ``synth:<preset>:<scale>``. The report has a row per data set, grouping and
 method (P@1/3/5, PSP@5, assignment precision, and for EAGLE the candidate ``auto`` chose), each
 data set's wall time, and ``targets``: the mean over every cell and each data set's mean over its
@@ -26,7 +26,13 @@ import time
 from typing import Any
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from _common import REPORTS, data_settings, print_table, write_report  # noqa: E402
+from _common import (  # noqa: E402
+    REPORTS,
+    data_settings,
+    print_table,
+    synth_generator,
+    write_report,
+)
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 AT = (1, 3, 5)
@@ -221,6 +227,7 @@ def main() -> None:
                 rows,
                 {
                     "datasets": list(walls),
+                    "generator": {name: synth_generator(name) for name in walls},
                     "groupings": args.groupings,
                     "evaluated_on": "test sets",
                     "classifier": "tree (conf/local.yaml)",
