@@ -121,14 +121,17 @@ def main() -> None:
     for row in rows:
         row["shuffle_MB"] = round(shuffle.get(f"{row['model']}:{row['x_access']}", 0) / 1e6, 1)
     manifest = json.loads((data / "_manifest.json").read_text())
+    difficulty = manifest["parameters"].get(
+        "difficulty"
+    )  # the planted generator's; None: realistic
     write_report(
         args.name or f"joined_training_{args.preset}_{args.scale}",
         rows,
         {
             "preset": args.preset,
             "scale": args.scale,
-            "difficulty": manifest["parameters"].get("difficulty"),  # the planted generator's
-            "generator": generator(manifest["parameters"].get("difficulty")),
+            "difficulty": difficulty,
+            "generator": generator(difficulty),
             "cores": cores,
             **{k: manifest["shape"][k] for k in ("n_train", "n_features", "n_labels")},
         },

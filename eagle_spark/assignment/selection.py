@@ -8,8 +8,8 @@ apart, how many labels a sample has). No sample label is needed to choose: a see
 candidate (``assign.candidates``) assigns the whole data, a proxy classifier (the label tree
 with one tree, default settings) trains on what it gave the members of the other groups (groups of
 at most about :data:`MAX_PROXY_PAIRS` group labels, a seeded sample on larger data:
-:func:`fit_part`), the proxy predicts the held-out members, and the members' predictions are scored against the
-held-out groups' labels Y2 with their counts
+:func:`fit_part`), the proxy predicts the held-out members, and the members' predictions are
+scored against the held-out groups' labels Y2 with their counts
 (:func:`eagle_spark.evaluation.group.group_precisions`, criterion :data:`CRITERION`: the multiset
 precision). The candidate with the best mean of group-level P@1, P@3 and P@5 wins (ties: the
 first listed), and its assignment of the whole data is the output: it is not computed again.
