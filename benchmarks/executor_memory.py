@@ -4,7 +4,8 @@
         [--steps train predict] [--test-rows N] [--workdir /tmp/eagle-bench-memory] [--code DIR]
         [--name executor_memory] [--evaluate] [--driver-memory 6g] [--set KEY=VALUE ...]
 
-Synthetic Wiki-325K at `--scale` (made once in the workdir); for each number of slots c in
+Synthetic Wiki-325K at `--scale` (the preset, made once in the workdir; the report's `generator`
+comes from the data's manifest, so data a planted generator made is named so); for each c in
 `--slots`, ``eagle-spark train`` then ``eagle-spark predict`` (the model trained at the first c,
 so every prediction uses the same model) run as their own processes with
 ``--set spark.master=local[c]``. While each runs, the proportional set size (PSS: shared pages
@@ -40,7 +41,7 @@ import time
 import psutil
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from _common import folder_bytes, write_report  # noqa: E402
+from _common import folder_bytes, generator, write_report  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -225,6 +226,8 @@ def main() -> None:
             cwd=args.code,
             stdout=subprocess.DEVNULL,
         )
+    # the manifest says which generator made the data: a planted one records its difficulty
+    difficulty = json.loads((data / "_manifest.json").read_text())["parameters"].get("difficulty")
     test = data / "test"
     if args.test_rows:
         test = _prefix(data / "test", work / f"test_{args.scale}_{args.test_rows}", args.test_rows)
@@ -384,6 +387,7 @@ def main() -> None:
         rows,
         {
             "scale": args.scale,
+            "generator": generator(difficulty),
             "model": args.model,
             "code": git,
             "test_rows": args.test_rows or "all",
