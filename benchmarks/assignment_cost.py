@@ -7,8 +7,9 @@ them in the pipeline) with each assignment setting, against the hard top-c assig
 
 For each setting (``hard``; ``soft`` at T = 0.3, the same refined once, at the default
 ``soft_keep`` and unpruned, cross-fitted in 3 folds for up to 3 rounds (tolerance 0.01); the
-posterior weighting refined once; ``auto`` with the default candidates, unpruned, and choosing
-between the Baseline and the cross-fitted refinement) one pipeline run (``pipeline.methods=
+posterior weighting refined once; ``auto`` with the default candidates, unpruned, choosing
+between the Baseline and one cross-fitted round (``auto r1x3``), and between the Baseline and the
+cross-fitted refinement) one pipeline run (``pipeline.methods=
 [eagle]``, until train, conf/local.yaml) in a folder of its own, so every stage runs: the
 aggregated data are made once and shared (``pipeline.dataset`` with ``aggregate=false``). The
 report has each stage's wall seconds (the pipeline's own stage timings), the fit's total, its
@@ -75,6 +76,7 @@ SETTINGS = {  # setting -> changes to the assign section (soft: the default soft
         "weighting": "auto",
         "candidates": ("baseline", "soft-0.3+r1", "soft-0.3+r1@t0"),
     },
+    "auto r1x3": {"weighting": "auto", "candidates": ("baseline", "soft-0.3+r1x3")},
     "auto cross-fitted": {
         "weighting": "auto",
         "candidates": ("baseline", "soft-0.3+r3x3"),

@@ -34,7 +34,8 @@ and EAGLE's assignments (T = 20) under four variants:
 * ``post T=t+r1 keep=2`` (and ``+r1x3``): posterior weights (``assign.posterior``: a member's
   probability of holding the label given that c members of its group do, the first round's odds
   exp(-d / t), the refinement round's from a logistic-loss scorer), pruned as the default;
-* ``auto``: the library's default, the assignment chosen on held-out groups (``assignment/selection.py``).
+* ``auto``: the library's default, the assignment chosen on held-out groups (``assignment/selection.py``);
+  ``auto r1x3``: the same choice with the refined candidate cross-fitted (``soft-0.3+r1x3``).
 
 EAGLE-0's row uses the first variant's assignment settings.
 
@@ -155,6 +156,8 @@ VARIANTS = {  # variant -> changes to the assign section, changes to the tree se
         {"weighting": "auto", "candidates": ("baseline", "soft-0.3+r1", "soft-0.3+r1@t0")},
         {},
     ),
+    # the default's choice with its refined candidate cross-fitted in 3 folds (one round)
+    "auto r1x3": ({"weighting": "auto", "candidates": ("baseline", "soft-0.3+r1x3")}, {}),
 }
 FRONTIER = (
     "top-c",
