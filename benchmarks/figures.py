@@ -129,13 +129,13 @@ def readme() -> list[str]:
         "",
         f"- Learning from group labels, the default (`assign.weighting=auto`, each group label's "
         f"soft weights on at most 2c members: `assign.soft_keep` {pruned['assign']['soft_keep']:g}) "
-        f"on the test sets of bibtex and delicious under R-4, R-10 and C-8 ({pruned['cells']} "
-        f"cells, `table2_pruned.json`): EAGLE minus the Baseline "
+        f"on the test sets of {_data_named('table2_pruned')} under R-4, R-10 and C-8 "
+        f"({pruned['cells']} cells, `table2_pruned.json`): EAGLE minus the Baseline "
         f"{_signed(pruned['mean EAGLE - Baseline'])} at P@1/3/5, minus EAGLE (paper) "
-        f"{_signed(pruned['mean EAGLE - EAGLE (paper)'])}. Unpruned (`soft_keep` 0), on those "
-        f"and {_generator('table2_targets')} synthetic eurlex4k and wiki10-31k ({t2['cells']} cells, "
-        f"`table2_targets.json`): minus the Baseline {_signed(t2['mean EAGLE - Baseline'])}, "
-        f"minus EAGLE (paper) {_signed(t2['mean EAGLE - EAGLE (paper)'])}; the group-level choice "
+        f"{_signed(pruned['mean EAGLE - EAGLE (paper)'])}. Unpruned (`soft_keep` 0), on "
+        f"{_data_named('table2_targets')} ({t2['cells']} cells, `table2_targets.json`): minus "
+        f"the Baseline {_signed(t2['mean EAGLE - Baseline'])}, minus EAGLE (paper) "
+        f"{_signed(t2['mean EAGLE - EAGLE (paper)'])}; the group-level choice "
         f"is within 0.5 P@5 of the sample-level best in {agree} of {cells} cells "
         f"(`selection.json`, `selection_synth.json`).",
     ]
@@ -338,17 +338,22 @@ def design() -> list[str]:
             name,
         )
     )
-    val = report("peers_validation_ranker_cost")["rows"]
+    tuned = "peers_validation_tree_defaults"
+    val = report(tuned)["rows"]
+    split = (
+        "P@1/3/5 on validation splits (20% of each training file; wiki325k: "
+        f"{_generator(tuned)} synthetic)"
+    )
+    datasets = list(dict.fromkeys(r["dataset"] for r in val))
     rows.append(
         (
             "the tree's rankers' cost chosen on held-out samples (`tree.ranker_C_choice`) minus "
-            "`none` (C 0.5), P@1/3/5 on validation splits (20% of each training file; "
-            f"wiki325k: {_generator('peers_validation_ranker_cost')} synthetic); the cost chosen",
+            f"`none` (C 0.5), {split}; the cost chosen",
             "; ".join(
                 f"{data.removesuffix('_val')} "
                 + " / ".join(f"{chosen[f'P@{k}'] - fixed[f'P@{k}']:+.2f}" for k in (1, 3, 5))
                 + f" ({chosen['ranker_C']:g})"
-                for data in dict.fromkeys(r["dataset"] for r in val)
+                for data in datasets
                 for chosen, fixed in [
                     (
                         _row(val, dataset=data, model="eagle_spark tree"),
@@ -356,16 +361,13 @@ def design() -> list[str]:
                     )
                 ]
             ),
-            "peers_validation_ranker_cost",
+            tuned,
         )
     )
-    val = report("peers_validation_matcher_passes")["rows"]
     rows.append(
         (
             "fewer passes for the tree's matchers (`tree.matcher_max_iter` 5 / 7) minus the "
-            "default 10, P@1/3/5 on validation splits (20% of each training file; wiki325k: "
-            f"{_generator('peers_validation_matcher_passes')} synthetic); training time against "
-            "the default's",
+            f"default 10, {split}; training time against the default's",
             "; ".join(
                 f"{data.removesuffix('_val')} "
                 + ", ".join(
@@ -376,10 +378,10 @@ def design() -> list[str]:
                         for n in (5, 7)
                     )
                 )
-                for data in dict.fromkeys(r["dataset"] for r in val)
+                for data in datasets
                 for ten in [_row(val, dataset=data, model="eagle_spark tree")]
             ),
-            "peers_validation_matcher_passes",
+            tuned,
         )
     )
     for name, data in (
@@ -457,23 +459,18 @@ def design() -> list[str]:
             "executor_memory_train_0.1",
         )
     )
-    for name, label in (
+    name = "executor_memory"
+    ratios = ", ".join(
+        f"{x['step']} {x['pss_ratio']}x" for x in report(name)["rows"] if x["slots"] > 1
+    )
+    rows.append(
         (
-            "executor_memory",
-            "train / predict memory, local[4] / local[1], {} synthetic Wiki-325K 0.05",
-        ),
-        (
-            "executor_memory_predict_0.3",
-            "prediction memory, local[4] / local[1], {} synthetic Wiki-325K 0.3",
-        ),
-        (
-            "executor_memory_hold_0.3",
-            "the model held, local[4] / local[1], {} synthetic Wiki-325K 0.3",
-        ),
-    ):
-        r = report(name)["rows"]
-        ratios = ", ".join(f"{x['step']} {x['pss_ratio']}x" for x in r if x["slots"] > 1)
-        rows.append((label.format(_generator(name)), ratios, name))
+            f"train / predict memory, local[4] / local[1], {_generator(name)} synthetic "
+            "Wiki-325K 0.05",
+            ratios,
+            name,
+        )
+    )
     for scale in ("0.05", "0.1"):
         r = report(f"joined_training_wiki325k_{scale}")["rows"]
         c, j = _row(r, x_access="cached"), _row(r, x_access="joined")
@@ -511,7 +508,7 @@ def design() -> list[str]:
     rows.append(
         (
             f"EAGLE (default, `soft_keep` {pruned['assign']['soft_keep']:g}) minus Baseline, mean "
-            f"of {pruned['targets']['cells']} test cells (bibtex, delicious)",
+            f"of {pruned['targets']['cells']} test cells ({_data_named('table2_pruned')})",
             _signed(pruned["targets"]["mean EAGLE - Baseline"]),
             "table2_pruned",
         )
@@ -520,7 +517,7 @@ def design() -> list[str]:
     rows.append(
         (
             f"EAGLE (`auto`, unpruned: `soft_keep` 0) minus Baseline, mean of {t2['cells']} test "
-            "cells",
+            f"cells ({_data_named('table2_targets')})",
             _signed(t2["mean EAGLE - Baseline"]),
             "table2_targets",
         )
@@ -616,6 +613,22 @@ def _generator_of(*names: str) -> str:
     return found.pop()
 
 
+def _data_named(name: str) -> str:
+    """The data sets of ``table2.py``'s report `name` as prose: a real one by its name, a synthetic
+    one (``synth:<preset>:<scale>``) as "<generator> synthetic <preset> <scale>", the generator
+    from the report's ``generator`` map (planted when it names none)."""
+    r = report(name)
+    made = r.get("generator") or {}
+    named = []
+    for d in r["datasets"]:
+        if d.startswith("synth:"):
+            _, preset, scale = d.split(":")[:3]
+            named.append(f"{made.get(d) or 'planted'} synthetic {preset} {scale}")
+        else:
+            named.append(d)
+    return ", ".join(named[:-1]) + f" and {named[-1]}" if len(named) > 1 else named[0]
+
+
 def _tree_time_generator() -> str:
     """The generator of ``tree_time_wiki325k_0.05``'s data: its training set is the one
     ``peers_synth_wiki325k_0.05_command`` ingested into its workdir (ValueError when it is not)."""
@@ -654,14 +667,29 @@ def winner_alone(rows: list[dict[str, Any]], auto: dict[str, Any]) -> Optional[d
 
 
 def cost() -> list[str]:
-    """docs/experiments.md's table of what learning from group labels costs, per setting."""
+    """docs/experiments.md's table of what learning from group labels costs, per setting
+    (:data:`COST_REPORTS`)."""
+    return cost_table(cost_reports())
+
+
+def cost_r1x3() -> list[str]:
+    """docs/experiments.md's cost of ``auto r1x3`` against ``auto`` on delicious R-4
+    (``assignment_cost_delicious_r1x3``: ``auto r1x3`` first, ``auto`` reusing its held-out split
+    and the Baseline's score), as :func:`cost_table`."""
+    return cost_table([("assignment_cost_delicious_r1x3", "delicious R-4")])
+
+
+def cost_table(reports: list[tuple[str, str]]) -> list[str]:
+    """The cost table of ``assignment_cost`` reports `reports` ((name, data) pairs): per setting
+    the stages' seconds, the fit against hard's, the assign stage's Spark jobs, the fit's task
+    core-seconds, the candidate chosen and what the choosing costs against the winner's training."""
     lines = [
         "| data | setting | embed s | assign s | train s | fit s | fit / hard | assign Spark jobs "
         "| fit task core-s | chosen | choosing / the winner's training | beyond the winner alone "
         "| report |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for name, data in cost_reports():
+    for name, data in reports:
         rows = report(name)["rows"]
         hard = next((r for r in rows if r["setting"] == "hard"), None)
         for r in rows:
@@ -971,6 +999,13 @@ def recovered_cells(report_name: str) -> list[str]:
     return lines
 
 
+def auto_r1x3() -> list[str]:
+    """docs/experiments.md's ``auto`` against ``auto r1x3`` (its refined candidate cross-fitted,
+    ``assignment_variants_auto_r1x3``): the means, then per cell."""
+    name = "assignment_variants_auto_r1x3"
+    return recovered(name) + [""] + recovered_cells(name)
+
+
 def posterior() -> list[str]:
     """docs/experiments.md's posterior weights against the soft ones
     (``assignment_variants_posterior``): the means, then per cell."""
@@ -1008,12 +1043,7 @@ def variants() -> list[str]:
         ("assignment_variants", "bibtex + delicious"),
         (
             "assignment_variants_synth",
-            f"{_generator('assignment_variants_synth')} synthetic eurlex4k, scale 0.5, easy data",
-        ),
-        (
-            "assignment_variants_synth_realistic",
-            f"{_generator('assignment_variants_synth_realistic')} synthetic eurlex4k, scale 0.5, "
-            "calibrated difficulty 0.4",
+            f"{_generator('assignment_variants_synth')} synthetic eurlex4k, scale 0.5",
         ),
     ):
         label = data
@@ -1186,8 +1216,9 @@ def refine_within() -> list[str]:
 
 def pruning_test() -> list[str]:
     """docs/experiments.md's EAGLE (default) minus the Baseline per data set on test sets, pruned
-    (``table2_pruned``, ``assign.soft_keep`` 2) beside unpruned (``table2_targets``), for the data
-    sets of the pruned report: the mean over each set's groupings, P@1 / P@3 / P@5."""
+    (``table2_pruned``, ``assign.soft_keep`` 2) beside unpruned (``table2_targets``; "-" for a data
+    set it did not run), for the data sets of the pruned report: the mean over each set's
+    groupings, P@1 / P@3 / P@5."""
     pruned_by = report("table2_pruned")["targets"]["per data set EAGLE - Baseline"]
     unpruned_by = report("table2_targets")["targets"]["per data set EAGLE - Baseline"]
     lines = [
@@ -1195,7 +1226,8 @@ def pruning_test() -> list[str]:
         "|---|---|---|",
     ]
     for ds, d in pruned_by.items():
-        lines.append(f"| {ds} | {_signed(d)} | {_signed(unpruned_by[ds])} |")
+        unpruned = _signed(unpruned_by[ds]) if ds in unpruned_by else "-"
+        lines.append(f"| {ds} | {_signed(d)} | {unpruned} |")
     return lines
 
 
@@ -1247,9 +1279,9 @@ def miml_variants() -> list[str]:
 
 
 def table2_default() -> list[str]:
-    """docs/experiments.md's Table 2 of the default on four data sets (``table2_targets``), as
-    ``benchmarks/table2.py --markdown`` prints it."""
-    return _benchmark("table2").markdown(report("table2_targets")).splitlines()
+    """docs/experiments.md's Table 2 of the default on four data sets (``table2_pruned``), as
+    ``benchmarks/table2.py --markdown --report table2_pruned`` prints it."""
+    return _benchmark("table2").markdown(report("table2_pruned")).splitlines()
 
 
 def realism() -> list[str]:
@@ -1274,6 +1306,8 @@ BLOCKS: dict[str, tuple[pathlib.Path, Callable[[], list[str]]]] = {
     "shares_default": (ROOT / "docs" / "experiments.md", shares_default),
     "shares_unpruned": (ROOT / "docs" / "experiments.md", shares_unpruned),
     "cross": (ROOT / "docs" / "experiments.md", cross),
+    "auto_r1x3": (ROOT / "docs" / "experiments.md", auto_r1x3),
+    "cost_r1x3": (ROOT / "docs" / "experiments.md", cost_r1x3),
     "posterior": (ROOT / "docs" / "experiments.md", posterior),
     "table2_default": (ROOT / "docs" / "experiments.md", table2_default),
     "variants": (ROOT / "docs" / "experiments.md", variants),

@@ -517,9 +517,9 @@ class TreeSettings(LinearSettings):
             "matchers keep ``matcher_C`` (or ``C``). The model's metadata records the choice "
             "and its figures (:mod:`eagle_spark.classifiers.tree.ranker_cost`). Why it is chosen, "
             "not set: on validation splits (20% of each training file) doubling the cost from "
-            "0.5 costs bibtex and delicious P@3/5 while it gains on synthetic Wiki-325K; what the "
-            "choice gives there: docs/design.md, Current figures "
-            "(``benchmarks/reports/peers_validation_ranker_cost.json``)."
+            "0.5 costs bibtex and delicious P@3/5 while it gains on realistic synthetic "
+            "Wiki-325K; what the choice gives there: docs/design.md, Current figures "
+            "(``benchmarks/reports/peers_validation_tree_defaults.json``)."
         ),
         choices=("held_out", "none"),
     )
@@ -551,11 +551,11 @@ class TreeSettings(LinearSettings):
             "Wiki-325K at scale 0.1 and on bibtex / delicious (means over 5 seeds) and trains "
             "the matchers in ~0.75x the time; at a uniform ``matcher_C`` 2, 10 costs delicious "
             "0.6 P@1 and 20 does not (runs in the git history of docs/design.md). Fewer passes "
-            "train faster where the matchers are most of the work and cost P@k: on validation "
-            "splits 7 trains synthetic Wiki-325K 0.1 in 0.88x the time for -0.08 / -0.09 / "
-            "-0.14 P@1/3/5, 5 in 0.80x for -0.12 / -0.07 / -0.19 (and up to -0.26 at scale "
-            "0.05; docs/design.md, Current figures; "
-            "``benchmarks/reports/peers_validation_matcher_passes.json``), so 10 stays."
+            "train faster where the matchers are most of the work: on validation splits "
+            "(docs/design.md, Current figures; "
+            "``benchmarks/reports/peers_validation_tree_defaults.json``) 5 costs P@k on "
+            "delicious and realistic synthetic Wiki-325K, 7 keeps it there; 7's time saving was "
+            "measured only beside other benchmarks, so 10 stays until a run alone settles it."
         ),
         bounds="[1, inf)",
     )
