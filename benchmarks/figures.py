@@ -967,11 +967,11 @@ def shares_unpruned() -> list[str]:
     return shares("table2_targets")
 
 
-def cross() -> list[str]:
-    """docs/experiments.md's cross-fitted refinement (``assignment_variants_cross``): the means,
-    then per cell."""
-    name = "assignment_variants_cross"
-    return recovered(name) + [""] + recovered_cells(name)
+def validation_shares(report_name: str) -> Callable[[], list[str]]:
+    """A docs/experiments.md block of ``assignment_variants.py``'s report `report_name`
+    (validation splits): :func:`recovered`'s means, then :func:`recovered_cells`' cells (the
+    cross-fitted refinement, ``auto r1x3``, the posterior weights, ``auto @t0`` on delicious)."""
+    return lambda: recovered(report_name) + [""] + recovered_cells(report_name)
 
 
 def recovered_cells(report_name: str) -> list[str]:
@@ -997,27 +997,6 @@ def recovered_cells(report_name: str) -> list[str]:
             )
         lines.append(f"| {summary['variant']} | " + " | ".join(cols) + " |")
     return lines
-
-
-def auto_r1x3() -> list[str]:
-    """docs/experiments.md's ``auto`` against ``auto r1x3`` (its refined candidate cross-fitted,
-    ``assignment_variants_auto_r1x3``): the means, then per cell."""
-    name = "assignment_variants_auto_r1x3"
-    return recovered(name) + [""] + recovered_cells(name)
-
-
-def posterior() -> list[str]:
-    """docs/experiments.md's posterior weights against the soft ones
-    (``assignment_variants_posterior``): the means, then per cell."""
-    name = "assignment_variants_posterior"
-    return recovered(name) + [""] + recovered_cells(name)
-
-
-def t0_delicious() -> list[str]:
-    """docs/experiments.md's ``auto`` against ``auto @t0`` on delicious's validation split
-    (``assignment_variants_t0_delicious``): the means, then per cell."""
-    name = "assignment_variants_t0_delicious"
-    return recovered(name) + [""] + recovered_cells(name)
 
 
 def _benchmark(name: str) -> Any:
@@ -1302,13 +1281,22 @@ BLOCKS: dict[str, tuple[pathlib.Path, Callable[[], list[str]]]] = {
     "cost": (ROOT / "docs" / "experiments.md", cost),
     "frontier": (ROOT / "docs" / "experiments.md", frontier),
     "cost_model": (ROOT / "docs" / "design.md", cost_model),
-    "t0_delicious": (ROOT / "docs" / "experiments.md", t0_delicious),
+    "t0_delicious": (
+        ROOT / "docs" / "experiments.md",
+        validation_shares("assignment_variants_t0_delicious"),
+    ),
     "shares_default": (ROOT / "docs" / "experiments.md", shares_default),
     "shares_unpruned": (ROOT / "docs" / "experiments.md", shares_unpruned),
-    "cross": (ROOT / "docs" / "experiments.md", cross),
-    "auto_r1x3": (ROOT / "docs" / "experiments.md", auto_r1x3),
+    "cross": (ROOT / "docs" / "experiments.md", validation_shares("assignment_variants_cross")),
+    "auto_r1x3": (
+        ROOT / "docs" / "experiments.md",
+        validation_shares("assignment_variants_auto_r1x3"),
+    ),
     "cost_r1x3": (ROOT / "docs" / "experiments.md", cost_r1x3),
-    "posterior": (ROOT / "docs" / "experiments.md", posterior),
+    "posterior": (
+        ROOT / "docs" / "experiments.md",
+        validation_shares("assignment_variants_posterior"),
+    ),
     "table2_default": (ROOT / "docs" / "experiments.md", table2_default),
     "variants": (ROOT / "docs" / "experiments.md", variants),
     "soft_cells": (ROOT / "docs" / "experiments.md", soft_cells),
