@@ -10,7 +10,8 @@ the one-vs-all model's, |w| < ``OVASettings().threshold``, since a label's weigh
 feature of its training rows: unpruned, synthetic Wiki-325K at scale 0.1 had 512M of them and
 reading them back ran out of memory; a label whose weights all prune away scores its members
 alike, which the assignment treats as ties). Label k's negatives are every sample not assigned
-k while the one-vs-all work (labels x samples) is within :data:`NEGATIVE_BUDGET`; beyond it a
+k while the one-vs-all work (labels x samples) is within :data:`NEGATIVE_BUDGET` (a round's,
+shared by the k scorers of a cross-fitted one); beyond it a
 seeded share :func:`negative_fraction` of the samples outside k's groups is drawn, and the members
 of k's groups not assigned k are always kept (``train_ova(within_groups=...)``): the scorer must
 rank a group's members, and without the draw a label costs all n samples (at Wiki10-31K's 31k
@@ -73,12 +74,27 @@ refinement was measured, train on all their negatives; beyond it the share drawn
 labels x samples grow (a cost bound, not a tuned constant)."""
 
 
-def negative_fraction(n_labels: int, n_samples: int) -> float:
-    """The share of the negatives the refinement's one-vs-all draws: 1 within
-    :data:`NEGATIVE_BUDGET` labels x samples, else budget / (labels x samples) (a label's
-    unassigned group members are kept besides)."""
+def negative_fraction(n_labels: int, n_samples: int, folds: int = 1) -> float:
+    """The share of the negatives a refinement scorer's one-vs-all draws: 1 within the budget,
+    else budget / (labels x samples) (a label's unassigned group members are kept besides).
+
+    The budget is a round's: :data:`NEGATIVE_BUDGET` labels x samples, shared by the `folds`
+    scorers of a cross-fitted round (each gets budget / folds), so that beyond the budget a
+    cross-fitted round draws about as many negatives in all as an in-sample one, where k scorers
+    with the whole budget each would cost k times its one-vs-all.
+
+    Args:
+        n_labels: labels of the scorer's training set.
+        n_samples: its samples (a fold scorer's: those outside the fold).
+        folds: the round's scorers: 1 in-sample, k cross-fitted.
+    Raises:
+        ValueError: `folds` below 1.
+    """
+    if folds < 1:
+        raise ValueError(f"negative_fraction: folds must be >= 1, got {folds}")
+    budget = NEGATIVE_BUDGET / folds
     work = n_labels * n_samples
-    return 1.0 if work <= NEGATIVE_BUDGET else NEGATIVE_BUDGET / work
+    return 1.0 if work <= budget else budget / work
 
 
 def scorer_loss(params: AssignSettings) -> str:
@@ -97,6 +113,7 @@ def classifier_scorer(
     tasks: int,
     seed: int = 0,
     loss: Optional[str] = None,
+    folds: int = 1,
 ) -> str:
     """Train one-vs-all on the dataset `assigned` (X, Y = an assignment's Y_filter, with
     ``label_weights`` when weighted), negatives drawn and weights pruned as the module docstring
@@ -110,6 +127,7 @@ def classifier_scorer(
         n_features, n_labels: the data's sizes.
         tasks: Spark tasks of the training (``assign.tasks``).
         loss: the solver's loss (:func:`scorer_loss`), None: the one-vs-all default.
+        folds: the scorers of its round that share the negative budget (:func:`negative_fraction`).
     Returns:
         The scorer folder: ``label_emb`` (label_id, emb_idx = the weights' feature ids, emb_val =
         their values, n_groups 0) and a manifest whose ``parameters.normalize`` is the
@@ -118,7 +136,7 @@ def classifier_scorer(
     from eagle_spark.classifiers.ova import train_ova
 
     n_samples = int(read_manifest(spark, assigned)["n_samples"])
-    fraction = negative_fraction(n_labels, n_samples)
+    fraction = negative_fraction(n_labels, n_samples, folds)
     params = OVASettings(
         threshold=0.0 if fraction >= 1.0 else OVASettings().threshold,
         tasks=tasks,
@@ -372,7 +390,10 @@ def cross_fitted_assignments(
         The round's assignments (lazy; the scorers are trained when this returns), the same
         columns as `current`.
     Memory: each fold's training is :func:`classifier_scorer`'s on (k - 1) / k of the samples
-        (once per executor: that fold's X and Y); the folds train one after another.
+        (once per executor: that fold's X and Y); the folds train one after another. Work:
+        within the negative budget each fold's one-vs-all is (k - 1) / k of the in-sample
+        round's (k - 1 times it in all); beyond it the folds share the budget
+        (:func:`negative_fraction`), so the drawn negatives cost about one in-sample round.
     """
     from functools import reduce
 
@@ -410,6 +431,7 @@ def cross_fitted_assignments(
                 n_labels,
                 params.tasks,
                 loss=scorer_loss(params),
+                folds=k,
             )
         known = taught.select(S.LABEL_ID).distinct()  # labels with a positive to learn from
         pairs = Y2.join(held_groups, S.GROUP_ID, "left_semi")

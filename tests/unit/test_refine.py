@@ -314,6 +314,25 @@ def test_refinement_draws_negatives_only_beyond_its_budget():
     )  # synth wiki325k 0.1
 
 
+def test_a_cross_fitted_round_shares_the_negative_budget_between_its_folds():
+    """k fold scorers get budget / k each: within it (delicious' folds: 983 x 8,613 = 8.5e6 <=
+    1.67e7) every negative stays; beyond it a fold draws a k-th of what the whole budget would, so
+    the round's drawn negatives are about one in-sample scorer's (wiki325k 0.1: 32,506 labels x
+    118,557 samples outside a fold draw 0.00432, not 0.01297)."""
+    from eagle_spark.assignment.refine import negative_fraction
+
+    assert negative_fraction(983, 8_613, folds=3) == 1.0
+    assert negative_fraction(10_000, 5_000, folds=2) == pytest.approx(0.5)  # 2.5e7 of 5e7
+    assert negative_fraction(32_506, 118_557, folds=3) == pytest.approx(
+        5e7 / 3 / (32_506 * 118_557)
+    )
+    assert negative_fraction(32_506, 118_557, folds=3) == pytest.approx(0.004325, rel=1e-3)
+    # in all: 3 scorers x 0.004325 x 118,557 = 1,538 drawn rows per label, an in-sample
+    # scorer's 0.00865 x 177,835 = 1,538
+    with pytest.raises(ValueError, match="folds must be >= 1"):
+        negative_fraction(10, 10, folds=0)
+
+
 def test_beyond_the_budget_the_scorer_draws_negatives_and_prunes(spark, tmp_path, monkeypatch):
     """With the budget below labels x samples the scorer's one-vs-all draws its negatives (keeping
     the labels' group members) and prunes its weights as the one-vs-all model's; on the planted
@@ -468,6 +487,35 @@ def test_cross_fitted_round_never_lets_a_group_see_its_own_labels(spark, tmp_pat
         assert (2 in taught) == (fold_of[0] != f)  # only a fold without group 0 learns label 2
     final = pq.read_table(tmp_path / "x1" / "assignments").to_pylist()
     assert [r["sample_id"] for r in final if r["label_id"] == 2] == [0]
+
+
+def test_cross_fitted_scorers_each_draw_their_share_of_the_budget(spark, tmp_path, monkeypatch):
+    """With the budget (40 labels x samples) below the work, each of the 2 fold scorers of a
+    cross-fitted round trains with budget / 2 / (labels x its training rows), read from its
+    training set's manifest: the folds' drawn negatives add up to one in-sample scorer's."""
+    from eagle_spark.assignment import refine
+    from eagle_spark.assignment.output import assign_with
+    from eagle_spark.settings import AssignSettings
+
+    dataset, emb, _ = _with_private_label(tmp_path)
+    monkeypatch.setattr(refine, "NEGATIVE_BUDGET", 40)
+    rounds = tmp_path / "rounds"
+    assign_with(
+        spark,
+        dataset,
+        str(tmp_path / "x1"),
+        AssignSettings(weighting="hard", refine_rounds=1, refine_folds=2, tasks=2),
+        embeddings=emb,
+        rounds_scratch=str(rounds),
+    )
+    for f in (0, 1):
+        train = json.loads((rounds / "cross_1" / f"train_{f}" / "_manifest.json").read_text())
+        meta = json.loads(
+            (rounds / "cross_1" / f"classifier_{f}" / "model" / "metadata.json").read_text()
+        )
+        work = train["n_labels"] * train["n_samples"]
+        assert work > 20
+        assert meta["params"]["negative_fraction"] == pytest.approx(40 / 2 / work)
 
 
 def test_rounds_stop_at_the_tolerance(spark, tmp_path):
