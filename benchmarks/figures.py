@@ -649,11 +649,12 @@ COST_REPORTS = (
 read from the report)."""
 
 
-def cost_reports() -> list[tuple[str, str]]:
-    """(report name, its data as the tables name it) of :data:`COST_REPORTS`."""
+def cost_reports(reports: tuple[tuple[str, str], ...] = COST_REPORTS) -> list[tuple[str, str]]:
+    """(report name, its data as the tables name it) of `reports` (:data:`COST_REPORTS`): a
+    synthetic one's data named with its generator."""
     return [
         (name, data if data.startswith("delicious") else f"{_generator(name)} synthetic {data}")
-        for name, data in COST_REPORTS
+        for name, data in reports
     ]
 
 
@@ -672,11 +673,19 @@ def cost() -> list[str]:
     return cost_table(cost_reports())
 
 
+R1X3_COST_REPORTS = (
+    ("assignment_cost_delicious_r1x3", "delicious R-4"),
+    ("assignment_cost_wiki325k_0.1_r1x3_whole_budget", "Wiki-325K 0.1 R-4, whole budget per fold"),
+    ("assignment_cost_wiki325k_0.1_r1x3", "Wiki-325K 0.1 R-4"),
+)
+"""``assignment_cost`` reports of ``auto r1x3`` against ``auto`` (``auto r1x3`` first, ``auto``
+reusing its held-out split and the Baseline's score) and their data."""
+
+
 def cost_r1x3() -> list[str]:
-    """docs/experiments.md's cost of ``auto r1x3`` against ``auto`` on delicious R-4
-    (``assignment_cost_delicious_r1x3``: ``auto r1x3`` first, ``auto`` reusing its held-out split
-    and the Baseline's score), as :func:`cost_table`."""
-    return cost_table([("assignment_cost_delicious_r1x3", "delicious R-4")])
+    """docs/experiments.md's cost of ``auto r1x3`` against ``auto`` (:data:`R1X3_COST_REPORTS`),
+    as :func:`cost_table`."""
+    return cost_table(cost_reports(R1X3_COST_REPORTS))
 
 
 def cost_table(reports: list[tuple[str, str]]) -> list[str]:
@@ -956,21 +965,18 @@ def shares(report_name: str) -> list[str]:
     return lines
 
 
-def shares_default() -> list[str]:
-    """docs/experiments.md's recovered shares of the default on test sets (``table2_pruned``)."""
-    return shares("table2_pruned")
-
-
-def shares_unpruned() -> list[str]:
-    """docs/experiments.md's recovered shares of the unpruned soft weighting on test sets
-    (``table2_targets``)."""
-    return shares("table2_targets")
+def shares_on_test_sets(report_name: str) -> Callable[[], list[str]]:
+    """A docs/experiments.md block of :func:`shares` of ``table2.py``'s report `report_name` (test
+    sets): the default (``table2_pruned``), the unpruned soft weighting (``table2_targets``), the
+    default's refined candidate cross-fitted (``table2_r1x3``)."""
+    return lambda: shares(report_name)
 
 
 def validation_shares(report_name: str) -> Callable[[], list[str]]:
     """A docs/experiments.md block of ``assignment_variants.py``'s report `report_name`
     (validation splits): :func:`recovered`'s means, then :func:`recovered_cells`' cells (the
-    cross-fitted refinement, ``auto r1x3``, the posterior weights, ``auto @t0`` on delicious)."""
+    cross-fitted refinement, ``auto r1x3``, the refined candidate at Wiki-325K scale, the posterior
+    weights, ``auto @t0`` on delicious)."""
     return lambda: recovered(report_name) + [""] + recovered_cells(report_name)
 
 
@@ -1285,12 +1291,16 @@ BLOCKS: dict[str, tuple[pathlib.Path, Callable[[], list[str]]]] = {
         ROOT / "docs" / "experiments.md",
         validation_shares("assignment_variants_t0_delicious"),
     ),
-    "shares_default": (ROOT / "docs" / "experiments.md", shares_default),
-    "shares_unpruned": (ROOT / "docs" / "experiments.md", shares_unpruned),
+    "shares_default": (ROOT / "docs" / "experiments.md", shares_on_test_sets("table2_pruned")),
+    "shares_unpruned": (ROOT / "docs" / "experiments.md", shares_on_test_sets("table2_targets")),
     "cross": (ROOT / "docs" / "experiments.md", validation_shares("assignment_variants_cross")),
     "auto_r1x3": (
         ROOT / "docs" / "experiments.md",
         validation_shares("assignment_variants_auto_r1x3"),
+    ),
+    "r1x3_wiki325k": (
+        ROOT / "docs" / "experiments.md",
+        validation_shares("assignment_variants_r1x3_wiki325k"),
     ),
     "cost_r1x3": (ROOT / "docs" / "experiments.md", cost_r1x3),
     "posterior": (
