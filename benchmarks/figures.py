@@ -1302,6 +1302,7 @@ BLOCKS: dict[str, tuple[pathlib.Path, Callable[[], list[str]]]] = {
         ROOT / "docs" / "experiments.md",
         validation_shares("assignment_variants_r1x3_wiki325k"),
     ),
+    "shares_r1x3": (ROOT / "docs" / "experiments.md", shares_on_test_sets("table2_r1x3")),
     "cost_r1x3": (ROOT / "docs" / "experiments.md", cost_r1x3),
     "posterior": (
         ROOT / "docs" / "experiments.md",
