@@ -442,11 +442,10 @@ def _with_private_label(tmp_path: pathlib.Path) -> tuple[str, str, dict[int, lis
     return _folders(tmp_path, (tables, truth))
 
 
-def test_cross_fitted_round_never_lets_a_group_see_its_own_labels(spark, tmp_path):
-    """refine_folds 2 on the planted data: each fold's training set is exactly the samples of the
-    other fold's groups with their round-0 labels (a plain-Python twin built from the folds read
-    back), so the scorer of group 0's fold never saw a positive of label 2, which only group 0
-    holds, and (0, 2) keeps its round-0 member; the round still corrects the 4 hard groups."""
+def _cross_fitted_in_two_folds(spark, tmp_path):
+    """Hard assignment of :func:`_with_private_label`'s data with one refinement round
+    cross-fitted in 2 folds, to ``tmp_path/x1``; returns (its manifest, the rounds' scratch
+    folder, kept)."""
     from eagle_spark.assignment.output import assign_with
     from eagle_spark.settings import AssignSettings
 
@@ -460,6 +459,15 @@ def test_cross_fitted_round_never_lets_a_group_see_its_own_labels(spark, tmp_pat
         embeddings=emb,
         rounds_scratch=str(rounds),
     )
+    return manifest, rounds
+
+
+def test_cross_fitted_round_never_lets_a_group_see_its_own_labels(spark, tmp_path):
+    """refine_folds 2 on the planted data: each fold's training set is exactly the samples of the
+    other fold's groups with their round-0 labels (a plain-Python twin built from the folds read
+    back), so the scorer of group 0's fold never saw a positive of label 2, which only group 0
+    holds, and (0, 2) keeps its round-0 member; the round still corrects the 4 hard groups."""
+    manifest, rounds = _cross_fitted_in_two_folds(spark, tmp_path)
     first, second = manifest["refinement"]
     assert second["folds"] == 2 and "folds" not in first
     assert first["precision"] == pytest.approx(65 / 69)  # round 0: 4 hard groups' label 0 wrong
@@ -494,20 +502,9 @@ def test_cross_fitted_scorers_each_draw_their_share_of_the_budget(spark, tmp_pat
     cross-fitted round trains with budget / 2 / (labels x its training rows), read from its
     training set's manifest: the folds' drawn negatives add up to one in-sample scorer's."""
     from eagle_spark.assignment import refine
-    from eagle_spark.assignment.output import assign_with
-    from eagle_spark.settings import AssignSettings
 
-    dataset, emb, _ = _with_private_label(tmp_path)
     monkeypatch.setattr(refine, "NEGATIVE_BUDGET", 40)
-    rounds = tmp_path / "rounds"
-    assign_with(
-        spark,
-        dataset,
-        str(tmp_path / "x1"),
-        AssignSettings(weighting="hard", refine_rounds=1, refine_folds=2, tasks=2),
-        embeddings=emb,
-        rounds_scratch=str(rounds),
-    )
+    _, rounds = _cross_fitted_in_two_folds(spark, tmp_path)
     for f in (0, 1):
         train = json.loads((rounds / "cross_1" / f"train_{f}" / "_manifest.json").read_text())
         meta = json.loads(
