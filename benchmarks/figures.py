@@ -88,6 +88,7 @@ def readme() -> list[str]:
     t2 = report("table2_targets")["targets"]
     table2_pruned = report("table2_pruned")
     pruned = {**table2_pruned["targets"], "assign": table2_pruned["assign"]}
+    in_sample = report("table2_auto")["targets"]
     agree, cells = agreement()
     lines = [
         f"- The main job (`pipeline --conf conf/local.yaml --compare`, delicious R-4, "
@@ -127,12 +128,15 @@ def readme() -> list[str]:
     )
     lines += [
         "",
-        f"- Learning from group labels, the default (`assign.weighting=auto`, each group label's "
-        f"soft weights on at most 2c members: `assign.soft_keep` {pruned['assign']['soft_keep']:g}) "
+        f"- Learning from group labels, the default (`assign.weighting=auto`, its refined round "
+        f"cross-fitted in 3 folds, each group label's soft weights on at most 2c members: "
+        f"`assign.soft_keep` {pruned['assign']['soft_keep']:g}) "
         f"on the test sets of {_data_named('table2_pruned')} under R-4, R-10 and C-8 "
         f"({pruned['cells']} cells, `table2_pruned.json`): EAGLE minus the Baseline "
         f"{_signed(pruned['mean EAGLE - Baseline'])} at P@1/3/5, minus EAGLE (paper) "
-        f"{_signed(pruned['mean EAGLE - EAGLE (paper)'])}. Unpruned (`soft_keep` 0), on "
+        f"{_signed(pruned['mean EAGLE - EAGLE (paper)'])}; with the round in-sample "
+        f"(`table2_auto.json`) minus the Baseline {_signed(in_sample['mean EAGLE - Baseline'])}. "
+        "In-sample and unpruned (`soft_keep` 0), on "
         f"{_data_named('table2_targets')} ({t2['cells']} cells, `table2_targets.json`): minus "
         f"the Baseline {_signed(t2['mean EAGLE - Baseline'])}, minus EAGLE (paper) "
         f"{_signed(t2['mean EAGLE - EAGLE (paper)'])}; the group-level choice "
@@ -504,24 +508,21 @@ def design() -> list[str]:
             "integrity_cost",
         )
     )
-    pruned = report("table2_pruned")
-    rows.append(
-        (
-            f"EAGLE (default, `soft_keep` {pruned['assign']['soft_keep']:g}) minus Baseline, mean "
-            f"of {pruned['targets']['cells']} test cells ({_data_named('table2_pruned')})",
-            _signed(pruned["targets"]["mean EAGLE - Baseline"]),
-            "table2_pruned",
+    soft_keep = report("table2_pruned")["assign"]["soft_keep"]
+    for name, what in (
+        ("table2_pruned", f"EAGLE (default, `soft_keep` {soft_keep:g})"),
+        ("table2_auto", "EAGLE (`auto`, the refined round in-sample)"),
+        ("table2_targets", "EAGLE (`auto` in-sample, unpruned: `soft_keep` 0)"),
+    ):
+        targets = report(name)["targets"]
+        rows.append(
+            (
+                f"{what} minus Baseline, mean of {targets['cells']} test cells "
+                f"({_data_named(name)})",
+                _signed(targets["mean EAGLE - Baseline"]),
+                name,
+            )
         )
-    )
-    t2 = report("table2_targets")["targets"]
-    rows.append(
-        (
-            f"EAGLE (`auto`, unpruned: `soft_keep` 0) minus Baseline, mean of {t2['cells']} test "
-            f"cells ({_data_named('table2_targets')})",
-            _signed(t2["mean EAGLE - Baseline"]),
-            "table2_targets",
-        )
-    )
     agree, cells = agreement()
     rows.append(
         (
@@ -967,8 +968,8 @@ def shares(report_name: str) -> list[str]:
 
 def shares_on_test_sets(report_name: str) -> Callable[[], list[str]]:
     """A docs/experiments.md block of :func:`shares` of ``table2.py``'s report `report_name` (test
-    sets): the default (``table2_pruned``), the unpruned soft weighting (``table2_targets``), the
-    default's refined candidate cross-fitted (``table2_r1x3``)."""
+    sets): the default (``table2_pruned``), ``auto`` with the refined round in-sample
+    (``table2_auto``), the same unpruned (``table2_targets``)."""
     return lambda: shares(report_name)
 
 
@@ -1200,19 +1201,22 @@ def refine_within() -> list[str]:
 
 
 def pruning_test() -> list[str]:
-    """docs/experiments.md's EAGLE (default) minus the Baseline per data set on test sets, pruned
-    (``table2_pruned``, ``assign.soft_keep`` 2) beside unpruned (``table2_targets``; "-" for a data
-    set it did not run), for the data sets of the pruned report: the mean over each set's
-    groupings, P@1 / P@3 / P@5."""
-    pruned_by = report("table2_pruned")["targets"]["per data set EAGLE - Baseline"]
-    unpruned_by = report("table2_targets")["targets"]["per data set EAGLE - Baseline"]
-    lines = [
-        "| data | pruned (`soft_keep` 2) − Baseline | unpruned − Baseline |",
-        "|---|---|---|",
+    """docs/experiments.md's EAGLE minus the Baseline per data set on test sets: the default
+    (``table2_pruned``: the refined round cross-fitted, ``assign.soft_keep`` 2) beside ``auto``
+    with the round in-sample, pruned (``table2_auto``) and unpruned (``table2_targets``); "-" for
+    a data set a report did not run. The mean over each set's groupings, P@1 / P@3 / P@5."""
+    columns = [
+        report(name)["targets"]["per data set EAGLE - Baseline"]
+        for name in ("table2_pruned", "table2_auto", "table2_targets")
     ]
-    for ds, d in pruned_by.items():
-        unpruned = _signed(unpruned_by[ds]) if ds in unpruned_by else "-"
-        lines.append(f"| {ds} | {_signed(d)} | {unpruned} |")
+    lines = [
+        "| data | default (cross-fitted, `soft_keep` 2) − Baseline | in-sample, `soft_keep` 2 − "
+        "Baseline | in-sample, unpruned − Baseline |",
+        "|---|---|---|---|",
+    ]
+    for ds in dict.fromkeys(d for by in columns for d in by):
+        cells = [_signed(by[ds]) if ds in by else "-" for by in columns]
+        lines.append(f"| {ds} | " + " | ".join(cells) + " |")
     return lines
 
 
@@ -1292,6 +1296,7 @@ BLOCKS: dict[str, tuple[pathlib.Path, Callable[[], list[str]]]] = {
         validation_shares("assignment_variants_t0_delicious"),
     ),
     "shares_default": (ROOT / "docs" / "experiments.md", shares_on_test_sets("table2_pruned")),
+    "shares_auto": (ROOT / "docs" / "experiments.md", shares_on_test_sets("table2_auto")),
     "shares_unpruned": (ROOT / "docs" / "experiments.md", shares_on_test_sets("table2_targets")),
     "cross": (ROOT / "docs" / "experiments.md", validation_shares("assignment_variants_cross")),
     "auto_r1x3": (
@@ -1302,7 +1307,6 @@ BLOCKS: dict[str, tuple[pathlib.Path, Callable[[], list[str]]]] = {
         ROOT / "docs" / "experiments.md",
         validation_shares("assignment_variants_r1x3_wiki325k"),
     ),
-    "shares_r1x3": (ROOT / "docs" / "experiments.md", shares_on_test_sets("table2_r1x3")),
     "cost_r1x3": (ROOT / "docs" / "experiments.md", cost_r1x3),
     "posterior": (
         ROOT / "docs" / "experiments.md",

@@ -259,19 +259,24 @@ class AssignSettings(Section):
         bounds="[0, inf)",
     )
     candidates: tuple[str, ...] = setting(
-        ("baseline", "soft-0.3+r1"),
+        ("baseline", "soft-0.3+r1x3"),
         "with ``auto``, the assignments to choose from: ``baseline``, ``hard`` (top-c), "
         "``soft-<T>``, ``post-<T>``, each but the first with ``+r<N>[x<k>]`` and ``@t<T>``.",
         more=(
             "``+r<N>``: rounds of refinement, ``x<k>`` cross-fitted in k folds; ``@t<T>``: "
             "assigned with embeddings GRLR fits with T iterations (``@t0``: EAGLE-0's) instead "
-            "of the model's (candidate_changes, candidate_iterations). On validation splits of bibtex and delicious (R-4, R-10, C-8) soft T=0.3 with one "
-            "round of refinement beat the Baseline by 15.8 / 10.3 / 8.5 points of P@1/3/5 on "
-            "average (benchmarks/reports/assignment_variants_refine.json), and choosing among "
-            "baseline, hard, soft-0.3 and soft-0.3+r1 on held-out groups of bibtex, delicious "
-            "and synthetic eurlex4k (selection.json, selection_synth.json) never chose hard or "
-            "soft-0.3, so they only cost a proxy training each; the Baseline stays for data "
-            "where nothing beats it."
+            "of the model's (candidate_changes, candidate_iterations). The default is the point "
+            "the rule 'the most accurate mean P@1/3/5 among the choices whose fit costs at most "
+            "1.5x that of auto with the in-sample round' picks on validation splits: one round "
+            "cross-fitted in 3 folds recovers more of the Oracle - Baseline gap than the "
+            "in-sample round on bibtex and delicious (R-4, R-10, C-8; "
+            "benchmarks/reports/assignment_variants_auto_r1x3.json) and on realistic synthetic "
+            "Wiki-325K 0.05 (R-4, R-10; assignment_variants_r1x3_wiki325k.json), for a fit "
+            "about a quarter dearer at Wiki-325K 0.1 (assignment_cost_wiki325k_0.1_r1x3.json). "
+            "Choosing among baseline, hard, soft-0.3 and soft-0.3+r1 on held-out groups "
+            "(selection.json, selection_synth.json) never chose hard or soft-0.3, so they are "
+            "not candidates; the Baseline stays for data where nothing beats it "
+            '(docs/experiments.md, "Cross-fitted refinement").'
         ),
     )
     held_out: float = setting(

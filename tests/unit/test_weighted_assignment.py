@@ -1207,7 +1207,8 @@ def test_auto_on_few_groups_scores_every_group_once_in_folds(spark, tmp_path):
     GRLR(maxIter=1, numTasks=2, assignTasks=2).fitDataset(ds, str(tmp_path / "emb"))
     scratch = str(tmp_path / "select")
     emb = str(tmp_path / "emb")  # the fitted embeddings; the assign settings GRLR's defaults
-    found = choose_assignment(spark, ds.path, AssignSettings(tasks=2), emb, scratch)
+    settings = AssignSettings(tasks=2)  # the default candidates
+    found = choose_assignment(spark, ds.path, settings, emb, scratch)
     record = found.record
     assert record["folds"] == 5 and record["held_out_groups"] == 12
     groups = [r.group_id for r in read_table(spark, ds.path, "Y1").collect()]
@@ -1221,7 +1222,7 @@ def test_auto_on_few_groups_scores_every_group_once_in_folds(spark, tmp_path):
         assert not {r.group_id for r in ids} & set(folds[f])  # the proxy never sees its fold
     assert len(held_groups) == 12
     twin = {}
-    for i, name in enumerate(("baseline", "soft-0.3+r1")):
+    for i, name in enumerate(settings.candidates):
         sums, n_members = [0, 0, 0, 0, 0], 0
         for f in range(5):
             held = f"{scratch}/fold-{f}/held"
