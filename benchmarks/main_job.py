@@ -8,11 +8,17 @@ each stage's wall time from the run's own report, several runs, medians.
     python benchmarks/main_job.py --set spark.class_archive=none --report main_job_no_class_archive
     python benchmarks/main_job.py --set assign.weighting=hard --report main_job_hard
     python benchmarks/main_job.py --set spark.driver_jit=full --report main_job_jit_full
+    python benchmarks/main_job.py --set "assign.candidates=[baseline, soft-0.3+r1]" --report main_job_in_sample
     python benchmarks/main_job.py --report main_job_steps     # a report of its own for the steps table
     python benchmarks/main_job.py --data synth:wiki325k:0.1 --runs 1 --set spark.driver_memory=8g
     python benchmarks/main_job.py --data synth:wiki325k:1.0 --runs 1 --set spark.driver_memory=12g
     python benchmarks/main_job.py --data synth:wiki325k:1.0 --runs 1 --set spark.driver_memory=12g --stop-after 7200
     python benchmarks/main_job.py --data synth:wiki325k:0.1 --runs 1 --oracle --set spark.driver_memory=8g
+
+The reports ``main_job_one_method_at_a_time``, ``main_job_no_class_archive`` and
+``main_job_jit_full`` ran with ``auto``'s refined round in-sample (add ``--set
+"assign.candidates=[baseline, soft-0.3+r1]"`` to remake them); docs/design.md compares them with
+``main_job_in_sample``, the main job with those candidates.
 
 ``--data synth:PRESET:SCALE[:DIFFICULTY]`` runs the same command on a synthetic pair instead of the
 embedded Delicious (``pipeline.dataset`` / ``pipeline.test_dataset``: the whole test set is
