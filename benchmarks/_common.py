@@ -24,6 +24,9 @@ from eagle_spark.monitor import PeakRSS  # also re-exported for the scripts
 from eagle_spark.progress import STEP_SEPARATOR  # a step's job description: <stage> / <step>
 
 REPORTS = pathlib.Path(__file__).resolve().parent / "reports"
+IN_SAMPLE_CANDIDATES = ("baseline", "soft-0.3+r1")
+"""``assign.candidates`` of the benchmarks' ``auto``: the Baseline against soft T = 0.3 refined once
+in-sample (the library's default cross-fits the round: ``auto r1x3``)."""
 
 
 def folder_bytes(path: str | os.PathLike) -> int:

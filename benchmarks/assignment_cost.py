@@ -9,8 +9,8 @@ For each setting (``hard``; ``soft`` at T = 0.3, the same refined once, at the d
 ``soft_keep`` and unpruned, cross-fitted in 3 folds for up to 3 rounds (tolerance 0.01); the
 posterior weighting refined once; ``auto`` choosing between the Baseline and the in-sample
 refined round, the same unpruned, between the Baseline and one cross-fitted round (``auto r1x3``,
-the library's default), and between the Baseline and the cross-fitted refinement) one pipeline run (``pipeline.methods=
-[eagle]``, until train, conf/local.yaml) in a folder of its own, so every stage runs: the
+the library's default), and between the Baseline and the cross-fitted refinement) one pipeline
+run (``pipeline.methods=[eagle]``, until train, conf/local.yaml) in a folder of its own, so every stage runs: the
 aggregated data are made once and shared (``pipeline.dataset`` with ``aggregate=false``). The
 report has each stage's wall seconds (the pipeline's own stage timings), the fit's total, its
 ratio to ``hard``'s, the whole command's wall time, under ``auto`` the candidate chosen, and from
@@ -35,6 +35,7 @@ from typing import Any
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
+    IN_SAMPLE_CANDIDATES,
     REPORTS,
     STEP_SEPARATOR,
     jobs_by_description,
@@ -70,17 +71,12 @@ SETTINGS = {  # setting -> changes to the assign section (soft: the default soft
         "temperature": 0.3,
         "refine_rounds": 1,
     },
-    # auto: the Baseline against the in-sample refined candidate (named, not the library's
-    # default: the default's refined candidate is cross-fitted, "auto r1x3")
-    "auto": {"weighting": "auto", "candidates": ("baseline", "soft-0.3+r1")},
-    "auto unpruned": {
-        "weighting": "auto",
-        "candidates": ("baseline", "soft-0.3+r1"),
-        "soft_keep": 0.0,
-    },
+    # auto: the Baseline against the in-sample refined candidate (not the library's default)
+    "auto": {"weighting": "auto", "candidates": IN_SAMPLE_CANDIDATES},
+    "auto unpruned": {"weighting": "auto", "candidates": IN_SAMPLE_CANDIDATES, "soft_keep": 0.0},
     "auto @t0": {
         "weighting": "auto",
-        "candidates": ("baseline", "soft-0.3+r1", "soft-0.3+r1@t0"),
+        "candidates": (*IN_SAMPLE_CANDIDATES, "soft-0.3+r1@t0"),
     },
     "auto r1x3": {"weighting": "auto", "candidates": ("baseline", "soft-0.3+r1x3")},
     "auto cross-fitted": {

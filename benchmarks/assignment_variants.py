@@ -55,7 +55,7 @@ import sys
 import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from _common import generator, write_report  # noqa: E402
+from _common import IN_SAMPLE_CANDIDATES, generator, write_report  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "xc"
@@ -151,13 +151,12 @@ VARIANTS = {  # variant -> changes to the assign section, changes to the tree se
         )
         for t, x in ((0.1, ""), (0.3, ""), (1.0, ""), (0.3, "x3"))
     },
-    # the Baseline against the in-sample refined candidate (named, not the library's default,
-    # whose refined candidate is cross-fitted: "auto r1x3")
-    "auto": ({"weighting": "auto", "candidates": ("baseline", "soft-0.3+r1")}, {}),
+    # the Baseline against the in-sample refined candidate (not the library's default)
+    "auto": ({"weighting": "auto", "candidates": IN_SAMPLE_CANDIDATES}, {}),
     # GRLR's iterations chosen on held-out groups too: the default candidates and the refined
     # soft one on EAGLE-0's embeddings (T = 0)
     "auto @t0": (
-        {"weighting": "auto", "candidates": ("baseline", "soft-0.3+r1", "soft-0.3+r1@t0")},
+        {"weighting": "auto", "candidates": (*IN_SAMPLE_CANDIDATES, "soft-0.3+r1@t0")},
         {},
     ),
     # the library's default: the refined candidate cross-fitted in 3 folds (one round)
