@@ -79,6 +79,23 @@ SETTINGS = {  # setting -> changes to the assign section (soft: the default soft
         "candidates": (*IN_SAMPLE_CANDIDATES, "soft-0.3+r1@t0"),
     },
     "auto r1x3": {"weighting": "auto", "candidates": ("baseline", "soft-0.3+r1x3")},
+    **{
+        f"auto r1x3 neg={r:g}": {
+            "weighting": "auto",
+            "candidates": ("baseline", "soft-0.3+r1x3"),
+            "refine_negatives": r,
+        }
+        for r in (1.0, 3.0, 10.0, 30.0)
+    },
+    **{
+        f"auto r3x3 neg={r:g}": {
+            "weighting": "auto",
+            "candidates": ("baseline", "soft-0.3+r3x3"),
+            "refine_tolerance": 0.01,
+            "refine_negatives": r,
+        }
+        for r in (1.0, 3.0, 10.0, 30.0)
+    },
     "auto cross-fitted": {
         "weighting": "auto",
         "candidates": ("baseline", "soft-0.3+r3x3"),

@@ -32,6 +32,9 @@ and EAGLE's assignments (T = 20) under four variants:
   folds over the groups (``assign.refine_folds``: a group's members scored by a classifier that
   never trained on its labels), 1 round, or up to 3 stopping once a round changes at most 1% of
   its pairs and weights (``assign.refine_tolerance=0.01``);
+* ``soft T=0.3+r1x3 keep=2 neg=R`` / ``soft T=0.3+r3x3 keep=2 neg=R``: the same with each
+  scorer drawing about R negatives outside a label's groups per positive pair
+  (``assign.refine_negatives=R``) instead of every one within the round's budget;
 * ``post T=t+r1 keep=2`` (and ``+r1x3``): posterior weights (``assign.posterior``: a member's
   probability of holding the label given that c members of its group do, the first round's odds
   exp(-d / t), the refinement round's from a logistic-loss scorer), pruned as the default;
@@ -135,6 +138,23 @@ VARIANTS = {  # variant -> changes to the assign section, changes to the tree se
         )
         for n in (1, 3)
         for keep in (0.0, 2.0)
+    },
+    **{
+        f"soft T=0.3+r{n}x3 keep=2 neg={r:g}": (
+            {
+                "weighting": "soft",
+                "temperature": 0.3,
+                "refine_rounds": n,
+                "refine_folds": 3,
+                "refine_tolerance": 0.01,
+                "soft_keep": 2.0,
+                "soft_budget": 0.0,
+                "refine_negatives": r,
+            },
+            {},
+        )
+        for n in (1, 3)
+        for r in (1.0, 3.0, 10.0, 30.0)
     },
     **{
         f"post T={t:g}+r1{x} keep=2": (

@@ -74,25 +74,47 @@ refinement was measured, train on all their negatives; beyond it the share drawn
 labels x samples grow (a cost bound, not a tuned constant)."""
 
 
-def negative_fraction(n_labels: int, n_samples: int, folds: int = 1) -> float:
-    """The share of the negatives a refinement scorer's one-vs-all draws: 1 within the budget,
-    else budget / (labels x samples) (a label's unassigned group members are kept besides).
+def negative_fraction(
+    n_labels: int,
+    n_samples: int,
+    folds: int = 1,
+    positives: int = 0,
+    per_positive: float = 0.0,
+) -> float:
+    """The share of the negatives a refinement scorer's one-vs-all draws (a label's unassigned
+    group members are kept besides).
 
-    The budget is a round's: :data:`NEGATIVE_BUDGET` labels x samples, shared by the `folds`
-    scorers of a cross-fitted round (each gets budget / folds), so that beyond the budget a
-    cross-fitted round draws about as many negatives in all as an in-sample one, where k scorers
-    with the whole budget each would cost k times its one-vs-all.
+    With `per_positive` 0: 1 within the budget, else budget / (labels x samples), the budget a
+    round's: :data:`NEGATIVE_BUDGET` labels x samples, shared by the `folds` scorers of a
+    cross-fitted round (each gets budget / folds), so that beyond the budget a cross-fitted round
+    draws about as many negatives in all as an in-sample one, where k scorers with the whole
+    budget each would cost k times its one-vs-all. With `per_positive` r > 0
+    (``assign.refine_negatives``): r x `positives` / (labels x samples), at most 1, so about r
+    negatives are drawn per positive pair over all labels and the scorer's work follows the
+    assignment's positives (each fold scorer's its own).
 
     Args:
         n_labels: labels of the scorer's training set.
         n_samples: its samples (a fold scorer's: those outside the fold).
         folds: the round's scorers: 1 in-sample, k cross-fitted.
+        positives: the (sample, label) pairs of its training set's Y (read with `per_positive`).
+        per_positive: ``assign.refine_negatives``, >= 0.
+    Returns:
+        The share in (0, 1]; 1 when no pair is positive (one-vs-all draws only for labels
+        with a positive).
     Raises:
-        ValueError: `folds` below 1.
+        ValueError: `folds` below 1, `per_positive` or `positives` negative.
     """
     if folds < 1:
         raise ValueError(f"negative_fraction: folds must be >= 1, got {folds}")
-    budget = NEGATIVE_BUDGET / folds
+    if per_positive < 0 or positives < 0:
+        raise ValueError(
+            "negative_fraction: per_positive and positives must be >= 0, got "
+            f"{per_positive} and {positives}"
+        )
+    if per_positive > 0 and positives == 0:
+        return 1.0  # no label has a positive: one-vs-all draws for none
+    budget = per_positive * positives if per_positive > 0 else NEGATIVE_BUDGET / folds
     work = n_labels * n_samples
     return 1.0 if work <= budget else budget / work
 
@@ -114,6 +136,7 @@ def classifier_scorer(
     seed: int = 0,
     loss: Optional[str] = None,
     folds: int = 1,
+    per_positive: float = 0.0,
 ) -> str:
     """Train one-vs-all on the dataset `assigned` (X, Y = an assignment's Y_filter, with
     ``label_weights`` when weighted), negatives drawn and weights pruned as the module docstring
@@ -128,6 +151,8 @@ def classifier_scorer(
         tasks: Spark tasks of the training (``assign.tasks``).
         loss: the solver's loss (:func:`scorer_loss`), None: the one-vs-all default.
         folds: the scorers of its round that share the negative budget (:func:`negative_fraction`).
+        per_positive: ``assign.refine_negatives``: negatives drawn per positive pair of
+            `assigned` (0: the shared budget).
     Returns:
         The scorer folder: ``label_emb`` (label_id, emb_idx = the weights' feature ids, emb_val =
         their values, n_groups 0) and a manifest whose ``parameters.normalize`` is the
@@ -136,7 +161,17 @@ def classifier_scorer(
     from eagle_spark.classifiers.ova import train_ova
 
     n_samples = int(read_manifest(spark, assigned)["n_samples"])
-    fraction = negative_fraction(n_labels, n_samples, folds)
+    positives = 0
+    if per_positive > 0:
+        with job_step(spark, "positives"):
+            positives = int(
+                first_row(
+                    read_table(spark, assigned, S.Y).agg(F.sum(F.size(S.LABEL_IDS))),
+                    f"{assigned}: table Y",
+                )[0]
+                or 0
+            )
+    fraction = negative_fraction(n_labels, n_samples, folds, positives, per_positive)
     params = OVASettings(
         threshold=0.0 if fraction >= 1.0 else OVASettings().threshold,
         tasks=tasks,
@@ -252,6 +287,7 @@ def refine(
                     posixpath.join(scratch, f"cross_{r}"),
                     n_features,
                     n_labels,
+                    params.refine_negatives,
                 )
         else:
             assigned = posixpath.join(scratch, f"round_{r - 1}")
@@ -275,6 +311,7 @@ def refine(
                     n_labels,
                     params.tasks,
                     loss=scorer_loss(params),
+                    per_positive=params.refine_negatives,
                 )
             scored = eagle_assignments(
                 spark,
@@ -366,6 +403,7 @@ def cross_fitted_assignments(
     scratch: str,
     n_features: int,
     n_labels: int,
+    per_positive: float = 0.0,
 ) -> DataFrame:
     """One cross-fitted round: for each fold f of `folds`, train the one-vs-all scorer
     (:func:`classifier_scorer`) on the samples of no group of f with their `current`
@@ -386,6 +424,8 @@ def cross_fitted_assignments(
         params: the round's assignment settings (no refinement).
         scratch: a folder that must not exist: fold f's training set in ``train_<f>``, its
             classifier and scorer in ``classifier_<f>``.
+        per_positive: ``assign.refine_negatives`` of the refined settings (`params` are the
+            unrefined ones), for each fold's scorer (:func:`negative_fraction`).
     Returns:
         The round's assignments (lazy; the scorers are trained when this returns), the same
         columns as `current`.
@@ -432,6 +472,7 @@ def cross_fitted_assignments(
                 params.tasks,
                 loss=scorer_loss(params),
                 folds=k,
+                per_positive=per_positive,
             )
         known = taught.select(S.LABEL_ID).distinct()  # labels with a positive to learn from
         pairs = Y2.join(held_groups, S.GROUP_ID, "left_semi")

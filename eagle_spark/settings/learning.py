@@ -328,6 +328,20 @@ class AssignSettings(Section):
         ),
         bounds="[0, 1)",
     )
+    refine_negatives: float = setting(
+        0.0,
+        "with refinement, negatives a scorer draws outside a label's groups per positive pair "
+        "of its training set (at most all); 0: all within a round's budget.",
+        more=(
+            "A label's members that its groups hold but the round did not assign it are always "
+            "negatives besides (:func:`eagle_spark.assignment.refine.negative_fraction`): the "
+            "scorer must rank a group's members. The draw is one seeded share of the samples "
+            "for every label, so the scorer's work follows the assignment's positives instead "
+            "of labels x samples; 0 keeps the round's budget of 5e7 (label, sample) pairs "
+            "(:data:`eagle_spark.assignment.refine.NEGATIVE_BUDGET`)."
+        ),
+        bounds="[0, inf)",
+    )
     tasks: int = tasks_setting("label bins, one Spark task each.", param="assignTasks")
     batch_rows: int = setting(
         200_000,
@@ -370,7 +384,9 @@ class AssignSettings(Section):
     def unrefined(self) -> "AssignSettings":
         """These settings without refinement (the refinement's own settings back to their
         defaults, which then play no part): the first round of a refined assignment."""
-        return dataclasses.replace(self, refine_rounds=0, refine_folds=0, refine_tolerance=0.0)
+        return dataclasses.replace(
+            self, refine_rounds=0, refine_folds=0, refine_tolerance=0.0, refine_negatives=0.0
+        )
 
 
 def check_candidate(name: str, key: str) -> dict[str, Any]:

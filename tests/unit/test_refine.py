@@ -333,6 +333,26 @@ def test_a_cross_fitted_round_shares_the_negative_budget_between_its_folds():
         negative_fraction(10, 10, folds=0)
 
 
+def test_refine_negatives_draws_a_share_that_follows_the_positives():
+    """With ``assign.refine_negatives`` r the drawn negatives are about r per positive pair over
+    all labels, whatever the budget: a delicious fold (983 labels x 8,613 samples = 8,466,579
+    pairs) with 300,000 positives draws 3,000,000 / 8,466,579 = 0.35433 of its negatives at r = 10,
+    every one at r = 30 (9e6 > 8.47e6); wiki325k 0.1's fold with 1.2e6 positives at r = 10 draws
+    1.2e7 / 3.854e9 = 0.003114 (the shared budget: 0.004325)."""
+    from eagle_spark.assignment.refine import negative_fraction
+
+    assert negative_fraction(983, 8_613, 3, positives=300_000, per_positive=10) == pytest.approx(
+        0.35433, rel=1e-4
+    )
+    assert negative_fraction(983, 8_613, 3, positives=300_000, per_positive=30) == 1.0
+    assert negative_fraction(32_506, 118_557, 3, 1_200_000, 10.0) == pytest.approx(
+        0.003114, rel=1e-3
+    )
+    assert negative_fraction(983, 8_613, 3, positives=0, per_positive=10) == 1.0  # nothing drawn
+    with pytest.raises(ValueError, match="must be >= 0"):
+        negative_fraction(10, 10, per_positive=-1.0, positives=5)
+
+
 def test_beyond_the_budget_the_scorer_draws_negatives_and_prunes(spark, tmp_path, monkeypatch):
     """With the budget below labels x samples the scorer's one-vs-all draws its negatives (keeping
     the labels' group members) and prunes its weights as the one-vs-all model's; on the planted
