@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
+import re
 import shutil
 import sys
 import time
@@ -242,6 +243,23 @@ def event_figures(
             r["choice steps task s"] = {
                 k: v["task s"] for k, v in steps.items() if STEP_SEPARATOR not in k
             }
+            r["innermost steps task s"] = innermost_steps(steps)
+
+
+def innermost_steps(steps: dict[str, dict[str, Any]]) -> dict[str, float]:
+    """The task core-seconds of the innermost steps of `steps` (:func:`stage_steps`: a step with
+    no step inside it), summed by name over candidates, rounds and folds (``select soft-0.3+r1x3:
+    assign / round 1: cross-fitted in 3 folds / fold 2: one-vs-all scorer`` counts as ``one-vs-all
+    scorer``): where the refinement's work goes."""
+    paths = [k for k in steps if k != "(stage itself)"]
+    out: dict[str, float] = {}
+    for path in paths:
+        if any(other.startswith(path + STEP_SEPARATOR) for other in paths):
+            continue
+        name = re.sub(r"^(fold|round) \d+: ", "", path.split(STEP_SEPARATOR)[-1])
+        name = re.sub(r"^select \S+: ", "select: ", name)
+        out[name] = round(out.get(name, 0.0) + steps[path]["task s"], 2)
+    return dict(sorted(out.items()))
 
 
 def setting_windows(events: pathlib.Path, app_id: str, settings: list[str]) -> dict:
