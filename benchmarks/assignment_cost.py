@@ -247,19 +247,24 @@ def event_figures(
 
 
 def innermost_steps(steps: dict[str, dict[str, Any]]) -> dict[str, float]:
-    """The task core-seconds of the innermost steps of `steps` (:func:`stage_steps`: a step with
-    no step inside it), summed by name over candidates, rounds and folds (``select soft-0.3+r1x3:
-    assign / round 1: cross-fitted in 3 folds / fold 2: one-vs-all scorer`` counts as ``one-vs-all
-    scorer``): where the refinement's work goes."""
+    """The task core-seconds of each step of `steps` (:func:`stage_steps`) without the steps
+    inside it (a step's figures include them), summed by name over candidates, rounds and folds
+    (``select soft-0.3+r1x3: assign / round 1: cross-fitted in 3 folds / fold 2: one-vs-all
+    scorer`` counts as ``one-vs-all scorer``): where the refinement's work goes. The values sum
+    to the steps' total."""
     paths = [k for k in steps if k != "(stage itself)"]
     out: dict[str, float] = {}
     for path in paths:
-        if any(other.startswith(path + STEP_SEPARATOR) for other in paths):
-            continue
+        depth = path.count(STEP_SEPARATOR)
+        inside = sum(
+            steps[other]["task s"]
+            for other in paths
+            if other.startswith(path + STEP_SEPARATOR) and other.count(STEP_SEPARATOR) == depth + 1
+        )
         name = re.sub(r"^(fold|round) \d+: ", "", path.split(STEP_SEPARATOR)[-1])
         name = re.sub(r"^select \S+: ", "select: ", name)
-        out[name] = round(out.get(name, 0.0) + steps[path]["task s"], 2)
-    return dict(sorted(out.items()))
+        out[name] = out.get(name, 0.0) + steps[path]["task s"] - inside
+    return {k: round(v, 2) for k, v in sorted(out.items()) if round(v, 2) > 0}
 
 
 def setting_windows(events: pathlib.Path, app_id: str, settings: list[str]) -> dict:

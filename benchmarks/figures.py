@@ -705,6 +705,20 @@ def cost_r1x3() -> list[str]:
     return cost_table(cost_reports(R1X3_COST_REPORTS))
 
 
+NEGATIVES_COST_REPORTS = (
+    ("assignment_cost_delicious_neg", "delicious R-4"),
+    ("assignment_cost_wiki325k_0.1_neg", "Wiki-325K 0.1 R-4"),
+)
+"""``assignment_cost`` reports of the refined candidate's scorer drawing R negatives per positive
+(``assign.refine_negatives``) and their data."""
+
+
+def cost_negatives() -> list[str]:
+    """docs/experiments.md's cost of the scorer's negatives per positive
+    (:data:`NEGATIVES_COST_REPORTS`), as :func:`cost_table`."""
+    return cost_table(cost_reports(NEGATIVES_COST_REPORTS))
+
+
 def cost_table(reports: list[tuple[str, str]]) -> list[str]:
     """The cost table of ``assignment_cost`` reports `reports` ((name, data) pairs): per setting
     the stages' seconds, the fit against hard's, the assign stage's Spark jobs, the fit's task
@@ -1324,6 +1338,15 @@ BLOCKS: dict[str, tuple[pathlib.Path, Callable[[], list[str]]]] = {
         validation_shares("assignment_variants_r1x3_wiki325k"),
     ),
     "cost_r1x3": (ROOT / "docs" / "experiments.md", cost_r1x3),
+    "negatives": (
+        ROOT / "docs" / "experiments.md",
+        validation_shares("assignment_variants_neg"),
+    ),
+    "negatives_wiki325k": (
+        ROOT / "docs" / "experiments.md",
+        validation_shares("assignment_variants_neg_wiki325k"),
+    ),
+    "cost_negatives": (ROOT / "docs" / "experiments.md", cost_negatives),
     "posterior": (
         ROOT / "docs" / "experiments.md",
         validation_shares("assignment_variants_posterior"),

@@ -15,7 +15,9 @@ shared by the k scorers of a cross-fitted one); beyond it a
 seeded share :func:`negative_fraction` of the samples outside k's groups is drawn, and the members
 of k's groups not assigned k are always kept (``train_ova(within_groups=...)``): the scorer must
 rank a group's members, and without the draw a label costs all n samples (at Wiki10-31K's 31k
-labels, hours). Trained on k's groups alone (no sample outside them) the scorer ranks worse:
+labels, hours). With ``assign.refine_negatives`` R the share drawn is instead about R per positive
+pair of the scorer's training set, at any size (the budget's negatives per positive fall as the
+data grows). Trained on k's groups alone (no sample outside them) the scorer ranks worse:
 on validation splits of bibtex and delicious, soft T=0.3 refined once lost 4.0 / 2.7 / 1.9 points
 of P@1 / P@3 / P@5 against all negatives (docs/experiments.md). The bias b_k is left out: within a (group, label)
 pair it shifts every member's score alike, and neither the top-c choice, the range-relative soft
