@@ -462,10 +462,10 @@ def _with_private_label(tmp_path: pathlib.Path) -> tuple[str, str, dict[int, lis
     return _folders(tmp_path, (tables, truth))
 
 
-def _cross_fitted_in_two_folds(spark, tmp_path):
+def _cross_fitted_in_two_folds(spark, tmp_path, **settings):
     """Hard assignment of :func:`_with_private_label`'s data with one refinement round
-    cross-fitted in 2 folds, to ``tmp_path/x1``; returns (its manifest, the rounds' scratch
-    folder, kept)."""
+    cross-fitted in 2 folds (and the ``assign`` `settings`), to ``tmp_path/x1``; returns (its
+    manifest, the rounds' scratch folder, kept)."""
     from eagle_spark.assignment.output import assign_with
     from eagle_spark.settings import AssignSettings
 
@@ -475,7 +475,7 @@ def _cross_fitted_in_two_folds(spark, tmp_path):
         spark,
         dataset,
         str(tmp_path / "x1"),
-        AssignSettings(weighting="hard", refine_rounds=1, refine_folds=2, tasks=2),
+        AssignSettings(weighting="hard", refine_rounds=1, refine_folds=2, tasks=2, **settings),
         embeddings=emb,
         rounds_scratch=str(rounds),
     )
@@ -533,6 +533,24 @@ def test_cross_fitted_scorers_each_draw_their_share_of_the_budget(spark, tmp_pat
         work = train["n_labels"] * train["n_samples"]
         assert work > 20
         assert meta["params"]["negative_fraction"] == pytest.approx(40 / 2 / work)
+
+
+def test_refine_negatives_reaches_each_fold_scorer(spark, tmp_path):
+    """``assign.refine_negatives`` 0.5 on a cross-fitted round: each fold scorer trains with 0.5 x
+    its training set's positive pairs (counted here from its Y) / (labels x its samples), whatever
+    the budget (which these tiny folds are far within)."""
+    manifest, rounds = _cross_fitted_in_two_folds(spark, tmp_path, refine_negatives=0.5)
+    assert manifest["refinement"][1]["folds"] == 2
+    for f in (0, 1):
+        train = rounds / "cross_1" / f"train_{f}"
+        positives = sum(len(r["label_ids"]) for r in pq.read_table(train / "Y").to_pylist())
+        sizes = json.loads((train / "_manifest.json").read_text())
+        meta = json.loads(
+            (rounds / "cross_1" / f"classifier_{f}" / "model" / "metadata.json").read_text()
+        )
+        want = 0.5 * positives / (sizes["n_labels"] * sizes["n_samples"])
+        assert 0 < want < 1
+        assert meta["params"]["negative_fraction"] == pytest.approx(want)
 
 
 def test_rounds_stop_at_the_tolerance(spark, tmp_path):
