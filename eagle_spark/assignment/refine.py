@@ -92,8 +92,9 @@ def negative_fraction(
     draws about as many negatives in all as an in-sample one, where k scorers with the whole
     budget each would cost k times its one-vs-all. With `per_positive` r > 0
     (``assign.refine_negatives``): r x `positives` / (labels x samples), at most 1, so about r
-    negatives are drawn per positive pair over all labels and the scorer's work follows the
-    assignment's positives (each fold scorer's its own).
+    negatives are drawn per positive pair over all labels, so the drawn negatives follow the
+    assignment's positives (each fold scorer's its own; a label's fit keeps a fixed cost besides,
+    docs/experiments.md, "How many negatives a refinement scorer needs").
 
     Args:
         n_labels: labels of the scorer's training set.

@@ -336,7 +336,7 @@ class AssignSettings(Section):
             "A label's members that its groups hold but the round did not assign it are always "
             "negatives besides (:func:`eagle_spark.assignment.refine.negative_fraction`): the "
             "scorer must rank a group's members. The draw is one seeded share of the samples "
-            "for every label, so the scorer's work follows the assignment's positives instead "
+            "for every label, so the negatives drawn follow the assignment's positives instead "
             "of labels x samples; 0 keeps the round's budget of 5e7 (label, sample) pairs "
             "(:data:`eagle_spark.assignment.refine.NEGATIVE_BUDGET`)."
         ),
