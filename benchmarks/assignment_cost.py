@@ -36,6 +36,7 @@ from typing import Any
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
+    CROSS_FITTED_CANDIDATES,
     IN_SAMPLE_CANDIDATES,
     REPORTS,
     STEP_SEPARATOR,
@@ -49,6 +50,14 @@ from _common import (  # noqa: E402
 )
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+AUTO_R1X3 = {"weighting": "auto", "candidates": CROSS_FITTED_CANDIDATES}
+AUTO_R3X3 = {
+    "weighting": "auto",
+    "candidates": ("baseline", "soft-0.3+r3x3"),
+    "refine_tolerance": 0.01,
+}
+NEGATIVES = (1.0, 3.0, 10.0, 30.0)
+"""``assign.refine_negatives`` of the ``neg=R`` settings."""
 SETTINGS = {  # setting -> changes to the assign section (soft: the default soft_keep unless named)
     "hard": {"weighting": "hard"},
     "soft T=0.3": {"weighting": "soft", "temperature": 0.3},
@@ -79,29 +88,10 @@ SETTINGS = {  # setting -> changes to the assign section (soft: the default soft
         "weighting": "auto",
         "candidates": (*IN_SAMPLE_CANDIDATES, "soft-0.3+r1@t0"),
     },
-    "auto r1x3": {"weighting": "auto", "candidates": ("baseline", "soft-0.3+r1x3")},
-    **{
-        f"auto r1x3 neg={r:g}": {
-            "weighting": "auto",
-            "candidates": ("baseline", "soft-0.3+r1x3"),
-            "refine_negatives": r,
-        }
-        for r in (1.0, 3.0, 10.0, 30.0)
-    },
-    **{
-        f"auto r3x3 neg={r:g}": {
-            "weighting": "auto",
-            "candidates": ("baseline", "soft-0.3+r3x3"),
-            "refine_tolerance": 0.01,
-            "refine_negatives": r,
-        }
-        for r in (1.0, 3.0, 10.0, 30.0)
-    },
-    "auto cross-fitted": {
-        "weighting": "auto",
-        "candidates": ("baseline", "soft-0.3+r3x3"),
-        "refine_tolerance": 0.01,
-    },
+    "auto r1x3": AUTO_R1X3,
+    **{f"auto r1x3 neg={r:g}": {**AUTO_R1X3, "refine_negatives": r} for r in NEGATIVES},
+    **{f"auto r3x3 neg={r:g}": {**AUTO_R3X3, "refine_negatives": r} for r in NEGATIVES},
+    "auto cross-fitted": AUTO_R3X3,
 }
 
 

@@ -58,7 +58,7 @@ import sys
 import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from _common import IN_SAMPLE_CANDIDATES, generator, write_report  # noqa: E402
+from _common import CROSS_FITTED_CANDIDATES, IN_SAMPLE_CANDIDATES, generator, write_report  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "xc"
@@ -124,7 +124,7 @@ VARIANTS = {  # variant -> changes to the assign section, changes to the tree se
         for b in (1.5, 2.0, 3.0)
     },
     **{
-        f"soft T=0.3+r{n}x3{' keep=2' if keep else ''}": (
+        f"soft T=0.3+r{n}x3{' keep=2' if keep else ''}{f' neg={r:g}' if r else ''}": (
             {
                 "weighting": "soft",
                 "temperature": 0.3,
@@ -133,28 +133,12 @@ VARIANTS = {  # variant -> changes to the assign section, changes to the tree se
                 "refine_tolerance": 0.01,
                 "soft_keep": keep,
                 "soft_budget": 0.0,
+                **({"refine_negatives": r} if r else {}),
             },
             {},
         )
         for n in (1, 3)
-        for keep in (0.0, 2.0)
-    },
-    **{
-        f"soft T=0.3+r{n}x3 keep=2 neg={r:g}": (
-            {
-                "weighting": "soft",
-                "temperature": 0.3,
-                "refine_rounds": n,
-                "refine_folds": 3,
-                "refine_tolerance": 0.01,
-                "soft_keep": 2.0,
-                "soft_budget": 0.0,
-                "refine_negatives": r,
-            },
-            {},
-        )
-        for n in (1, 3)
-        for r in (1.0, 3.0, 10.0, 30.0)
+        for keep, r in ((0.0, 0.0), (2.0, 0.0), (2.0, 1.0), (2.0, 3.0), (2.0, 10.0), (2.0, 30.0))
     },
     **{
         f"post T={t:g}+r1{x} keep=2": (
@@ -180,7 +164,7 @@ VARIANTS = {  # variant -> changes to the assign section, changes to the tree se
         {},
     ),
     # the library's default: the refined candidate cross-fitted in 3 folds (one round)
-    "auto r1x3": ({"weighting": "auto", "candidates": ("baseline", "soft-0.3+r1x3")}, {}),
+    "auto r1x3": ({"weighting": "auto", "candidates": CROSS_FITTED_CANDIDATES}, {}),
 }
 FRONTIER = (
     "top-c",
