@@ -97,7 +97,7 @@ def negative_fraction(
     docs/experiments.md, "How many negatives a refinement scorer needs").
 
     Args:
-        n_labels: labels of the scorer's training set.
+        n_labels: labels of the scorer's training set that have a positive (each costs a fit).
         n_samples: its samples (a fold scorer's: those outside the fold).
         folds: the round's scorers: 1 in-sample, k cross-fitted.
         positives: the (sample, label) pairs of its training set's Y (read with `per_positive`).
@@ -156,6 +156,9 @@ def classifier_scorer(
         folds: the scorers of its round that share the negative budget (:func:`negative_fraction`).
         per_positive: ``assign.refine_negatives``: negatives drawn per positive pair of
             `assigned` (0: the shared budget).
+    The share of negatives drawn is :func:`negative_fraction` of the labels `assigned` holds
+    (a label without a positive costs nothing: one-vs-all's constant classifier); counting them
+    and the positives is one Spark job, run only when the share could be below 1.
     Returns:
         The scorer folder: ``label_emb`` (label_id, emb_idx = the weights' feature ids, emb_val =
         their values, n_groups 0) and a manifest whose ``parameters.normalize`` is the
@@ -164,17 +167,17 @@ def classifier_scorer(
     from eagle_spark.classifiers.ova import train_ova
 
     n_samples = int(read_manifest(spark, assigned)["n_samples"])
-    positives = 0
-    if per_positive > 0:
+    positives, present = 0, n_labels
+    if per_positive > 0 or n_labels * n_samples > NEGATIVE_BUDGET / folds:
         with job_step(spark, "positives"):
-            positives = int(
-                first_row(
-                    read_table(spark, assigned, S.Y).agg(F.sum(F.size(S.LABEL_IDS))),
-                    f"{assigned}: table Y",
-                )[0]
-                or 0
+            row = first_row(
+                read_table(spark, assigned, S.Y)
+                .select(F.explode(S.LABEL_IDS).alias(S.LABEL_ID))
+                .agg(F.count(F.lit(1)), F.countDistinct(S.LABEL_ID)),
+                f"{assigned}: table Y",
             )
-    fraction = negative_fraction(n_labels, n_samples, folds, positives, per_positive)
+            positives, present = int(row[0] or 0), int(row[1] or 0)
+    fraction = negative_fraction(present, n_samples, folds, positives, per_positive)
     params = OVASettings(
         threshold=0.0 if fraction >= 1.0 else OVASettings().threshold,
         tasks=tasks,
@@ -410,9 +413,10 @@ def cross_fitted_assignments(
 ) -> DataFrame:
     """One cross-fitted round: for each fold f of `folds`, train the one-vs-all scorer
     (:func:`classifier_scorer`) on the samples of no group of f with their `current`
-    assignments, and assign f's groups with it; a (group, label) pair of f whose label that
-    scorer cannot know (no sample outside f was assigned it: the scorer saw no positive of it)
-    keeps its `current` rows.
+    assignments of the labels f's groups hold (the scorer of no other label is used; the
+    others are left out of its Y, so they cost no fit), and assign f's groups with it; a
+    (group, label) pair of f whose label that scorer cannot know (no sample outside f was
+    assigned it: the scorer saw no positive of it) keeps its `current` rows.
 
     So the classifier that scores a group never saw that group's labels nor its members: the
     in-sample round's scorer has learned the group's own previous assignment and tends to
@@ -434,9 +438,11 @@ def cross_fitted_assignments(
         columns as `current`.
     Memory: each fold's training is :func:`classifier_scorer`'s on (k - 1) / k of the samples
         (once per executor: that fold's X and Y); the folds train one after another. Work:
-        within the negative budget each fold's one-vs-all is (k - 1) / k of the in-sample
-        round's (k - 1 times it in all); beyond it the folds share the budget
-        (:func:`negative_fraction`), so the drawn negatives cost about one in-sample round.
+        fold f fits the labels f's groups hold, on (k - 1) / k of the samples within the
+        negative budget; beyond it the folds share the budget (:func:`negative_fraction`), so
+        the drawn negatives cost about one in-sample round. Fold f fits a label only when f holds
+        one of its groups and another fold's samples were assigned it: k times at most, never
+        when its groups all lie in one fold.
     """
     from functools import reduce
 
@@ -449,8 +455,11 @@ def cross_fitted_assignments(
         held_samples = Y1.join(held_groups, S.GROUP_ID, "left_semi").select(S.SAMPLE_ID)
         train = posixpath.join(scratch, f"train_{f}")
         X_f = X.join(held_samples, S.SAMPLE_ID, "left_anti")
+        pairs = Y2.join(held_groups, S.GROUP_ID, "left_semi")
         with job_step(spark, f"fold {f}: training set"):
-            taught = current.join(held_samples, S.SAMPLE_ID, "left_anti")
+            taught = current.join(held_samples, S.SAMPLE_ID, "left_anti").join(
+                pairs.select(S.LABEL_ID).distinct(), S.LABEL_ID, "left_semi"
+            )  # only the labels f's groups hold: no other label of this scorer is ever used
             write_filtered(spark, X_f, None, taught, train)
             write_manifest(
                 spark,
@@ -478,7 +487,6 @@ def cross_fitted_assignments(
                 per_positive=per_positive,
             )
         known = taught.select(S.LABEL_ID).distinct()  # labels with a positive to learn from
-        pairs = Y2.join(held_groups, S.GROUP_ID, "left_semi")
         parts.append(
             eagle_assignments(
                 spark,

@@ -102,6 +102,49 @@ def _train_task(
     return run
 
 
+def drawn_negatives(seed: int, label: int, n: int, fraction: float) -> np.ndarray:
+    """The rows 0..n-1 drawn as label `label`'s negatives: each row independently with
+    probability `fraction` (a Bernoulli process), drawn as its geometric gaps from
+    ``numpy.random.default_rng([seed, label])`` in chunks of ``max(16, 1.25 x n x fraction)``
+    gaps, so the work is the number drawn, not n.
+
+    Args:
+        seed: ``ova.seed``; label: the label's index in the trained label space.
+        n: the rows of the whole training set; fraction: ``ova.negative_fraction`` in [0, 1].
+    Returns:
+        (m,) int64, sorted and distinct; all rows at `fraction` 1, none at 0.
+    Source: this project (negative sampling of one-vs-all, as Parabel / DiSMEC subsample).
+    """
+    if fraction >= 1.0:
+        return np.arange(n, dtype=np.int64)
+    if fraction <= 0.0 or n == 0:
+        return np.zeros(0, np.int64)
+    rng = np.random.default_rng([seed, label])
+    chunk = max(16, int(1.25 * n * fraction))
+    parts, last = [], -1
+    while last < n:
+        rows = last + np.cumsum(rng.geometric(fraction, chunk))
+        parts.append(rows[rows < n])
+        last = int(rows[-1])
+    return np.concatenate(parts)
+
+
+def _local(rows: Optional[np.ndarray], drawn: np.ndarray) -> np.ndarray:
+    """`drawn` global rows as positions in the rows at hand (`rows` sorted; None: all), those not
+    at hand left out."""
+    if rows is None:
+        return drawn
+    at = np.searchsorted(rows, drawn)
+    hit = at < len(rows)
+    hit[hit] = rows[at[hit]] == drawn[hit]
+    return at[hit]
+
+
+def _column(M: sp.csc_matrix, label: int) -> np.ndarray:
+    """The rows of column `label` of a CSC matrix, sorted."""
+    return np.sort(M.indices[M.indptr[label] : M.indptr[label + 1]])
+
+
 def _train_block(
     out: str,
     block: int,
@@ -119,36 +162,51 @@ def _train_block(
     """Train the labels of `block` and write their weights to ``part-<block>.parquet``.
 
     X, Y, U, W: the rows at hand in sample_id order: all of them (`rows` None) or the global rows
-    `rows` of the whole data (the join path; they hold every row the block's labels train on,
-    :func:`_rows_of_block`). W: the label weights of Y's entries (weighted assignment; None: all
-    1): a label's problem is then the expected loss (:func:`expected_loss_problem`). The negatives
-    drawn with ``negative_fraction`` < 1 are drawn over the `n_all` samples of the whole data, so
-    both give the same training sets in the same order. `within`: U holds the members of a
-    label's groups that Y does not assign it; they stay among its negatives whatever is drawn
-    (``unassigned`` plays no part).
+    `rows` (sorted) of the whole data (the join path; they hold every row the block's labels train
+    on, :func:`_rows_of_block`). W: the label weights of Y's entries (weighted assignment; None:
+    all 1): a label's problem is then the expected loss (:func:`expected_loss_problem`). The
+    negatives drawn with ``negative_fraction`` < 1 are :func:`drawn_negatives` over the `n_all`
+    samples of the whole data, so both give the same training sets in the same order. `within`:
+    U holds the members of a label's groups that Y does not assign it; they stay among its
+    negatives whatever is drawn (``unassigned`` plays no part). A label without a positive is the
+    constant classifier (no weights, bias -1, as :func:`train_binary` gives it) without a fit.
+
+    Work per label: with ``negative_fraction`` < 1, its positives, drawn negatives and group
+    members (no pass over all the rows); at 1, every row at hand.
     Returns [labels, labels without a positive, weights].
     """
     lo, hi = ProportionalBlocks(n_labels, blocks).labels(block)
     trained, no_pos, n_w = [], 0, 0
+    n = X.shape[0]
     for label in range(lo, hi):
-        y = Y[:, label].toarray().ravel()
-        keep = None
-        if params.negative_fraction < 1.0 and y.any():
-            draw = (
-                np.random.default_rng([params.seed, label]).random(n_all) < params.negative_fraction
+        positives = _column(Y, label)
+        if len(positives) == 0:
+            no_pos += 1
+            trained.append((label, np.zeros(0, np.int32), np.zeros(0, np.float32), -1.0))
+            continue
+        members = _column(U, label) if U is not None else np.zeros(0, np.int64)
+        if params.negative_fraction < 1.0:
+            drawn = _local(
+                rows, drawn_negatives(params.seed, label, n_all, params.negative_fraction)
             )
-            keep = y | (draw if rows is None else draw[rows])
-            if within and U is not None:  # the label's unassigned group members: always negatives
-                keep[U.indices[U.indptr[label] : U.indptr[label + 1]]] = True
-        if not within and U is not None and U.indptr[label + 1] > U.indptr[label]:
-            known = np.ones(len(y), dtype=bool)  # unassigned members: not negatives
-            known[U.indices[U.indptr[label] : U.indptr[label + 1]]] = False
-            keep = known if keep is None else keep & known
-        Xl, yl = (X, y) if keep is None else (X[keep], y[keep])
+            keep = np.union1d(positives, drawn)
+            if within:  # the label's unassigned group members: always negatives
+                keep = np.union1d(keep, members)
+        else:
+            keep = np.arange(n)
+        if not within and len(members):  # unassigned members: not negatives
+            keep = np.setdiff1d(keep, members, assume_unique=True)
+        Xl = X if len(keep) == n else X[keep]
+        yl = np.zeros(len(keep), dtype=bool)
+        yl[np.searchsorted(keep, positives)] = True
         wl = None
         if W is not None:
-            wl = W[:, label].toarray().ravel()
-            wl = wl if keep is None else wl[keep]
+            w_rows = W.indices[W.indptr[label] : W.indptr[label + 1]]
+            wl = np.zeros(len(keep))
+            at = np.searchsorted(keep, w_rows)
+            ok = at < len(keep)
+            ok[ok] = keep[at[ok]] == w_rows[ok]
+            wl[at[ok]] = W.data[W.indptr[label] : W.indptr[label + 1]][ok]
         Xl, yl, sw = expected_loss_problem(Xl, yl, wl)
         w_idx, w_val, bias = train_binary(
             Xl,
@@ -161,7 +219,6 @@ def _train_block(
             seed=params.seed,
             sample_weight=sw,
         )
-        no_pos += int(not y.any())
         n_w += len(w_idx)
         trained.append((label, w_idx, w_val, bias))
     check_weights(trained, "train (one-vs-all): label")
@@ -180,26 +237,22 @@ def _rows_of_block(
     within: Optional[str] = None,
 ) -> Any:
     """The join path's needs of one-vs-all: block b needs every row when ``negative_fraction`` is
-    1 or one of its labels has no positive (all samples are that label's negatives), else its
-    labels' positives and drawn negatives, and with `within` (the groups' dataset,
-    :func:`train_ova`) the members of its labels' groups in `dataset`."""
+    1, else its labels' positives and :func:`drawn_negatives`, and with `within` (the groups'
+    dataset, :func:`train_ova`) the members of its labels' groups in `dataset` (a label without a
+    positive needs no row: its classifier is constant)."""
 
     def rows_of_bin(b: int, ids: np.ndarray, Y: sp.csc_matrix) -> np.ndarray:
         lo, hi = ProportionalBlocks(n_labels, blocks).labels(b)
-        if params.negative_fraction >= 1.0 or any(
-            Y.indptr[k + 1] == Y.indptr[k] for k in range(lo, hi)
-        ):
+        if params.negative_fraction >= 1.0:
             return np.arange(len(ids))
         need = np.zeros(len(ids), dtype=bool)
-        if within is not None and dataset is not None:
-            U = load_unassigned(dataset, within, ids, Y)
-            for label in range(lo, hi):
-                need[U.indices[U.indptr[label] : U.indptr[label + 1]]] = True
+        U = load_unassigned(dataset, within, ids, Y) if within and dataset else None
         for label in range(lo, hi):
-            need |= (
-                np.random.default_rng([params.seed, label]).random(len(ids))
-                < params.negative_fraction
-            )
+            if Y.indptr[label + 1] == Y.indptr[label]:
+                continue
+            if U is not None:
+                need[U.indices[U.indptr[label] : U.indptr[label + 1]]] = True
+            need[drawn_negatives(params.seed, label, len(ids), params.negative_fraction)] = True
             need[Y.indices[Y.indptr[label] : Y.indptr[label + 1]]] = True
         return np.flatnonzero(need)
 

@@ -8,7 +8,6 @@ import json
 import logging
 import shutil
 
-import numpy as np
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
@@ -19,7 +18,10 @@ from eagle_spark.classifiers.ova import _rows_of_block, train_ova
 from eagle_spark.classifiers.tree import train_tree
 from eagle_spark.settings import OVASettings
 from tests.conftest import TASKS_PER_STAGE
-from tests.unit.test_ova import tiny  # noqa: F401  (module fixture: 1500 delicious samples)
+from tests.unit.test_ova import (  # noqa: F401  (tiny: module fixture, 1500 delicious samples)
+    drawn_twin,
+    tiny,
+)
 from tests.unit.test_tree import PARAMS, tree_model  # noqa: F401  (the cached path's model)
 
 
@@ -75,35 +77,36 @@ def test_ova_joined_equals_cached(spark, tiny, tmp_path, fraction):  # noqa: F81
 
 def test_ova_block_needs_hand_checked(spark, tiny):  # noqa: F811
     """A block's needed rows with negative_fraction 0.02: its labels' positives and each label's own
-    draw over all samples, rebuilt here with sets; every row when a label has no positive."""
+    draw over all samples (test_ova.drawn_twin), rebuilt here with sets; a label without a positive
+    needs no row (its classifier is constant), so a block of such labels alone needs none."""
     ids, Y = load_y(tiny["train"], 983)
     params = OVASettings(negative_fraction=0.02, seed=4)
     rows_of_bin = _rows_of_block(params, 983, 40)
-    lo, hi = ProportionalBlocks(983, 40).labels(7)
     Yr = sp.csr_matrix(Y)
-    positives = {
-        i
-        for i in range(len(ids))
-        for k in Yr.indices[Yr.indptr[i] : Yr.indptr[i + 1]]
-        if lo <= k < hi
-    }
-    drawn = set()
-    for k in range(lo, hi):
-        draw = np.random.default_rng([4, k]).random(len(ids))
-        drawn |= {i for i in range(len(ids)) if draw[i] < 0.02}
-    empty = [k for k in range(lo, hi) if Y[:, k].nnz == 0]
-    want = set(range(len(ids))) if empty else positives | drawn
-    assert set(rows_of_bin(7, ids, Y).tolist()) == want
-    assert 0 < len(positives) < len(want) < len(ids) or empty
-    no_positive = next(k for k in range(983) if Y[:, k].nnz == 0)
-    block = next(
-        b
-        for b in range(40)
-        if ProportionalBlocks(983, 40).labels(b)[0]
-        <= no_positive
-        < ProportionalBlocks(983, 40).labels(b)[1]
-    )
-    assert len(rows_of_bin(block, ids, Y)) == len(ids)
+    empty = {k for k in range(983) if Y[:, k].nnz == 0}
+    checked_empty = False
+    for b in (7, *{b for b in range(40) for k in empty if _holds(b, k)}):
+        lo, hi = ProportionalBlocks(983, 40).labels(b)
+        positives = {
+            i
+            for i in range(len(ids))
+            for k in Yr.indices[Yr.indptr[i] : Yr.indptr[i + 1]]
+            if lo <= k < hi
+        }
+        drawn = set()
+        for k in range(lo, hi):
+            if k not in empty:
+                drawn |= set(drawn_twin(4, k, len(ids), 0.02))
+        want = positives | drawn
+        assert set(rows_of_bin(b, ids, Y).tolist()) == want
+        assert 0 < len(positives) < len(want) < len(ids)
+        checked_empty |= any(lo <= k < hi for k in empty)
+    assert checked_empty  # the blocks holding an empty label were checked too
+
+
+def _holds(block: int, label: int) -> bool:
+    lo, hi = ProportionalBlocks(983, 40).labels(block)
+    return lo <= label < hi
 
 
 def test_auto_picks_joined_beyond_the_budget(spark, tiny, tmp_path, caplog):  # noqa: F811

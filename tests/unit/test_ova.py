@@ -37,6 +37,43 @@ def model(spark, tiny, tmp_path_factory):
     return path, meta
 
 
+def drawn_twin(seed: int, label: int, n: int, fraction: float) -> list[int]:
+    """The negatives' draw as ``drawn_negatives``' docstring specifies it, row by row: a
+    Bernoulli(`fraction`) process over rows 0..n-1 walked by its geometric gaps from
+    default_rng([seed, label]), max(16, int(1.25 x n x fraction)) gaps at a time."""
+    rng = np.random.default_rng([seed, label])
+    chunk = max(16, int(1.25 * n * fraction))
+    rows, at = [], -1
+    while at < n:
+        for gap in rng.geometric(fraction, chunk):
+            at += int(gap)
+            if at < n:
+                rows.append(at)
+    return rows
+
+
+def test_drawn_negatives_follow_the_twin_and_the_fraction():
+    """Equal to the twin (including a walk past one chunk), all rows at 1 and none at 0, and
+    over 300 labels about n x fraction rows each, spread evenly (each half of the rows gets
+    about half)."""
+    from eagle_spark.classifiers.ova import drawn_negatives
+
+    # (1, 1, 1000, 0.0128): 16 gaps reach only row 708, so the walk takes a second chunk
+    assert np.random.default_rng([1, 1]).geometric(0.0128, 16).sum() < 1000
+    for seed, label, n, fraction in ((3, 7, 1000, 0.05), (1, 1, 1000, 0.0128), (5, 2, 30, 0.9)):
+        assert drawn_negatives(seed, label, n, fraction).tolist() == drawn_twin(
+            seed, label, n, fraction
+        )
+    assert drawn_negatives(0, 0, 5, 1.0).tolist() == [0, 1, 2, 3, 4]
+    assert drawn_negatives(0, 0, 5, 0.0).tolist() == []
+    draws = [drawn_negatives(4, k, 10_000, 0.02) for k in range(300)]
+    counts = np.array([len(d) for d in draws])
+    assert counts.mean() == pytest.approx(200, rel=0.02)  # binomial: sd of the mean ~0.8
+    low = sum(int((d < 5000).sum()) for d in draws) / counts.sum()
+    assert low == pytest.approx(0.5, abs=0.01)
+    assert all((np.diff(d) > 0).all() for d in draws)
+
+
 def weights(spark, path):
     return {
         r.label_id: (list(r.w_idx), list(r.w_val), r.bias)

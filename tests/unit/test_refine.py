@@ -484,9 +484,10 @@ def _cross_fitted_in_two_folds(spark, tmp_path, **settings):
 
 def test_cross_fitted_round_never_lets_a_group_see_its_own_labels(spark, tmp_path):
     """refine_folds 2 on the planted data: each fold's training set is exactly the samples of the
-    other fold's groups with their round-0 labels (a plain-Python twin built from the folds read
-    back), so the scorer of group 0's fold never saw a positive of label 2, which only group 0
-    holds, and (0, 2) keeps its round-0 member; the round still corrects the 4 hard groups."""
+    other fold's groups (X) with their round-0 labels that the fold's own groups hold (Y; a
+    plain-Python twin built from the folds and Y2 read back), so the scorer of group 0's fold never
+    saw a positive of label 2, which only group 0 holds, and (0, 2) keeps its round-0 member; the
+    round still corrects the 4 hard groups."""
     manifest, rounds = _cross_fitted_in_two_folds(spark, tmp_path)
     first, second = manifest["refinement"]
     assert second["folds"] == 2 and "folds" not in first
@@ -498,29 +499,38 @@ def test_cross_fitted_round_never_lets_a_group_see_its_own_labels(spark, tmp_pat
     assert set(fold_of) == set(range(N_EASY + N_HARD + N_DECOY))
     assert set(fold_of.values()) == {0, 1}
     round_0 = pq.read_table(rounds / "assign_0").to_pylist()
+    Y2 = pq.read_table(tmp_path / "agg" / "Y2").to_pylist()
+    pruned = 0
     for f in (0, 1):
         train = rounds / "cross_1" / f"train_{f}"
-        want = {}  # the twin: members of the other fold's groups, with their round-0 labels
-        for g, fold in fold_of.items():
-            if fold != f:
-                for sid in (2 * g, 2 * g + 1):
-                    want[sid] = sorted({r["label_id"] for r in round_0 if r["sample_id"] == sid})
+        held = {r["label_id"] for r in Y2 if fold_of[r["group_id"]] == f}
+        others = [s for g, fold in fold_of.items() if fold != f for s in (2 * g, 2 * g + 1)]
+        want = {}  # the twin: members of the other fold's groups, their round-0 labels f holds
+        for sid in others:
+            labels = {r["label_id"] for r in round_0 if r["sample_id"] == sid}
+            pruned += len(labels - held)
+            if labels & held:
+                want[sid] = sorted(labels & held)
         got = {
-            r["sample_id"]: sorted(r["label_ids"]) for r in pq.read_table(train / "Y").to_pylist()
+            r["sample_id"]: sorted(r["label_ids"])
+            for r in pq.read_table(train / "Y").to_pylist()
+            if r["label_ids"]
         }
         assert got == want
         x_ids = sorted(pq.read_table(train / "X").column("sample_id").to_pylist())
-        assert x_ids == sorted(want)
+        assert x_ids == sorted(others)
         taught = {k for labels in got.values() for k in labels}
-        assert (2 in taught) == (fold_of[0] != f)  # only a fold without group 0 learns label 2
+        assert 2 not in taught  # only group 0 holds label 2: no fold both holds and learns it
+    assert pruned > 0  # some fold's scorer left a label out
     final = pq.read_table(tmp_path / "x1" / "assignments").to_pylist()
     assert [r["sample_id"] for r in final if r["label_id"] == 2] == [0]
 
 
 def test_cross_fitted_scorers_each_draw_their_share_of_the_budget(spark, tmp_path, monkeypatch):
     """With the budget (40 labels x samples) below the work, each of the 2 fold scorers of a
-    cross-fitted round trains with budget / 2 / (labels x its training rows), read from its
-    training set's manifest: the folds' drawn negatives add up to one in-sample scorer's."""
+    cross-fitted round trains with budget / 2 / (labels x its training rows), the labels those of
+    its Y (counted here) and the rows read from its training set's manifest: the folds' drawn
+    negatives add up to one in-sample scorer's."""
     from eagle_spark.assignment import refine
 
     monkeypatch.setattr(refine, "NEGATIVE_BUDGET", 40)
@@ -530,25 +540,28 @@ def test_cross_fitted_scorers_each_draw_their_share_of_the_budget(spark, tmp_pat
         meta = json.loads(
             (rounds / "cross_1" / f"classifier_{f}" / "model" / "metadata.json").read_text()
         )
-        work = train["n_labels"] * train["n_samples"]
+        Y = pq.read_table(rounds / "cross_1" / f"train_{f}" / "Y").to_pylist()
+        work = len({k for r in Y for k in r["label_ids"]}) * train["n_samples"]
         assert work > 20
         assert meta["params"]["negative_fraction"] == pytest.approx(40 / 2 / work)
 
 
 def test_refine_negatives_reaches_each_fold_scorer(spark, tmp_path):
     """``assign.refine_negatives`` 0.5 on a cross-fitted round: each fold scorer trains with 0.5 x
-    its training set's positive pairs (counted here from its Y) / (labels x its samples), whatever
-    the budget (which these tiny folds are far within)."""
+    its training set's positive pairs / (its labels x its samples), the pairs and labels counted
+    here from its Y, whatever the budget (which these tiny folds are far within)."""
     manifest, rounds = _cross_fitted_in_two_folds(spark, tmp_path, refine_negatives=0.5)
     assert manifest["refinement"][1]["folds"] == 2
     for f in (0, 1):
         train = rounds / "cross_1" / f"train_{f}"
-        positives = sum(len(r["label_ids"]) for r in pq.read_table(train / "Y").to_pylist())
+        Y = pq.read_table(train / "Y").to_pylist()
+        positives = sum(len(r["label_ids"]) for r in Y)
+        labels = len({k for r in Y for k in r["label_ids"]})
         sizes = json.loads((train / "_manifest.json").read_text())
         meta = json.loads(
             (rounds / "cross_1" / f"classifier_{f}" / "model" / "metadata.json").read_text()
         )
-        want = 0.5 * positives / (sizes["n_labels"] * sizes["n_samples"])
+        want = 0.5 * positives / (labels * sizes["n_samples"])
         assert 0 < want < 1
         assert meta["params"]["negative_fraction"] == pytest.approx(want)
 

@@ -518,7 +518,7 @@ def test_ova_within_groups_equals_the_twin(spark, soft, tmp_path, name):
     """One-vs-all with drawn negatives that keeps the labels' group members (the refinement's
     scorer on large data): label k's classifier is scikit-learn's LinearSVC fitted, in sample_id
     order, on k's positives (weighted as in the expected loss), the samples drawn by the seeded
-    draw rng([seed, k]).random(n) < fraction, and every member of the groups holding k (found here
+    draw (test_ova.drawn_twin), and every member of the groups holding k (found here
     from Y1 and Y2 with plain loops); the joined path gives the same model."""
     from sklearn.svm import LinearSVC
 
@@ -527,7 +527,7 @@ def test_ova_within_groups_equals_the_twin(spark, soft, tmp_path, name):
     from eagle_spark.settings import OVASettings
     from eagle_spark.sparse import l2_normalize_rows
     from tests.conftest import dataset_matrices
-    from tests.unit.test_ova import weights
+    from tests.unit.test_ova import drawn_twin, weights
 
     paths, _ = soft
     params = OVASettings(tasks=2, threshold=0.0, negative_fraction=0.1)
@@ -561,9 +561,8 @@ def test_ova_within_groups_equals_the_twin(spark, soft, tmp_path, name):
     checked = 0
     for label in sorted(bag):
         w_all = np.array([lw[int(s)].get(label, 0.0) for s in ids])
-        drawn = (
-            np.random.default_rng([params.seed, label]).random(len(ids)) < params.negative_fraction
-        )
+        drawn = np.zeros(len(ids), dtype=bool)
+        drawn[drawn_twin(params.seed, label, len(ids), params.negative_fraction)] = True
         in_bag = np.array([int(s) in bag[label] for s in ids])
         rows = np.flatnonzero((w_all > 0) | drawn | in_bag)
         bag_negatives = in_bag & (w_all == 0) & ~drawn
