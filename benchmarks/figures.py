@@ -693,6 +693,7 @@ def cost() -> list[str]:
 R1X3_COST_REPORTS = (
     ("assignment_cost_delicious_r1x3", "delicious R-4"),
     ("assignment_cost_wiki325k_0.1_r1x3_whole_budget", "Wiki-325K 0.1 R-4, whole budget per fold"),
+    ("assignment_cost_wiki325k_0.1_r1x3_every_label", "Wiki-325K 0.1 R-4, every label fitted"),
     ("assignment_cost_wiki325k_0.1_r1x3", "Wiki-325K 0.1 R-4"),
 )
 """``assignment_cost`` reports of ``auto r1x3`` against ``auto`` (``auto r1x3`` first, ``auto``

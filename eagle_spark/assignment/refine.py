@@ -97,10 +97,11 @@ def negative_fraction(
     docs/experiments.md, "How many negatives a refinement scorer needs").
 
     Args:
-        n_labels: labels of the scorer's training set that have a positive (each costs a fit).
+        n_labels: labels of the scorer's training set.
         n_samples: its samples (a fold scorer's: those outside the fold).
         folds: the round's scorers: 1 in-sample, k cross-fitted.
-        positives: the (sample, label) pairs of its training set's Y (read with `per_positive`).
+        positives: the (sample, label) pairs its training samples were assigned, all labels
+            (read with `per_positive`).
         per_positive: ``assign.refine_negatives``, >= 0.
     Returns:
         The share in (0, 1]; 1 when no pair is positive (one-vs-all draws only for labels
@@ -140,10 +141,13 @@ def classifier_scorer(
     loss: Optional[str] = None,
     folds: int = 1,
     per_positive: float = 0.0,
+    positives: Optional[int] = None,
 ) -> str:
     """Train one-vs-all on the dataset `assigned` (X, Y = an assignment's Y_filter, with
     ``label_weights`` when weighted), negatives drawn and weights pruned as the module docstring
-    says, and write its weight vectors as label embeddings.
+    says, and write its weight vectors as label embeddings. A label of `assigned` without a
+    positive costs no fit (one-vs-all's constant classifier), so a training set restricted to
+    the labels that will be read costs those labels alone.
 
     Args:
         assigned: dataset folder with X and Y.
@@ -156,9 +160,9 @@ def classifier_scorer(
         folds: the scorers of its round that share the negative budget (:func:`negative_fraction`).
         per_positive: ``assign.refine_negatives``: negatives drawn per positive pair of
             `assigned` (0: the shared budget).
-    The share of negatives drawn is :func:`negative_fraction` of the labels `assigned` holds
-    (a label without a positive costs nothing: one-vs-all's constant classifier); counting them
-    and the positives is one Spark job, run only when the share could be below 1.
+        positives: the positive pairs `per_positive` counts (a cross-fitted fold's: those of its
+            samples' whole assignment, all labels; None: `assigned`'s Y, counted by one Spark
+            job when `per_positive` > 0).
     Returns:
         The scorer folder: ``label_emb`` (label_id, emb_idx = the weights' feature ids, emb_val =
         their values, n_groups 0) and a manifest whose ``parameters.normalize`` is the
@@ -167,17 +171,9 @@ def classifier_scorer(
     from eagle_spark.classifiers.ova import train_ova
 
     n_samples = int(read_manifest(spark, assigned)["n_samples"])
-    positives, present = 0, n_labels
-    if per_positive > 0 or n_labels * n_samples > NEGATIVE_BUDGET / folds:
-        with job_step(spark, "positives"):
-            row = first_row(
-                read_table(spark, assigned, S.Y)
-                .select(F.explode(S.LABEL_IDS).alias(S.LABEL_ID))
-                .agg(F.count(F.lit(1)), F.countDistinct(S.LABEL_ID)),
-                f"{assigned}: table Y",
-            )
-            positives, present = int(row[0] or 0), int(row[1] or 0)
-    fraction = negative_fraction(present, n_samples, folds, positives, per_positive)
+    if positives is None:
+        positives = count_positives(spark, assigned) if per_positive > 0 else 0
+    fraction = negative_fraction(n_labels, n_samples, folds, positives, per_positive)
     params = OVASettings(
         threshold=0.0 if fraction >= 1.0 else OVASettings().threshold,
         tasks=tasks,
@@ -219,6 +215,19 @@ def classifier_scorer(
         ),
     )
     return scorer
+
+
+def count_positives(spark: SparkSession, assigned: str | DataFrame) -> int:
+    """The (sample, label) pairs of a training set's Y (a dataset folder) or of assignments
+    (group_id, label_id, sample_id, ...: distinct (sample, label) pairs), one Spark job."""
+    with job_step(spark, "positives"):
+        if isinstance(assigned, str):
+            pairs = read_table(spark, assigned, S.Y).agg(F.sum(F.size(S.LABEL_IDS)))
+            where = f"{assigned}: table Y"
+        else:
+            pairs = assigned.select(S.SAMPLE_ID, S.LABEL_ID).distinct().agg(F.count(F.lit(1)))
+            where = "the assignments"
+        return int(first_row(pairs, where)[0] or 0)
 
 
 def refine(
@@ -457,9 +466,10 @@ def cross_fitted_assignments(
         X_f = X.join(held_samples, S.SAMPLE_ID, "left_anti")
         pairs = Y2.join(held_groups, S.GROUP_ID, "left_semi")
         with job_step(spark, f"fold {f}: training set"):
-            taught = current.join(held_samples, S.SAMPLE_ID, "left_anti").join(
+            outside = current.join(held_samples, S.SAMPLE_ID, "left_anti")
+            taught = outside.join(  # only the labels f's groups hold: no other is ever read
                 pairs.select(S.LABEL_ID).distinct(), S.LABEL_ID, "left_semi"
-            )  # only the labels f's groups hold: no other label of this scorer is ever used
+            )
             write_filtered(spark, X_f, None, taught, train)
             write_manifest(
                 spark,
@@ -485,6 +495,7 @@ def cross_fitted_assignments(
                 loss=scorer_loss(params),
                 folds=k,
                 per_positive=per_positive,
+                positives=count_positives(spark, outside) if per_positive > 0 else 0,
             )
         known = taught.select(S.LABEL_ID).distinct()  # labels with a positive to learn from
         parts.append(

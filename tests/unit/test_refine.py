@@ -528,9 +528,9 @@ def test_cross_fitted_round_never_lets_a_group_see_its_own_labels(spark, tmp_pat
 
 def test_cross_fitted_scorers_each_draw_their_share_of_the_budget(spark, tmp_path, monkeypatch):
     """With the budget (40 labels x samples) below the work, each of the 2 fold scorers of a
-    cross-fitted round trains with budget / 2 / (labels x its training rows), the labels those of
-    its Y (counted here) and the rows read from its training set's manifest: the folds' drawn
-    negatives add up to one in-sample scorer's."""
+    cross-fitted round trains with budget / 2 / (labels x its training rows), read from its
+    training set's manifest (the data's labels, whichever it fits): at most one in-sample
+    scorer's drawn negatives in all."""
     from eagle_spark.assignment import refine
 
     monkeypatch.setattr(refine, "NEGATIVE_BUDGET", 40)
@@ -540,30 +540,37 @@ def test_cross_fitted_scorers_each_draw_their_share_of_the_budget(spark, tmp_pat
         meta = json.loads(
             (rounds / "cross_1" / f"classifier_{f}" / "model" / "metadata.json").read_text()
         )
-        Y = pq.read_table(rounds / "cross_1" / f"train_{f}" / "Y").to_pylist()
-        work = len({k for r in Y for k in r["label_ids"]}) * train["n_samples"]
+        work = train["n_labels"] * train["n_samples"]
         assert work > 20
         assert meta["params"]["negative_fraction"] == pytest.approx(40 / 2 / work)
 
 
 def test_refine_negatives_reaches_each_fold_scorer(spark, tmp_path):
     """``assign.refine_negatives`` 0.5 on a cross-fitted round: each fold scorer trains with 0.5 x
-    its training set's positive pairs / (its labels x its samples), the pairs and labels counted
-    here from its Y, whatever the budget (which these tiny folds are far within)."""
+    the positive pairs of its samples' round-0 assignment (all labels, counted here from the
+    rounds' files, not from the fold's Y, which keeps only the labels the fold's groups hold) /
+    (labels x its samples), whatever the budget (which these tiny folds are far within)."""
     manifest, rounds = _cross_fitted_in_two_folds(spark, tmp_path, refine_negatives=0.5)
     assert manifest["refinement"][1]["folds"] == 2
+    fold_of = {r["group_id"]: r["_fold"] for r in pq.read_table(rounds / "folds").to_pylist()}
+    round_0 = pq.read_table(rounds / "assign_0").to_pylist()
+    smaller = []
     for f in (0, 1):
         train = rounds / "cross_1" / f"train_{f}"
-        Y = pq.read_table(train / "Y").to_pylist()
-        positives = sum(len(r["label_ids"]) for r in Y)
-        labels = len({k for r in Y for k in r["label_ids"]})
+        outside = {g for g, fold in fold_of.items() if fold != f}  # samples 2g, 2g + 1
+        positives = len(
+            {(r["sample_id"], r["label_id"]) for r in round_0 if r["sample_id"] // 2 in outside}
+        )
         sizes = json.loads((train / "_manifest.json").read_text())
         meta = json.loads(
             (rounds / "cross_1" / f"classifier_{f}" / "model" / "metadata.json").read_text()
         )
-        want = 0.5 * positives / (labels * sizes["n_samples"])
+        want = 0.5 * positives / (sizes["n_labels"] * sizes["n_samples"])
+        fitted = sum(len(r["label_ids"]) for r in pq.read_table(train / "Y").to_pylist())
+        smaller.append(fitted < positives)
         assert 0 < want < 1
         assert meta["params"]["negative_fraction"] == pytest.approx(want)
+    assert any(smaller)  # a fold's Y left labels out: counting it would give another share
 
 
 def test_rounds_stop_at_the_tolerance(spark, tmp_path):
