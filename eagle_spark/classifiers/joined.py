@@ -8,7 +8,7 @@ The map-reduce, per training stage with B bins (Spark tasks):
    :func:`load_y`: ~5 bytes per positive, no X) and emits the (bin, sample_id) pairs of the rows its
    units need: for a tree node the samples positive under it (all samples for the root), for a
    block of one-vs-all labels their positives and drawn negatives (every sample when
-   ``negative_fraction`` is 1 or a label has no positive).
+   ``negative_fraction`` is 1; none for a label without a positive, whose classifier is constant).
 2. *Join*: the pairs joined with X on sample_id, grouped by bin (``groupBy().applyInArrow``): one
    call per bin with its rows, which it turns into a task-private CSR (:func:`local_rows`) in
    sample_id order, so every unit sees the same rows in the same order as with the cache, and

@@ -129,14 +129,20 @@ def drawn_negatives(seed: int, label: int, n: int, fraction: float) -> np.ndarra
     return np.concatenate(parts)
 
 
+def _find(ordered: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(where each of `values` would sit in the sorted array `ordered`, whether it is there)."""
+    at = np.searchsorted(ordered, values)
+    hit = at < len(ordered)
+    hit[hit] = ordered[at[hit]] == values[hit]
+    return at, hit
+
+
 def _local(rows: Optional[np.ndarray], drawn: np.ndarray) -> np.ndarray:
     """`drawn` global rows as positions in the rows at hand (`rows` sorted; None: all), those not
     at hand left out."""
     if rows is None:
         return drawn
-    at = np.searchsorted(rows, drawn)
-    hit = at < len(rows)
-    hit[hit] = rows[at[hit]] == drawn[hit]
+    at, hit = _find(rows, drawn)
     return at[hit]
 
 
@@ -201,12 +207,10 @@ def _train_block(
         yl[np.searchsorted(keep, positives)] = True
         wl = None
         if W is not None:
-            w_rows = W.indices[W.indptr[label] : W.indptr[label + 1]]
+            span = slice(W.indptr[label], W.indptr[label + 1])
+            at, hit = _find(keep, W.indices[span])
             wl = np.zeros(len(keep))
-            at = np.searchsorted(keep, w_rows)
-            ok = at < len(keep)
-            ok[ok] = keep[at[ok]] == w_rows[ok]
-            wl[at[ok]] = W.data[W.indptr[label] : W.indptr[label + 1]][ok]
+            wl[at[hit]] = W.data[span][hit]
         Xl, yl, sw = expected_loss_problem(Xl, yl, wl)
         w_idx, w_val, bias = train_binary(
             Xl,
