@@ -449,9 +449,9 @@ def cross_fitted_assignments(
         (once per executor: that fold's X and Y); the folds train one after another. Work:
         fold f fits the labels f's groups hold, on (k - 1) / k of the samples within the
         negative budget; beyond it the folds share the budget (:func:`negative_fraction`), so
-        the drawn negatives cost at most about one in-sample round. Fold f fits a label only when f holds
-        one of its groups and another fold's samples were assigned it: k times at most, never
-        when its groups all lie in one fold.
+        the drawn negatives cost at most about one in-sample round. Fold f fits a label only
+        when f holds one of its groups and another fold's samples were assigned it: k times at
+        most, never when its groups all lie in one fold.
     """
     from functools import reduce
 

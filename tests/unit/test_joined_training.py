@@ -84,9 +84,11 @@ def test_ova_block_needs_hand_checked(spark, tiny):  # noqa: F811
     rows_of_bin = _rows_of_block(params, 983, 40)
     Yr = sp.csr_matrix(Y)
     empty = {k for k in range(983) if Y[:, k].nnz == 0}
-    checked_empty = False
-    for b in (7, *{b for b in range(40) for k in empty if _holds(b, k)}):
-        lo, hi = ProportionalBlocks(983, 40).labels(b)
+    assert empty  # the blocks holding an empty label are checked below
+    blocks = ProportionalBlocks(983, 40)
+    holding_empty = {b for b in range(40) if any(k in empty for k in range(*blocks.labels(b)))}
+    for b in (7, *holding_empty):
+        lo, hi = blocks.labels(b)
         positives = {
             i
             for i in range(len(ids))
@@ -100,13 +102,6 @@ def test_ova_block_needs_hand_checked(spark, tiny):  # noqa: F811
         want = positives | drawn
         assert set(rows_of_bin(b, ids, Y).tolist()) == want
         assert 0 < len(positives) < len(want) < len(ids)
-        checked_empty |= any(lo <= k < hi for k in empty)
-    assert checked_empty  # the blocks holding an empty label were checked too
-
-
-def _holds(block: int, label: int) -> bool:
-    lo, hi = ProportionalBlocks(983, 40).labels(block)
-    return lo <= label < hi
 
 
 def test_auto_picks_joined_beyond_the_budget(spark, tiny, tmp_path, caplog):  # noqa: F811
