@@ -111,6 +111,11 @@ def main() -> None:
     )
     parser.add_argument("--work", default="/tmp/eagle_assignment_cost")
     parser.add_argument(
+        "--driver-memory",
+        default=None,
+        help="spark.driver_memory of the run (default conf/local.yaml's); 8g from scale 0.3",
+    )
+    parser.add_argument(
         "--refigure",
         action="store_true",
         help="recompute the report's event-log figures from --work's event log (a finished "
@@ -142,6 +147,7 @@ def main() -> None:
     events.mkdir(parents=True)
     base = base.replace(
         "spark",
+        driver_memory=args.driver_memory or base.spark.driver_memory,
         extra={
             **base.spark.extra,
             "spark.eventLog.enabled": "true",
@@ -165,6 +171,7 @@ def main() -> None:
         + (" (realistic preset, seed 0)" if args.data.startswith("synth:") else ""),
         "grouping": f"R-{args.group_size}",
         "classifier": "tree (conf/local.yaml)",
+        "driver memory": base.spark.driver_memory,
     }
     for name in args.settings:
         settings = base.replace("assign", **SETTINGS[name]).replace(

@@ -56,7 +56,7 @@ from eagle_spark.executor_state import shared_state, sparse_arrays, sparse_from
 from eagle_spark.io.fs import atomic_output, check_separate
 from eagle_spark.io.parts import PartWriters, folder_version, load_xy, read_sparse_rows
 from eagle_spark.settings import OVASettings
-from eagle_spark.sparse import csr_from_arrow, l2_normalize_rows
+from eagle_spark.sparse import compact_columns, csr_from_arrow, l2_normalize_rows
 from eagle_spark.tasks import tasks_for_work
 
 log = logging.getLogger(__name__)
@@ -178,7 +178,9 @@ def _train_block(
     constant classifier (no weights, bias -1, as :func:`train_binary` gives it) without a fit.
 
     Work per label: with ``negative_fraction`` < 1, its positives, drawn negatives and group
-    members (no pass over all the rows); at 1, every row at hand.
+    members (no pass over all the rows), fitted on the columns they use
+    (:func:`eagle_spark.sparse.compact_columns`; the same weights, without liblinear's dense
+    O(n_features) vector per fit); at 1, every row at hand.
     Returns [labels, labels without a positive, weights].
     """
     lo, hi = ProportionalBlocks(n_labels, blocks).labels(block)
@@ -202,7 +204,10 @@ def _train_block(
             keep = np.arange(n)
         if not within and len(members):  # unassigned members: not negatives
             keep = np.setdiff1d(keep, members, assume_unique=True)
+        cols = None  # a subset of the rows: its used columns only (liblinear's w is dense)
         Xl = X if len(keep) == n else X[keep]
+        if len(keep) < n:
+            cols, Xl = compact_columns(Xl, np.float64)
         yl = np.zeros(len(keep), dtype=bool)
         yl[np.searchsorted(keep, positives)] = True
         wl = None
@@ -223,6 +228,8 @@ def _train_block(
             seed=params.seed,
             sample_weight=sw,
         )
+        if cols is not None:
+            w_idx = cols[w_idx].astype(np.int32)
         n_w += len(w_idx)
         trained.append((label, w_idx, w_val, bias))
     check_weights(trained, "train (one-vs-all): label")

@@ -15,7 +15,6 @@ from eagle_spark.classifiers.predict import split_for_prediction
 from eagle_spark.classifiers.tree import (
     beam_search,
     build_tree,
-    compact_columns,
     deal,
     ensemble_search,
     index_trees,
@@ -34,6 +33,7 @@ from eagle_spark.io.ingest import ingest
 from eagle_spark.io.parts import load_xy
 from eagle_spark.io.tables import read_table
 from eagle_spark.settings import IngestSettings, TreeSettings
+from eagle_spark.sparse import compact_columns
 from tests.conftest import TASKS_PER_STAGE
 from tests.unit.test_ova import tiny  # noqa: F401  (module fixture: 1500 delicious samples)
 

@@ -29,7 +29,7 @@ times their classifiers (:func:`deal`), and each task trains its units from the 
 (``x_access=cached``) or from the rows a join delivered to its bin (``x_access=joined``: the samples
 positive under its nodes, PIFA summed by a join too; :mod:`eagle_spark.classifiers.joined`), labels in
 batches inside the task. Never one Spark job per label. A unit's samples and features are restricted to the ones
-it uses (:func:`compact_columns`), so its cost does not grow with n_samples or n_features.
+it uses (:func:`eagle_spark.sparse.compact_columns`), so its cost does not grow with n_samples or n_features.
 
 Prediction: beam search per batch of rows, every node's score of a block of rows computed in one
 scatter pass over the rows' features with the weights held feature-major (:mod:`.scoring`); a child's probability is exp(-max(0, 1 - s)^2) for the
@@ -61,7 +61,6 @@ from eagle_spark.classifiers.tree.structure import (
     LeafWork,
     Tree,
     TreeShape,
-    compact_columns,
     deal,
     rows_with,
     top_levels_for,
@@ -79,7 +78,6 @@ __all__ = [
     "TreeShape",
     "beam_search",
     "build_tree",
-    "compact_columns",
     "deal",
     "ensemble_search",
     "index_trees",

@@ -27,7 +27,6 @@ from eagle_spark.classifiers.tree.structure import (
     LeafWork,
     Tree,
     TreeShape,
-    compact_columns,
     deal,
     is_heavy,
     rows_with,
@@ -43,7 +42,7 @@ from eagle_spark.io.parts import PartWriter, folder_version, load_xy, read_spars
 from eagle_spark.io.tables import has_table, read_table
 from eagle_spark.kmeans import balanced_2means
 from eagle_spark.settings import TreeSettings
-from eagle_spark.sparse import l2_normalize_rows, l2_normalize_rows_in_place
+from eagle_spark.sparse import compact_columns, l2_normalize_rows, l2_normalize_rows_in_place
 
 log = logging.getLogger(__name__)
 

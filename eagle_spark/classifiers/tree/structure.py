@@ -211,39 +211,6 @@ def tree_from_leaves(
     return Tree(parent, level, len(cluster_parent), n_labels)
 
 
-def compact_columns(
-    M: sp.csr_matrix, dtype: Optional[type] = None
-) -> tuple[np.ndarray, sp.csr_matrix]:
-    """(cols, M restricted to its used columns renumbered 0..len(cols)-1): what a node's 2-means
-    or a unit's classifiers need, so their dense vectors have O(used) entries, not O(n_features).
-
-    Memory: the new column ids (4 bytes per entry) and O(n_features); none when every column is
-    used and M's ids are int32 (they are kept: the root of a label tree, whose representations
-    at Wiki-325K scale hold hundreds of millions of entries). The values are M's, not copied
-    unless `dtype` differs.
-    """
-    used_idx = M.indices[M.indptr[0] : M.indptr[-1]]
-    if len(used_idx) * 8 < M.shape[1]:  # few entries: sorting them is cheaper than a dense pass
-        cols, local = np.unique(used_idx, return_inverse=True)
-    else:
-        used = np.zeros(M.shape[1], dtype=bool)
-        used[used_idx] = True
-        cols = np.flatnonzero(used)
-        if len(cols) == M.shape[1] and used_idx.dtype == np.int32:  # ids unchanged
-            local = used_idx
-        else:
-            local = (np.cumsum(used, dtype=np.int32) - 1)[used_idx]
-    data = M.data[M.indptr[0] : M.indptr[-1]]
-    return cols, sp.csr_matrix(
-        (
-            data.astype(dtype or data.dtype, copy=False),
-            local.reshape(-1).astype(np.int32, copy=False),
-            M.indptr - M.indptr[0],
-        ),
-        shape=(M.shape[0], len(cols)),
-    )
-
-
 def positives_of(Y: sp.csc_matrix, labels: np.ndarray) -> np.ndarray:
     """Sample ids (rows of Y) of every positive of `labels`, column after column: a sample with
     several of them appears once per label. O(their nnz), not O(n)."""

@@ -24,12 +24,12 @@ from eagle_spark.classifiers.linear import check_weights, expected_loss_problem,
 from eagle_spark.classifiers.ova import weights_batch
 from eagle_spark.classifiers.tree.structure import (
     Tree,
-    compact_columns,
     rows_with,
 )
 from eagle_spark.executor_state import executor_lock
 from eagle_spark.io.parts import PartWriters
 from eagle_spark.settings import TreeSettings, memory_mib
+from eagle_spark.sparse import compact_columns
 
 log = logging.getLogger(__name__)
 
