@@ -58,7 +58,13 @@ import sys
 import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from _common import CROSS_FITTED_CANDIDATES, IN_SAMPLE_CANDIDATES, generator, write_report  # noqa: E402
+from _common import (  # noqa: E402
+    CROSS_FITTED_CANDIDATES,
+    IN_SAMPLE_CANDIDATES,
+    TWO_FOLD_CANDIDATES,
+    generator,
+    write_report,
+)
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "xc"
@@ -165,6 +171,19 @@ VARIANTS = {  # variant -> changes to the assign section, changes to the tree se
     ),
     # the library's default: the refined candidate cross-fitted in 3 folds (one round)
     "auto r1x3": ({"weighting": "auto", "candidates": CROSS_FITTED_CANDIDATES}, {}),
+    # the round cross-fitted in 2 folds: each label fitted in at most 2 folds, not 3
+    "soft T=0.3+r1x2 keep=2": (
+        {
+            "weighting": "soft",
+            "temperature": 0.3,
+            "refine_rounds": 1,
+            "refine_folds": 2,
+            "soft_keep": 2.0,
+            "soft_budget": 0.0,
+        },
+        {},
+    ),
+    "auto r1x2": ({"weighting": "auto", "candidates": TWO_FOLD_CANDIDATES}, {}),
 }
 FRONTIER = (
     "top-c",

@@ -154,3 +154,4 @@ def compact_columns(
         ),
         shape=(M.shape[0], len(cols)),
     )
+

@@ -269,14 +269,35 @@ def expected_loss_problem(
     Source: this project (weighted assignment, beyond the paper's Algorithm 2); the soft-label
     view is mi-SVM's (Andrews, Tsochantaridis, Hofmann, NIPS 2002).
     """
-    if w is None:
-        return X, y, None
-    soft = np.flatnonzero(y & (w < 1.0))
+    soft, y2, sample_weight = expected_loss_rows(y, w)
     if len(soft) == 0:
         return X, y, None
+    return sp.vstack([X, X[soft]], format="csr"), y2, sample_weight
+
+
+def expected_loss_rows(
+    y: np.ndarray, w: Optional[np.ndarray]
+) -> tuple[np.ndarray, np.ndarray, Optional[np.ndarray]]:
+    """:func:`expected_loss_problem` on row positions, for a caller that gathers the rows itself:
+    (soft: the positions (into y's rows, ascending) of the soft positives, whose rows are appended
+    as negatives in that order; y'; sample_weight'), y itself and None when `w` is None or no
+    positive has w < 1 (soft empty).
+
+    Args:
+        y: (n,) bool, True for positives; w: (n,) float in [0, 1], read at the positives (None:
+            all 1).
+    Returns:
+        (soft (m,) int64, y' (n + m,) bool, sample_weight' (n + m,) float64 or None).
+    """
+    none = np.zeros(0, dtype=np.int64)
+    if w is None:
+        return none, y, None
+    soft = np.flatnonzero(y & (w < 1.0))
+    if len(soft) == 0:
+        return none, y, None
     weight = np.where(y, w, 1.0)
     return (
-        sp.vstack([X, X[soft]], format="csr"),
+        soft,
         np.r_[y, np.zeros(len(soft), dtype=bool)],
         np.r_[weight, 1.0 - w[soft]],
     )

@@ -50,7 +50,7 @@ from eagle_spark.classifiers.labels import (
     trained_labels,
     write_label_map,
 )
-from eagle_spark.classifiers.linear import check_weights, expected_loss_problem, train_binary
+from eagle_spark.classifiers.linear import check_weights, expected_loss_rows, train_binary
 from eagle_spark.errors import BadInputError, check_finite_scores
 from eagle_spark.executor_state import shared_state, sparse_arrays, sparse_from
 from eagle_spark.io.fs import atomic_output, check_separate
@@ -170,7 +170,8 @@ def _train_block(
     X, Y, U, W: the rows at hand in sample_id order: all of them (`rows` None) or the global rows
     `rows` (sorted) of the whole data (the join path; they hold every row the block's labels train
     on, :func:`_rows_of_block`). W: the label weights of Y's entries (weighted assignment; None:
-    all 1): a label's problem is then the expected loss (:func:`expected_loss_problem`). The
+    all 1): a label's problem is then the expected loss
+    (:func:`eagle_spark.classifiers.linear.expected_loss_problem`). The
     negatives drawn with ``negative_fraction`` < 1 are :func:`drawn_negatives` over the `n_all`
     samples of the whole data, so both give the same training sets in the same order. `within`:
     U holds the members of a label's groups that Y does not assign it; they stay among its
@@ -197,17 +198,14 @@ def _train_block(
             drawn = _local(
                 rows, drawn_negatives(params.seed, label, n_all, params.negative_fraction)
             )
-            keep = np.union1d(positives, drawn)
-            if within:  # the label's unassigned group members: always negatives
-                keep = np.union1d(keep, members)
+            # within: the label's unassigned group members are always negatives
+            keep = np.unique(
+                np.concatenate((positives, drawn, members) if within else (positives, drawn))
+            )
         else:
             keep = np.arange(n)
         if not within and len(members):  # unassigned members: not negatives
             keep = np.setdiff1d(keep, members, assume_unique=True)
-        cols = None  # a subset of the rows: its used columns only (liblinear's w is dense)
-        Xl = X if len(keep) == n else X[keep]
-        if len(keep) < n:
-            cols, Xl = compact_columns(Xl, np.float64)
         yl = np.zeros(len(keep), dtype=bool)
         yl[np.searchsorted(keep, positives)] = True
         wl = None
@@ -216,7 +214,12 @@ def _train_block(
             at, hit = _find(keep, W.indices[span])
             wl = np.zeros(len(keep))
             wl[at[hit]] = W.data[span][hit]
-        Xl, yl, sw = expected_loss_problem(Xl, yl, wl)
+        soft, yl, sw = expected_loss_rows(yl, wl)  # soft positives' rows again, as negatives
+        cols = None  # a subset of the rows: its used columns only (liblinear's w is dense)
+        if len(keep) < n:
+            cols, Xl = compact_columns(X[np.r_[keep, keep[soft]]], np.float64)
+        else:
+            Xl = X[np.r_[keep, soft]] if len(soft) else X
         w_idx, w_val, bias = train_binary(
             Xl,
             yl,

@@ -11,7 +11,7 @@ import pytest
 import scipy.sparse as sp
 
 from eagle_spark.assignment.members import MIN_WEIGHT, soft_weights
-from eagle_spark.classifiers.linear import expected_loss_problem, train_binary
+from eagle_spark.classifiers.linear import expected_loss_problem, expected_loss_rows, train_binary
 from eagle_spark.errors import SettingsError
 from eagle_spark.settings import AssignSettings
 
@@ -158,6 +158,9 @@ def test_expected_loss_problem_by_hand():
     same = expected_loss_problem(X, y, np.array([1.0, 1.0, 0.3]))  # a negative's weight is not read
     assert same[0] is X and same[1] is y and same[2] is None
     assert expected_loss_problem(X, y, None)[2] is None
+    soft, y3, sw3 = expected_loss_rows(y, np.array([1.0, 0.25, 0.0]))  # the rows to append
+    assert soft.tolist() == [1] and y3.tolist() == y2.tolist() and sw3.tolist() == sw.tolist()
+    assert expected_loss_rows(y, None)[0].tolist() == []
 
 
 # --- on Spark, against twins ----------------------------------------------------------------------
