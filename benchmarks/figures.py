@@ -557,6 +557,7 @@ def design() -> list[str]:
         if alone:  # what the choice costs without choosing
             figure += f"; {alone['setting']} alone {alone['fit / hard']}x"
         rows.append((label, figure, name))
+    rows.append(default_choosing_row())
     lines = ["| what | figure | report |", "|---|---|---|"]
     for what, figure, names in rows:
         refs = ", ".join(f"`{n.strip()}.json`" for n in names.split(","))
@@ -695,6 +696,7 @@ R1X3_COST_REPORTS = (
     ("assignment_cost_wiki325k_0.1_r1x3_whole_budget", "Wiki-325K 0.1 R-4, whole budget per fold"),
     ("assignment_cost_wiki325k_0.1_r1x3_every_label", "Wiki-325K 0.1 R-4, every label fitted"),
     ("assignment_cost_wiki325k_0.1_r1x3", "Wiki-325K 0.1 R-4"),
+    ("assignment_cost_wiki325k_0.3_r1x3", "Wiki-325K 0.3 R-4"),
 )
 """``assignment_cost`` reports of ``auto r1x3`` against ``auto`` (``auto r1x3`` first, ``auto``
 reusing its held-out split and the Baseline's score) and their data."""
@@ -720,6 +722,40 @@ def cost_negatives() -> list[str]:
     return cost_table(cost_reports(NEGATIVES_COST_REPORTS))
 
 
+def choosing_ratio(hard: dict | None, r: dict) -> float | None:
+    """What an ``auto`` row of an ``assignment_cost`` report does beyond the winner's own
+    assignment (the `hard` row's assign stage) and its training, against that training (wall
+    seconds of the stages); None for another row or without a `hard` row."""
+    if hard is None or not r["setting"].startswith("auto"):
+        return None
+    return (r["assign s"] - hard["assign s"]) / r["train s"]
+
+
+DEFAULT_COST_REPORTS = (
+    ("assignment_cost_wiki325k_0.1_r1x3", 0.1),
+    ("assignment_cost_wiki325k_0.3_r1x3", 0.3),
+)
+"""``assignment_cost`` reports with the default's candidates (``auto r1x3``) at realistic
+synthetic Wiki-325K R-4, and their scales."""
+
+
+def default_choosing_row() -> tuple[str, str, str]:
+    """design.md's current-figures row of what the default's choosing costs at scale
+    (:data:`DEFAULT_COST_REPORTS`)."""
+    figures = []
+    for name, scale in DEFAULT_COST_REPORTS:
+        rows = report(name)["rows"]
+        auto = _row(rows, setting="auto r1x3")
+        ratio = choosing_ratio(_row(rows, setting="hard"), auto)
+        figures.append(f"{ratio:.2f}x at {scale:g} (chose {auto['chosen']})")
+    return (
+        "the default's choosing (`auto r1x3`) / the winner's training, realistic synthetic "
+        "Wiki-325K R-4",
+        "; ".join(figures),
+        ", ".join(name for name, _ in DEFAULT_COST_REPORTS),
+    )
+
+
 def cost_table(reports: list[tuple[str, str]]) -> list[str]:
     """The cost table of ``assignment_cost`` reports `reports` ((name, data) pairs): per setting
     the stages' seconds, the fit against hard's, the assign stage's Spark jobs, the fit's task
@@ -734,13 +770,8 @@ def cost_table(reports: list[tuple[str, str]]) -> list[str]:
         rows = report(name)["rows"]
         hard = next((r for r in rows if r["setting"] == "hard"), None)
         for r in rows:
-            # what auto does beyond the winner's own assignment (hard's assign stage) and its
-            # training, against that training: wall seconds of the stages
-            choosing = (
-                f"{(r['assign s'] - hard['assign s']) / r['train s']:.2f}x"
-                if hard and r["setting"].startswith("auto")
-                else "-"
-            )
+            ratio = choosing_ratio(hard, r)
+            choosing = "-" if ratio is None else f"{ratio:.2f}x"
             # the same beyond the winner's assignment as the winner alone makes it (its own row:
             # a refined candidate's scorer is its method's cost, chosen or not)
             alone = winner_alone(rows, r)
@@ -1007,8 +1038,8 @@ def shares_on_test_sets(report_name: str) -> Callable[[], list[str]]:
 def validation_shares(report_name: str) -> Callable[[], list[str]]:
     """A docs/experiments.md block of ``assignment_variants.py``'s report `report_name`
     (validation splits): :func:`recovered`'s means, then :func:`recovered_cells`' cells (the
-    cross-fitted refinement, ``auto r1x3``, the refined candidate at Wiki-325K scale, the posterior
-    weights, ``auto @t0`` on delicious)."""
+    cross-fitted refinement, ``auto r1x3``, the refined candidate at Wiki-325K scale in 3 and 2
+    folds, the posterior weights, ``auto @t0`` on delicious)."""
     return lambda: recovered(report_name) + [""] + recovered_cells(report_name)
 
 

@@ -154,4 +154,3 @@ def compact_columns(
         ),
         shape=(M.shape[0], len(cols)),
     )
-

@@ -272,7 +272,7 @@ class AssignSettings(Section):
             "in-sample round on bibtex and delicious (R-4, R-10, C-8; "
             "benchmarks/reports/assignment_variants_auto_r1x3.json) and on realistic synthetic "
             "Wiki-325K 0.05 (R-4, R-10; assignment_variants_r1x3_wiki325k.json), for a fit "
-            "about a quarter dearer at Wiki-325K 0.1 (assignment_cost_wiki325k_0.1_r1x3.json). "
+            "about a fifth dearer at Wiki-325K 0.1 (assignment_cost_wiki325k_0.1_r1x3.json). "
             "Choosing among baseline, hard, soft-0.3 and soft-0.3+r1 on held-out groups "
             "(selection.json, selection_synth.json) never chose hard or soft-0.3, so they are "
             "not candidates; the Baseline stays for data where nothing beats it "
