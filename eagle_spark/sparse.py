@@ -129,10 +129,10 @@ def compact_columns(
     Returns:
         (cols: ascending ids of the columns M uses, (n, len(cols)) CSR with int32 column ids).
 
-    Memory: the new column ids (4 bytes per entry) and O(n_features); none when every column is
-    used and M's ids are int32 (they are kept: the root of a label tree, whose representations
-    at Wiki-325K scale hold hundreds of millions of entries). The values are M's, not copied
-    unless `dtype` differs.
+    Memory: the new column ids (4 bytes per entry) and O(n_features) (a flag and a new id per
+    column); none when every column is used and M's ids are int32 (they are kept: the root of a
+    label tree, whose representations at Wiki-325K scale hold hundreds of millions of entries).
+    The values are M's, not copied unless `dtype` differs.
     """
     used_idx = M.indices[M.indptr[0] : M.indptr[-1]]
     if len(used_idx) * 8 < M.shape[1]:  # few entries: sorting them is cheaper than a dense pass
@@ -143,8 +143,10 @@ def compact_columns(
         cols = np.flatnonzero(used)
         if len(cols) == M.shape[1] and used_idx.dtype == np.int32:  # ids unchanged
             local = used_idx
-        else:
-            local = (np.cumsum(used, dtype=np.int32) - 1)[used_idx]
+        else:  # each used column's new id, set at the used columns only (no prefix sum)
+            renumber = np.empty(M.shape[1], dtype=np.int32)
+            renumber[cols] = np.arange(len(cols), dtype=np.int32)
+            local = renumber[used_idx]
     data = M.data[M.indptr[0] : M.indptr[-1]]
     return cols, sp.csr_matrix(
         (

@@ -30,11 +30,12 @@ the first round's assignment of all the groups. Both only score a kept group's m
 group's own labels, so a held-out group's labels reach the proxy as the choice of which kept
 member gets a kept group's label, never as a training label: Algorithm 2 assigns each group from
 its own members, so an unrefined candidate gives the kept groups exactly what assigning them
-alone would. Cost: per candidate an assignment of the whole data (the output's, if it wins), a
-one-tree training on the kept groups (about a third of the default three trees' on data of up to
-:data:`MAX_PROXY_PAIRS` group labels, a bounded cost above it) and a prediction of the held-out
-members; a refined candidate (``soft-0.3+r1``) whose unrefined settings are also a candidate
-starts from that candidate's assignment. All other scratch data
+alone would. Cost: per candidate an assignment of the whole data (the output's, if it wins; the
+Baseline, which reads only Y1 and Y2, assigns the kept groups alone, and the caller assigns the
+whole data if it wins), a one-tree training on the kept groups (about a third of the default
+three trees' on data of up to :data:`MAX_PROXY_PAIRS` group labels, a bounded cost above it) and a
+prediction of the held-out members; a refined candidate (``soft-0.3+r1``) whose unrefined
+settings are also a candidate starts from that candidate's assignment. All other scratch data
 lives in a folder the caller deletes after writing the output.
 
 GRLR's iterations are chosen the same way: a candidate named ``<name>@t<N>`` assigns with label
@@ -468,31 +469,38 @@ def choose_assignment(
                 rows[name] = dict(known[name])
                 log.info("assign auto: candidate %s: score %.2f (kept)", name, rows[name]["score"])
                 continue
+            # the Baseline reads only Y1 and Y2: its proxy's training set is the Baseline of the
+            # kept part alone, and the whole data is assigned by the caller if it wins
+            whole = chosen.method != "baseline"
             assigned = posixpath.join(scratch, f"assigned-{i}")
             rounds[name] = posixpath.join(scratch, f"rounds-{i}") if chosen.refine_rounds else None
             unrefined = done.get((chosen.unrefined(), at))
-            with job_step(spark, f"select {name}: assign"):
-                assign_with(
-                    spark,
-                    dataset,
-                    assigned,
-                    chosen,
-                    embeddings=at_t.at(at) if chosen.method == "eagle" else None,
-                    # a refined candidate whose unrefined settings were scored starts from their
-                    # output
-                    first_round=unrefined if chosen.refine_rounds > 0 else None,
-                    # the figures are the winner's alone: the caller computes them, a refined
-                    # candidate's from the rounds it leaves in the scratch folder
-                    diagnostics=False,
-                    rounds_scratch=rounds[name],
-                )
-            done[(chosen.unrefined() if not chosen.refine_rounds else chosen, at)] = assigned
+            if whole:
+                with job_step(spark, f"select {name}: assign"):
+                    assign_with(
+                        spark,
+                        dataset,
+                        assigned,
+                        chosen,
+                        embeddings=at_t.at(at) if chosen.method == "eagle" else None,
+                        # a refined candidate whose unrefined settings were scored starts from
+                        # their output
+                        first_round=unrefined if chosen.refine_rounds > 0 else None,
+                        # the figures are the winner's alone: the caller computes them, a refined
+                        # candidate's from the rounds it leaves in the scratch folder
+                        diagnostics=False,
+                        rounds_scratch=rounds[name],
+                    )
+                done[(chosen.unrefined() if not chosen.refine_rounds else chosen, at)] = assigned
             found, members = np.zeros(len(K)), 0
             for f, (fit, held, ids) in enumerate(splits):
                 tag = f"{i}" if folds is None else f"{i}-fold-{f}"
                 training = posixpath.join(scratch, f"fit-{tag}")
                 with job_step(spark, f"select {name}: proxy training set"):
-                    fit_part(spark, fit, ids, assigned, training)
+                    if whole:
+                        fit_part(spark, fit, ids, assigned, training)
+                    else:
+                        assign_with(spark, fit, training, chosen, diagnostics=False)
                 proxy = posixpath.join(scratch, f"model-{tag}")
                 with job_step(spark, f"select {name}: proxy training"):
                     train_tree(spark, training, proxy, PROXY)

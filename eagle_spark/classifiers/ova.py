@@ -217,9 +217,9 @@ def _train_block(
         soft, yl, sw = expected_loss_rows(yl, wl)  # soft positives' rows again, as negatives
         cols = None  # a subset of the rows: its used columns only (liblinear's w is dense)
         if len(keep) < n:
-            cols, Xl = compact_columns(X[np.r_[keep, keep[soft]]], np.float64)
+            cols, Xl = compact_columns(X[np.concatenate((keep, keep[soft]))], np.float64)
         else:
-            Xl = X[np.r_[keep, soft]] if len(soft) else X
+            Xl = X[np.concatenate((keep, soft))] if len(soft) else X
         w_idx, w_val, bias = train_binary(
             Xl,
             yl,

@@ -944,8 +944,11 @@ def test_auto_trains_the_proxy_on_a_seeded_share_of_the_groups_beyond_the_cap(
     second = F.pmod(F.xxhash64(F.lit(5), F.col("group_id"), F.lit(1)), F.lit(10_000))
     n_held = groups.where(held).count()
     emb = paths["emb"]
-    full = selection.choose_assignment(spark, agg.path, settings, emb, str(tmp_path / "full"))
-    full = full.record
+    chose = selection.choose_assignment(spark, agg.path, settings, emb, str(tmp_path / "full"))
+    # the Baseline's proxy trains on the Baseline of the kept part alone: the whole data is not
+    # assigned in the selection, but by the caller when the Baseline wins
+    assert chose.assigned is None and not (tmp_path / "full" / "assigned-0").exists()
+    full = chose.record
     assert full["held_out"] == pytest.approx(0.2)
     assert (full["held_out_groups"], full["proxy_groups"]) == (n_held, n_groups - n_held)
     kept_all = [int(r[0]) for r in groups.where(~held).collect()]
@@ -1269,8 +1272,8 @@ def test_positive_weights_equal_a_dense_twin():
 def test_selection_trains_the_proxy_on_the_whole_assignment_of_the_kept_groups(
     spark, soft, tmp_path
 ):
-    """auto assigns the whole data once per candidate and trains the proxy on the kept groups'
-    part of it (fit_part): the part's Y equals a plain-Python twin built from the whole
+    """auto assigns the whole data once per candidate (the Baseline: the kept groups alone, shown
+    equal here) and trains the proxy on the kept groups' part of it (fit_part): the part's Y equals a plain-Python twin built from the whole
     assignment and the split's id map, and, for an unrefined candidate, the Y of assigning the
     kept groups alone (Algorithm 2 assigns a group from its own members)."""
     from collections import defaultdict
