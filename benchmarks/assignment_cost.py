@@ -18,7 +18,8 @@ Spark's event log the assign stage's Spark jobs, the task core-seconds of the as
 stages and of the fit, and under ``auto`` those of each step of the choice (the work the tasks
 did: when they exceed the wall time, the 2 cores were busy and the time is work, not waiting).
 The ``auto`` settings after the first reuse the held-out split and the Baseline's score that the
-first made in the same driver process, so their choosing is a lower bound of a run alone. Writes
+first made in the same driver process, so their choosing is a lower bound of a run alone; with
+``--alone`` each makes its own (the report's ``each auto setting alone``). Writes
 benchmarks/reports/<report>.json after each setting (``complete`` false until the event-log
 figures are in) and prints a table.
 """
@@ -118,6 +119,12 @@ def main() -> None:
         help="spark.driver_memory of the run (default conf/local.yaml's); 8g from scale 0.3",
     )
     parser.add_argument(
+        "--alone",
+        action="store_true",
+        help="each auto setting makes its own held-out split and scores the Baseline itself, as "
+        "a run alone does (the kept splits are forgotten before it)",
+    )
+    parser.add_argument(
         "--refigure",
         action="store_true",
         help="recompute the report's event-log figures from --work's event log (a finished "
@@ -136,6 +143,7 @@ def main() -> None:
         write_report(args.report, rows, keep)
         return
 
+    from eagle_spark.assignment.selection import forget_kept_splits
     from eagle_spark.data import embedded_path
     from eagle_spark.ml import Dataset
     from eagle_spark.pipeline import run_pipeline
@@ -174,6 +182,7 @@ def main() -> None:
         "grouping": f"R-{args.group_size}",
         "classifier": "tree (conf/local.yaml)",
         "driver memory": base.spark.driver_memory,
+        "each auto setting alone": args.alone,
     }
     for name in args.settings:
         settings = base.replace("assign", **SETTINGS[name]).replace(
@@ -184,6 +193,8 @@ def main() -> None:
             methods=("eagle",),
             until="train",
         )
+        if args.alone:
+            forget_kept_splits(spark)
         t0, started = time.monotonic(), time.time()
         result = run_pipeline(spark, settings)
         wall = time.monotonic() - t0

@@ -322,6 +322,24 @@ def held_out_split(
     return fit, held, ids, made.scores
 
 
+def forget_kept_splits(spark: SparkSession) -> int:
+    """Delete the held-out splits this driver process keeps (:func:`held_out_split`) with the
+    Baseline scores kept beside them: the next choice on any data splits and scores its Baseline
+    again. For a long-lived driver (a notebook) that wants the disk back, and to measure a choice
+    as a run alone makes it (``benchmarks/assignment_cost.py --alone``).
+
+    Returns:
+        How many splits were forgotten.
+    """
+    with _SPLITS_LOCK:
+        kept = list(_SPLITS.values())
+        _SPLITS.clear()
+    fs = FileSystem(spark)
+    for split in kept:
+        fs.delete(posixpath.dirname(split.fit))
+    return len(kept)
+
+
 def proxy_work(spark: SparkSession, part: str) -> dict[str, int]:
     """{"proxy_pairs": the group labels, "proxy_positives": the Baseline positives} of the kept
     part `part` (:func:`eagle_spark.assignment.budget.group_labels`)."""
@@ -645,6 +663,7 @@ __all__ = [
     "choose_assignment",
     "group_folds",
     "fit_part",
+    "forget_kept_splits",
     "held_out_split",
     "precision_row",
     "selection_score",

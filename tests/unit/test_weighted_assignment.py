@@ -1046,12 +1046,22 @@ def test_a_second_choice_on_the_same_data_reuses_the_split_and_the_baseline_scor
     other = GRLRModel.fromSettings(dataclasses.replace(only, held_out_seed=12))
     other.atFolder(paths["emb"]).transformDataset(agg, str(tmp_path / "other"))
     assert (len(splits), len(fits)) == (3, 5)
+    # forgetting the kept splits (seeds 11 and 12) deletes them: the next choice splits again
+    import os
+    import posixpath
+
+    folders = [posixpath.dirname(split.fit) for split in selection._SPLITS.values()]
+    assert len(folders) == 2 and all(os.path.isdir(f) for f in folders)
+    assert selection.forget_kept_splits(spark) == 2
+    assert not selection._SPLITS and not any(os.path.exists(f) for f in folders)
+    GRLRModel.fromSettings(only).atFolder(paths["emb"]).transformDataset(agg, str(tmp_path / "f"))
+    assert (len(splits), len(fits)) == (4, 6)
     # where executors may not reach the driver's work folder nothing is kept: split every time
     from eagle_spark import classic
 
     monkeypatch.setattr(classic, "is_local", lambda session: False)
     GRLRModel.fromSettings(only).atFolder(paths["emb"]).transformDataset(agg, str(tmp_path / "c"))
-    assert (len(splits), len(fits)) == (4, 6)
+    assert (len(splits), len(fits)) == (5, 7)
 
 
 def test_candidate_names_are_checked():
