@@ -26,13 +26,13 @@ from eagle_spark.progress import STEP_SEPARATOR  # a step's job description: <st
 REPORTS = pathlib.Path(__file__).resolve().parent / "reports"
 IN_SAMPLE_CANDIDATES = ("baseline", "soft-0.3+r1")
 """``assign.candidates`` of the benchmarks' ``auto``: the Baseline against soft T = 0.3 refined once
-in-sample (the library's default cross-fits the round: ``auto r1x3``)."""
+in-sample (the library's default cross-fits the round: ``auto r1x2``)."""
 CROSS_FITTED_CANDIDATES = ("baseline", "soft-0.3+r1x3")
-"""``assign.candidates`` of the benchmarks' ``auto r1x3``: the round cross-fitted in 3 folds (the
-library's default, named so that the reports keep meaning what they measured if it moves)."""
-TWO_FOLD_CANDIDATES = ("baseline", "soft-0.3+r1x2")
-"""``assign.candidates`` of the benchmarks' ``auto r1x2``: the round cross-fitted in 2 folds (a
+"""``assign.candidates`` of the benchmarks' ``auto r1x3``: the round cross-fitted in 3 folds (a
 point of the frontier of the choosing's cost against the recovered share)."""
+TWO_FOLD_CANDIDATES = ("baseline", "soft-0.3+r1x2")
+"""``assign.candidates`` of the benchmarks' ``auto r1x2``: the round cross-fitted in 2 folds (the
+library's default, named so that the reports keep meaning what they measured if it moves)."""
 
 
 def folder_bytes(path: str | os.PathLike) -> int:

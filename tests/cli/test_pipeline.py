@@ -159,7 +159,7 @@ def test_report_and_logs_cover_every_stage(compare_run):
     for method in ("eagle0", "eagle"):
         manifest = json.loads((run / "assigned" / method / "_manifest.json").read_text())
         chosen = manifest["selection"]
-        assert set(chosen["candidates"]) == {"baseline", "soft-0.3+r1x3"}
+        assert set(chosen["candidates"]) == {"baseline", "soft-0.3+r1x2"}
         assert chosen["held_out_groups"] >= 20 and "skipped" not in chosen
     md = (run / "report.md").read_text()
     assert "| embed_eagle | ran |" in md
