@@ -1037,8 +1037,7 @@ def shares(report_name: str) -> list[str]:
 def shares_on_test_sets(report_name: str) -> Callable[[], list[str]]:
     """A docs/experiments.md block of :func:`shares` of ``table2.py``'s report `report_name` (test
     sets): ``auto r1x3`` (``table2_pruned``), the default on two sets (``table2_r1x2``), ``auto``
-    with the refined round in-sample
-    (``table2_auto``), the same unpruned (``table2_targets``)."""
+    with the refined round in-sample (``table2_auto``), the same unpruned (``table2_targets``)."""
     return lambda: shares(report_name)
 
 
@@ -1271,9 +1270,9 @@ def refine_within() -> list[str]:
 
 def pruning_test() -> list[str]:
     """docs/experiments.md's EAGLE minus the Baseline per data set on test sets: ``auto r1x3``
-    (``table2_pruned``: the refined round cross-fitted in 3 folds, ``assign.soft_keep`` 2) beside ``auto``
-    with the round in-sample, pruned (``table2_auto``) and unpruned (``table2_targets``); "-" for
-    a data set a report did not run. The mean over each set's groupings, P@1 / P@3 / P@5."""
+    (``table2_pruned``: the refined round cross-fitted in 3 folds, ``assign.soft_keep`` 2) beside
+    ``auto`` with the round in-sample, pruned (``table2_auto``) and unpruned (``table2_targets``);
+    "-" for a data set a report did not run. The mean over each set's groupings, P@1 / P@3 / P@5."""
     columns = [
         report(name)["targets"]["per data set EAGLE - Baseline"]
         for name in ("table2_pruned", "table2_auto", "table2_targets")

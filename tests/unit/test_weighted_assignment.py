@@ -1283,9 +1283,10 @@ def test_selection_trains_the_proxy_on_the_whole_assignment_of_the_kept_groups(
     spark, soft, tmp_path
 ):
     """auto assigns the whole data once per candidate (the Baseline: the kept groups alone, shown
-    equal here) and trains the proxy on the kept groups' part of it (fit_part): the part's Y equals a plain-Python twin built from the whole
-    assignment and the split's id map, and, for an unrefined candidate, the Y of assigning the
-    kept groups alone (Algorithm 2 assigns a group from its own members)."""
+    equal here) and trains the proxy on the kept groups' part of it (fit_part): the part's Y
+    equals a plain-Python twin built from the whole assignment and the split's id map, and, for
+    an unrefined candidate, the Y of assigning the kept groups alone (Algorithm 2 assigns a group
+    from its own members)."""
     from collections import defaultdict
 
     from eagle_spark import Dataset
