@@ -26,9 +26,11 @@ import logging
 import sys
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Optional, TypeVar
 
 from eagle_spark import classic
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -68,6 +70,24 @@ def inherited(stack: tuple[str, ...]) -> Iterator[None]:
         yield
     finally:
         _set_stack(previous)
+
+
+def working_for(spark: Optional[SparkSession], fn: Callable[..., T]) -> Callable[..., T]:
+    """`fn` wrapped to run in another thread as the calling thread's work: inside the calling
+    thread's phases (:func:`inherited`) and with its Spark job description, so its steps and jobs
+    are labelled as the caller's would be; the worker thread's description is restored after."""
+    stack, description = phase_stack(), classic.job_description(spark)
+
+    def run(*args: Any, **kwargs: Any) -> T:
+        with inherited(stack):
+            old = classic.job_description(spark)
+            classic.set_job_description(spark, description)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                classic.set_job_description(spark, old)
+
+    return run
 
 
 def current_phase() -> str:
@@ -335,4 +355,5 @@ __all__ = [
     "phase",
     "phase_stack",
     "step",
+    "working_for",
 ]

@@ -35,8 +35,11 @@ Baseline, which reads only Y1 and Y2, assigns the kept groups alone, and the cal
 whole data if it wins), a one-tree training on the kept groups (about a third of the default
 three trees' on data of up to :data:`MAX_PROXY_PAIRS` group labels, a bounded cost above it) and a
 prediction of the held-out members; a refined candidate (``soft-0.3+r1``) whose unrefined
-settings are also a candidate starts from that candidate's assignment. All other scratch data
-lives in a folder the caller deletes after writing the output.
+settings are also a candidate starts from that candidate's assignment. On a classic session the
+held-out split and the Baseline's scoring run in a second driver thread beside the other
+candidates' assignments, which need no split (:func:`side_by_side`): the same jobs, whose tasks
+fill the slots the others leave idle. All other scratch data lives in a folder the caller deletes
+after writing the output.
 
 GRLR's iterations are chosen the same way: a candidate named ``<name>@t<N>`` assigns with label
 embeddings GRLR fits on the whole data with N iterations and the model's other ``embed`` settings
@@ -64,7 +67,8 @@ import json
 import logging
 import posixpath
 import threading
-from typing import Any, NamedTuple, Optional, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 import numpy as np
 from pyspark.sql import DataFrame, SparkSession
@@ -83,7 +87,7 @@ from eagle_spark.grlr.embedding import embed
 from eagle_spark.io.fs import FileSystem
 from eagle_spark.io.tables import read_manifest, read_parquet, read_table, require_tables
 from eagle_spark.io.work import WORK_DIR_CONF, work_folder
-from eagle_spark.progress import job_step
+from eagle_spark.progress import job_step, working_for
 from eagle_spark.settings import (
     AssignSettings,
     EmbedSettings,
@@ -356,6 +360,31 @@ def group_members(spark: SparkSession, dataset: str, manifest: dict[str, Any]) -
     return float(read_table(spark, dataset, S.Y1).count())
 
 
+class _Parts(NamedTuple):
+    """What a choice scores on: (kept part, held-out part, id map) once, or once per fold; each
+    pair's groups; the split's kept scores (:class:`HeldOutSplit`); the lock a thread holds while
+    it scores a kept candidate (:func:`split_work`)."""
+
+    splits: list[tuple[str, str, DataFrame]]
+    counts: list[tuple[int, int]]
+    known: dict[str, dict[str, float]]
+    work: contextlib.AbstractContextManager[Any]
+
+
+def _reads_groups_only(params: AssignSettings, name: str) -> bool:
+    """Whether candidate `name` reads only Y1 and Y2 (the Baseline): no label embedding, no other
+    ``assign`` setting."""
+    return dataclasses.replace(params, **candidate_changes(name)).method == "baseline"
+
+
+def side_by_side(spark: SparkSession) -> bool:
+    """Whether :func:`choose_assignment` makes the held-out split and scores the Baseline in a
+    second driver thread while the other candidates assign the whole data: on a classic session
+    (local mode or a cluster; the jobs share the task slots, each task keeps what it would alone);
+    on Spark Connect one after another, as ``pipeline``'s methods run there."""
+    return not classic.is_connect(spark)
+
+
 def _groups(spark: SparkSession, part: str) -> int:
     """A dataset folder's number of groups, from its manifest."""
     return int(read_manifest(spark, part).get("n_groups") or 0)
@@ -433,31 +462,29 @@ def choose_assignment(
             share,
             k,
         )
-    # (kept part, held-out part, id map); and each part's groups, from its manifest, read once
-    splits: list[tuple[str, str, DataFrame]] = []
-    counts: list[tuple[int, int]] = []
-    work: contextlib.AbstractContextManager[Any]
-    known: dict[str, dict[str, float]] = {}  # scores kept with the split (not for folds)
-    if folds is None:
-        # the group labels of the groups not held out, about (1 - share) of the data's
-        n_pairs = group_labels(spark, dataset).pairs
-        kept_share = min(1.0, max_proxy_pairs / max(n_pairs * (1.0 - share), 1.0))
-        work = split_work(dataset, manifest, share, params.held_out_seed, kept_share)
-        with work, job_step(spark, "select: held-out split"):
-            fit, held, fit_ids, known = held_out_split(
-                spark, dataset, manifest, share, params.held_out_seed, scratch, kept_share
+
+    def make_parts() -> _Parts:
+        """The kept and held-out parts (one pair, or one per fold) and each part's groups."""
+        if folds is None:
+            # the group labels of the groups not held out, about (1 - share) of the data's
+            n_pairs = group_labels(spark, dataset).pairs
+            kept_share = min(1.0, max_proxy_pairs / max(n_pairs * (1.0 - share), 1.0))
+            work = split_work(dataset, manifest, share, params.held_out_seed, kept_share)
+            with work, job_step(spark, "select: held-out split"):
+                fit, held, fit_ids, known = held_out_split(
+                    spark, dataset, manifest, share, params.held_out_seed, scratch, kept_share
+                )
+            n_fit, n_held = _groups(spark, fit), _groups(spark, held)
+            if not n_held or not n_fit:
+                raise BadInputError(
+                    f"assign.weighting=auto: holding out {share:g} of the groups of {dataset} "
+                    f"leaves {n_fit} to fit and {n_held} to score; give more groups or another "
+                    "assign.held_out"
+                )
+            return _Parts(
+                [(fit, held, read_parquet(spark, fit_ids))], [(n_fit, n_held)], known, work
             )
-        n_fit, n_held = _groups(spark, fit), _groups(spark, held)
-        if not n_held or not n_fit:
-            raise BadInputError(
-                f"assign.weighting=auto: holding out {share:g} of the groups of {dataset} "
-                f"leaves {n_fit} to fit and {n_held} to score; give more groups or another "
-                "assign.held_out"
-            )
-        splits.append((fit, held, read_parquet(spark, fit_ids)))
-        counts.append((n_fit, n_held))
-    else:
-        work = contextlib.nullcontext()
+        parts = _Parts([], [], {}, contextlib.nullcontext())
         with job_step(spark, "select: folds"):
             for f, fold in enumerate(folds):
                 ids_path = posixpath.join(scratch, f"fold-{f}", "fit_ids")
@@ -470,77 +497,119 @@ def choose_assignment(
                     id_map=ids_path,
                     held_groups=fold,
                 )
-                splits.append((fit, held, read_parquet(spark, ids_path)))
-                counts.append((_groups(spark, fit), _groups(spark, held)))
+                parts.splits.append((fit, held, read_parquet(spark, ids_path)))
+                parts.counts.append((_groups(spark, fit), _groups(spark, held)))
+        return parts
+
+    def proxy_score(
+        parts: _Parts, i: int, name: str, chosen: AssignSettings, assigned: Optional[str]
+    ) -> dict[str, Any]:
+        """The candidate's score row: a proxy per part trained on what `assigned` (the
+        candidate's output for the whole data; None: assign the kept part with `chosen`) gave
+        the kept groups, scored on the held-out members, pooled over the parts."""
+        found, members = np.zeros(len(K)), 0
+        for f, (fit, held, ids) in enumerate(parts.splits):
+            tag = f"{i}" if folds is None else f"{i}-fold-{f}"
+            training = posixpath.join(scratch, f"fit-{tag}")
+            with job_step(spark, f"select {name}: proxy training set"):
+                if assigned is not None:
+                    fit_part(spark, fit, ids, assigned, training)
+                else:
+                    assign_with(spark, fit, training, chosen, diagnostics=False)
+            proxy = posixpath.join(scratch, f"model-{tag}")
+            with job_step(spark, f"select {name}: proxy training"):
+                train_tree(spark, training, proxy, PROXY)
+            preds = posixpath.join(scratch, f"predictions-{tag}")
+            with job_step(spark, f"select {name}: proxy prediction and score"):
+                predict(spark, proxy, held, preds, PredictSettings())
+                Y1 = read_table(spark, held, S.Y1)
+                part = multiset_precision(
+                    read_parquet(spark, posixpath.join(preds, PREDICTIONS)),
+                    Y1,
+                    read_table(spark, held, S.Y2),
+                    max(K),
+                )
+                n = Y1.count()  # the part's members: its precision's denominator
+            found += n * np.asarray([part[k - 1] for k in K])
+            members += n
+        found = found / max(members, 1)
+        row: dict[str, Any] = {
+            f"{CRITERION} P@{k}": round(100 * found[j], 2) for j, k in enumerate(K)
+        }
+        row["score"] = round(selection_score(row), 3)
+        log.info("assign auto: candidate %s: score %.2f", name, row["score"])
+        return row
+
+    rows: dict[str, Any] = {}
+    # the candidates that read only Y1 and Y2 (the Baseline): a proxy's training set is the
+    # candidate's assignment of the kept part alone (the same rows as the kept part of its whole
+    # assignment), and the caller assigns the whole data if one wins
+    kept_only = [(i, c) for i, c in enumerate(params.candidates) if _reads_groups_only(params, c)]
+    assigning = [
+        (i, c) for i, c in enumerate(params.candidates) if not _reads_groups_only(params, c)
+    ]
+
+    def score_kept_only(ready: Callable[[], _Parts]) -> None:
+        parts = ready()
+        for i, name in kept_only:
+            # scored by one thread at a time on a kept split: a second one reuses its score
+            with parts.work:
+                if name in parts.known:  # scored on this split before
+                    rows[name] = dict(parts.known[name])
+                    log.info(
+                        "assign auto: candidate %s: score %.2f (kept)", name, rows[name]["score"]
+                    )
+                    continue
+                chosen = dataclasses.replace(params, **candidate_changes(name))
+                rows[name] = proxy_score(parts, i, name, chosen, None)
+                if folds is None:  # reads no embedding or setting: kept with the split
+                    parts.known[name] = dict(rows[name])
+
     # GRLR of all the groups (see the module docstring)
     at_t = EmbeddingsAt(spark, dataset, embeddings, posixpath.join(scratch, "embeddings"))
-    rows: dict[str, Any] = {}
     # (a candidate's settings, its embeddings' iterations) -> its assigned folder
     done: dict[tuple[AssignSettings, Optional[int]], str] = {}
     rounds: dict[str, Optional[str]] = {}  # a candidate's name -> the folder its rounds are in
-    for i, name in enumerate(params.candidates):
-        chosen = dataclasses.replace(params, **candidate_changes(name))
-        at = candidate_iterations(name)
-        # a kept candidate is scored by one thread at a time: a second one reuses its score
-        with work if chosen.method == "baseline" else contextlib.nullcontext():
-            if chosen.method == "baseline" and name in known:  # scored on this split before
-                rows[name] = dict(known[name])
-                log.info("assign auto: candidate %s: score %.2f (kept)", name, rows[name]["score"])
-                continue
-            # the Baseline reads only Y1 and Y2: its proxy's training set is the Baseline of the
-            # kept part alone, and the whole data is assigned by the caller if it wins
-            whole = chosen.method != "baseline"
+
+    def assign_and_score(ready: Callable[[], _Parts]) -> None:
+        for i, name in assigning:
+            chosen = dataclasses.replace(params, **candidate_changes(name))
+            at = candidate_iterations(name)
             assigned = posixpath.join(scratch, f"assigned-{i}")
             rounds[name] = posixpath.join(scratch, f"rounds-{i}") if chosen.refine_rounds else None
             unrefined = done.get((chosen.unrefined(), at))
-            if whole:
-                with job_step(spark, f"select {name}: assign"):
-                    assign_with(
-                        spark,
-                        dataset,
-                        assigned,
-                        chosen,
-                        embeddings=at_t.at(at) if chosen.method == "eagle" else None,
-                        # a refined candidate whose unrefined settings were scored starts from
-                        # their output
-                        first_round=unrefined if chosen.refine_rounds > 0 else None,
-                        # the figures are the winner's alone: the caller computes them, a refined
-                        # candidate's from the rounds it leaves in the scratch folder
-                        diagnostics=False,
-                        rounds_scratch=rounds[name],
-                    )
-                done[(chosen.unrefined() if not chosen.refine_rounds else chosen, at)] = assigned
-            found, members = np.zeros(len(K)), 0
-            for f, (fit, held, ids) in enumerate(splits):
-                tag = f"{i}" if folds is None else f"{i}-fold-{f}"
-                training = posixpath.join(scratch, f"fit-{tag}")
-                with job_step(spark, f"select {name}: proxy training set"):
-                    if whole:
-                        fit_part(spark, fit, ids, assigned, training)
-                    else:
-                        assign_with(spark, fit, training, chosen, diagnostics=False)
-                proxy = posixpath.join(scratch, f"model-{tag}")
-                with job_step(spark, f"select {name}: proxy training"):
-                    train_tree(spark, training, proxy, PROXY)
-                preds = posixpath.join(scratch, f"predictions-{tag}")
-                with job_step(spark, f"select {name}: proxy prediction and score"):
-                    predict(spark, proxy, held, preds, PredictSettings())
-                    Y1 = read_table(spark, held, S.Y1)
-                    part = multiset_precision(
-                        read_parquet(spark, posixpath.join(preds, PREDICTIONS)),
-                        Y1,
-                        read_table(spark, held, S.Y2),
-                        max(K),
-                    )
-                    n = Y1.count()  # the part's members: its precision's denominator
-                found += n * np.asarray([part[k - 1] for k in K])
-                members += n
-            found = found / max(members, 1)
-            rows[name] = {f"{CRITERION} P@{k}": round(100 * found[j], 2) for j, k in enumerate(K)}
-            rows[name]["score"] = round(selection_score(rows[name]), 3)
-            if chosen.method == "baseline" and folds is None:  # reads no embedding or setting
-                known[name] = dict(rows[name])
-            log.info("assign auto: candidate %s: score %.2f", name, rows[name]["score"])
+            with job_step(spark, f"select {name}: assign"):
+                assign_with(
+                    spark,
+                    dataset,
+                    assigned,
+                    chosen,
+                    embeddings=at_t.at(at) if chosen.method == "eagle" else None,
+                    # a refined candidate whose unrefined settings were scored starts from
+                    # their output
+                    first_round=unrefined if chosen.refine_rounds > 0 else None,
+                    # the figures are the winner's alone: the caller computes them, a refined
+                    # candidate's from the rounds it leaves in the scratch folder
+                    diagnostics=False,
+                    rounds_scratch=rounds[name],
+                )
+            done[(chosen.unrefined() if not chosen.refine_rounds else chosen, at)] = assigned
+            rows[name] = proxy_score(ready(), i, name, chosen, assigned)
+
+    if assigning and side_by_side(spark):
+        # the split and the Baseline's scoring in a second driver thread, beside the assignments
+        # (which need no split): their Spark jobs fill the task slots the others leave idle
+        with ThreadPoolExecutor(1, thread_name_prefix="eagle-spark-select") as pool:
+            made = pool.submit(working_for(spark, make_parts))
+            kept = pool.submit(working_for(spark, score_kept_only), made.result)
+            assign_and_score(made.result)
+        kept.result()
+        parts = made.result()
+    else:
+        parts = make_parts()
+        score_kept_only(lambda: parts)
+        assign_and_score(lambda: parts)
+    splits, counts = parts.splits, parts.counts
     best = max(params.candidates, key=lambda c: (rows[c]["score"], -params.candidates.index(c)))
     won = dataclasses.replace(params, **candidate_changes(best))
     refitted = {  # the candidates assigned with embeddings other than the model's
@@ -559,7 +628,7 @@ def choose_assignment(
             **(proxy_work(spark, splits[0][0]) if folds is None else {}),
             **({"folds": len(folds)} if folds is not None else {}),
             **({"iterations": {"model": at_t.settings.iterations, **refitted}} if refitted else {}),
-            "candidates": rows,
+            "candidates": {c: rows[c] for c in params.candidates},
             "chosen": best,
         },
         done.get((won, candidate_iterations(best))),  # None for a kept score: the caller assigns
@@ -667,5 +736,6 @@ __all__ = [
     "held_out_split",
     "precision_row",
     "selection_score",
+    "side_by_side",
     "split_work",
 ]

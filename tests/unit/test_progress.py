@@ -183,3 +183,32 @@ def test_job_step_names_the_jobs_inside_it_and_leaves_the_phase(spark):
     assert spark.sparkContext.getLocalProperty("spark.job.description") is None
     with job_step(None, "no session"):  # nothing to name
         assert current_phase() == ""
+
+
+def test_work_for_another_thread_is_labelled_as_that_threads(spark):
+    """``working_for``: a worker thread's jobs carry the caller's description with its own steps
+    after it, the caller's phase names its progress lines, and the worker's own description comes
+    back when the work returns."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from pyspark import TaskContext
+
+    from eagle_spark.progress import current_phase, job_step, working_for
+
+    def described(_):
+        yield TaskContext.get().getLocalProperty("spark.job.description")
+
+    def work():
+        with job_step(spark, "select baseline: proxy training"):
+            seen = spark.sparkContext.parallelize([0], 1).mapPartitions(described).collect()[0]
+        return seen, current_phase()
+
+    def own():
+        return spark.sparkContext.getLocalProperty("spark.job.description"), current_phase()
+
+    with ThreadPoolExecutor(1) as pool:
+        assert pool.submit(own).result() == (None, "")
+        with phase(spark, "assign_eagle"):
+            labelled = pool.submit(working_for(spark, work)).result()
+        assert labelled == ("assign_eagle / select baseline: proxy training", "assign_eagle")
+        assert pool.submit(own).result() == (None, "")  # the same worker, as it was

@@ -804,7 +804,7 @@ def test_api_soft_weights_through_fit_transform_save_load(spark, soft, tmp_path)
         OneVsRestXMC(numTasks=2).fit(bad)
 
 
-def test_auto_chooses_the_best_candidate_on_held_out_groups(spark, soft, tmp_path):
+def test_auto_chooses_the_best_candidate_on_held_out_groups(spark, soft, tmp_path, monkeypatch):
     """weighting=auto: every candidate scored on the same held-out groups (multiset P@k of a
     one-tree proxy), the best mean of P@1/3/5 chosen, and the whole data assigned exactly as the
     chosen candidate assigns it; the scratch data is gone from the output."""
@@ -855,6 +855,15 @@ def test_auto_chooses_the_best_candidate_on_held_out_groups(spark, soft, tmp_pat
         )
 
     assert rows(out) == rows(again)
+    # the split and the Baseline scored one after another (as on Spark Connect) instead of beside
+    # the other candidates' assignments: the same scores, choice and output
+    from eagle_spark.assignment import selection
+
+    selection.forget_kept_splits(spark)
+    monkeypatch.setattr(selection, "side_by_side", lambda session: False)
+    apart = auto.transformDataset(agg, str(tmp_path / "apart"))
+    assert apart.manifest["selection"] == sel
+    assert rows(apart) == rows(out)
 
 
 def test_auto_chooses_grlrs_iterations_with_at_t_candidates(spark, soft, tmp_path):
