@@ -417,6 +417,12 @@ def choose_assignment(
     Raises:
         BadInputError (a ValueError): as the stages it runs (e.g. no groups held out).
         ValueError: `max_proxy_pairs` below 1.
+    Memory: a task keeps what the stage it runs for keeps (the assignment's, the proxy training's
+        and prediction's: :func:`eagle_spark.classifiers.tree.train_tree`); with the Baseline
+        scored side by side (:func:`side_by_side`) an executor may hold both at once: the kept
+        part's X and the proxy's labels (at most about :data:`MAX_PROXY_PAIRS` group labels'
+        Baseline positives, whatever the data's size) beside the assignment's state. The driver
+        keeps the candidates' score rows.
     Source: this project (choosing from group labels alone), beyond the paper.
     """
     if max_proxy_pairs < 1:
