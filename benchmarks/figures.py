@@ -703,7 +703,7 @@ R1X3_COST_REPORTS = (
     ("assignment_cost_wiki325k_0.1_r1x3", "Wiki-325K 0.1 R-4"),
     ("assignment_cost_wiki325k_0.3_r1x3", "Wiki-325K 0.3 R-4"),
     ("assignment_cost_wiki325k_0.1_r1x2", "Wiki-325K 0.1 R-4, each auto alone"),
-    ("assignment_cost_wiki325k_0.3_r1x2", "Wiki-325K 0.3 R-4"),
+    ("assignment_cost_wiki325k_0.3_r1x2", "Wiki-325K 0.3 R-4, each auto alone"),
 )
 """``assignment_cost`` reports of the cross-fitted round against ``auto`` (``auto r1x3`` first, the
 later ``auto`` rows reusing its held-out split and the Baseline's score, unless ``each auto

@@ -550,10 +550,10 @@ def choose_assignment(
     # the candidates that read only Y1 and Y2 (the Baseline): a proxy's training set is the
     # candidate's assignment of the kept part alone (the same rows as the kept part of its whole
     # assignment), and the caller assigns the whole data if one wins
-    kept_only = [(i, c) for i, c in enumerate(params.candidates) if _reads_groups_only(params, c)]
-    assigning = [
-        (i, c) for i, c in enumerate(params.candidates) if not _reads_groups_only(params, c)
-    ]
+    kept_only: list[tuple[int, str]] = []
+    assigning: list[tuple[int, str]] = []
+    for i, c in enumerate(params.candidates):
+        (kept_only if _reads_groups_only(params, c) else assigning).append((i, c))
 
     def score_kept_only(ready: Callable[[], _Parts]) -> None:
         parts = ready()
