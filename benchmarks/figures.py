@@ -287,12 +287,11 @@ def design() -> list[str]:
             "main_job_steps",
         )
     )
-    for scale in (
-        "0.1",
-        "0.2",
-        "0.3",
-    ):  # the realistic preset's compares (0.2, 0.3 without the Oracle)
-        name = f"main_job_synth_wiki325k_{scale}"
+    for name, scale in (  # the realistic preset's compares (0.2, 0.3 without the Oracle)
+        ("main_job_synth_wiki325k_0.1", "0.1, auto with the round in-sample"),
+        ("main_job_synth_wiki325k_0.2", "0.2, auto with the round in-sample"),
+        ("main_job_synth_wiki325k_0.3", "0.3, auto with the round in-sample"),
+    ):
         if (REPORTS / f"{name}.json").exists():
             rows.append(_synth_compare(name, scale))
     stray = report("labels_present")["rows"]
