@@ -1037,7 +1037,7 @@ def shares(report_name: str) -> list[str]:
 
 def shares_on_test_sets(report_name: str) -> Callable[[], list[str]]:
     """A docs/experiments.md block of :func:`shares` of ``table2.py``'s report `report_name` (test
-    sets): ``auto r1x3`` (``table2_pruned``), the default on three sets (``table2_r1x2``), ``auto``
+    sets): ``auto r1x3`` (``table2_pruned``), the default on four sets (``table2_r1x2``), ``auto``
     with the refined round in-sample (``table2_auto``), the same unpruned (``table2_targets``)."""
     return lambda: shares(report_name)
 

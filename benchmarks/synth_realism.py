@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
+import re
 import sys
 import time
 from typing import Any
@@ -168,11 +169,18 @@ def scale_comparison(report: dict[str, Any]) -> dict[str, Any]:
     ``to_oracle``) against the paper's, and against :data:`SCALE_TARGETS`.
 
     Raises:
-        ValueError: the report has no ``to_oracle`` (made without ``--oracle``).
+        ValueError: the report has no ``to_oracle`` (made without ``--oracle``) or is not of the
+            Wiki-325K preset (its ``data``, ``synth:wiki325k:<scale> ...``).
     """
     if not report.get("to_oracle"):
         raise ValueError(
             f"report {report.get('benchmark')!r} has no to_oracle: make it with main_job.py --oracle"
+        )
+    data = re.match(r"synth:wiki325k:([0-9.]+)", report.get("data") or "")
+    if not data:
+        raise ValueError(
+            f"report {report.get('benchmark')!r} is of {report.get('data')!r}, not of the "
+            "Wiki-325K preset (synth:wiki325k:<scale>)"
         )
     got = {
         "R-4": {
@@ -190,6 +198,7 @@ def scale_comparison(report: dict[str, Any]) -> dict[str, Any]:
     return {
         "report": f"{report['benchmark']}.json",
         "data": report.get("data"),
+        "scale": float(data.group(1)),
         "command": report.get("command"),  # its settings: which candidates auto chose among
         "comparison": compare(paper_ratios("wiki325k"), got, PRESET_TOLERANCE),
         "targets": targets,
@@ -213,7 +222,7 @@ def markdown(report: dict[str, Any]) -> str:
         lines += _table(title, s["comparison"], "paper", "preset")
     at_scale = report.get("at_scale")
     if at_scale:
-        title = f"**wiki325k** at scale 0.1 (`{at_scale['report']}`, R-4)"
+        title = f"**wiki325k** at scale {at_scale['scale']:g} (`{at_scale['report']}`, R-4)"
         lines += _table(title, at_scale["comparison"], "paper", "preset")
         lines.append(
             "Bounds at scale: "
@@ -288,7 +297,7 @@ def main() -> None:
             for s, v in [
                 *sources.items(),
                 *presets.items(),
-                *([("wiki325k at 0.1", at_scale)] if at_scale else []),
+                *([(f"wiki325k at {at_scale['scale']:g}", at_scale)] if at_scale else []),
             ]
             for c in v["comparison"]
         ]

@@ -58,7 +58,7 @@ def test_the_comparison_at_scale_against_the_paper_and_the_bounds():
         },
     }
     got = synth_realism.scale_comparison(report)
-    assert got["report"] == "main_job_x.json"
+    assert (got["report"], got["scale"]) == ("main_job_x.json", 0.1)
     assert [(t["ratio"], t["met"]) for t in got["targets"]] == [
         ("baseline / Oracle P@1", True),  # 0.60 <= 0.65
         ("eagle0 / Oracle P@1", False),  # 0.84 < 0.85
@@ -81,3 +81,9 @@ def test_the_comparison_at_scale_against_the_paper_and_the_bounds():
 def test_a_report_without_the_oracle_is_refused_by_name():
     with pytest.raises(ValueError, match="main_job_y.*--oracle"):
         synth_realism.scale_comparison({"benchmark": "main_job_y"})
+
+
+def test_a_report_of_another_data_set_is_refused_by_name():
+    report = {"benchmark": "main_job", "data": "delicious", "to_oracle": {"baseline": {}}}
+    with pytest.raises(ValueError, match="main_job.*'delicious'.*Wiki-325K"):
+        synth_realism.scale_comparison(report)
