@@ -8,8 +8,9 @@ them in the pipeline) with each assignment setting, against the hard top-c assig
 For each setting (``hard``; ``soft`` at T = 0.3, the same refined once, at the default
 ``soft_keep`` and unpruned, cross-fitted in 3 folds for up to 3 rounds (tolerance 0.01); the
 posterior weighting refined once; ``auto`` choosing between the Baseline and the in-sample
-refined round, the same unpruned, between the Baseline and one cross-fitted round (``auto r1x3``,
-the library's default), and between the Baseline and the cross-fitted refinement) one pipeline
+refined round, the same unpruned, between the Baseline and one round cross-fitted in 3 folds
+(``auto r1x3``) or 2 (``auto r1x2``, the library's default), two rounds in 2 folds (``auto
+r2x2``), and between the Baseline and the cross-fitted refinement) one pipeline
 run (``pipeline.methods=[eagle]``, until train, conf/local.yaml) in a folder of its own, so every stage runs: the
 aggregated data are made once and shared (``pipeline.dataset`` with ``aggregate=false``). The
 report has each stage's wall seconds (the pipeline's own stage timings), the fit's total, its
@@ -42,6 +43,7 @@ from _common import (  # noqa: E402
     REPORTS,
     STEP_SEPARATOR,
     TWO_FOLD_CANDIDATES,
+    TWO_ROUND_CANDIDATES,
     jobs_by_description,
     only_app_id,
     print_table,
@@ -92,6 +94,7 @@ SETTINGS = {  # setting -> changes to the assign section (soft: the default soft
     },
     "auto r1x3": AUTO_R1X3,
     "auto r1x2": {"weighting": "auto", "candidates": TWO_FOLD_CANDIDATES},
+    "auto r2x2": {"weighting": "auto", "candidates": TWO_ROUND_CANDIDATES},
     **{f"auto r1x3 neg={r:g}": {**AUTO_R1X3, "refine_negatives": r} for r in NEGATIVES},
     **{f"auto r3x3 neg={r:g}": {**AUTO_R3X3, "refine_negatives": r} for r in NEGATIVES},
     "auto cross-fitted": AUTO_R3X3,

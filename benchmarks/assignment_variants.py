@@ -39,8 +39,9 @@ and EAGLE's assignments (T = 20) under four variants:
   probability of holding the label given that c members of its group do, the first round's odds
   exp(-d / t), the refinement round's from a logistic-loss scorer), pruned as the default;
 * ``auto``: the assignment chosen on held-out groups (``assignment/selection.py``) between the
-  Baseline and the in-sample refined candidate (``soft-0.3+r1``); ``auto r1x3``, the library's
-  default: the same choice with the refined candidate cross-fitted (``soft-0.3+r1x3``).
+  Baseline and the in-sample refined candidate (``soft-0.3+r1``); ``auto r1x3``: the same choice
+  with the refined candidate cross-fitted in 3 folds (``soft-0.3+r1x3``); ``auto r1x2`` in 2
+  folds (the library's default); ``auto r2x2``: two such rounds.
 
 EAGLE-0's row uses the first variant's assignment settings.
 
@@ -62,6 +63,7 @@ from _common import (  # noqa: E402
     CROSS_FITTED_CANDIDATES,
     IN_SAMPLE_CANDIDATES,
     TWO_FOLD_CANDIDATES,
+    TWO_ROUND_CANDIDATES,
     generator,
     write_report,
 )
@@ -169,7 +171,7 @@ VARIANTS = {  # variant -> changes to the assign section, changes to the tree se
         {"weighting": "auto", "candidates": (*IN_SAMPLE_CANDIDATES, "soft-0.3+r1@t0")},
         {},
     ),
-    # the library's default: the refined candidate cross-fitted in 3 folds (one round)
+    # the refined candidate cross-fitted in 3 folds (one round)
     "auto r1x3": ({"weighting": "auto", "candidates": CROSS_FITTED_CANDIDATES}, {}),
     # the round cross-fitted in 2 folds: each label fitted in at most 2 folds, not 3
     "soft T=0.3+r1x2 keep=2": (
@@ -184,6 +186,8 @@ VARIANTS = {  # variant -> changes to the assign section, changes to the tree se
         {},
     ),
     "auto r1x2": ({"weighting": "auto", "candidates": TWO_FOLD_CANDIDATES}, {}),
+    # two rounds, each cross-fitted in 2 folds: EM's second E-step for about one more training
+    "auto r2x2": ({"weighting": "auto", "candidates": TWO_ROUND_CANDIDATES}, {}),
 }
 FRONTIER = (
     "top-c",
