@@ -288,6 +288,7 @@ def design() -> list[str]:
         )
     )
     for name, scale in (  # the realistic preset's compares (0.2, 0.3 without the Oracle)
+        ("main_job_synth_wiki325k_0.1_r1x2", "0.1, the default (the round in 2 folds)"),
         ("main_job_synth_wiki325k_0.1", "0.1, auto with the round in-sample"),
         ("main_job_synth_wiki325k_0.2", "0.2, auto with the round in-sample"),
         ("main_job_synth_wiki325k_0.3", "0.3, auto with the round in-sample"),

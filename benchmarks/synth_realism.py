@@ -24,7 +24,8 @@ preset's experiment folder is ``<work>/synth_<preset>_<scale>``, as ``benchmarks
 names it, so with table2.py's ``--work`` the groupings and methods it finished are read, not run
 again (``wall_s`` is this run's). Wiki-325K's comparison at scale 0.1 comes from the comparison
 at scale with the Oracle beside it (``--scale-report``, default
-``main_job_synth_wiki325k_0.1``: ``benchmarks/main_job.py --oracle``, field ``to_oracle``, R-4),
+``main_job_synth_wiki325k_0.1_r1x2``, the library's default: ``benchmarks/main_job.py --oracle``,
+field ``to_oracle``, R-4),
 checked against :data:`SCALE_TARGETS` besides the paper's ratios.
 """
 
@@ -255,7 +256,7 @@ def main() -> None:
     )
     parser.add_argument(
         "--scale-report",
-        default="main_job_synth_wiki325k_0.1",
+        default="main_job_synth_wiki325k_0.1_r1x2",
         help="main_job.py --oracle report of Wiki-325K at scale (skipped when missing)",
     )
     parser.add_argument("--markdown", action="store_true", help="print the report's table")
