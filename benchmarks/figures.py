@@ -716,6 +716,17 @@ def cost_r1x3() -> list[str]:
     return cost_table(cost_reports(R1X3_COST_REPORTS))
 
 
+R2X2_COST_REPORTS = (("assignment_cost_delicious_r2x2", "delicious R-4, each auto alone"),)
+"""``assignment_cost`` report of two cross-fitted rounds (``auto r2x2``) against one (``auto
+r1x2``, the default) and the in-sample round (``auto``), each choosing alone."""
+
+
+def cost_r2x2() -> list[str]:
+    """docs/experiments.md's cost of ``auto r2x2`` against ``auto r1x2`` and ``auto``
+    (:data:`R2X2_COST_REPORTS`), as :func:`cost_table`."""
+    return cost_table(cost_reports(R2X2_COST_REPORTS))
+
+
 NEGATIVES_COST_REPORTS = (
     ("assignment_cost_delicious_neg", "delicious R-4"),
     ("assignment_cost_wiki325k_0.1_neg", "Wiki-325K 0.1 R-4"),
@@ -1387,6 +1398,11 @@ BLOCKS: dict[str, tuple[pathlib.Path, Callable[[], list[str]]]] = {
         validation_shares("assignment_variants_r1x2_wiki325k"),
     ),
     "cost_r1x3": (ROOT / "docs" / "experiments.md", cost_r1x3),
+    "auto_r2x2": (
+        ROOT / "docs" / "experiments.md",
+        validation_shares("assignment_variants_auto_r2x2"),
+    ),
+    "cost_r2x2": (ROOT / "docs" / "experiments.md", cost_r2x2),
     "negatives": (
         ROOT / "docs" / "experiments.md",
         validation_shares("assignment_variants_neg"),
