@@ -35,7 +35,7 @@ TWO_FOLD_CANDIDATES = ("baseline", "soft-0.3+r1x2")
 library's default, named so that the reports keep meaning what they measured if it moves)."""
 TWO_ROUND_CANDIDATES = ("baseline", "soft-0.3+r2x2")
 """``assign.candidates`` of the benchmarks' ``auto r2x2``: two rounds, each cross-fitted in 2 folds
-(``assign.refine_tolerance`` may stop after the first; a point of the same frontier)."""
+(a point of the same frontier)."""
 
 
 def folder_bytes(path: str | os.PathLike) -> int:
